@@ -1,0 +1,47 @@
+# attnstruct: one command per task. `make help` lists them.
+PROFILE ?= quick
+PYTHON ?= python3
+VENV ?= .venv
+BUILD ?= build/$(PROFILE)
+NB ?= 03_scores
+ARGS ?=
+
+BIN := $(VENV)/bin
+TORCH_PIN := $(shell grep -E '^torch==' requirements/lock.txt)
+STAMP := $(VENV)/.attnstruct-installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install reproduce notebook test sync lock clean
+
+help: ## list the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@echo "  variables: PROFILE=$(PROFILE) (quick|paper)  NB=$(NB)  ARGS='-p NAME VALUE ...'  VENV=$(VENV)"
+
+install: $(STAMP) ## create $(VENV) and install pinned dependencies (torch first)
+
+$(STAMP): pyproject.toml requirements/lock.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "attnstruct needs Python >= 3.11, $(PYTHON) is " + sys.version.split()[0])'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
+	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev]"
+	touch $@
+
+reproduce: install ## run every notebook with PROFILE; outputs in build/PROFILE/
+	$(BIN)/attnstruct reproduce --profile $(PROFILE) --build-dir $(BUILD)
+
+notebook: install ## run one notebook: make notebook NB=03_scores ARGS='-p n_draws 100'
+	$(BIN)/attnstruct notebook $(NB) --profile $(PROFILE) --build-dir $(BUILD) $(ARGS)
+
+test: install ## run the test suite (executes every notebook)
+	MPLBACKEND=agg $(BIN)/python -m pytest
+
+sync: install ## write paired .ipynb files next to the .py sources (for Jupyter users)
+	$(BIN)/jupytext --sync notebooks/[0-9][0-9]_*.py
+
+lock: install ## re-pin requirements/lock.txt from the current environment
+	{ head -n 2 requirements/lock.txt; $(BIN)/python -m pip freeze --exclude-editable | sed 's/^torch==\(.*\)+cpu$$/torch==\1/' | grep -v '^attnstruct'; } > requirements/lock.txt.new
+	mv requirements/lock.txt.new requirements/lock.txt
+
+clean: ## remove build outputs (keeps $(VENV))
+	rm -rf build .pytest_cache

@@ -1,0 +1,61 @@
+"""Input checking and numpy/torch interchange shared by the score and bilinear-form modules.
+
+Every public function accepts numpy arrays (or nested lists) and torch tensors. Computation happens in
+torch float64; results come back as the caller's type: numpy in, numpy (or a Python float for a single
+matrix) out; torch in, a float64 torch tensor on the input's device out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+ArrayLike = Any  # np.ndarray | torch.Tensor | nested sequences of numbers
+
+
+def to_float64(x: ArrayLike, name: str) -> tuple[torch.Tensor, bool]:
+    """Return ``(tensor in float64, input_was_torch)``; refuse complex, boolean, empty and non-finite input."""
+    is_torch = isinstance(x, torch.Tensor)
+    if not is_torch:
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            raise ValueError(f"{name}: expected a numeric array, got dtype object")
+        x = torch.from_numpy(np.ascontiguousarray(arr))
+    if x.is_complex():
+        raise ValueError(f"{name}: complex input is not supported (dtype {x.dtype})")
+    if x.dtype == torch.bool:
+        raise ValueError(f"{name}: boolean input is not supported")
+    if x.numel() == 0:
+        raise ValueError(f"{name}: empty input with shape {tuple(x.shape)}")
+    x = x.detach().to(torch.float64)
+    if not bool(torch.isfinite(x).all()):
+        n_bad = int((~torch.isfinite(x)).sum())
+        raise ValueError(f"{name}: input contains NaN or inf ({n_bad} non-finite entries)")
+    return x, is_torch
+
+
+def check_square(m: torch.Tensor, name: str) -> None:
+    """Require shape ``[..., d, d]``."""
+    if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
+        raise ValueError(f"{name}: expected square matrices with shape [..., d, d], got shape {tuple(m.shape)}")
+
+
+def check_factors(w_q: torch.Tensor, w_k: torch.Tensor) -> None:
+    """Require matching factor shapes ``[..., r, d_model]`` for queries and keys."""
+    if w_q.ndim < 2:
+        raise ValueError(f"W_q: expected shape [..., d_head, d_model], got shape {tuple(w_q.shape)}")
+    if w_q.shape != w_k.shape:
+        raise ValueError(
+            f"W_q and W_k must have the same shape [..., d_head, d_model], got {tuple(w_q.shape)} and "
+            f"{tuple(w_k.shape)}"
+        )
+
+
+def back(result: torch.Tensor, as_torch: bool) -> Any:
+    """Return ``result`` in the caller's array type: a Python float for a 0-d numpy result."""
+    if as_torch:
+        return result
+    out = result.cpu().numpy()
+    return float(out) if out.ndim == 0 else out

@@ -1,0 +1,86 @@
+"""Command line: ``attnstruct reproduce``, ``attnstruct notebook``, ``attnstruct list``.
+
+Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
+(unknown notebook, profile or parameter), always with one line on stderr that names the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from . import __version__
+from .pipeline import NotebookFailed, PipelineError, find_root, list_notebooks, load_profile, reproduce, resolve_notebook, run_notebook
+
+
+def _parameter(pair: list[str]) -> tuple[str, object]:
+    name, raw = pair
+    try:
+        return name, yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise PipelineError(f"parameter {name}: cannot parse value {raw!r} (YAML syntax, e.g. 3, 0.5, [64, 128])") from None
+
+
+def _build_dir(args, root: Path) -> Path:
+    return Path(args.build_dir) if args.build_dir else root / "build" / Path(args.profile).stem
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnstruct", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"attnstruct {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--profile", default="quick", help="params/<PROFILE>.yaml or a YAML path (default: quick)")
+        p.add_argument("--build-dir", help="output folder (default: build/<PROFILE>)")
+
+    rep = sub.add_parser("reproduce", help="run every notebook in order with a profile")
+    common(rep)
+    rep.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks (stem or number)")
+
+    one = sub.add_parser("notebook", help="run one notebook with a profile and extra parameters")
+    one.add_argument("name", help="notebook stem or number, e.g. 03_scores or 03")
+    common(one)
+    one.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="override a parameter (VALUE in YAML syntax); repeatable")
+
+    sub.add_parser("list", help="list the notebooks and their parameters")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    progress = sys.stderr.isatty()
+    try:
+        root = find_root()
+        if args.command == "list":
+            from .pipeline import declared_parameters, read_notebook
+
+            for path in list_notebooks(root):
+                print(f"{path.stem}: {', '.join(declared_parameters(read_notebook(path)))}")
+            return 0
+        build_dir = _build_dir(args, root)
+        if args.command == "reproduce":
+            results = reproduce(root, args.profile, build_dir, only=args.only, progress=progress)
+            print(f"{len(results)} notebooks ran with profile {args.profile!r}; outputs in {build_dir}")
+            return 0
+        source = resolve_notebook(root, args.name)
+        params = dict(load_profile(root, args.profile).get(source.stem, {}))
+        params.update(_parameter(p) for p in args.param)
+        print(f"[1/1] {source.stem} ({args.profile}) ...", flush=True)
+        result = run_notebook(root, source, params, build_dir, profile=Path(args.profile).stem, progress=progress)
+        print(f"[1/1] {source.stem} done in {result.seconds:.1f} s -> {result.html}")
+        return 0
+    except PipelineError as err:
+        print(f"attnstruct: error: {err}", file=sys.stderr)
+        return 2
+    except NotebookFailed as err:
+        print(f"attnstruct: FAILED {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+r"""The paper's two scores of a query-key matrix, from the matrix or from its factors.
+
+Definitions (``design.md``; Saponati et al. 2025, the convention of their plots and tables):
+
+* **symmetry** of ``M`` (``d x d``), with ``M_s = (M + M^T)/2`` and ``M_n = (M - M^T)/2``::
+
+      s(M) = (||M_s||_F^2 - ||M_n||_F^2) / ||M||_F^2 = tr(M M) / tr(M^T M)        in [-1, 1]
+
+  +1 for a symmetric matrix, -1 for a skew-symmetric one, about 0 for an i.i.d. Gaussian one.
+  The second form holds because ``||M_s||^2 = (||M||^2 + tr(M M))/2`` and ``||M_n||^2 = (||M||^2 - tr(M M))/2``.
+
+* **directionality** of ``M``: with row norms ``r_i = ||M[i, :]||`` and column norms ``c_j = ||M[:, j]||``,
+  thresholds ``tau_r = mean(r) + num_std * std(r)`` and ``tau_c`` likewise (unbiased std, ``num_std = 2``),
+  row excess ``R = sum_i max(r_i - tau_r, 0)`` and column excess ``C`` likewise::
+
+      dir(M) = (R - C) / (R + C)        in [-1, 1],   0 when R = C = 0
+
+  Negative means a few columns with outlying norms (column dominance, the autoregressive signature);
+  positive means row dominance; any symmetric matrix scores exactly 0.
+
+The authors' code stores other conventions; ``convention="raw"`` returns them (never the default):
+symmetry ``||M_s||^2 / ||M||^2 = (1 + s)/2`` in [0, 1], and directionality with the opposite sign,
+``(C - R)/(C + R)``.
+
+Documented edge values:
+
+* the zero matrix has no symmetry score: :func:`symmetry_score` raises ``ValueError``; its directionality is 0;
+* a 1 x 1 matrix (nonzero) has symmetry 1 and directionality 0 (one row and one column cannot be outliers);
+* NaN or inf entries, non-square, empty, complex or boolean input raise ``ValueError``;
+* norm excesses below ``64 * eps * max(norm)`` count as zero, so that rounding cannot turn a matrix with
+  equal row norms (an orthogonal one, say) into a spurious +-1.
+
+Factor form. Query/key weights are given per head in the ``nn.Linear`` layout, ``W_q, W_k`` of shape
+``[..., H, d_head, d_model]``, so that ``q_h = W_q[h] x`` and the bilinear form of head ``h`` is
+``M_h = W_q[h]^T W_k[h]`` (``d_model x d_model``, the paper's ``W_q^h W_k^h^T``). The layer matrix is
+``M = sum_h M_h = A^T B`` with ``A, B`` the heads stacked into ``[H * d_head, d_model]``. With ``r`` the
+inner dimension (``d_head``, or ``H * d_head`` for the sum) every quantity reduces to ``r x r`` Grams:
+
+* ``||M||_F^2 = tr((A A^T)(B B^T))``,
+* ``tr(M M) = tr((B A^T)(B A^T))``,
+* ``||M[i, :]||^2 = a_i^T (B B^T) a_i`` and ``||M[:, j]||^2 = b_j^T (A A^T) b_j`` (``a_i``, ``b_j`` columns),
+
+which costs ``O(r^2 d)`` time and ``O(r d + r^2)`` memory instead of ``O(r d^2)`` and ``O(d^2)``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+import torch
+
+from ._arrays import ArrayLike, back, check_factors, check_square, to_float64
+
+Convention = Literal["paper", "raw"]
+Method = Literal["auto", "factors", "matrix"]
+CONVENTIONS = ("paper", "raw")
+DEFAULT_NUM_STD = 2.0
+
+CONVENTION_DESCRIPTIONS = {
+    "paper": (
+        "symmetry = (||M_s||_F^2 - ||M_n||_F^2) / ||M||_F^2 in [-1, 1]; directionality = (R - C) / (R + C) "
+        "in [-1, 1], R and C the row and column norm excess over mean + num_std * std (unbiased); "
+        "negative = column dominance"
+    ),
+    "raw": (
+        "authors' code convention: symmetry = ||M_s||_F^2 / ||M||_F^2 in [0, 1]; directionality = "
+        "(C - R) / (C + R), positive = column dominance"
+    ),
+}
+
+
+class Scores(NamedTuple):
+    """Symmetry and directionality of the same batch of matrices, each of shape ``[...]``."""
+
+    symmetry: ArrayLike
+    directionality: ArrayLike
+
+
+def _check_convention(convention: str) -> None:
+    if convention not in CONVENTIONS:
+        raise ValueError(f"unknown score convention {convention!r}; choose one of {CONVENTIONS}")
+
+
+def _check_num_std(num_std: float) -> None:
+    if not (isinstance(num_std, (int, float)) and num_std == num_std and abs(num_std) != float("inf")):
+        raise ValueError(f"num_std must be a finite number, got {num_std!r}")
+
+
+def _symmetry_from_traces(cross: torch.Tensor, total: torch.Tensor, convention: str) -> torch.Tensor:
+    """``cross = tr(M M)``, ``total = ||M||_F^2``, both ``[...]``."""
+    if bool((total == 0).any()):
+        n_zero = int((total == 0).sum())
+        raise ValueError(f"symmetry score is undefined for a zero matrix ({n_zero} of the matrices have norm 0)")
+    s = cross / total
+    return s if convention == "paper" else (1.0 + s) / 2.0
+
+
+def _norm_excess(norms: torch.Tensor, num_std: float) -> torch.Tensor:
+    """Summed excess of ``norms`` ``[..., n]`` over ``mean + num_std * std``; ``[...]``."""
+    if norms.shape[-1] < 2:
+        return torch.zeros(norms.shape[:-1], dtype=norms.dtype, device=norms.device)
+    threshold = norms.mean(-1, keepdim=True) + num_std * norms.std(-1, correction=1, keepdim=True)
+    excess = norms - threshold
+    tolerance = 64 * torch.finfo(norms.dtype).eps * norms.amax(-1, keepdim=True)
+    return torch.where(excess > tolerance, excess, torch.zeros_like(excess)).sum(-1)
+
+
+def _directionality_from_norms(
+    row_norms: torch.Tensor, col_norms: torch.Tensor, num_std: float, convention: str
+) -> torch.Tensor:
+    rows = _norm_excess(row_norms, num_std)
+    cols = _norm_excess(col_norms, num_std)
+    total = rows + cols
+    score = torch.where(total > 0, (rows - cols) / torch.where(total > 0, total, 1.0), torch.zeros_like(total))
+    return score if convention == "paper" else -score
+
+
+def symmetry_score(m: ArrayLike, *, convention: Convention = "paper") -> ArrayLike:
+    """Symmetry score of ``m`` with shape ``[..., d, d]``; returns shape ``[...]``.
+
+    ``(||M_s||^2 - ||M_n||^2) / ||M||^2`` in [-1, 1] (``convention="paper"``), or the authors' raw
+    ``||M_s||^2 / ||M||^2`` in [0, 1] (``convention="raw"``). Raises ``ValueError`` for a zero matrix.
+    """
+    _check_convention(convention)
+    m, as_torch = to_float64(m, "M")
+    check_square(m, "M")
+    total = (m * m).sum((-2, -1))
+    cross = (m * m.mT).sum((-2, -1))
+    return back(_symmetry_from_traces(cross, total, convention), as_torch)
+
+
+def directionality_score(
+    m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD, convention: Convention = "paper"
+) -> ArrayLike:
+    """Directionality score of ``m`` with shape ``[..., d, d]``; returns shape ``[...]``.
+
+    ``(R - C)/(R + C)`` with ``R`` (``C``) the summed excess of row (column) Euclidean norms over
+    ``mean + num_std * std``; negative = column dominance. ``convention="raw"`` flips the sign (authors' code).
+    """
+    _check_convention(convention)
+    _check_num_std(num_std)
+    m, as_torch = to_float64(m, "M")
+    check_square(m, "M")
+    row_norms = torch.linalg.vector_norm(m, dim=-1)
+    col_norms = torch.linalg.vector_norm(m, dim=-2)
+    return back(_directionality_from_norms(row_norms, col_norms, num_std, convention), as_torch)
+
+
+def scores(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD, convention: Convention = "paper") -> Scores:
+    """Both scores of ``m`` ``[..., d, d]``; see :func:`symmetry_score` and :func:`directionality_score`."""
+    return Scores(
+        symmetry_score(m, convention=convention),
+        directionality_score(m, num_std=num_std, convention=convention),
+    )
+
+
+def _stack_heads(w: torch.Tensor) -> torch.Tensor:
+    """``[..., H, d_head, d_model] -> [..., H * d_head, d_model]``."""
+    if w.ndim < 3:
+        raise ValueError(f"sum_heads=True needs a head axis: shape [..., H, d_head, d_model], got {tuple(w.shape)}")
+    return w.reshape(*w.shape[:-3], w.shape[-3] * w.shape[-2], w.shape[-1])
+
+
+def factor_scores(
+    w_q: ArrayLike,
+    w_k: ArrayLike,
+    *,
+    sum_heads: bool = False,
+    num_std: float = DEFAULT_NUM_STD,
+    convention: Convention = "paper",
+    method: Method = "auto",
+) -> Scores:
+    """Scores of ``M = W_q^T W_k`` from the factors, without forming ``M`` when that is cheaper.
+
+    Args:
+        w_q, w_k: ``[..., H, d_head, d_model]`` per-head weights in the ``nn.Linear`` layout (``q = W_q x``);
+            any ``[..., r, d_model]`` works with ``sum_heads=False``.
+        sum_heads: score the layer matrix ``sum_h W_q[h]^T W_k[h]`` (what the paper's tables report)
+            instead of one matrix per head.
+        method: ``"factors"`` uses the ``r x r`` Gram identities of the module docstring, ``"matrix"``
+            forms ``M``, ``"auto"`` picks the factors when ``r < d_model``.
+
+    Returns:
+        :class:`Scores` of shape ``[..., H]`` (per head) or ``[...]`` (``sum_heads=True``).
+    """
+    _check_convention(convention)
+    _check_num_std(num_std)
+    if method not in ("auto", "factors", "matrix"):
+        raise ValueError(f"unknown method {method!r}; choose 'auto', 'factors' or 'matrix'")
+    a, as_torch = to_float64(w_q, "W_q")
+    b, _ = to_float64(w_k, "W_k")
+    check_factors(a, b)
+    if sum_heads:
+        a, b = _stack_heads(a), _stack_heads(b)
+    inner, d_model = a.shape[-2], a.shape[-1]
+    if method == "matrix" or (method == "auto" and inner >= d_model):
+        m = a.mT @ b
+        sym = _symmetry_from_traces((m * m.mT).sum((-2, -1)), (m * m).sum((-2, -1)), convention)
+        rows, cols = torch.linalg.vector_norm(m, dim=-1), torch.linalg.vector_norm(m, dim=-2)
+    else:
+        gram_q = a @ a.mT  # [..., r, r]
+        gram_k = b @ b.mT
+        mixed = b @ a.mT  # B A^T
+        sym = _symmetry_from_traces((mixed * mixed.mT).sum((-2, -1)), (gram_q * gram_k).sum((-2, -1)), convention)
+        rows = ((gram_k @ a) * a).sum(-2).clamp_min(0).sqrt()
+        cols = ((gram_q @ b) * b).sum(-2).clamp_min(0).sqrt()
+    direc = _directionality_from_norms(rows, cols, num_std, convention)
+    return Scores(back(sym, as_torch), back(direc, as_torch))
