@@ -5,6 +5,7 @@ VENV ?= .venv
 BUILD ?= build/$(PROFILE)
 NB ?= 03_scores
 ARGS ?=
+TORCH_PIP_ARGS ?=
 
 BIN := $(VENV)/bin
 TORCH_PIN := $(shell grep -E '^torch==' requirements/lock.txt)
@@ -16,6 +17,7 @@ STAMP := $(VENV)/.attnstruct-installed
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: PROFILE=$(PROFILE) (quick|paper)  NB=$(NB)  ARGS='-p NAME VALUE ...'  VENV=$(VENV)"
+	@echo "             TORCH_PIP_ARGS='...' extra pip arguments for the torch install (e.g. another wheel index)"
 
 install: $(STAMP) ## create $(VENV) and install pinned dependencies (torch first)
 
@@ -23,7 +25,7 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "attnstruct needs Python >= 3.11, $(PYTHON) is " + sys.version.split()[0])'
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
+	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)" $(TORCH_PIP_ARGS)
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev]"
 	touch $@
 

@@ -113,7 +113,7 @@ def check_dataset(ds: xr.Dataset) -> None:
     missing = [a for a in REQUIRED_ATTRS if a not in ds.attrs]
     if missing:
         raise ValueError(f"dataset lacks the provenance attrs {missing}; build attrs with provenance_attrs()")
-    bad = [k for k, v in ds.attrs.items() if not isinstance(v, (str, int, float))]
+    bad = [k for k, v in ds.attrs.items() if isinstance(v, bool) or not isinstance(v, (str, int, float))]
     if bad:
         raise ValueError(f"dataset attrs {bad} are not str, int or float (netCDF cannot store them)")
 

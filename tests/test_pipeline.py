@@ -1,0 +1,104 @@
+"""The papermill runner: profiles, parameter checks, failures reported with notebook and cell."""
+
+import textwrap
+
+import pytest
+import yaml
+
+from attnstruct import cli, pipeline
+from conftest import ROOT
+
+HEADER = textwrap.dedent(
+    """\
+    # ---
+    # jupyter:
+    #   kernelspec:
+    #     display_name: Python 3
+    #     language: python
+    #     name: python3
+    # ---
+    """
+)
+
+
+def make_project(tmp_path, body):
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "params").mkdir()
+    (tmp_path / "params" / "quick.yaml").write_text("01_toy:\n  value: 2\n")
+    source = HEADER + '\n# %% tags=["parameters"]\nvalue = 1\nresults_dir = "out"\n\n# %%\n' + body + "\n"
+    (tmp_path / "notebooks" / "01_toy.py").write_text(source)
+    return tmp_path
+
+
+def test_every_notebook_defaults_are_the_quick_profile():
+    quick = pipeline.load_profile(ROOT, "quick")
+    paper = pipeline.load_profile(ROOT, "paper")
+    notebooks = pipeline.list_notebooks(ROOT)
+    assert [p.stem for p in notebooks][:2] == ["01_bilinear_form", "03_scores"]
+    for path in notebooks:
+        declared = pipeline.declared_parameters(pipeline.read_notebook(path))
+        assert {"results_dir", "figures_dir"} <= set(declared), path.stem
+        assert path.stem in quick, f"{path.stem} missing from params/quick.yaml"
+        for name, value in quick[path.stem].items():
+            assert declared[name] == value, f"{path.stem}: default {name}={declared[name]!r}, quick.yaml {value!r}"
+        assert set(paper.get(path.stem, {})) <= set(declared), path.stem
+
+
+def test_profile_errors(tmp_path):
+    with pytest.raises(pipeline.PipelineError, match="no parameter profile 'huge'"):
+        pipeline.load_profile(ROOT, "huge")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("99_nothing:\n  x: 1\n")
+    with pytest.raises(pipeline.PipelineError, match="unknown notebooks"):
+        pipeline.load_profile(ROOT, str(bad))
+    bad.write_text("03_scores: [1, 2]\n")
+    with pytest.raises(pipeline.PipelineError, match="must map"):
+        pipeline.load_profile(ROOT, str(bad))
+    with pytest.raises(pipeline.PipelineError, match="unknown notebook '42'"):
+        pipeline.resolve_notebook(ROOT, "42")
+    assert pipeline.resolve_notebook(ROOT, "03").stem == "03_scores"
+
+
+def test_unknown_parameter_is_refused_before_running(tmp_path):
+    source = pipeline.resolve_notebook(ROOT, "03_scores")
+    with pytest.raises(pipeline.PipelineError, match="no parameters \\['n_draw'\\]"):
+        pipeline.run_notebook(ROOT, source, {"n_draw": 3}, tmp_path)
+    assert not (tmp_path / "notebooks").exists()
+
+
+def test_failing_notebook_names_notebook_and_cell(tmp_path, monkeypatch, capsys):
+    root = make_project(tmp_path, 'raise ValueError(f"value {value} is bad")')
+    monkeypatch.chdir(root)
+    assert cli.main(["reproduce", "--build-dir", str(tmp_path / "build")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "FAILED notebook 01_toy failed at cell" in err and "ValueError: value 2 is bad" in err
+    assert (tmp_path / "build" / "notebooks" / "01_toy.ipynb").is_file()  # kept for inspection
+    assert not (tmp_path / "build" / "html").exists()
+
+
+def test_cli_one_notebook_with_parameters(tmp_path, monkeypatch, capsys):
+    root = make_project(tmp_path, "from pathlib import Path\nPath(results_dir).mkdir(parents=True)\n"
+                        "Path(results_dir, 'v.txt').write_text(str(value))")
+    monkeypatch.chdir(root)
+    assert cli.main(["notebook", "01", "-p", "value", "[3, 4]", "--build-dir", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "results" / "v.txt").read_text() == "[3, 4]"
+    assert (tmp_path / "b" / "html" / "01_toy.html").is_file()
+    assert "done in" in capsys.readouterr().out
+
+
+def test_cli_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    for argv in (["reproduce", "--profile", "nope"], ["notebook", "77"], ["notebook", "03", "-p", "n_draw", "3"]):
+        assert cli.main(argv + ["--build-dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("attnstruct: error:"), err
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["list"]) == 2
+    assert "no project root" in capsys.readouterr().err
+
+
+def test_profiles_are_valid_yaml_mappings():
+    for name in ("quick", "paper"):
+        data = yaml.safe_load((ROOT / "params" / f"{name}.yaml").read_text())
+        assert isinstance(data, dict) and data
