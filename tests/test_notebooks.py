@@ -12,8 +12,12 @@ from conftest import ROOT
 NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
 # Heavy notebooks run here with smaller parameters than the quick profile (none yet: 01 and 03 take seconds).
 TEST_OVERRIDES: dict[str, dict] = {}
-SMALL_03 = {"d_models": [16, 32], "n_heads": [1, 2], "n_draws": 4, "num_stds": [1.0, 2.0], "sweep_d_model": 32,
-            "tying_heads": 2, "tying_d_model": 16}
+# The smallest parameters that still exercise every cell, for the repeated-run and bad-input tests.
+SMALL_PARAMETERS = {
+    "01_bilinear_form": {"d_model": 16, "n_heads": 2, "n_layers": 1, "seq_len": 5, "example_dim": 12},
+    "03_scores": {"d_models": [16, 32], "n_heads": [1, 2], "n_draws": 4, "num_stds": [1.0, 2.0],
+                  "sweep_d_model": 32, "tying_heads": 2, "tying_d_model": 16},
+}
 
 pytestmark = pytest.mark.notebook
 
@@ -38,12 +42,14 @@ def test_notebook_runs_and_writes_results(name, tmp_path):
         assert png.with_suffix(".pdf").is_file()
 
 
-def test_same_parameters_give_identical_data(tmp_path):
-    source = pipeline.resolve_notebook(ROOT, "03_scores")
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_same_parameters_give_identical_data(name, tmp_path):
+    source = pipeline.resolve_notebook(ROOT, name)
+    params = SMALL_PARAMETERS.get(name, {})
     for run in ("a", "b"):
-        pipeline.run_notebook(ROOT, source, SMALL_03, tmp_path / run)
-    a = results.load_dataset(tmp_path / "a" / "results" / "03_scores.nc")
-    b = results.load_dataset(tmp_path / "b" / "results" / "03_scores.nc")
+        pipeline.run_notebook(ROOT, source, params, tmp_path / run)
+    a = results.load_dataset(tmp_path / "a" / "results" / f"{name}.nc")
+    b = results.load_dataset(tmp_path / "b" / "results" / f"{name}.nc")
     xr.testing.assert_equal(a, b)  # data variables and coordinates, bit for bit
     assert a.attrs["parameters"] == b.attrs["parameters"]
     for png in (tmp_path / "a" / "figures").glob("*.png"):
@@ -53,7 +59,7 @@ def test_same_parameters_give_identical_data(tmp_path):
 def test_bad_parameter_fails_without_writing_results(tmp_path):
     source = pipeline.resolve_notebook(ROOT, "03_scores")
     with pytest.raises(pipeline.NotebookFailed, match="ValueError: n_draws must be an integer >= 2") as err:
-        pipeline.run_notebook(ROOT, source, {**SMALL_03, "n_draws": 1}, tmp_path)
+        pipeline.run_notebook(ROOT, source, {**SMALL_PARAMETERS["03_scores"], "n_draws": 1}, tmp_path)
     assert err.value.name == "03_scores"
     assert not (tmp_path / "results" / "03_scores.nc").exists()
 

@@ -126,3 +126,13 @@ def test_bad_keywords():
         at.symmetry_score(np.eye(2), convention="authors")
     with pytest.raises(ValueError, match="num_std"):
         at.directionality_score(np.eye(2), num_std=float("nan"))
+
+
+def test_row_column_excess_builds_directionality(rng):
+    m = structured(rng, 40, "columns")
+    r, c = at.row_column_excess(m)
+    assert c > 0
+    assert (r - c) / (r + c) == pytest.approx(at.directionality_score(m), abs=1e-12)
+    norms = np.linalg.norm(m, axis=0)
+    tau = norms.mean() + 2 * norms.std(ddof=1)
+    assert c == pytest.approx(np.clip(norms - tau, 0, None).sum(), abs=1e-10)

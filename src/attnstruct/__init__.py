@@ -14,13 +14,14 @@ Modules:
 __version__ = "0.1.0"
 
 from .bilinear import bilinear_logits, skew_part, split_heads, symmetric_part, wqk
-from .scores import Scores, directionality_score, factor_scores, scores, symmetry_score
+from .scores import Scores, directionality_score, factor_scores, row_column_excess, scores, symmetry_score
 
 __all__ = [
     "Scores",
     "bilinear_logits",
     "directionality_score",
     "factor_scores",
+    "row_column_excess",
     "scores",
     "skew_part",
     "split_heads",

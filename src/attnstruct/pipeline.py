@@ -121,7 +121,7 @@ def _kernel_environment(build_dir: Path) -> None:
     spec_dir = build_dir / ".jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--IPKernelApp.log_level=ERROR"],
         "display_name": "Python 3 (attnstruct)",
         "language": "python",
     }

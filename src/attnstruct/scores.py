@@ -146,6 +146,20 @@ def directionality_score(
     return back(_directionality_from_norms(row_norms, col_norms, num_std, convention), as_torch)
 
 
+def row_column_excess(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD) -> tuple[ArrayLike, ArrayLike]:
+    """The two ingredients of directionality for ``m`` ``[..., d, d]``: row excess ``R`` and column excess ``C``.
+
+    ``R = sum_i max(r_i - tau_r, 0)`` with ``tau_r = mean(r) + num_std * std(r)`` over the row norms ``r``;
+    ``C`` likewise over the column norms. Each of shape ``[...]``.
+    """
+    _check_num_std(num_std)
+    m, as_torch = to_float64(m, "M")
+    check_square(m, "M")
+    rows = _norm_excess(torch.linalg.vector_norm(m, dim=-1), num_std)
+    cols = _norm_excess(torch.linalg.vector_norm(m, dim=-2), num_std)
+    return back(rows, as_torch), back(cols, as_torch)
+
+
 def scores(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD, convention: Convention = "paper") -> Scores:
     """Both scores of ``m`` ``[..., d, d]``; see :func:`symmetry_score` and :func:`directionality_score`."""
     return Scores(
