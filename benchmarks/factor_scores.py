@@ -44,8 +44,11 @@ def main():
 
     t_f, s_f = timed(by_factors, args.repeats)
     t_m, s_m = timed(by_matrices, args.repeats)
-    diff = max(float((s_f.symmetry - s_m.symmetry).abs().max()), float((s_f.directionality - s_m.directionality).abs().max()))
-    print(f"layer: d_model {args.d_model}, {args.heads} heads of {args.d_head}; best of {args.repeats}; torch threads {torch.get_num_threads()}")
+    diff = max(
+        float((s_f.symmetry - s_m.symmetry).abs().max()), float((s_f.directionality - s_m.directionality).abs().max())
+    )
+    layer = f"d_model {args.d_model}, {args.heads} heads of {args.d_head}"
+    print(f"layer: {layer}; best of {args.repeats}; torch threads {torch.get_num_threads()}")
     print(f"factors  {t_f:8.3f} s")
     print(f"matrices {t_m:8.3f} s")
     print(f"ratio matrices / factors: {t_m / t_f:.1f}x; largest score difference {diff:.2e}")

@@ -174,7 +174,9 @@ print(f"symmetry score of layer 0 (untrained): {at.symmetry_score(m_layer):+.3f}
 
 limit = float(m_layer.abs().max())
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
-for ax, part, title in zip(axes, (m_layer, m_s, m_n), ("$W_{qk}$ (layer 0)", "symmetric part $M_s$", "skew part $M_n$")):
+for ax, part, title in zip(
+    axes, (m_layer, m_s, m_n), ("$W_{qk}$ (layer 0)", "symmetric part $M_s$", "skew part $M_n$")
+):
     image = plotting.matrix_heatmap(ax, part, title=title, limit=limit, colorbar=False)
 fig.colorbar(image, ax=list(axes), fraction=0.02, pad=0.02)
 fig.suptitle("An untrained layer: symmetric and skew parts carry similar energy", y=1.02)
@@ -225,7 +227,9 @@ plt.show()
 m = examples["columns"]
 row_norms, col_norms = m.norm(dim=1), m.norm(dim=0)
 fig, axes = plt.subplots(1, 2, figsize=(10, 3), sharey=True)
-for ax, values, name, color in zip(axes, (row_norms, col_norms), ("row", "column"), (plotting.NEUTRAL_COLOR, plotting.DECODER_COLOR)):
+for ax, values, name, color in zip(
+    axes, (row_norms, col_norms), ("row", "column"), (plotting.NEUTRAL_COLOR, plotting.DECODER_COLOR)
+):
     threshold = float(values.mean() + 2 * values.std())
     ax.bar(np.arange(len(values)), values.numpy(), color=color)
     ax.axhline(threshold, color="black", lw=1, ls="--", label="mean + 2 std")
@@ -236,7 +240,9 @@ axes[0].legend()
 plotting.savefig(fig, figures_dir / "01_directionality_norms")
 plt.show()
 row_excess, col_excess = at.row_column_excess(m)
-print(f"R = {float(row_excess):.2f}, C = {float(col_excess):.2f}, (R - C)/(R + C) = {float(at.directionality_score(m)):+.3f}")
+print(
+    f"R = {float(row_excess):.2f}, C = {float(col_excess):.2f}, (R - C)/(R + C) = {float(at.directionality_score(m)):+.3f}"
+)
 
 # %% [markdown]
 # ## 4. One matrix per head, or one per layer?
@@ -268,7 +274,9 @@ print(f"W_q = W_k (layer 0 keys): sym {float(tied.symmetry):+.3f}, dir {float(ti
 # ## 5. Save the results
 
 # %%
-parameters = dict(seed=seed, d_model=d_model, n_heads=n_heads, n_layers=n_layers, seq_len=seq_len, example_dim=example_dim)
+parameters = dict(
+    seed=seed, d_model=d_model, n_heads=n_heads, n_layers=n_layers, seq_len=seq_len, example_dim=example_dim
+)
 dataset = xr.Dataset(
     {
         "symmetry": ("layer", [float(s.symmetry) for s in layer_scores]),

@@ -76,7 +76,10 @@ results_dir, figures_dir = Path(results_dir), Path(figures_dir)
 m = toys.example_matrix("columns", 64, toys.generator(seed, 0))
 paper, raw = at.scores(m), at.scores(m, convention="raw")
 pd.DataFrame(
-    {"paper (default)": [paper.symmetry.item(), paper.directionality.item()], "raw (authors' storage)": [raw.symmetry.item(), raw.directionality.item()]},
+    {
+        "paper (default)": [paper.symmetry.item(), paper.directionality.item()],
+        "raw (authors' storage)": [raw.symmetry.item(), raw.directionality.item()],
+    },
     index=["symmetry", "directionality"],
 ).round(4)
 
@@ -110,7 +113,10 @@ transforms = {
     "Q M Q^T (rotation)": q @ m @ q.T,
 }
 invariants = pd.DataFrame(
-    {name: {"symmetry": at.symmetry_score(x).item(), "directionality": at.directionality_score(x).item()} for name, x in transforms.items()}
+    {
+        name: {"symmetry": at.symmetry_score(x).item(), "directionality": at.directionality_score(x).item()}
+        for name, x in transforms.items()
+    }
 ).T
 invariants.round(4)
 
@@ -182,8 +188,21 @@ for ens in null_ds.ensemble.values:
 sweep = null.num_std_sweep(sweep_d_model, num_stds, n_draws, seed)
 fig, ax = plt.subplots(figsize=(7, 4.2))
 colors = {"gaussian": plotting.NEUTRAL_COLOR}
-colors.update({e: c for e, c in zip([e for e in sweep.ensemble.values if e.startswith("columns")], sns.light_palette(plotting.DECODER_COLOR, 5)[2:])})
-colors.update({e: c for e, c in zip([e for e in sweep.ensemble.values if e.startswith("rows")], sns.color_palette("Oranges", 5)[2:])})
+colors.update(
+    {
+        e: c
+        for e, c in zip(
+            [e for e in sweep.ensemble.values if e.startswith("columns")],
+            sns.light_palette(plotting.DECODER_COLOR, 5)[2:],
+        )
+    }
+)
+colors.update(
+    {
+        e: c
+        for e, c in zip([e for e in sweep.ensemble.values if e.startswith("rows")], sns.color_palette("Oranges", 5)[2:])
+    }
+)
 for ens in sweep.ensemble.values:
     cell = sweep.directionality.sel(ensemble=ens)
     q25, q50, q75 = (cell.quantile(q, dim="draw") for q in (0.25, 0.5, 0.75))
@@ -216,8 +235,21 @@ plt.show()
 thetas = np.linspace(0, np.pi / 2, 7)
 tying = null.tying_sweep(thetas, tying_heads, tying_d_model, n_draws, seed)
 fig, ax = plt.subplots(figsize=(6.5, 4))
-ax.plot(np.degrees(tying.theta), tying.symmetry.median("draw"), marker="o", color=plotting.ENCODER_COLOR, label="layer (sum over heads)")
-ax.plot(np.degrees(tying.theta), tying.head_symmetry.median(("draw", "head")), marker="s", ls="--", color=plotting.NEUTRAL_COLOR, label="single heads")
+ax.plot(
+    np.degrees(tying.theta),
+    tying.symmetry.median("draw"),
+    marker="o",
+    color=plotting.ENCODER_COLOR,
+    label="layer (sum over heads)",
+)
+ax.plot(
+    np.degrees(tying.theta),
+    tying.head_symmetry.median(("draw", "head")),
+    marker="s",
+    ls="--",
+    color=plotting.NEUTRAL_COLOR,
+    label="single heads",
+)
 ax.set_xlabel(r"$\theta$ (degrees): 0 = $W_q = W_k$, 90 = independent")
 ax.set_ylabel("symmetry (median)")
 ax.set_title(f"Per head versus summed ({tying_heads} heads, $d$ = {tying_d_model})")
@@ -238,8 +270,14 @@ print("median (layer - mean head) symmetry by theta:", np.round(difference.value
 
 # %%
 parameters = dict(
-    seed=seed, d_models=d_models, n_heads=n_heads, n_draws=n_draws, num_stds=num_stds,
-    sweep_d_model=sweep_d_model, tying_heads=tying_heads, tying_d_model=tying_d_model,
+    seed=seed,
+    d_models=d_models,
+    n_heads=n_heads,
+    n_draws=n_draws,
+    num_stds=num_stds,
+    sweep_d_model=sweep_d_model,
+    tying_heads=tying_heads,
+    tying_d_model=tying_d_model,
 )
 invariants_ds = xr.Dataset.from_dataframe(invariants.rename_axis("transform")).rename(
     symmetry="invariant_symmetry", directionality="invariant_directionality"

@@ -24,8 +24,15 @@ def test_bilinear_logits_equal_qk_with_biases(rng):
 def test_bilinear_form_reproduces_bert_attention():
     torch.manual_seed(0)
     n_heads, d = 4, 32
-    config = BertConfig(vocab_size=50, hidden_size=d, num_hidden_layers=2, num_attention_heads=n_heads,
-                        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=50,
+        hidden_size=d,
+        num_hidden_layers=2,
+        num_attention_heads=n_heads,
+        intermediate_size=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model = BertModel(config, add_pooling_layer=False).eval()
     model.set_attn_implementation("eager")
     with torch.no_grad():
@@ -36,8 +43,9 @@ def test_bilinear_form_reproduces_bert_attention():
     for i, layer in enumerate(model.encoder.layer):
         attn = layer.attention.self
         w_q, w_k = at.split_heads(attn.query.weight, n_heads), at.split_heads(attn.key.weight, n_heads)
-        logits = at.bilinear_logits(out.hidden_states[i], w_q, w_k, attn.query.bias.reshape(n_heads, -1),
-                                    attn.key.bias.reshape(n_heads, -1))
+        logits = at.bilinear_logits(
+            out.hidden_states[i], w_q, w_k, attn.query.bias.reshape(n_heads, -1), attn.key.bias.reshape(n_heads, -1)
+        )
         probs = torch.softmax(logits / (d // n_heads) ** 0.5, dim=-1)
         torch.testing.assert_close(probs, out.attentions[i].double(), atol=1e-6, rtol=0)
         # a wrong head split (heads interleaved instead of contiguous) must fail the check

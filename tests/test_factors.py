@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import attnstruct as at
+
 from reference import directionality_paper, symmetry_paper
 
 SHAPES = [  # (H, d_head, d_model)

@@ -7,6 +7,7 @@ import pytest
 import xarray as xr
 
 from attnstruct import pipeline, results
+
 from conftest import ROOT
 
 NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
@@ -15,8 +16,15 @@ TEST_OVERRIDES: dict[str, dict] = {}
 # The smallest parameters that still exercise every cell, for the repeated-run and bad-input tests.
 SMALL_PARAMETERS = {
     "01_bilinear_form": {"d_model": 16, "n_heads": 2, "n_layers": 1, "seq_len": 5, "example_dim": 12},
-    "03_scores": {"d_models": [16, 32], "n_heads": [1, 2], "n_draws": 4, "num_stds": [1.0, 2.0],
-                  "sweep_d_model": 32, "tying_heads": 2, "tying_d_model": 16},
+    "03_scores": {
+        "d_models": [16, 32],
+        "n_heads": [1, 2],
+        "n_draws": 4,
+        "num_stds": [1.0, 2.0],
+        "sweep_d_model": 32,
+        "tying_heads": 2,
+        "tying_d_model": 16,
+    },
 }
 
 pytestmark = pytest.mark.notebook

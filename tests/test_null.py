@@ -12,11 +12,19 @@ def test_null_distribution_shapes_and_determinism():
     b = null.null_distribution([8, 12], [1, 4], n_draws=5, seed=3)
     xr.testing.assert_identical(a, b)
     assert a.symmetry.dims == ("ensemble", "d_model", "draw")
-    assert list(a.ensemble.values) == ["gaussian", "factors H=1, layer", "factors H=1, head", "factors H=4, layer", "factors H=4, head"]
+    assert list(a.ensemble.values) == [
+        "gaussian",
+        "factors H=1, layer",
+        "factors H=1, head",
+        "factors H=4, layer",
+        "factors H=4, head",
+    ]
     # 8 and 12 are divisible by 1 and 4, so every cell is filled
     assert bool(np.isfinite(a.symmetry).all())
     # one head is the whole layer
-    np.testing.assert_array_equal(a.symmetry.sel(ensemble="factors H=1, layer"), a.symmetry.sel(ensemble="factors H=1, head"))
+    np.testing.assert_array_equal(
+        a.symmetry.sel(ensemble="factors H=1, layer"), a.symmetry.sel(ensemble="factors H=1, head")
+    )
     c = null.null_distribution([8, 12], [1, 4], n_draws=5, seed=4)
     assert not np.array_equal(a.symmetry.values, c.symmetry.values)
 

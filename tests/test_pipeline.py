@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from attnstruct import cli, pipeline
+
 from conftest import ROOT
 
 HEADER = textwrap.dedent(
@@ -78,8 +79,11 @@ def test_failing_notebook_names_notebook_and_cell(tmp_path, monkeypatch, capsys)
 
 
 def test_cli_one_notebook_with_parameters(tmp_path, monkeypatch, capsys):
-    root = make_project(tmp_path, "from pathlib import Path\nPath(results_dir).mkdir(parents=True)\n"
-                        "Path(results_dir, 'v.txt').write_text(str(value))")
+    root = make_project(
+        tmp_path,
+        "from pathlib import Path\nPath(results_dir).mkdir(parents=True)\n"
+        "Path(results_dir, 'v.txt').write_text(str(value))",
+    )
     monkeypatch.chdir(root)
     assert cli.main(["notebook", "01", "-p", "value", "[3, 4]", "--build-dir", str(tmp_path / "b")]) == 0
     assert (tmp_path / "b" / "results" / "v.txt").read_text() == "[3, 4]"

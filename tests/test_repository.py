@@ -15,7 +15,11 @@ def test_citation_cff_is_valid_and_cites_the_paper():
     jsonschema.Draft7Validator(schema).validate(citation)
     paper = citation["preferred-citation"]
     assert [a["family-names"] for a in paper["authors"]] == [
-        "Saponati", "Sager", "Vilimelis Aceituno", "Stadelmann", "Grewe"
+        "Saponati",
+        "Sager",
+        "Vilimelis Aceituno",
+        "Stadelmann",
+        "Grewe",
     ]
     assert paper["year"] == 2025 and "2502.10927" in json.dumps(paper)
 
@@ -32,7 +36,7 @@ def test_environment_yml_uses_conda_forge_only_and_installs_the_package():
 
 def test_readme_names_the_two_commands_first_and_ci_runs_the_test_command():
     readme = (ROOT / "README.md").read_text()
-    first_code = readme[readme.index("```"):]
+    first_code = readme[readme.index("```") :]
     assert first_code.index("make reproduce") < first_code.index("make test") < 400
     ci = (ROOT / ".ci" / "run").read_text()
     assert re.search(r"^\s*make test\b", ci, re.M)

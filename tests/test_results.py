@@ -10,7 +10,9 @@ from attnstruct import results
 
 
 def make_dataset(**params):
-    attrs = results.provenance_attrs(parameters={"seed": 0, "d_models": [64, 128], **params}, scored_matrix="test matrix")
+    attrs = results.provenance_attrs(
+        parameters={"seed": 0, "d_models": [64, 128], **params}, scored_matrix="test matrix"
+    )
     return xr.Dataset(
         {"symmetry": (("layer", "head"), np.arange(6.0).reshape(2, 3)), "directionality": ("layer", [0.1, -0.2])},
         coords={"layer": [0, 1], "head": [0, 1, 2], "model": "toy"},

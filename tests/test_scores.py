@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import attnstruct as at
+
 from reference import directionality_paper, symmetry_paper, symmetry_raw
 
 SIZES = [1, 2, 3, 7, 64, 257, 1024]

@@ -87,8 +87,16 @@ def bilinear_logits(
     x_h = xs.unsqueeze(-3)  # [..., 1, N, d]
     logits = x_h @ m @ x_h.mT
     if b_q is not None or b_k is not None:
-        bq = to_float64(b_q, "b_q")[0] if b_q is not None else torch.zeros(a.shape[:2], dtype=torch.float64, device=a.device)
-        bk = to_float64(b_k, "b_k")[0] if b_k is not None else torch.zeros(a.shape[:2], dtype=torch.float64, device=a.device)
+        bq = (
+            to_float64(b_q, "b_q")[0]
+            if b_q is not None
+            else torch.zeros(a.shape[:2], dtype=torch.float64, device=a.device)
+        )
+        bk = (
+            to_float64(b_k, "b_k")[0]
+            if b_k is not None
+            else torch.zeros(a.shape[:2], dtype=torch.float64, device=a.device)
+        )
         query_term = x_h @ (a.mT @ bk.unsqueeze(-1))  # [..., H, N, 1]: constant along j
         key_term = (x_h @ (b.mT @ bq.unsqueeze(-1))).mT  # [..., H, 1, N]
         const = (bq * bk).sum(-1)[..., None, None]

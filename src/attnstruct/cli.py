@@ -13,7 +13,16 @@ from pathlib import Path
 import yaml
 
 from . import __version__
-from .pipeline import NotebookFailed, PipelineError, find_root, list_notebooks, load_profile, reproduce, resolve_notebook, run_notebook
+from .pipeline import (
+    NotebookFailed,
+    PipelineError,
+    find_root,
+    list_notebooks,
+    load_profile,
+    reproduce,
+    resolve_notebook,
+    run_notebook,
+)
 
 
 def _parameter(pair: list[str]) -> tuple[str, object]:
@@ -21,7 +30,9 @@ def _parameter(pair: list[str]) -> tuple[str, object]:
     try:
         return name, yaml.safe_load(raw)
     except yaml.YAMLError:
-        raise PipelineError(f"parameter {name}: cannot parse value {raw!r} (YAML syntax, e.g. 3, 0.5, [64, 128])") from None
+        raise PipelineError(
+            f"parameter {name}: cannot parse value {raw!r} (YAML syntax, e.g. 3, 0.5, [64, 128])"
+        ) from None
 
 
 def _build_dir(args, root: Path) -> Path:
@@ -44,8 +55,15 @@ def _parser() -> argparse.ArgumentParser:
     one = sub.add_parser("notebook", help="run one notebook with a profile and extra parameters")
     one.add_argument("name", help="notebook stem or number, e.g. 03_scores or 03")
     common(one)
-    one.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                     help="override a parameter (VALUE in YAML syntax); repeatable")
+    one.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter (VALUE in YAML syntax); repeatable",
+    )
 
     sub.add_parser("list", help="list the notebooks and their parameters")
     return parser

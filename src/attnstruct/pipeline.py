@@ -51,7 +51,7 @@ class RunResult:
 
 
 def find_root(start: str | os.PathLike | None = None) -> Path:
-    """The project root: the nearest folder at or above ``start`` (default: cwd) holding ``notebooks/`` and ``params/``."""
+    """The nearest folder at or above ``start`` (default: cwd) that holds ``notebooks/`` and ``params/``."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if (folder / "notebooks").is_dir() and (folder / "params").is_dir():
@@ -121,7 +121,14 @@ def _kernel_environment(build_dir: Path) -> None:
     spec_dir = build_dir / ".jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}", "--IPKernelApp.log_level=ERROR"],
+        "argv": [
+            sys.executable,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            "--IPKernelApp.log_level=ERROR",
+        ],
         "display_name": "Python 3 (attnstruct)",
         "language": "python",
     }
@@ -175,8 +182,13 @@ def run_notebook(
     start = time.perf_counter()
     try:
         pm.execute_notebook(
-            nb, str(executed), parameters=injected, kernel_name=KERNEL_NAME, cwd=str(root),
-            progress_bar=progress, log_output=False,
+            nb,
+            str(executed),
+            parameters=injected,
+            kernel_name=KERNEL_NAME,
+            cwd=str(root),
+            progress_bar=progress,
+            log_output=False,
         )
     except PapermillExecutionError as err:
         cell = f"cell {err.cell_index} (execution count {err.exec_count})"

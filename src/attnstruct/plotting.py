@@ -65,7 +65,9 @@ def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[s
     return written
 
 
-def matrix_heatmap(ax: mpl.axes.Axes, m, *, title: str | None = None, colorbar: bool = True, limit: float | None = None):
+def matrix_heatmap(
+    ax: mpl.axes.Axes, m, *, title: str | None = None, colorbar: bool = True, limit: float | None = None
+):
     """Draw a square matrix with a diverging map centred on 0 (symmetric colour limits)."""
     m = np.asarray(m, dtype=float)
     vmax = limit if limit is not None else float(np.abs(m).max()) or 1.0

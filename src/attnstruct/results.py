@@ -52,7 +52,7 @@ def library_versions() -> dict[str, str]:
 
 
 def git_commit(start: str | os.PathLike | None = None) -> str:
-    """``HEAD`` of the checkout containing ``start`` (default: this package), ``-dirty`` if modified, else ``unknown``."""
+    """``HEAD`` of the checkout holding ``start`` (default: this package), ``-dirty`` if modified, else ``unknown``."""
     where = Path(start) if start is not None else Path(__file__).resolve().parent
     try:
         sha = subprocess.run(
@@ -60,7 +60,11 @@ def git_commit(start: str | os.PathLike | None = None) -> str:
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=where, capture_output=True, text=True, check=True, timeout=10,
+            cwd=where,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
