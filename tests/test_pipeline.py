@@ -68,7 +68,7 @@ def test_unknown_parameter_is_refused_before_running(tmp_path):
 
 
 def test_failing_notebook_names_notebook_and_cell(tmp_path, monkeypatch, capsys):
-    root = make_project(tmp_path, 'raise ValueError(f"value {value} is bad")')
+    root = make_project(tmp_path, 'raise ValueError(f"value {value}\\nis bad")')
     monkeypatch.chdir(root)
     assert cli.main(["reproduce", "--build-dir", str(tmp_path / "build")]) == 1
     err = capsys.readouterr().err.strip()

@@ -192,7 +192,8 @@ def run_notebook(
         )
     except PapermillExecutionError as err:
         cell = f"cell {err.cell_index} (execution count {err.exec_count})"
-        raise NotebookFailed(source.stem, cell, f"{err.ename}: {err.evalue}".strip(), executed) from None
+        error = " ".join(f"{err.ename}: {err.evalue}".split())  # one line, whatever the exception message holds
+        raise NotebookFailed(source.stem, cell, error, executed) from None
     seconds = time.perf_counter() - start
     _render_html(executed, html)
     return RunResult(source.stem, executed, html, seconds)
@@ -208,7 +209,7 @@ def reproduce(
     for i, source in enumerate(sources, 1):
         log(f"[{i}/{len(sources)}] {source.stem} ({profile}) ...", flush=True)
         result = run_notebook(
-            root, source, overrides.get(source.stem, {}), build_dir, profile=profile, progress=progress
+            root, source, overrides.get(source.stem, {}), build_dir, profile=Path(profile).stem, progress=progress
         )
         log(f"[{i}/{len(sources)}] {source.stem} done in {result.seconds:.1f} s -> {result.html}", flush=True)
         results.append(result)
