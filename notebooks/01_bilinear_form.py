@@ -213,9 +213,9 @@ plotting.savefig(fig, figures_dir / "01_examples")
 plt.show()
 
 # %% [markdown]
-# Look at the Gaussian's directionality. Whether a chance outlier row or column crosses the threshold
-# decides the score, so for unstructured matrices of this size it swings widely around 0. Symmetry is far
-# steadier. Notebook 03 measures both null spreads; keep them in mind before reading meaning into one
+# A caution about directionality on unstructured matrices: whether a chance outlier row or column crosses
+# the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
+# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 03 measures both null spreads; keep them in mind before reading meaning into one
 # layer's directionality.
 
 # %% [markdown]
