@@ -1,0 +1,9 @@
+"""Query/key extraction from Transformer checkpoints of many families and formats.
+
+Every reader yields :class:`~attnstruct.extract.blocks.AttentionBlock` objects (per-head ``W_q``, ``W_k`` in
+the ``nn.Linear`` layout, key heads paired with query heads).
+"""
+
+from .blocks import EXTRA_TERMS, STACKS, AttentionBlock, ExtractionError, check_finite, expand_kv_heads
+
+__all__ = ["EXTRA_TERMS", "STACKS", "AttentionBlock", "ExtractionError", "check_finite", "expand_kv_heads"]

@@ -1,0 +1,90 @@
+"""The unit every reader yields: one attention block's per-head query and key weights.
+
+Whatever the source (a model in memory, a Hugging Face folder, GGUF, ONNX, CTranslate2), extraction ends in
+:class:`AttentionBlock` objects with weights in one layout, the ``nn.Linear`` one: ``q_h = W_q[h] x + b_q[h]``.
+Under grouped-query attention the key heads are already paired with the query heads: query head ``h``
+uses key head ``h // (n_heads / n_kv_heads)`` (the pairing of Hugging Face's ``repeat_kv``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+STACKS = ("encoder", "decoder", "cross")
+
+
+class ExtractionError(ValueError):
+    """A checkpoint that cannot be read: unsupported architecture, missing or truncated file, bad tensor.
+
+    The message is one line that names the problem (the ``attnstruct score`` command prints it and exits 2).
+    """
+
+
+def check_finite(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    """Return ``tensor`` or raise :class:`ExtractionError` if it holds NaN or inf."""
+    if not bool(torch.isfinite(tensor).all()):
+        raise ExtractionError(f"tensor {name} contains NaN or inf")
+    return tensor
+
+# Terms of the attention logit that the bilinear form W_q^h W_k^h^T leaves out, as recorded in ``extras``.
+EXTRA_TERMS = {
+    "q_bias": "query bias: adds b_q^T W_k^h x_j (key side, changes attention) and a constant",
+    "k_bias": "key bias: adds x_i^T W_q^h^T b_k, constant along j, so softmax ignores it",
+    "rotary": "rotary position embedding: the logit is x_i^T W_q^T R_(j-i) W_k x_j; scores use R = I",
+    "qk_norm": "RMS/LayerNorm on queries and keys after the projection: a nonlinear rescaling per token",
+    "relative_position": "learned relative position bias or disentangled position terms added to the logits",
+    "alibi": "ALiBi linear distance penalty added to the logits",
+}
+
+
+@dataclass(frozen=True)
+class AttentionBlock:
+    """Query/key weights of one attention block.
+
+    Attributes:
+        stack: ``"encoder"`` (bidirectional self-attention), ``"decoder"`` (self-attention of a decoder) or
+            ``"cross"`` (decoder queries on encoder keys).
+        layer: 0-based layer index within the stack.
+        w_q: ``[n_heads, d_head, d_model]``.
+        w_k: ``[n_heads, d_head, d_model]``, key heads expanded to pair with query heads.
+        causal: whether the block attends only to earlier positions.
+        n_kv_heads: distinct key heads before expansion (``n_heads`` without grouped-query attention).
+        b_q, b_k: ``[n_heads, d_head]`` biases, or None.
+        extras: keys of :data:`EXTRA_TERMS` that apply to this block.
+        source_name: the tensor name the query weight was read from (for messages and tests).
+    """
+
+    stack: str
+    layer: int
+    w_q: torch.Tensor
+    w_k: torch.Tensor
+    causal: bool
+    n_kv_heads: int
+    b_q: torch.Tensor | None = None
+    b_k: torch.Tensor | None = None
+    extras: tuple[str, ...] = field(default=())
+    source_name: str = ""
+
+    def __post_init__(self):
+        if self.stack not in STACKS:
+            raise ValueError(f"stack must be one of {STACKS}, got {self.stack!r}")
+        if self.w_q.ndim != 3 or self.w_q.shape != self.w_k.shape:
+            raise ValueError(f"w_q and w_k must both be [heads, d_head, d_model], got {tuple(self.w_q.shape)} and "
+                             f"{tuple(self.w_k.shape)}")
+        unknown = set(self.extras) - set(EXTRA_TERMS)
+        if unknown:
+            raise ValueError(f"unknown extra terms {sorted(unknown)}")
+
+    @property
+    def n_heads(self) -> int:
+        return self.w_q.shape[0]
+
+
+def expand_kv_heads(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """``[n_kv, ...] -> [n_heads, ...]`` so that query head ``h`` gets key head ``h // (n_heads / n_kv)``."""
+    n_kv = w.shape[0]
+    if n_kv < 1 or n_heads % n_kv:
+        raise ValueError(f"{n_heads} query heads cannot share {n_kv} key heads evenly")
+    return w.repeat_interleave(n_heads // n_kv, dim=0)
