@@ -16,10 +16,18 @@ import transformers as T
 D, H, LAYERS, VOCAB = 32, 4, 2, 64
 TOKENS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
 COMMON = dict(hidden_size=D, num_attention_heads=H, num_hidden_layers=LAYERS, intermediate_size=64, vocab_size=VOCAB)
-VISION = dict(hidden_size=D, num_attention_heads=H, num_hidden_layers=LAYERS, intermediate_size=64, image_size=16,
-              patch_size=4)
-AUDIO = dict(COMMON, conv_dim=(8, 8), conv_stride=(2, 2), conv_kernel=(3, 3), num_conv_pos_embeddings=4,
-             num_conv_pos_embedding_groups=2, **TOKENS)
+VISION = dict(
+    hidden_size=D, num_attention_heads=H, num_hidden_layers=LAYERS, intermediate_size=64, image_size=16, patch_size=4
+)
+AUDIO = dict(
+    COMMON,
+    conv_dim=(8, 8),
+    conv_stride=(2, 2),
+    conv_kernel=(3, 3),
+    num_conv_pos_embeddings=4,
+    num_conv_pos_embedding_groups=2,
+    **TOKENS,
+)
 SEQ = 6
 
 
@@ -28,7 +36,10 @@ def text(batch=2, seq=SEQ):
 
 
 def seq2seq(batch=2, seq=SEQ):
-    return {"input_ids": torch.randint(3, VOCAB, (batch, seq)), "decoder_input_ids": torch.randint(3, VOCAB, (batch, 5))}
+    return {
+        "input_ids": torch.randint(3, VOCAB, (batch, seq)),
+        "decoder_input_ids": torch.randint(3, VOCAB, (batch, 5)),
+    }
 
 
 @dataclass
@@ -56,15 +67,29 @@ CASES = {
     ),
     "gpt2": Case(lambda: T.GPT2Config(n_embd=D, n_head=H, n_layer=LAYERS, vocab_size=VOCAB, **TOKENS)),
     "gpt_neo": Case(
-        lambda: T.GPTNeoConfig(hidden_size=D, num_heads=H, num_layers=LAYERS, attention_types=[[["global", "local"], 1]],
-                               vocab_size=VOCAB, **TOKENS)
+        lambda: T.GPTNeoConfig(
+            hidden_size=D,
+            num_heads=H,
+            num_layers=LAYERS,
+            attention_types=[[["global", "local"], 1]],
+            vocab_size=VOCAB,
+            **TOKENS,
+        )
     ),
-    "gptj": Case(lambda: T.GPTJConfig(n_embd=D, n_head=H, n_layer=LAYERS, rotary_dim=4, vocab_size=VOCAB, **TOKENS),
-                 rotary=True),
+    "gptj": Case(
+        lambda: T.GPTJConfig(n_embd=D, n_head=H, n_layer=LAYERS, rotary_dim=4, vocab_size=VOCAB, **TOKENS), rotary=True
+    ),
     "gpt_neox": Case(lambda: T.GPTNeoXConfig(**COMMON, **TOKENS), rotary=True),
     "opt": Case(
-        lambda: T.OPTConfig(hidden_size=D, num_attention_heads=H, num_hidden_layers=LAYERS, ffn_dim=64,
-                            word_embed_proj_dim=D, vocab_size=VOCAB, **TOKENS)
+        lambda: T.OPTConfig(
+            hidden_size=D,
+            num_attention_heads=H,
+            num_hidden_layers=LAYERS,
+            ffn_dim=64,
+            word_embed_proj_dim=D,
+            vocab_size=VOCAB,
+            **TOKENS,
+        )
     ),
     "llama": Case(lambda: T.LlamaConfig(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
     "mistral": Case(lambda: T.MistralConfig(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
@@ -75,21 +100,49 @@ CASES = {
     "phi": Case(lambda: T.PhiConfig(**COMMON, **TOKENS), rotary=True),
     "phi3": Case(lambda: T.Phi3Config(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
     "t5": Case(
-        lambda: T.T5Config(d_model=D, d_kv=8, num_heads=H, num_layers=LAYERS, d_ff=64, vocab_size=VOCAB,
-                           decoder_start_token_id=0, **TOKENS),
+        lambda: T.T5Config(
+            d_model=D,
+            d_kv=8,
+            num_heads=H,
+            num_layers=LAYERS,
+            d_ff=64,
+            vocab_size=VOCAB,
+            decoder_start_token_id=0,
+            **TOKENS,
+        ),
         inputs=seq2seq,
         zero=("relative_attention_bias",),
     ),
     "bart": Case(
-        lambda: T.BartConfig(d_model=D, encoder_attention_heads=H, decoder_attention_heads=H, encoder_layers=LAYERS,
-                             decoder_layers=LAYERS, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=VOCAB, **TOKENS),
+        lambda: T.BartConfig(
+            d_model=D,
+            encoder_attention_heads=H,
+            decoder_attention_heads=H,
+            encoder_layers=LAYERS,
+            decoder_layers=LAYERS,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            vocab_size=VOCAB,
+            **TOKENS,
+        ),
         inputs=seq2seq,
     ),
     "whisper": Case(
-        lambda: T.WhisperConfig(d_model=D, encoder_attention_heads=H, decoder_attention_heads=H, encoder_layers=LAYERS,
-                                decoder_layers=LAYERS, encoder_ffn_dim=64, decoder_ffn_dim=64, vocab_size=VOCAB,
-                                num_mel_bins=8, max_source_positions=8, max_target_positions=16,
-                                decoder_start_token_id=1, **TOKENS),
+        lambda: T.WhisperConfig(
+            d_model=D,
+            encoder_attention_heads=H,
+            decoder_attention_heads=H,
+            encoder_layers=LAYERS,
+            decoder_layers=LAYERS,
+            encoder_ffn_dim=64,
+            decoder_ffn_dim=64,
+            vocab_size=VOCAB,
+            num_mel_bins=8,
+            max_source_positions=8,
+            max_target_positions=16,
+            decoder_start_token_id=1,
+            **TOKENS,
+        ),
         inputs=lambda: {"input_features": torch.randn(2, 8, 16), "decoder_input_ids": torch.randint(3, VOCAB, (2, 5))},
     ),
     "vit": Case(lambda: T.ViTConfig(**VISION), inputs=lambda: {"pixel_values": torch.randn(2, 3, 16, 16)}),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from extract_models import CASES, build
 
 from attnstruct.extract import AttentionBlock, ExtractionError, hf
-from extract_models import CASES, build
 
 
 def capture_attention_inputs(model, blocks: list[AttentionBlock]):
@@ -124,8 +124,18 @@ def test_grouped_query_pairing(name):
     wrong_k = distinct[torch.arange(n_heads) % n_kv]
     assert not torch.equal(wrong_k, block.w_k)
     wrong_bk = block.b_k[:: n_heads // n_kv][torch.arange(n_heads) % n_kv] if block.b_k is not None else None
-    wrong = AttentionBlock(block.stack, block.layer, block.w_q, wrong_k, block.causal, n_kv, block.b_q, wrong_bk,
-                           block.extras, block.source_name)
+    wrong = AttentionBlock(
+        block.stack,
+        block.layer,
+        block.w_q,
+        wrong_k,
+        block.causal,
+        n_kv,
+        block.b_q,
+        wrong_bk,
+        block.extras,
+        block.source_name,
+    )
     x, y = captured[(block.stack, block.layer)]
     probs = model_attentions(out, block.stack, block.layer)
     _, right = fit_residual(our_logits(block, x, y, model, CASES[name].qk_norm), probs)

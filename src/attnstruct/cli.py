@@ -1,7 +1,8 @@
-"""Command line: ``attnstruct reproduce``, ``attnstruct notebook``, ``attnstruct list``.
+"""Command line: ``attnstruct score``, ``attnstruct reproduce``, ``attnstruct notebook``, ``attnstruct list``.
 
 Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
-(unknown notebook, profile or parameter), always with one line on stderr that names the problem.
+(unknown notebook, profile or parameter; unreadable or unsupported checkpoint), always with one line on
+stderr that names the problem.
 """
 
 from __future__ import annotations
@@ -66,13 +67,44 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("list", help="list the notebooks and their parameters")
+
+    score = sub.add_parser("score", help="score every attention block of a checkpoint")
+    score.add_argument(
+        "source", help="Hugging Face folder, .safetensors, .gguf, .onnx, or CTranslate2 folder/model.bin"
+    )
+    score.add_argument("--per-head", action="store_true", help="one row per head instead of per layer (sum of heads)")
+    score.add_argument("--out", help="also write the table to FILE.csv or FILE.nc")
+    score.add_argument("--num-std", type=float, default=2.0, help="directionality threshold (default: 2)")
+    score.add_argument("--heads", type=int, help="number of heads, for ONNX/CTranslate2 files that do not record it")
     return parser
+
+
+def _score(args) -> int:
+    from .extract import ExtractionError
+    from .model_scores import score_model, write_scores
+
+    if args.out and Path(args.out).suffix not in (".csv", ".nc"):
+        raise PipelineError(f"--out must end in .csv or .nc, got {args.out}")
+    try:
+        table = score_model(
+            args.source, per_head=args.per_head, num_std=args.num_std, n_heads=args.heads, progress=sys.stderr.isatty()
+        )
+    except ExtractionError as err:
+        raise PipelineError(str(err)) from None
+    columns = ["stack", "layer"] + (["head"] if args.per_head else []) + ["symmetry", "directionality"]
+    print(table[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
+    if args.out:
+        path = write_scores(table, args.out, source=args.source, per_head=args.per_head, num_std=args.num_std)
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     progress = sys.stderr.isatty()
     try:
+        if args.command == "score":
+            return _score(args)
         root = find_root()
         if args.command == "list":
             from .pipeline import declared_parameters, read_notebook

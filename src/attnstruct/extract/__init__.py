@@ -4,6 +4,14 @@ Every reader yields :class:`~attnstruct.extract.blocks.AttentionBlock` objects (
 the ``nn.Linear`` layout, key heads paired with query heads).
 """
 
-from .blocks import EXTRA_TERMS, STACKS, AttentionBlock, ExtractionError, check_finite, expand_kv_heads
+from .blocks import EXTRA_TERMS, STACKS, AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads
 
-__all__ = ["EXTRA_TERMS", "STACKS", "AttentionBlock", "ExtractionError", "check_finite", "expand_kv_heads"]
+__all__ = [
+    "EXTRA_TERMS",
+    "STACKS",
+    "AttentionBlock",
+    "ExtractionError",
+    "bias_extras",
+    "check_finite",
+    "expand_kv_heads",
+]

@@ -28,6 +28,7 @@ def check_finite(tensor: torch.Tensor, name: str) -> torch.Tensor:
         raise ExtractionError(f"tensor {name} contains NaN or inf")
     return tensor
 
+
 # Terms of the attention logit that the bilinear form W_q^h W_k^h^T leaves out, as recorded in ``extras``.
 EXTRA_TERMS = {
     "q_bias": "query bias: adds b_q^T W_k^h x_j (key side, changes attention) and a constant",
@@ -71,8 +72,10 @@ class AttentionBlock:
         if self.stack not in STACKS:
             raise ValueError(f"stack must be one of {STACKS}, got {self.stack!r}")
         if self.w_q.ndim != 3 or self.w_q.shape != self.w_k.shape:
-            raise ValueError(f"w_q and w_k must both be [heads, d_head, d_model], got {tuple(self.w_q.shape)} and "
-                             f"{tuple(self.w_k.shape)}")
+            raise ValueError(
+                f"w_q and w_k must both be [heads, d_head, d_model], got {tuple(self.w_q.shape)} and "
+                f"{tuple(self.w_k.shape)}"
+            )
         unknown = set(self.extras) - set(EXTRA_TERMS)
         if unknown:
             raise ValueError(f"unknown extra terms {sorted(unknown)}")
@@ -80,6 +83,11 @@ class AttentionBlock:
     @property
     def n_heads(self) -> int:
         return self.w_q.shape[0]
+
+
+def bias_extras(b_q: torch.Tensor | None, b_k: torch.Tensor | None) -> tuple[str, ...]:
+    """``("q_bias", "k_bias")`` for the biases that are present and not all zero."""
+    return tuple(term for term, b in (("q_bias", b_q), ("k_bias", b_k)) if b is not None and bool(b.any()))
 
 
 def expand_kv_heads(w: torch.Tensor, n_heads: int) -> torch.Tensor:

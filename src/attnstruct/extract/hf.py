@@ -15,7 +15,7 @@ from typing import Protocol
 
 import torch
 
-from .blocks import AttentionBlock, ExtractionError, check_finite, expand_kv_heads
+from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads
 from .families import FAMILY_BY_MODEL_TYPE, SUPPORTED_MODEL_TYPES, Family, StackSpec
 
 
@@ -240,11 +240,7 @@ def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
                 w_q, b_q = w, b
                 w_k, b_k = check_finite(source.get(k_name).float(), k_name), _bias(source, names, k_name)
             q, k, bq, bk, n_kv = _per_head(w_q, w_k, b_q, b_k, n_heads, q_name)
-            extras = list(spec.extras)
-            if bq is not None and bool(bq.any()):
-                extras.append("q_bias")
-            if bk is not None and bool(bk.any()):
-                extras.append("k_bias")
+            extras = [*spec.extras, *bias_extras(bq, bk)]
             if layer in norm_layers:
                 extras.append("qk_norm")
             yield AttentionBlock(

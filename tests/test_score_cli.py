@@ -1,0 +1,115 @@
+"""``attnstruct score``: the table, its files, and one-line errors with exit status 2."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from attnstruct import cli
+from attnstruct.results import load_dataset
+from extract_models import build
+from reference import directionality_paper, symmetry_paper
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bert")
+    model = build("bert")
+    model.save_pretrained(folder)
+    return folder, model
+
+
+def reference_layer_scores(model):
+    """Independent computation: form sum_h W_q^h W_k^h^T = W_q^lin^T W_k^lin and apply the definitions."""
+    rows = []
+    for i, layer in enumerate(model.encoder.layer):
+        m = (layer.attention.self.query.weight.T @ layer.attention.self.key.weight).detach().double().numpy()
+        rows.append((i, symmetry_paper(m), directionality_paper(m)))
+    return rows
+
+
+def test_score_prints_one_row_per_layer_matching_the_definitions(bert_dir, capsys):
+    folder, model = bert_dir
+    assert cli.main(["score", str(folder)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["stack", "layer", "symmetry", "directionality"]
+    assert len(lines) == 1 + len(model.encoder.layer)
+    for line, (layer, sym, direc) in zip(lines[1:], reference_layer_scores(model), strict=True):
+        stack, got_layer, got_sym, got_dir = line.split()
+        assert stack == "encoder" and int(got_layer) == layer
+        assert float(got_sym) == pytest.approx(sym, abs=1e-4) and float(got_dir) == pytest.approx(direc, abs=1e-4)
+
+
+def test_score_per_head_and_output_files(bert_dir, tmp_path, capsys):
+    folder, model = bert_dir
+    assert cli.main(["score", str(folder), "--per-head", "--out", str(tmp_path / "s.csv")]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    table = pd.read_csv(tmp_path / "s.csv")
+    n_heads = model.config.num_attention_heads
+    assert len(out) - 1 == len(table) == n_heads * len(model.encoder.layer)
+    assert list(table.columns[:5]) == ["stack", "layer", "head", "symmetry", "directionality"]
+    q = model.encoder.layer[0].attention.self.query.weight.detach().double().view(n_heads, -1, 32)
+    k = model.encoder.layer[0].attention.self.key.weight.detach().double().view(n_heads, -1, 32)
+    head0 = (q[0].T @ k[0]).numpy()
+    assert table.symmetry[0] == pytest.approx(symmetry_paper(head0), abs=1e-5)
+
+    assert cli.main(["score", str(folder / "model.safetensors"), "--out", str(tmp_path / "s.nc")]) == 0
+    ds = load_dataset(tmp_path / "s.nc")
+    assert ds.symmetry.dims == ("stack", "layer")
+    assert json.loads(ds.attrs["parameters"])["per_head"] is False
+    np.testing.assert_allclose(
+        ds.symmetry.sel(stack="encoder").values, [r[1] for r in reference_layer_scores(model)], atol=1e-6
+    )
+
+
+def test_encoder_decoder_stacks(tmp_path, capsys):
+    model = build("whisper")
+    model.save_pretrained(tmp_path)
+    assert cli.main(["score", str(tmp_path)]) == 0
+    stacks = [line.split()[0] for line in capsys.readouterr().out.strip().splitlines()[1:]]
+    assert stacks == ["encoder"] * 2 + ["decoder"] * 2 + ["cross"] * 2
+
+
+def one_error_line(capsys):
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("attnstruct: error:"), err
+    return err
+
+
+def test_errors_exit_2_with_one_line(bert_dir, tmp_path, capsys):
+    folder, model = bert_dir
+    assert cli.main(["score", str(tmp_path / "missing")]) == 2
+    assert "no such file" in one_error_line(capsys)
+
+    assert cli.main(["score", str(folder), "--out", str(tmp_path / "s.txt")]) == 2
+    assert ".csv or .nc" in one_error_line(capsys)
+    assert not (tmp_path / "s.txt").exists()
+
+    swin = tmp_path / "swin"
+    swin.mkdir()
+    config = json.loads((folder / "config.json").read_text())
+    (swin / "config.json").write_text(json.dumps({**config, "model_type": "swin"}))
+    (swin / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    assert cli.main(["score", str(swin)]) == 2
+    err = one_error_line(capsys)
+    assert "unsupported architecture" in err and "swin" in err and "llama" in err
+
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "config.json").write_text((folder / "config.json").read_text())
+    data = (folder / "model.safetensors").read_bytes()
+    (cut / "model.safetensors").write_bytes(data[: len(data) // 3])
+    assert cli.main(["score", str(cut), "--out", str(tmp_path / "cut.csv")]) == 2
+    assert "truncated" in one_error_line(capsys)
+    assert not (tmp_path / "cut.csv").exists()
+
+    nan_model = build("bert")
+    with torch.no_grad():
+        nan_model.encoder.layer[0].attention.self.query.weight[3, 3] = float("nan")
+    nan_model.save_pretrained(tmp_path / "nan")
+    capsys.readouterr()  # drop save_pretrained's progress output
+    assert cli.main(["score", str(tmp_path / "nan"), "--out", str(tmp_path / "nan.nc")]) == 2
+    assert "NaN" in one_error_line(capsys)
+    assert not (tmp_path / "nan.nc").exists()
