@@ -6,10 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from extract_models import build
 
 from attnstruct import cli
 from attnstruct.results import load_dataset
-from extract_models import build
+
 from reference import directionality_paper, symmetry_paper
 
 

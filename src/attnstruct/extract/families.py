@@ -72,7 +72,11 @@ FAMILIES = (
     Family(
         "ALBERT",
         ("albert",),
-        (_linear("encoder", False, rf"encoder\.albert_layer_groups\.{L}\.albert_layers\.0\.attention", "query", "key"),),
+        (
+            _linear(
+                "encoder", False, rf"encoder\.albert_layer_groups\.{L}\.albert_layers\.0\.attention", "query", "key"
+            ),
+        ),
         shared_layers=True,
     ),
     Family(
@@ -97,12 +101,20 @@ FAMILIES = (
     Family(
         "ModernBERT",
         ("modernbert",),
-        (StackSpec("encoder", False, q=(rf"{P}layers\.{L}\.attn\.Wqkv\.weight$",), fused="qkv_contiguous", extras=_ROTARY),),
+        (
+            StackSpec(
+                "encoder", False, q=(rf"{P}layers\.{L}\.attn\.Wqkv\.weight$",), fused="qkv_contiguous", extras=_ROTARY
+            ),
+        ),
     ),
     Family(
         "GPT-2",
         ("gpt2",),
-        (StackSpec("decoder", True, q=(rf"{P}h\.{L}\.attn\.c_attn\.weight$",), fused="gpt2_conv1d", heads=("n_head",)),),
+        (
+            StackSpec(
+                "decoder", True, q=(rf"{P}h\.{L}\.attn\.c_attn\.weight$",), fused="gpt2_conv1d", heads=("n_head",)
+            ),
+        ),
     ),
     Family(
         "GPT-Neo",
@@ -176,7 +188,11 @@ FAMILIES = (
     Family(
         "Phi-3",
         ("phi3",),
-        (StackSpec("decoder", True, q=(rf"{P}{_DECODER_ONLY}\.qkv_proj\.weight$",), fused="qkv_contiguous", extras=_ROTARY),),
+        (
+            StackSpec(
+                "decoder", True, q=(rf"{P}{_DECODER_ONLY}\.qkv_proj\.weight$",), fused="qkv_contiguous", extras=_ROTARY
+            ),
+        ),
     ),
     Family(
         "T5",
@@ -207,9 +223,30 @@ FAMILIES = (
         "BART",
         ("bart", "mbart", "marian", "pegasus", "whisper"),
         (
-            _linear("encoder", False, rf"encoder\.layers\.{L}\.self_attn", "q_proj", "k_proj", heads=("encoder_attention_heads",)),
-            _linear("decoder", True, rf"decoder\.layers\.{L}\.self_attn", "q_proj", "k_proj", heads=("decoder_attention_heads",)),
-            _linear("cross", False, rf"decoder\.layers\.{L}\.encoder_attn", "q_proj", "k_proj", heads=("decoder_attention_heads",)),
+            _linear(
+                "encoder",
+                False,
+                rf"encoder\.layers\.{L}\.self_attn",
+                "q_proj",
+                "k_proj",
+                heads=("encoder_attention_heads",),
+            ),
+            _linear(
+                "decoder",
+                True,
+                rf"decoder\.layers\.{L}\.self_attn",
+                "q_proj",
+                "k_proj",
+                heads=("decoder_attention_heads",),
+            ),
+            _linear(
+                "cross",
+                False,
+                rf"decoder\.layers\.{L}\.encoder_attn",
+                "q_proj",
+                "k_proj",
+                heads=("decoder_attention_heads",),
+            ),
         ),
     ),
     Family(
