@@ -15,8 +15,12 @@ import torch
 ArrayLike = Any  # np.ndarray | torch.Tensor | nested sequences of numbers
 
 
-def to_float64(x: ArrayLike, name: str) -> tuple[torch.Tensor, bool]:
-    """Return ``(tensor in float64, input_was_torch)``; refuse complex, boolean, empty and non-finite input."""
+def to_float64(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, bool]:
+    """Return ``(tensor in float64, input_was_torch)``; refuse complex, boolean, empty and non-finite input.
+
+    ``dtype=torch.float32`` computes in single precision instead (for very large matrices; see
+    :func:`attnstruct.scores.factor_scores`).
+    """
     is_torch = isinstance(x, torch.Tensor)
     if not is_torch:
         arr = np.asarray(x)
@@ -29,7 +33,7 @@ def to_float64(x: ArrayLike, name: str) -> tuple[torch.Tensor, bool]:
         raise ValueError(f"{name}: boolean input is not supported")
     if x.numel() == 0:
         raise ValueError(f"{name}: empty input with shape {tuple(x.shape)}")
-    x = x.detach().to(torch.float64)
+    x = x.detach().to(dtype)
     if not bool(torch.isfinite(x).all()):
         n_bad = int((~torch.isfinite(x)).sum())
         raise ValueError(f"{name}: input contains NaN or inf ({n_bad} non-finite entries)")

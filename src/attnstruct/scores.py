@@ -86,6 +86,11 @@ def _check_num_std(num_std: float) -> None:
         raise ValueError(f"num_std must be a finite number, got {num_std!r}")
 
 
+def _trace_of_square(m: torch.Tensor) -> torch.Tensor:
+    """``tr(M M) = sum_ij M_ij M_ji`` for ``[..., d, d]`` (einsum avoids a strided elementwise product)."""
+    return torch.einsum("...ij,...ji->...", m, m)
+
+
 def _symmetry_from_traces(cross: torch.Tensor, total: torch.Tensor, convention: str) -> torch.Tensor:
     """``cross = tr(M M)``, ``total = ||M||_F^2``, both ``[...]``."""
     if bool((total == 0).any()):
@@ -125,7 +130,7 @@ def symmetry_score(m: ArrayLike, *, convention: Convention = "paper") -> ArrayLi
     m, as_torch = to_float64(m, "M")
     check_square(m, "M")
     total = (m * m).sum((-2, -1))
-    cross = (m * m.mT).sum((-2, -1))
+    cross = _trace_of_square(m)
     return back(_symmetry_from_traces(cross, total, convention), as_torch)
 
 
@@ -183,6 +188,7 @@ def factor_scores(
     num_std: float = DEFAULT_NUM_STD,
     convention: Convention = "paper",
     method: Method = "auto",
+    precision: Literal["float64", "float32"] = "float64",
 ) -> Scores:
     """Scores of ``M = W_q^T W_k`` from the factors, without forming ``M`` when that is cheaper.
 
@@ -193,6 +199,8 @@ def factor_scores(
             instead of one matrix per head.
         method: ``"factors"`` uses the ``r x r`` Gram identities of the module docstring, ``"matrix"``
             forms ``M``, ``"auto"`` picks the factors when ``r < d_model``.
+        precision: ``"float64"`` (default) or ``"float32"``, about 3x faster for ``d_model`` in the
+            thousands, with scores accurate to about 1e-5 instead of 1e-12. Results are float64 either way.
 
     Returns:
         :class:`Scores` of shape ``[..., H]`` (per head) or ``[...]`` (``sum_heads=True``).
@@ -201,22 +209,25 @@ def factor_scores(
     _check_num_std(num_std)
     if method not in ("auto", "factors", "matrix"):
         raise ValueError(f"unknown method {method!r}; choose 'auto', 'factors' or 'matrix'")
-    a, as_torch = to_float64(w_q, "W_q")
-    b, _ = to_float64(w_k, "W_k")
+    if precision not in ("float64", "float32"):
+        raise ValueError(f"unknown precision {precision!r}; choose 'float64' or 'float32'")
+    dtype = torch.float64 if precision == "float64" else torch.float32
+    a, as_torch = to_float64(w_q, "W_q", dtype)
+    b, _ = to_float64(w_k, "W_k", dtype)
     check_factors(a, b)
     if sum_heads:
         a, b = _stack_heads(a), _stack_heads(b)
     inner, d_model = a.shape[-2], a.shape[-1]
     if method == "matrix" or (method == "auto" and inner >= d_model):
         m = a.mT @ b
-        sym = _symmetry_from_traces((m * m.mT).sum((-2, -1)), (m * m).sum((-2, -1)), convention)
+        sym = _symmetry_from_traces(_trace_of_square(m), (m * m).sum((-2, -1)), convention)
         rows, cols = torch.linalg.vector_norm(m, dim=-1), torch.linalg.vector_norm(m, dim=-2)
     else:
         gram_q = a @ a.mT  # [..., r, r]
         gram_k = b @ b.mT
         mixed = b @ a.mT  # B A^T
-        sym = _symmetry_from_traces((mixed * mixed.mT).sum((-2, -1)), (gram_q * gram_k).sum((-2, -1)), convention)
+        sym = _symmetry_from_traces(_trace_of_square(mixed), (gram_q * gram_k).sum((-2, -1)), convention)
         rows = ((gram_k @ a) * a).sum(-2).clamp_min(0).sqrt()
         cols = ((gram_q @ b) * b).sum(-2).clamp_min(0).sqrt()
-    direc = _directionality_from_norms(rows, cols, num_std, convention)
-    return Scores(back(sym, as_torch), back(direc, as_torch))
+    direc = _directionality_from_norms(rows.double(), cols.double(), num_std, convention)
+    return Scores(back(sym.double(), as_torch), back(direc, as_torch))
