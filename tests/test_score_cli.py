@@ -114,3 +114,54 @@ def test_errors_exit_2_with_one_line(bert_dir, tmp_path, capsys):
     assert cli.main(["score", str(tmp_path / "nan"), "--out", str(tmp_path / "nan.nc")]) == 2
     assert "NaN" in one_error_line(capsys)
     assert not (tmp_path / "nan.nc").exists()
+
+
+def test_score_reads_every_format_and_agrees_with_the_model(tmp_path, capsys):
+    """GGUF, ONNX and CTranslate2 files written from tiny models score as the models themselves do."""
+    import test_extract_ctranslate2 as ct2
+    import test_extract_gguf as gg
+    import test_extract_onnx as ox
+    import transformers
+
+    from attnstruct.extract import iter_blocks
+    from attnstruct.model_scores import score_model
+
+    llama = gg.tiny_model("llama")
+    gg.write_gguf(tmp_path / "llama.gguf", llama, "llama")
+    torch.manual_seed(0)
+    bert = transformers.BertModel(
+        transformers.BertConfig(
+            hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64, vocab_size=50
+        )
+    ).eval()
+    ox._save(ox._mimic_graph(bert), tmp_path / "bert.onnx")
+    whisper = build("whisper")
+    (tmp_path / "ct2").mkdir()
+    ct2.write_ct2(tmp_path / "ct2" / "model.bin", ct2.whisper_variables(whisper))
+    for path, model in (
+        (tmp_path / "llama.gguf", llama.model),
+        (tmp_path / "bert.onnx", bert),
+        (tmp_path / "ct2", whisper),
+    ):
+        from_file = score_model(path)
+        from_model = score_model(model)
+        assert len(from_file) == len(list(iter_blocks(path)))
+        pd.testing.assert_frame_equal(
+            from_file[["stack", "layer", "symmetry", "directionality"]],
+            from_model[["stack", "layer", "symmetry", "directionality"]],
+            atol=1e-6,
+        )
+        assert cli.main(["score", str(path)]) == 0
+        assert len(capsys.readouterr().out.strip().splitlines()) == 1 + len(from_file)
+
+
+def test_precision_choice(bert_dir):
+    from attnstruct.model_scores import block_precision, score_model
+
+    folder, _ = bert_dir
+    exact, single = score_model(folder, precision="float64"), score_model(folder, precision="float32")
+    np.testing.assert_allclose(exact.symmetry, single.symmetry, atol=1e-5)
+    assert set(exact.precision) == {"float64"} and set(single.precision) == {"float32"}
+    assert block_precision(768, "auto") == "float64" and block_precision(4096, "auto") == "float32"
+    with pytest.raises(ValueError, match="precision"):
+        score_model(folder, precision="half")

@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
     score.add_argument("--per-head", action="store_true", help="one row per head instead of per layer (sum of heads)")
     score.add_argument("--out", help="also write the table to FILE.csv or FILE.nc")
     score.add_argument("--num-std", type=float, default=2.0, help="directionality threshold (default: 2)")
+    score.add_argument(
+        "--precision",
+        choices=("auto", "float64", "float32"),
+        default="auto",
+        help="arithmetic: auto = float64 below d_model 2048, float32 from there (scores to ~1e-5)",
+    )
     score.add_argument("--heads", type=int, help="number of heads, for ONNX/CTranslate2 files that do not record it")
     return parser
 
@@ -87,7 +93,12 @@ def _score(args) -> int:
         raise PipelineError(f"--out must end in .csv or .nc, got {args.out}")
     try:
         table = score_model(
-            args.source, per_head=args.per_head, num_std=args.num_std, n_heads=args.heads, progress=sys.stderr.isatty()
+            args.source,
+            per_head=args.per_head,
+            num_std=args.num_std,
+            n_heads=args.heads,
+            precision=args.precision,
+            progress=sys.stderr.isatty(),
         )
     except ExtractionError as err:
         raise PipelineError(str(err)) from None

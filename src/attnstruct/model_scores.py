@@ -21,25 +21,44 @@ from .results import provenance_attrs, save_dataset
 from .scores import DEFAULT_NUM_STD, factor_scores
 
 COLUMNS = ("stack", "layer", "symmetry", "directionality")
+FLOAT32_FROM_D_MODEL = 2048  # precision="auto": float32 from this width on (about 3x faster, scores to ~1e-5)
 STACK_ORDER = {"encoder": 0, "decoder": 1, "cross": 2}
 
 
+def block_precision(d_model: int, precision: str) -> str:
+    """``"float64"`` or ``"float32"`` for a block of width ``d_model`` under ``precision`` (``auto`` or either)."""
+    if precision not in ("auto", "float64", "float32"):
+        raise ValueError(f"unknown precision {precision!r}; choose auto, float64 or float32")
+    if precision == "auto":
+        return "float32" if d_model >= FLOAT32_FROM_D_MODEL else "float64"
+    return precision
+
+
 def score_model(
-    source, *, per_head: bool = False, num_std: float = DEFAULT_NUM_STD, n_heads: int | None = None, progress=False
+    source,
+    *,
+    per_head: bool = False,
+    num_std: float = DEFAULT_NUM_STD,
+    n_heads: int | None = None,
+    precision: str = "auto",
+    progress=False,
 ) -> pd.DataFrame:
     """Scores of every block of ``source``; columns ``stack layer [head] symmetry directionality`` and, per
-    block, ``n_heads n_kv_heads causal extras``."""
+    block, ``n_heads n_kv_heads causal extras precision``."""
+    block_precision(1, precision)
     rows = []
     blocks = iter_blocks(source, n_heads=n_heads)
     for block in tqdm(blocks, total=count_blocks(source), desc="scoring", unit="block", disable=not progress):
+        used = block_precision(block.w_q.shape[-1], precision)
         meta = {
             "n_heads": block.n_heads,
             "n_kv_heads": block.n_kv_heads,
             "causal": block.causal,
             "extras": ",".join(block.extras),
+            "precision": used,
         }
         if per_head:
-            s = factor_scores(block.w_q, block.w_k, num_std=num_std)
+            s = factor_scores(block.w_q, block.w_k, num_std=num_std, precision=used)
             for h in range(block.n_heads):
                 rows.append(
                     {
@@ -52,7 +71,7 @@ def score_model(
                     }
                 )
         else:
-            s = factor_scores(block.w_q, block.w_k, sum_heads=True, num_std=num_std)
+            s = factor_scores(block.w_q, block.w_k, sum_heads=True, num_std=num_std, precision=used)
             rows.append(
                 {
                     "stack": block.stack,
@@ -84,6 +103,7 @@ def scores_dataset(table: pd.DataFrame, *, source: str, per_head: bool, num_std:
         ),
         num_std=num_std,
         source=str(source),
+        precision=",".join(sorted(set(table["precision"]))),
         block_extras="; ".join(
             f"{r.stack} {r.layer}: {r.extras}" for r in per_block.reset_index().itertuples() if r.extras
         ),

@@ -5,6 +5,7 @@ the ``nn.Linear`` layout, key heads paired with query heads).
 """
 
 from .blocks import EXTRA_TERMS, STACKS, AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads
+from .sources import iter_blocks
 
 __all__ = [
     "EXTRA_TERMS",
@@ -14,4 +15,5 @@ __all__ = [
     "bias_extras",
     "check_finite",
     "expand_kv_heads",
+    "iter_blocks",
 ]

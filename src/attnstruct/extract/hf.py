@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -45,21 +46,30 @@ class ModuleSource:
         return self._state[name].detach()
 
 
-def _load_config(folder: Path):
-    from transformers import AutoConfig
+class JsonConfig(SimpleNamespace):
+    """A checkpoint's ``config.json`` as attributes; absent keys read as None (no transformers import needed)."""
 
-    if not (folder / "config.json").is_file():
+    def __getattr__(self, name):
+        return None
+
+
+def _load_config(folder: Path) -> JsonConfig:
+    path = folder / "config.json"
+    if not path.is_file():
         raise ExtractionError(f"no config.json in {folder}: the model type and head counts are unknown")
     try:
-        return AutoConfig.from_pretrained(folder, local_files_only=True)
-    except (ValueError, KeyError, OSError) as err:
-        raise ExtractionError(f"cannot read {folder / 'config.json'}: {str(err).splitlines()[0]}") from None
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ExtractionError(f"cannot read {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ExtractionError(f"{path} does not hold a JSON object")
+    return JsonConfig(**data)
 
 
 class SafetensorsSource:
     """A folder with ``model.safetensors`` (or shards with ``model.safetensors.index.json``), or one file.
 
-    Tensors are read one at a time from memory-mapped files; nothing else is loaded.
+    Tensors are read one at a time; nothing else is loaded.
     """
 
     def __init__(self, path: str | Path):
@@ -78,23 +88,26 @@ class SafetensorsSource:
             files = sorted(folder.glob("*.safetensors"))
         if not files:
             raise ExtractionError(f"no .safetensors files in {folder}")
-        self._handles, self._where = {}, {}
+        self._where: dict[str, Path] = {}
         for file in files:
             if not file.is_file():
                 raise ExtractionError(f"missing checkpoint shard {file}")
             try:
-                handle = safe_open(str(file), framework="pt")
+                with safe_open(str(file), framework="pt") as handle:
+                    self._where.update(dict.fromkeys(handle.keys(), file))
             except Exception as err:  # safetensors raises its own error types for bad or truncated files
                 raise ExtractionError(f"cannot read {file.name}: {' '.join(str(err).split())} (truncated?)") from None
-            self._handles[file] = handle
-            self._where.update({name: file for name in handle.keys()})
 
     def names(self) -> list[str]:
         return list(self._where)
 
     def get(self, name: str) -> torch.Tensor:
+        """Read one tensor; the file is mapped only for this read, so resident memory stays at one layer."""
+        from safetensors import safe_open
+
         try:
-            return self._handles[self._where[name]].get_tensor(name)
+            with safe_open(str(self._where[name]), framework="pt") as handle:
+                return handle.get_tensor(name)
         except Exception as err:
             raise ExtractionError(f"cannot read tensor {name}: {' '.join(str(err).split())}") from None
 
