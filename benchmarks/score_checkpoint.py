@@ -6,8 +6,9 @@
    process: with ``attnstruct score`` (reads only the query/key tensors, one layer at a time) and naively
    (``AutoModel.from_pretrained``, with transformers 5's default ``dtype="auto"`` and with float32, the
    default of transformers 4 and of the authors' code; then ``W_q^T W_k`` formed per layer and scored).
-   Prints wall time, peak RSS, their ratios, and the largest difference between the methods' scores. Default shape: d_model 2048, 24 layers, 16 heads, FFN 5504,
-   vocab 32000 (1.3B parameters, 2.6 GB), the proportions of a LLaMA-style 1B model.
+   Prints wall time, peak RSS, their ratios, and the largest difference between the methods' scores.
+   Default shape: d_model 2048, 24 layers, 16 heads, FFN 5504, vocab 32000 (1.3B parameters, 2.6 GB), the
+   proportions of a LLaMA-style 1B model.
 2. Writes a checkpoint shaped like LLaMA-2-7B's attention (32 layers, d_model 4096, 32 heads; only the
    query and key tensors, bfloat16, one shard per layer) and times ``attnstruct score`` on it.
 
