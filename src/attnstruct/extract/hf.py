@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import re
-from types import SimpleNamespace
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Protocol
 
 import torch
