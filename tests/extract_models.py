@@ -28,6 +28,17 @@ AUDIO = dict(
     num_conv_pos_embedding_groups=2,
     **TOKENS,
 )
+SEQ2SEQ = dict(
+    d_model=D,
+    encoder_attention_heads=H,
+    decoder_attention_heads=H,
+    encoder_layers=LAYERS,
+    decoder_layers=LAYERS,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    vocab_size=VOCAB,
+    **TOKENS,
+)
 SEQ = 6
 
 
@@ -114,34 +125,16 @@ CASES = {
         zero=("relative_attention_bias",),
     ),
     "bart": Case(
-        lambda: T.BartConfig(
-            d_model=D,
-            encoder_attention_heads=H,
-            decoder_attention_heads=H,
-            encoder_layers=LAYERS,
-            decoder_layers=LAYERS,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            vocab_size=VOCAB,
-            **TOKENS,
-        ),
+        lambda: T.BartConfig(**SEQ2SEQ),
         inputs=seq2seq,
     ),
     "whisper": Case(
         lambda: T.WhisperConfig(
-            d_model=D,
-            encoder_attention_heads=H,
-            decoder_attention_heads=H,
-            encoder_layers=LAYERS,
-            decoder_layers=LAYERS,
-            encoder_ffn_dim=64,
-            decoder_ffn_dim=64,
-            vocab_size=VOCAB,
+            **SEQ2SEQ,
             num_mel_bins=8,
             max_source_positions=8,
             max_target_positions=16,
             decoder_start_token_id=1,
-            **TOKENS,
         ),
         inputs=lambda: {"input_features": torch.randn(2, 8, 16), "decoder_input_ids": torch.randint(3, VOCAB, (2, 5))},
     ),

@@ -61,6 +61,15 @@ def _linear(stack, causal, prefix, q, k, **kw):
 _BERT = _linear("encoder", False, rf"encoder\.layer\.{L}\.attention\.self", "query", "key")
 _ROTARY = ("rotary",)
 _DECODER_ONLY = rf"layers\.{L}\.self_attn"
+_ROTARY_DECODER = _linear(
+    "decoder",
+    True,
+    _DECODER_ONLY,
+    "q_proj",
+    "k_proj",
+    extras=_ROTARY,
+    qk_norm=(rf"{P}{_DECODER_ONLY}\.q_norm\.weight$",),
+)
 
 FAMILIES = (
     Family("BERT", ("bert", "roberta", "xlm-roberta", "electra", "camembert", "xlm-roberta-xl"), (_BERT,)),
@@ -143,32 +152,12 @@ FAMILIES = (
     Family(
         "LLaMA",
         ("llama", "mistral", "mixtral", "qwen2", "qwen3", "olmo", "olmo2", "granite", "smollm3"),
-        (
-            _linear(
-                "decoder",
-                True,
-                _DECODER_ONLY,
-                "q_proj",
-                "k_proj",
-                extras=_ROTARY,
-                qk_norm=(rf"{P}{_DECODER_ONLY}\.q_norm\.weight$",),
-            ),
-        ),
+        (_ROTARY_DECODER,),
     ),
     Family(
         "Gemma",
         ("gemma", "gemma2", "gemma3_text"),
-        (
-            _linear(
-                "decoder",
-                True,
-                _DECODER_ONLY,
-                "q_proj",
-                "k_proj",
-                extras=_ROTARY,
-                qk_norm=(rf"{P}{_DECODER_ONLY}\.q_norm\.weight$",),
-            ),
-        ),
+        (_ROTARY_DECODER,),
     ),
     Family(
         "Phi",
