@@ -21,7 +21,7 @@ from .families import FAMILY_BY_MODEL_TYPE, SUPPORTED_MODEL_TYPES, Family, Stack
 
 
 class TensorSource(Protocol):
-    config: object  # a transformers PretrainedConfig
+    config: object  # a transformers PretrainedConfig (in memory) or a JsonConfig (read from config.json)
     description: str
 
     def names(self) -> list[str]: ...
