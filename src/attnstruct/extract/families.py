@@ -61,15 +61,20 @@ def _linear(stack, causal, prefix, q, k, **kw):
 _BERT = _linear("encoder", False, rf"encoder\.layer\.{L}\.attention\.self", "query", "key")
 _ROTARY = ("rotary",)
 _DECODER_ONLY = rf"layers\.{L}\.self_attn"
-_ROTARY_DECODER = _linear(
-    "decoder",
-    True,
-    _DECODER_ONLY,
-    "q_proj",
-    "k_proj",
-    extras=_ROTARY,
-    qk_norm=(rf"{P}{_DECODER_ONLY}\.q_norm\.weight$",),
-)
+
+
+def _rotary_decoder(q_norm: str = "q_norm") -> StackSpec:
+    """LLaMA-style causal stack: separate ``q_proj``/``k_proj``, rotary, optional QK-norm named ``q_norm``."""
+    return _linear(
+        "decoder",
+        True,
+        _DECODER_ONLY,
+        "q_proj",
+        "k_proj",
+        extras=_ROTARY,
+        qk_norm=(rf"{P}{_DECODER_ONLY}\.{q_norm}\.weight$",),
+    )
+
 
 FAMILIES = (
     Family("BERT", ("bert", "roberta", "xlm-roberta", "electra", "camembert", "xlm-roberta-xl"), (_BERT,)),
@@ -152,27 +157,17 @@ FAMILIES = (
     Family(
         "LLaMA",
         ("llama", "mistral", "mixtral", "qwen2", "qwen3", "olmo", "olmo2", "granite", "smollm3"),
-        (_ROTARY_DECODER,),
+        (_rotary_decoder(),),
     ),
     Family(
         "Gemma",
         ("gemma", "gemma2", "gemma3_text"),
-        (_ROTARY_DECODER,),
+        (_rotary_decoder(),),
     ),
     Family(
         "Phi",
         ("phi",),
-        (
-            _linear(
-                "decoder",
-                True,
-                _DECODER_ONLY,
-                "q_proj",
-                "k_proj",
-                extras=_ROTARY,
-                qk_norm=(rf"{P}{_DECODER_ONLY}\.q_layernorm\.weight$",),
-            ),
-        ),
+        (_rotary_decoder("q_layernorm"),),
     ),
     Family(
         "Phi-3",
