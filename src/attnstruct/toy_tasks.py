@@ -6,6 +6,10 @@ Objectives on the same sequences:
 * ``bidirectional`` (masked LM): each position is predicted with probability ``mask_rate``; its input is
   replaced by a mask embedding; every position is context (``D_i`` = all ``j``).
 * ``causal`` (next-token): the query at position ``i`` predicts token ``i + 1`` from positions ``j <= i``.
+
+Status: a first draft for notebook 02, which does not exist yet. At initialisation (``W_qk = 0``, fixed random
+embeddings and values) these updates are *not* more symmetric for the bidirectional objective than for the
+causal one, and training ``W_qk`` alone barely lowers the loss; the experiment design is still open.
 """
 
 from __future__ import annotations
