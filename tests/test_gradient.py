@@ -1,5 +1,6 @@
 """The analytic gradient of the loss with respect to W_qk equals autograd's, for both objectives."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -57,8 +58,8 @@ def test_toy_sequences_and_accumulated_updates_are_reproducible():
 
     def run(seed):
         gen = torch.Generator().manual_seed(seed)
-        tokens = T.markov_sequences(40, 8, 16, 1.0, gen)
-        model = T.ToyModel.random(16, 8, gen)
+        tokens = T.repeated_sequences(40, 8, 16, 1.0, gen)
+        model = T.OneLayer(16, 8, 8, factorised=False, gen=gen)
         out = T.accumulated_updates(
             model, tokens, "causal", [5, 20], mask_rate=0.15, gen=torch.Generator().manual_seed(1)
         )
@@ -67,23 +68,34 @@ def test_toy_sequences_and_accumulated_updates_are_reproducible():
     tokens, a = run(0)
     _, b = run(0)
     assert tokens.shape == (40, 8) and int(tokens.max()) < 16
+    assert torch.equal(tokens[:, :4], tokens[:, 4:]), "the second half repeats the first"
     assert a["symmetry"] == b["symmetry"] and (a["update"] == b["update"]).all()
     assert len(a["symmetry"]) == 2 and a["update"].shape == (8, 8)
-    # token frequencies follow the Zipf prior: token 0 is the most frequent first token on average
-    first = T.markov_sequences(4000, 1, 16, 1.5, torch.Generator().manual_seed(0))[:, 0]
-    counts = torch.bincount(first, minlength=16)
-    assert int(counts.argmax()) == 0
+    assert (np.triu(a["beta"], 1) == 0).all(), "causal coefficients live on and below the diagonal"
+    first = T.repeated_sequences(4000, 2, 16, 1.5, torch.Generator().manual_seed(0))[:, 0]
+    assert int(torch.bincount(first, minlength=16).argmax()) == 0, "token 0 is the most frequent (Zipf)"
+    with pytest.raises(ValueError, match="even"):
+        T.repeated_sequences(2, 7, 16, 1.0, torch.Generator())
 
 
-def test_toy_training_records_scores():
+def test_masked_lm_batches():
     from attnstruct import toy_tasks as T
 
-    gen = torch.Generator().manual_seed(0)
-    tokens = T.markov_sequences(50, 8, 16, 1.0, gen)
-    model = T.ToyModel.random(16, 8, gen)
+    tokens = T.repeated_sequences(30, 8, 16, 1.0, torch.Generator().manual_seed(0))
+    ids, targets, predict, mask = T.batch_for("bidirectional", tokens, 16, 0.15, torch.Generator().manual_seed(1))
+    assert predict.any(1).all(), "every sequence predicts at least one token"
+    assert (ids[predict] == 16).all() and (ids[~predict] == tokens[~predict]).all() and mask.all()
+    ids, targets, predict, mask = T.batch_for("causal", tokens, 16, 0.15, torch.Generator())
+    assert torch.equal(targets[:, :-1], tokens[:, 1:]) and not predict[:, -1].any()
+
+
+def test_toy_training_records_scores_and_is_reproducible():
+    from attnstruct import toy_tasks as T
+
+    kw = dict(vocab=16, seq_len=8, d=8, steps=10, batch=8, lr=1e-2, mask_rate=0.3, zipf=1.0, every=5, seed=0)
     for factorised in (False, True):
-        rec = T.train(
-            model, tokens, "bidirectional", factorised, steps=10, batch=8, lr=1e-2, mask_rate=0.3, every=5, seed=0
-        )
+        rec = T.train("bidirectional", factorised, **kw)
         assert list(rec["step"]) == [0, 5, 10]
-        assert all(-1 <= v <= 1 for v in rec["symmetry"])
+        assert all(-1 <= v <= 1 for v in rec["symmetry"]) and rec["wqk"].shape == (8, 8)
+    again = T.train("bidirectional", True, **kw)
+    assert (again["symmetry"] == rec["symmetry"]).all()

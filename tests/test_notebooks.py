@@ -15,6 +15,7 @@ NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
 TEST_OVERRIDES: dict[str, dict] = {}
 # The smallest parameters that still exercise every cell, for the repeated-run and bad-input tests.
 SMALL_PARAMETERS = {
+    "02_gradient_structure": {"n_seeds": 1, "steps": 100, "every": 50, "n_sequences": 32, "batch": 16},
     "01_bilinear_form": {"d_model": 16, "n_heads": 2, "n_layers": 1, "seq_len": 5, "example_dim": 12},
     "03_scores": {
         "d_models": [16, 32],

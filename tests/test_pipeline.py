@@ -35,7 +35,7 @@ def test_every_notebook_defaults_are_the_quick_profile():
     quick = pipeline.load_profile(ROOT, "quick")
     paper = pipeline.load_profile(ROOT, "paper")
     notebooks = pipeline.list_notebooks(ROOT)
-    assert [p.stem for p in notebooks][:2] == ["01_bilinear_form", "03_scores"]
+    assert [p.stem for p in notebooks][:3] == ["01_bilinear_form", "02_gradient_structure", "03_scores"]
     for path in notebooks:
         declared = pipeline.declared_parameters(pipeline.read_notebook(path))
         assert {"results_dir", "figures_dir"} <= set(declared), path.stem

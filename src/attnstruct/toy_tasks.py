@@ -7,14 +7,13 @@ Objectives on the same sequences:
   replaced by a mask embedding; every position is context (``D_i`` = all ``j``).
 * ``causal`` (next-token): the query at position ``i`` predicts token ``i + 1`` from positions ``j <= i``.
 
-Status: a first draft for notebook 02, which does not exist yet. At initialisation (``W_qk = 0``, fixed random
-embeddings and values) these updates are *not* more symmetric for the bidirectional objective than for the
-causal one, and training ``W_qk`` alone barely lowers the loss; the experiment design is still open.
+The task that separates the objectives is a copy task (:func:`repeated_sequences`): the second half of every
+sequence repeats the first, so a token is predictable only from another position. On first-order Markov data
+(:func:`markov_sequences`) next-token prediction needs no other position, and a one-layer causal model learns
+to attend to itself, a symmetric pattern (see notebook 02).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -39,137 +38,155 @@ def markov_sequences(n_seq: int, seq_len: int, vocab: int, zipf: float, gen: tor
     return tokens
 
 
-def batch_for(
-    objective: str,
-    tokens: torch.Tensor,
-    embed: torch.Tensor,
-    mask_vector: torch.Tensor,
-    mask_rate: float,
-    gen: torch.Generator,
-):
-    """Inputs ``x`` ``[B, N, d]``, targets ``[B, N]``, predicted positions ``[B, N]`` and the context mask."""
+def repeated_sequences(n_seq: int, seq_len: int, vocab: int, zipf: float, gen: torch.Generator) -> torch.Tensor:
+    """Token ids ``[n_seq, seq_len]``: ``seq_len // 2`` Zipf-distributed tokens, then the same tokens again."""
+    if seq_len % 2:
+        raise ValueError(f"seq_len must be even, got {seq_len}")
+    prior = torch.arange(1, vocab + 1, dtype=torch.float64) ** -zipf
+    half = torch.multinomial(prior / prior.sum(), n_seq * (seq_len // 2), replacement=True, generator=gen)
+    half = half.view(n_seq, seq_len // 2)
+    return torch.cat([half, half], dim=1)
+
+
+def batch_for(objective: str, tokens: torch.Tensor, mask_token: int, mask_rate: float, gen: torch.Generator):
+    """Input ids, targets, predicted positions (``[B, N]`` each) and the context mask ``[N, N]``.
+
+    ``bidirectional``: masked LM, each position predicted with probability ``mask_rate`` (at least one per
+    sequence), its input replaced by ``mask_token``. ``causal``: every position but the last predicts the next token.
+    """
     b, n = tokens.shape
-    x = embed[tokens]
     if objective == "bidirectional":
         predict = torch.rand(b, n, generator=gen) < mask_rate
-        x = torch.where(predict[..., None], mask_vector, x)
-        return x, tokens, predict, G.context_mask(n, "bidirectional")
+        predict[torch.arange(b), torch.randint(0, n, (b,), generator=gen)] = True
+        return torch.where(predict, mask_token, tokens), tokens, predict, G.context_mask(n, "bidirectional")
+    if objective != "causal":
+        raise ValueError(f"unknown objective {objective!r}; choose one of {G.OBJECTIVES}")
     targets = torch.cat([tokens[:, 1:], tokens[:, :1]], dim=1)
     predict = torch.ones(b, n, dtype=torch.bool)
     predict[:, -1] = False
-    return x, targets, predict, G.context_mask(n, "causal")
+    return tokens, targets, predict, G.context_mask(n, "causal")
 
 
-@dataclass
-class ToyModel:
-    """Fixed token embeddings ``[V, d]`` (tied unembedding), a mask embedding, values and output (one head)."""
+class OneLayer(torch.nn.Module):
+    """Token and position embeddings (plus a mask token), one attention head, tied unembedding.
 
-    embed: torch.Tensor
-    mask_vector: torch.Tensor
-    w_v: torch.Tensor  # [1, d, d]
-    w_o: torch.Tensor  # [1, d, d]
+    ``W_qk`` is a ``d x d`` parameter, or the product ``W_q W_k^T`` of two ``d x d`` parameters (``factorised``).
+    Everything is trained.
+    """
 
-    @classmethod
-    def random(cls, vocab: int, d: int, gen: torch.Generator) -> "ToyModel":
-        r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
-        return cls(r(vocab, d), r(d), r(1, d, d) / d**0.5, r(1, d, d) / d**0.5)
+    def __init__(self, vocab: int, seq_len: int, d: int, factorised: bool, gen: torch.Generator):
+        super().__init__()
+
+        def param(*shape, scale):
+            return torch.nn.Parameter(torch.randn(*shape, generator=gen, dtype=torch.float64) * scale)
+
+        self.vocab, self.factorised, self.scale = vocab, factorised, d**-0.5
+        self.embed = param(vocab + 1, d, scale=1.0)
+        self.position = param(seq_len, d, scale=1.0)
+        self.w_v, self.w_o = param(1, d, d, scale=d**-0.5), param(1, d, d, scale=d**-0.5)
+        if factorised:
+            self.w_q, self.w_k = param(d, d, scale=0.02), param(d, d, scale=0.02)
+        else:
+            self.w = param(d, d, scale=0.02)
+
+    def wqk(self) -> torch.Tensor:
+        return self.w_q @ self.w_k.T if self.factorised else self.w
+
+    def inputs(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embed[ids] + self.position
+
+    def arguments(self, ids, targets, predict, mask):
+        """The arguments of :func:`attnstruct.gradient.analytic_gradient` for this model and batch."""
+        unembed = self.embed[: self.vocab]
+        return self.inputs(ids), self.wqk()[None], self.w_v, self.w_o, unembed, targets, predict, mask, self.scale
+
+    def loss(self, ids, targets, predict, mask):
+        x, w, w_v, w_o, unembed, *_ = self.arguments(ids, targets, predict, mask)
+        _, _, logits = G.forward(x, w, w_v, w_o, unembed, mask, self.scale)
+        return G.loss(logits, targets, predict)
 
 
 def accumulated_updates(
-    model: ToyModel,
+    model: OneLayer,
     tokens: torch.Tensor,
     objective: str,
     checkpoints: list[int],
     *,
     mask_rate: float,
     gen: torch.Generator,
-    w_qk: torch.Tensor | None = None,
 ) -> dict:
-    """Sum of the update directions ``-dL/dW_qk`` over sequences, scored after each number in ``checkpoints``.
-
-    Returns ``symmetry``, ``directionality`` (lists over checkpoints) and the final accumulated matrix ``update``.
+    """Sum of the update directions ``-dL/dW_qk`` over sequences at the model's current weights, scored after
+    each number of sequences in ``checkpoints``; also the final sum ``update`` and the summed ``beta`` by position.
     """
-    d = model.embed.shape[1]
-    w = torch.zeros(1, d, d, dtype=torch.float64) if w_qk is None else w_qk
+    d, n = model.embed.shape[1], tokens.shape[1]
     total = torch.zeros(d, d, dtype=torch.float64)
+    beta_total = torch.zeros(n, n, dtype=torch.float64)
     out = {"symmetry": [], "directionality": []}
     done = 0
     for stop in checkpoints:
         while done < stop:
-            x, targets, predict, mask = batch_for(
-                objective, tokens[done : done + 1], model.embed, model.mask_vector, mask_rate, gen
-            )
-            if predict.any():
-                grad, _ = G.analytic_gradient(x, w, model.w_v, model.w_o, model.embed, targets, predict, mask, d**-0.5)
-                total -= grad[0]
+            batch = batch_for(objective, tokens[done : done + 1], model.vocab, mask_rate, gen)
+            with torch.no_grad():
+                grad, beta = G.analytic_gradient(*model.arguments(*batch))
+            total -= grad[0]
+            beta_total += beta[0, 0]
             done += 1
         out["symmetry"].append(float(symmetry_score(total)))
         out["directionality"].append(float(directionality_score(total)))
     out["update"] = total.numpy()
+    out["beta"] = beta_total.numpy()
     return out
 
 
-def beta_symmetry(beta: torch.Tensor, tokens: torch.Tensor, vocab: int) -> tuple[float, float]:
-    """How symmetric the coefficients are on aggregate: the symmetry score of ``sum beta`` over positions
-    ``[N, N]`` and over token pairs ``[V, V]`` (``C[t_i, t_j] += beta_ij``)."""
-    by_position = beta.sum((0, 1))
-    b, _, n, _ = beta.shape
-    pairs = (tokens[:, :, None] * vocab + tokens[:, None, :]).reshape(b, -1)
-    by_token = torch.zeros(vocab * vocab, dtype=beta.dtype)
-    by_token.index_add_(0, pairs.reshape(-1), beta.sum(1).reshape(-1))
-    return float(symmetry_score(by_position)), float(symmetry_score(by_token.reshape(vocab, vocab)))
+def beta_symmetry(beta: torch.Tensor) -> float:
+    """Symmetry score of the coefficients summed over the batch, ``sum_b beta_b`` ``[N, N]``: +1 when
+    ``beta_ij = beta_ji`` on aggregate (the assumption behind the symmetric-update argument)."""
+    return float(symmetry_score(beta.sum((0, 1))))
 
 
 def train(
-    model: ToyModel,
-    tokens: torch.Tensor,
     objective: str,
     factorised: bool,
     *,
+    vocab: int,
+    seq_len: int,
+    d: int,
     steps: int,
     batch: int,
     lr: float,
     mask_rate: float,
+    zipf: float,
     every: int,
     seed: int,
-    d_head: int | None = None,
+    optimizer: str = "adam",
 ) -> dict:
-    """Adam on ``W_qk`` (a ``d x d`` parameter) or on ``W_q, W_k`` (``d x d_head`` each, ``W_qk = W_q W_k^T``).
-
-    Values, output and embeddings stay fixed, so only the query-key geometry learns. Records, every
-    ``every`` steps, the loss and both scores of ``W_qk``, and the aggregate symmetry of ``beta``.
-    """
+    """Train :class:`OneLayer` with Adam (or plain SGD, ``optimizer="sgd"``) on :func:`repeated_sequences`; every
+    ``every`` steps record the loss, both scores of ``W_qk`` and :func:`beta_symmetry`. Returns arrays keyed by
+    name and the final ``wqk``."""
     gen = torch.Generator().manual_seed(seed)
-    d = model.embed.shape[1]
-    d_head = d_head or d
-    init = lambda *s: (torch.randn(*s, generator=gen, dtype=torch.float64) * 0.02).requires_grad_(True)  # noqa: E731
-    params = [init(d, d_head), init(d, d_head)] if factorised else [init(d, d)]
-    optimiser = torch.optim.Adam(params, lr=lr)
-    record = {
-        k: [] for k in ("step", "loss", "symmetry", "directionality", "beta_position_symmetry", "beta_token_symmetry")
-    }
-    vocab = model.embed.shape[0]
+    model = OneLayer(vocab, seq_len, d, factorised, gen)
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"unknown optimizer {optimizer!r}; choose adam or sgd")
+    optimiser = (torch.optim.Adam if optimizer == "adam" else torch.optim.SGD)(model.parameters(), lr=lr)
+    record = {k: [] for k in ("step", "loss", "symmetry", "directionality", "beta_symmetry")}
     for step in range(steps + 1):
-        index = torch.randint(0, tokens.shape[0], (batch,), generator=gen)
-        x, targets, predict, mask = batch_for(objective, tokens[index], model.embed, model.mask_vector, mask_rate, gen)
-        w_qk = (params[0] @ params[1].T if factorised else params[0])[None]
-        _, _, logits = G.forward(x, w_qk, model.w_v, model.w_o, model.embed, mask, d**-0.5)
-        loss = G.loss(logits, targets, predict)
+        tokens = repeated_sequences(batch, seq_len, vocab, zipf, gen)
+        data = batch_for(objective, tokens, vocab, mask_rate, gen)
+        loss = model.loss(*data)
         if step % every == 0:
-            w = w_qk.detach()[0]
-            _, beta = G.analytic_gradient(
-                x, w_qk.detach(), model.w_v, model.w_o, model.embed, targets, predict, mask, d**-0.5
-            )
+            w = model.wqk().detach()
+            with torch.no_grad():
+                _, beta = G.analytic_gradient(*model.arguments(*data))
             record["step"].append(step)
             record["loss"].append(float(loss.detach()))
             record["symmetry"].append(float(symmetry_score(w)))
             record["directionality"].append(float(directionality_score(w)))
-            pos, tok = beta_symmetry(beta, tokens[index], vocab)
-            record["beta_position_symmetry"].append(pos)
-            record["beta_token_symmetry"].append(tok)
+            record["beta_symmetry"].append(beta_symmetry(beta))
         if step == steps:
             break
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
-    return {k: np.asarray(v) for k, v in record.items()}
+    out = {k: np.asarray(v) for k, v in record.items()}
+    out["wqk"] = model.wqk().detach().numpy()
+    return out
