@@ -8,9 +8,9 @@ Objectives on the same sequences:
 * ``causal`` (next-token): the query at position ``i`` predicts token ``i + 1`` from positions ``j <= i``.
 
 The task that separates the objectives is a copy task (:func:`repeated_sequences`): the second half of every
-sequence repeats the first, so a token is predictable only from another position. On first-order Markov data
-(:func:`markov_sequences`) next-token prediction needs no other position, and a one-layer causal model learns
-to attend to itself, a symmetric pattern (see notebook 02).
+sequence repeats the first, so a token is predictable only from another position. (In a trial run on
+first-order Markov data, where the next token depends only on the current one, the causal one-layer model
+learned to attend to itself and ended more symmetric than the masked-LM one; such data cannot test the claim.)
 """
 
 from __future__ import annotations
@@ -20,22 +20,6 @@ import torch
 
 from . import gradient as G
 from .scores import directionality_score, symmetry_score
-
-
-def markov_sequences(n_seq: int, seq_len: int, vocab: int, zipf: float, gen: torch.Generator) -> torch.Tensor:
-    """Token ids ``[n_seq, seq_len]`` from a random first-order Markov chain whose states follow Zipf frequencies.
-
-    Transition rows are ``softmax(log zipf_prior + 2 * standard normal)``: frequent tokens stay frequent, and
-    each token has preferred successors (something to learn).
-    """
-    prior = torch.arange(1, vocab + 1, dtype=torch.float64) ** -zipf
-    logits = prior.log()[None, :] + 2.0 * torch.randn(vocab, vocab, generator=gen, dtype=torch.float64)
-    transition = torch.softmax(logits, -1)
-    tokens = torch.empty(n_seq, seq_len, dtype=torch.long)
-    tokens[:, 0] = torch.multinomial(prior / prior.sum(), n_seq, replacement=True, generator=gen)
-    for i in range(1, seq_len):
-        tokens[:, i] = torch.multinomial(transition[tokens[:, i - 1]], 1, generator=gen)[:, 0]
-    return tokens
 
 
 def repeated_sequences(n_seq: int, seq_len: int, vocab: int, zipf: float, gen: torch.Generator) -> torch.Tensor:
