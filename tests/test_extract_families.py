@@ -7,6 +7,7 @@ import torch
 from extract_models import CASES, build
 
 from attnstruct.extract import AttentionBlock, ExtractionError, hf
+from attnstruct.pretrained import authors_gqa_pairing
 
 
 def capture_attention_inputs(model, blocks: list[AttentionBlock]):
@@ -119,23 +120,8 @@ def test_grouped_query_pairing(name):
     for handle in handles:
         handle.remove()
     block = blocks[0]
-    n_kv, n_heads = block.n_kv_heads, block.n_heads
-    distinct = block.w_k[:: n_heads // n_kv]  # [n_kv, d_head, d]
-    wrong_k = distinct[torch.arange(n_heads) % n_kv]
-    assert not torch.equal(wrong_k, block.w_k)
-    wrong_bk = block.b_k[:: n_heads // n_kv][torch.arange(n_heads) % n_kv] if block.b_k is not None else None
-    wrong = AttentionBlock(
-        block.stack,
-        block.layer,
-        block.w_q,
-        wrong_k,
-        block.causal,
-        n_kv,
-        block.b_q,
-        wrong_bk,
-        block.extras,
-        block.source_name,
-    )
+    wrong = authors_gqa_pairing(block)
+    assert not torch.equal(wrong.w_k, block.w_k)
     x, y = captured[(block.stack, block.layer)]
     probs = model_attentions(out, block.stack, block.layer)
     _, right = fit_residual(our_logits(block, x, y, model, CASES[name].qk_norm), probs)

@@ -9,7 +9,6 @@ The layer score is that of ``sum_h W_q^h W_k^h^T`` (the paper's tables); the per
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +16,7 @@ import xarray as xr
 from tqdm import tqdm
 
 from .extract.sources import count_blocks, iter_blocks
-from .results import provenance_attrs, save_dataset
+from .results import provenance_attrs, save_dataset, write_atomically
 from .scores import DEFAULT_NUM_STD, factor_scores
 
 COLUMNS = ("stack", "layer", "symmetry", "directionality")
@@ -118,13 +117,4 @@ def write_scores(table: pd.DataFrame, out: str | os.PathLike, *, source: str, pe
         return save_dataset(scores_dataset(table, source=source, per_head=per_head, num_std=num_std), out)
     if out.suffix != ".csv":
         raise ValueError(f"--out must end in .csv or .nc, got {out.name}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
-    try:
-        table.to_csv(tmp, index=False, float_format="%.6f")
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return write_atomically(out, lambda tmp: table.to_csv(tmp, index=False, float_format="%.6f"))

@@ -122,23 +122,28 @@ def check_dataset(ds: xr.Dataset) -> None:
         raise ValueError(f"dataset attrs {bad} are not str, int or float (netCDF cannot store them)")
 
 
-def save_dataset(ds: xr.Dataset, path: str | os.PathLike) -> Path:
-    """Write ``ds`` to ``path`` as netCDF4 (h5netcdf) atomically: a temporary file, then a rename.
+def write_atomically(path: str | os.PathLike, write) -> Path:
+    """Call ``write(temporary_path)``, then rename the file to ``path``.
 
     On any error nothing is left at ``path`` (an older file there stays untouched) and no temporary file remains.
     """
-    check_dataset(ds)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        ds.to_netcdf(tmp, engine=ENGINE)
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def save_dataset(ds: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Write ``ds`` to ``path`` as netCDF4 (h5netcdf) atomically (:func:`write_atomically`)."""
+    check_dataset(ds)
+    return write_atomically(path, lambda tmp: ds.to_netcdf(tmp, engine=ENGINE))
 
 
 def load_dataset(path: str | os.PathLike) -> xr.Dataset:
