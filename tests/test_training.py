@@ -331,3 +331,20 @@ def test_the_tokenizer_is_trained_the_same_way_twice(text_file, tmp_path):
     first = corpus.train_tokenizer(documents, 300, tmp_path / "a")
     second = corpus.train_tokenizer(documents, 300, tmp_path / "b")
     assert first.to_str() == second.to_str()
+
+
+@pytest.mark.parametrize("schedule", training.SCHEDULES)
+def test_learning_rate_schedules(schedule):
+    config = training.TrainConfig(steps=10, warmup=4, lr=1.0, schedule=schedule, log_every=1, eval_every=1)
+    model = torch.nn.Linear(2, 2)
+    optimizer, scheduler = training.build_optimizer(config, model)
+    rates = []
+    for _ in range(10):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    np.testing.assert_allclose(rates[:4], [0.25, 0.5, 0.75, 1.0])
+    expected = [1.0] * 6 if schedule == "constant" else [1.0, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6]
+    np.testing.assert_allclose(rates[4:], expected)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        training.TrainConfig(schedule="cosine")

@@ -47,6 +47,7 @@ from .transformer import LanguageModel, TransformerConfig, attention_layers, cou
 
 OBJECTIVES = ("mlm", "next-token", "next-token-mlm-collator")
 INITS = ("bert", "symmetric", "symmetric-matched", "default-scale")
+SCHEDULES = ("linear", "constant")
 CAUSAL = {"mlm": False, "next-token": True, "next-token-mlm-collator": True}
 REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference" / "paper_training_dynamics.csv"
 VAL_SEED = 20250214  # the validation windows and masks are the same for every run
@@ -64,6 +65,7 @@ class TrainConfig:
     seq_len: int = 64
     lr: float = 5e-4
     warmup: int = 200
+    schedule: str = "linear"
     weight_decay: float = 0.01
     clip: float = 1.0
     mask_rate: float = 0.15
@@ -100,6 +102,8 @@ class TrainConfig:
             raise ValueError(f"mask_rate must be in (0, 1), got {self.mask_rate!r}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be positive, got {self.lr!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}")
         if self.warmup < 0 or self.clip <= 0 or self.weight_decay < 0:
             raise ValueError("warmup and weight_decay must be >= 0 and clip > 0")
 
@@ -272,7 +276,9 @@ def build_model(config: TrainConfig, vocab_size: int) -> LanguageModel:
 
 
 def build_optimizer(config: TrainConfig, model: nn.Module):
-    """AdamW (weight decay off for biases and LayerNorm, as BERT) and a linear warm-up then linear decay to 0."""
+    """AdamW (weight decay off for biases and LayerNorm, as BERT) and a linear warm-up, then a linear decay to 0 at
+    the last step (``schedule="linear"``, Hugging Face's default) or a constant rate (``"constant"``: a short run
+    then sees the learning rate of the first steps of a long run, as the authors' first 1,000 of 200,000 did)."""
     decay, no_decay = [], []
     for name, parameter in model.named_parameters():
         (no_decay if parameter.ndim < 2 or "norm" in name else decay).append(parameter)
@@ -284,6 +290,8 @@ def build_optimizer(config: TrainConfig, model: nn.Module):
     def factor(step: int) -> float:
         if step < config.warmup:
             return (step + 1) / config.warmup
+        if config.schedule == "constant":
+            return 1.0
         return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup))
 
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
