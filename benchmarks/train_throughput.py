@@ -107,7 +107,7 @@ class Runner:
         index = self.step_count % len(self.batches)
         self.step_count += 1
         batch = self.batches[index]
-        torch.manual_seed(training._generator(self.config.seed, self.step_count, 1).initial_seed())  # dropout
+        torch.manual_seed(training.seeded_generator(self.config.seed, self.step_count, 1).initial_seed())  # dropout
         if self.hf:
             loss = self.model(input_ids=batch.inputs, labels=self.labels[index]).loss
         else:

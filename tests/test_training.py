@@ -121,7 +121,7 @@ def test_mlm_masking_follows_bert(text_file, cache):
     data = corpus.load_tokens(text_file, 300, cache=cache)
     config = tiny(text_file, batch_size=256, seq_len=64)
     batch = training.make_batch(config, data, data.train, 256, 3, 5)
-    windows = training.draw_windows(data.train, 256, 65, training._generator(3, 5))[:, :-1]
+    windows = training.draw_windows(data.train, 256, 65, training.seeded_generator(3, 5))[:, :-1]
     selected = batch.selected
     assert selected.any(1).all()
     assert abs(float(selected.float().mean()) - 0.15) < 0.01
@@ -138,7 +138,7 @@ def test_mlm_masking_follows_bert(text_file, cache):
 def test_next_token_has_a_loss_at_every_position_and_the_authors_collator_does_not(text_file, cache):
     data = corpus.load_tokens(text_file, 300, cache=cache)
     ours = training.make_batch(tiny(text_file, objective="next-token"), data, data.train, 8, 0, 1)
-    windows = training.draw_windows(data.train, 8, 17, training._generator(0, 1))
+    windows = training.draw_windows(data.train, 8, 17, training.seeded_generator(0, 1))
     assert ours.selected.all()
     torch.testing.assert_close(ours.inputs, windows[:, :-1])
     torch.testing.assert_close(ours.targets, windows[:, 1:].reshape(-1))

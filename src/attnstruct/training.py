@@ -159,7 +159,8 @@ class Batch:
         return Batch(self.inputs.to(device), self.selected.to(device), self.targets.to(device))
 
 
-def _generator(*seeds: int) -> torch.Generator:
+def seeded_generator(*seeds: int) -> torch.Generator:
+    """A CPU generator seeded by a fixed mix of the integers (e.g. ``(seed, step)``): the same seeds, the same draws."""
     mixed = 0
     for value in seeds:
         mixed = (mixed * 1_000_003 + int(value)) % (2**63 - 1)
@@ -193,7 +194,7 @@ def mask_for_mlm(
 
 def make_batch(config: TrainConfig, data: corpus.TokenData, ids: torch.Tensor, n: int, *seeds: int) -> Batch:
     """The batch for one step (or one validation batch), a pure function of the seeds."""
-    generator = _generator(*seeds)
+    generator = seeded_generator(*seeds)
     windows = draw_windows(ids, n, config.seq_len + 1, generator)
     if config.objective == "mlm":
         tokens = windows[:, :-1]
@@ -271,7 +272,7 @@ def build_model(config: TrainConfig, vocab_size: int) -> LanguageModel:
     """The model of a run, initialised from ``config.seed`` alone."""
     torch.manual_seed(config.seed)
     model = LanguageModel(config.model_config(vocab_size))
-    initialise(model, config.init, _generator(config.seed, 7))
+    initialise(model, config.init, seeded_generator(config.seed, 7))
     return model
 
 
@@ -471,7 +472,7 @@ def train(
     for step in range(start + 1, config.steps + 1):
         global_batch = make_batch(config, data, data.train, config.batch_size, config.seed, step)
         batch = global_batch.rows(rank, world).to(device)
-        torch.manual_seed(_generator(config.seed, step, 1).initial_seed())  # dropout of this step
+        torch.manual_seed(seeded_generator(config.seed, step, 1).initial_seed())  # dropout of this step
         with autocast:
             loss = batch_loss(runner, batch, config.causal, len(global_batch.targets) / world)
         optimizer.zero_grad(set_to_none=True)
@@ -526,13 +527,43 @@ def _progress_bar(config: TrainConfig, start: int, show: bool):
 # ---------------------------------------------------------------------------------------------- many runs
 
 
-def _worker_init(threads: int) -> None:
+def set_worker_threads(threads: int) -> None:
+    """Initialiser of the worker processes: ``threads`` torch threads each (no oversubscription)."""
     torch.set_num_threads(threads)
 
 
 def _train_in_worker(config_dict: dict, run_dir: str, cache) -> str:
     train(TrainConfig(**config_dict), run_dir, cache=cache, progress=False)
     return run_dir
+
+
+def run_in_processes(
+    function: Callable, arguments: Sequence[tuple], workers: int, threads_per_worker: int, progress: bool = True
+) -> list:
+    """``[function(*a) for a in arguments]`` in ``workers`` spawned processes of ``threads_per_worker`` threads.
+
+    Results come back in the order of ``arguments`` whatever finishes first; a progress bar counts the runs.
+    ``function`` must be importable (a module-level function) and its arguments picklable.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tqdm.auto import tqdm
+
+    if not isinstance(workers, int) or workers < 1 or not isinstance(threads_per_worker, int) or threads_per_worker < 1:
+        raise ValueError("workers and threads_per_worker must be positive integers")
+    context = multiprocessing.get_context("spawn")
+    size = min(workers, len(arguments))
+    with ProcessPoolExecutor(
+        size, mp_context=context, initializer=set_worker_threads, initargs=(threads_per_worker,)
+    ) as pool:
+        futures = [pool.submit(function, *args) for args in arguments]
+        results = []
+        with tqdm(total=len(futures), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+            for future in futures:
+                results.append(future.result())
+                bar.update(1)
+    return results
 
 
 def train_many(
@@ -560,20 +591,8 @@ def train_many(
         for config, run_dir in zip(configs, dirs):
             train(config, run_dir, cache=cache, progress=progress)
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        from tqdm.auto import tqdm
-
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_worker_init, initargs=(threads_per_worker,)
-        ) as pool:
-            futures = [pool.submit(_train_in_worker, c.to_dict(), d, cache) for c, d in zip(configs, dirs)]
-            with tqdm(total=len(futures), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
-                for future in as_completed(futures):
-                    future.result()
-                    bar.update(1)
+        arguments = [(c.to_dict(), d, cache) for c, d in zip(configs, dirs)]
+        run_in_processes(_train_in_worker, arguments, workers, threads_per_worker, progress)
     return combine([results.load_dataset(Path(d) / "run.nc") for d in dirs])
 
 

@@ -48,7 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import results
-from .training import Records, record_scores
+from .training import Records, record_scores, run_in_processes, seeded_generator
 from .transformer import Encoder, TransformerConfig, count_parameters, init_bert_
 
 OBJECTIVES = ("classify", "masked", "next-patch")
@@ -173,13 +173,6 @@ class VisionConfig:
 
     def run_name(self) -> str:
         return f"{self.objective}-seed{self.seed}"
-
-
-def _generator(*seeds: int) -> torch.Generator:
-    mixed = 0
-    for value in seeds:
-        mixed = (mixed * 1_000_003 + int(value)) % (2**63 - 1)
-    return torch.Generator().manual_seed(mixed)
 
 
 # ---------------------------------------------------------------------------------------------- images
@@ -417,14 +410,14 @@ def make_batch(config: VisionConfig, images: torch.Tensor, labels: torch.Tensor,
 def training_batch(config: VisionConfig, data: ImageData, step: int) -> Batch:
     """The batch of ``step``: ``batch_size`` training images drawn with replacement, a pure function of
     ``(seed, step)``."""
-    generator = _generator(config.seed, step)
+    generator = seeded_generator(config.seed, step)
     index = torch.randint(0, len(data.train_images), (config.batch_size,), generator=generator)
     return make_batch(config, data.train_images[index], data.train_labels[index], generator)
 
 
 def validation_batches(config: VisionConfig, data: ImageData, size: int = 512) -> list[Batch]:
     """All validation images in batches of ``size``, with masks fixed by :data:`VAL_SEED`."""
-    generator = _generator(VAL_SEED)
+    generator = seeded_generator(VAL_SEED)
     return [
         make_batch(config, data.val_images[i : i + size], data.val_labels[i : i + size], generator)
         for i in range(0, len(data.val_images), size)
@@ -578,7 +571,7 @@ def train(
     model.train()
     for step in range(1, config.steps + 1):
         batch = training_batch(config, data, step).to(device)
-        torch.manual_seed(_generator(config.seed, step, 1).initial_seed())  # dropout of this step
+        torch.manual_seed(seeded_generator(config.seed, step, 1).initial_seed())  # dropout of this step
         loss = batch_loss(model, batch, config.objective)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -609,10 +602,6 @@ def train(
 # ---------------------------------------------------------------------------------------------- many runs
 
 
-def _worker_init(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
 def _train_in_worker(config_dict: dict, run_dir: str | None) -> xr.Dataset:
     return train(VisionConfig(**config_dict), run_dir)
 
@@ -634,29 +623,14 @@ def train_many(
     names = [c.run_name() for c in configs]
     if len(set(names)) != len(names):
         raise ValueError("two runs have the same objective and seed")
-    if not isinstance(workers, int) or workers < 1 or not isinstance(threads_per_worker, int) or threads_per_worker < 1:
-        raise ValueError("workers and threads_per_worker must be positive integers")
     for c in configs:
         load_images(c.source, c.n_images, c.val_fraction)  # a bad source fails here, before any process starts
     dirs = [str(Path(out_dir) / name) if out_dir is not None else None for name in names]
     if workers == 1:
         runs = [train(c, d, progress=progress) for c, d in zip(configs, dirs)]
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        from tqdm.auto import tqdm
-
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            min(workers, len(configs)), mp_context=context, initializer=_worker_init, initargs=(threads_per_worker,)
-        ) as pool:
-            futures = [pool.submit(_train_in_worker, c.to_dict(), d) for c, d in zip(configs, dirs)]
-            runs = []
-            with tqdm(total=len(futures), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
-                for future in futures:  # in submission order, so the result does not depend on timing
-                    runs.append(future.result())
-                    bar.update(1)
+        arguments = [(c.to_dict(), d) for c, d in zip(configs, dirs)]
+        runs = run_in_processes(_train_in_worker, arguments, workers, threads_per_worker, progress)
     return combine(runs)
 
 
