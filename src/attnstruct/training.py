@@ -127,14 +127,18 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown training parameters: {', '.join(unknown)}")
-        return cls(**values)
+        return config_from_dict(cls, values, "training")
 
     def run_name(self) -> str:
         return f"{self.objective}-{self.init}-seed{self.seed}"
+
+
+def config_from_dict(cls, values: dict, what: str):
+    """``cls(**values)`` for a config dataclass, refusing unknown keys with one line that names them."""
+    unknown = sorted(set(values) - {f.name for f in fields(cls)})
+    if unknown:
+        raise ValueError(f"unknown {what} parameters: {', '.join(unknown)}")
+    return cls(**values)
 
 
 # ---------------------------------------------------------------------------------------------- batches
@@ -315,6 +319,25 @@ class Records:
     lr: list[float] = field(default_factory=list)
     score_seconds: float = 0.0
 
+    def to_dataset(self, n_layers: int, n_heads: int) -> xr.Dataset:
+        """The scores, losses and learning rate with dims ``step``, ``layer``, ``head`` (float64), no attrs."""
+        ds = xr.Dataset(
+            {
+                "symmetry": (("step", "layer"), np.asarray(self.symmetry_layer)),
+                "directionality": (("step", "layer"), np.asarray(self.directionality_layer)),
+                "symmetry_head": (("step", "layer", "head"), np.asarray(self.symmetry_head)),
+                "directionality_head": (("step", "layer", "head"), np.asarray(self.directionality_head)),
+                "train_loss": (("step",), np.asarray(self.train_loss)),
+                "val_loss": (("step",), np.asarray(self.val_loss)),
+                "lr": (("step",), np.asarray(self.lr)),
+            },
+            coords={"step": np.asarray(self.step), "layer": np.arange(n_layers), "head": np.arange(n_heads)},
+        )
+        ds["symmetry"].attrs["long_name"] = "symmetry score of the layer's W_qk (heads summed)"
+        ds["directionality"].attrs["long_name"] = "directionality score of the layer's W_qk (heads summed)"
+        ds["train_loss"].attrs["long_name"] = "mean training loss over the steps since the previous record (NaN at 0)"
+        return ds
+
 
 def record_scores(model: nn.Module, records: Records) -> None:
     """Append the per-layer (heads summed) and per-head scores of the current weights."""
@@ -343,24 +366,7 @@ def validation_loss(model: nn.Module, config: TrainConfig, data: corpus.TokenDat
 
 def to_dataset(config: TrainConfig, records: Records, data: corpus.TokenData, n_params: int, **attrs) -> xr.Dataset:
     """One run's records as a dataset with dims ``step``, ``layer``, ``head`` (float64)."""
-    steps = np.asarray(records.step)
-    layers = np.arange(config.n_layers)
-    heads = np.arange(config.n_heads)
-    ds = xr.Dataset(
-        {
-            "symmetry": (("step", "layer"), np.asarray(records.symmetry_layer)),
-            "directionality": (("step", "layer"), np.asarray(records.directionality_layer)),
-            "symmetry_head": (("step", "layer", "head"), np.asarray(records.symmetry_head)),
-            "directionality_head": (("step", "layer", "head"), np.asarray(records.directionality_head)),
-            "train_loss": (("step",), np.asarray(records.train_loss)),
-            "val_loss": (("step",), np.asarray(records.val_loss)),
-            "lr": (("step",), np.asarray(records.lr)),
-        },
-        coords={"step": steps, "layer": layers, "head": heads},
-    )
-    ds["symmetry"].attrs["long_name"] = "symmetry score of the layer's W_qk (heads summed)"
-    ds["directionality"].attrs["long_name"] = "directionality score of the layer's W_qk (heads summed)"
-    ds["train_loss"].attrs["long_name"] = "mean training loss over the steps since the previous record (NaN at 0)"
+    ds = records.to_dataset(config.n_layers, config.n_heads)
     ds["val_loss"].attrs["long_name"] = "loss on fixed held-out windows (NaN between evaluations)"
     ds.attrs.update(
         results.provenance_attrs(

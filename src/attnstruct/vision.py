@@ -37,7 +37,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +48,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import results
-from .training import Records, record_scores, run_in_processes, seeded_generator
+from .training import Records, config_from_dict, record_scores, run_in_processes, seeded_generator
 from .transformer import Encoder, TransformerConfig, count_parameters, init_bert_
 
 OBJECTIVES = ("classify", "masked", "next-patch")
@@ -165,11 +165,7 @@ class VisionConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> VisionConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown vision training parameters: {', '.join(unknown)}")
-        return cls(**values)
+        return config_from_dict(cls, values, "vision training")
 
     def run_name(self) -> str:
         return f"{self.objective}-seed{self.seed}"
@@ -485,26 +481,8 @@ def build_optimizer(config: VisionConfig, model: nn.Module):
 
 def to_dataset(config: VisionConfig, records: Records, accuracy: list[float], data: ImageData, n_params: int):
     """One run's records as a dataset with dims ``step``, ``layer``, ``head`` (float64)."""
-    ds = xr.Dataset(
-        {
-            "symmetry": (("step", "layer"), np.asarray(records.symmetry_layer)),
-            "directionality": (("step", "layer"), np.asarray(records.directionality_layer)),
-            "symmetry_head": (("step", "layer", "head"), np.asarray(records.symmetry_head)),
-            "directionality_head": (("step", "layer", "head"), np.asarray(records.directionality_head)),
-            "train_loss": (("step",), np.asarray(records.train_loss)),
-            "val_loss": (("step",), np.asarray(records.val_loss)),
-            "val_accuracy": (("step",), np.asarray(accuracy, dtype=float)),
-            "lr": (("step",), np.asarray(records.lr)),
-        },
-        coords={
-            "step": np.asarray(records.step),
-            "layer": np.arange(config.n_layers),
-            "head": np.arange(config.n_heads),
-        },
-    )
-    ds["symmetry"].attrs["long_name"] = "symmetry score of the layer's W_qk (heads summed)"
-    ds["directionality"].attrs["long_name"] = "directionality score of the layer's W_qk (heads summed)"
-    ds["train_loss"].attrs["long_name"] = "mean training loss over the steps since the previous record (NaN at 0)"
+    ds = records.to_dataset(config.n_layers, config.n_heads)
+    ds["val_accuracy"] = ("step", np.asarray(accuracy, dtype=float))
     ds["val_loss"].attrs["long_name"] = "mean loss per target on the validation images (NaN between evaluations)"
     ds["val_accuracy"].attrs["long_name"] = "classification accuracy on the validation images (classify only)"
     ds.attrs.update(
