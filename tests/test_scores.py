@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import attnstruct as at
+from attnstruct.scores import excess_tolerance
 
 from reference import directionality_paper, symmetry_paper, symmetry_raw
 
@@ -137,3 +138,38 @@ def test_row_column_excess_builds_directionality(rng):
     norms = np.linalg.norm(m, axis=0)
     tau = norms.mean() + 2 * norms.std(ddof=1)
     assert c == pytest.approx(np.clip(norms - tau, 0, None).sum(), abs=1e-10)
+
+
+def _orthogonal(d: int, seed: int) -> torch.Tensor:
+    q, _ = torch.linalg.qr(torch.randn(d, d, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)))
+    return q
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [64, 384])
+def test_orthogonal_matrix_in_low_precision_has_no_direction(dtype, d):
+    """Row and column norms of an orthogonal matrix are equal up to the rounding of the type it is stored in."""
+    q = _orthogonal(d, seed=d).to(dtype)
+    assert float(at.directionality_score(q)) == 0.0
+    if dtype == torch.float32:
+        assert at.directionality_score(q.numpy()) == 0.0
+    identity = torch.eye(d, dtype=dtype)
+    for precision in ("float64", "float32"):
+        s = at.factor_scores(q, identity, precision=precision, method="matrix")
+        assert float(s.directionality) == 0.0
+    r, c = at.row_column_excess(q)
+    assert float(r) == float(c) == 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_low_precision_tolerance_keeps_a_real_outlier_column(dtype):
+    q = _orthogonal(128, seed=1)
+    q[:, 5] *= 1.5  # one column 50% longer than the rest: far above any rounding
+    _, columns = at.row_column_excess(q.to(dtype))
+    assert float(columns) == pytest.approx(float(at.row_column_excess(q)[1]), rel=0.01)
+    assert float(at.directionality_score(q.to(dtype))) < -0.75
+
+
+def test_float64_input_keeps_the_float64_tolerance():
+    assert excess_tolerance(torch.float64) == 64 * torch.finfo(torch.float64).eps
+    assert excess_tolerance(torch.float64, torch.finfo(torch.bfloat16).eps) == torch.finfo(torch.bfloat16).eps

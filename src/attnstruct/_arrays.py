@@ -15,11 +15,13 @@ import torch
 ArrayLike = Any  # np.ndarray | torch.Tensor | nested sequences of numbers
 
 
-def to_float64(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, bool]:
+def to_float64(
+    x: ArrayLike, name: str, dtype: torch.dtype = torch.float64, device: str | torch.device | None = None
+) -> tuple[torch.Tensor, bool]:
     """Return ``(tensor in float64, input_was_torch)``; refuse complex, boolean, empty and non-finite input.
 
     ``dtype=torch.float32`` computes in single precision instead (for very large matrices; see
-    :func:`attnstruct.scores.factor_scores`).
+    :func:`attnstruct.scores.factor_scores`). ``device`` moves the tensor (default: where it is; numpy on the CPU).
     """
     is_torch = isinstance(x, torch.Tensor)
     if not is_torch:
@@ -33,11 +35,23 @@ def to_float64(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -> t
         raise ValueError(f"{name}: boolean input is not supported")
     if x.numel() == 0:
         raise ValueError(f"{name}: empty input with shape {tuple(x.shape)}")
-    x = x.detach().to(dtype)
+    x = x.detach().to(device=device, dtype=dtype)
     if not bool(torch.isfinite(x).all()):
         n_bad = int((~torch.isfinite(x)).sum())
         raise ValueError(f"{name}: input contains NaN or inf ({n_bad} non-finite entries)")
     return x, is_torch
+
+
+def input_eps(x: ArrayLike) -> float:
+    """Machine epsilon of the floating-point type ``x`` is stored in; 0 for integers (exact values).
+
+    The precision of the input bounds how well equal quantities can be told apart: an orthogonal matrix stored in
+    float32 has row norms equal only to about float32's epsilon, whatever precision the scores are computed in.
+    """
+    dtype = x.dtype if isinstance(x, torch.Tensor) else np.asarray(x).dtype
+    if isinstance(dtype, torch.dtype):
+        return torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    return float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else 0.0
 
 
 def check_square(m: torch.Tensor, name: str) -> None:

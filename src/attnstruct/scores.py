@@ -27,8 +27,11 @@ Documented edge values:
 * the zero matrix has no symmetry score: :func:`symmetry_score` raises ``ValueError``; its directionality is 0;
 * a 1 x 1 matrix (nonzero) has symmetry 1 and directionality 0 (one row and one column cannot be outliers);
 * NaN or inf entries, non-square, empty, complex or boolean input raise ``ValueError``;
-* norm excesses below ``64 * eps * max(norm)`` count as zero, so that rounding cannot turn a matrix with
-  equal row norms (an orthogonal one, say) into a spurious +-1.
+* norm excesses below ``tol * max(norm)`` count as zero, with ``tol = max(64 eps_compute, eps_input)``: the
+  epsilon of the precision the norms were computed in (float64, or float32 with ``precision="float32"``) and of
+  the type the input is stored in (float32, bfloat16, ...). So rounding cannot turn a matrix with equal row
+  norms (an orthogonal one, say) into a spurious +-1: stored in float32 or bfloat16, its row norms are equal
+  only to within that type's epsilon (measured: at most 0.07 eps above the threshold), and it scores 0.
 
 Factor form. Query/key weights are given per head in the ``nn.Linear`` layout, ``W_q, W_k`` of shape
 ``[..., H, d_head, d_model]``, so that ``q_h = W_q[h] x`` and the bilinear form of head ``h`` is
@@ -49,7 +52,7 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from ._arrays import ArrayLike, back, check_factors, check_square, to_float64
+from ._arrays import ArrayLike, back, check_factors, check_square, input_eps, to_float64
 
 Convention = Literal["paper", "raw"]
 Method = Literal["auto", "factors", "matrix"]
@@ -100,21 +103,27 @@ def _symmetry_from_traces(cross: torch.Tensor, total: torch.Tensor, convention: 
     return s if convention == "paper" else (1.0 + s) / 2.0
 
 
-def _norm_excess(norms: torch.Tensor, num_std: float) -> torch.Tensor:
-    """Summed excess of ``norms`` ``[..., n]`` over ``mean + num_std * std``; ``[...]``."""
+def excess_tolerance(compute_dtype: torch.dtype, source_eps: float = 0.0) -> float:
+    """Relative size below which a norm excess is rounding: ``max(64 eps_compute, eps_input)``."""
+    return max(64 * torch.finfo(compute_dtype).eps, source_eps)
+
+
+def _norm_excess(norms: torch.Tensor, num_std: float, tol: float) -> torch.Tensor:
+    """Summed excess of ``norms`` ``[..., n]`` over ``mean + num_std * std``, excesses below ``tol * max`` dropped;
+    ``[...]``."""
     if norms.shape[-1] < 2:
         return torch.zeros(norms.shape[:-1], dtype=norms.dtype, device=norms.device)
     threshold = norms.mean(-1, keepdim=True) + num_std * norms.std(-1, correction=1, keepdim=True)
     excess = norms - threshold
-    tolerance = 64 * torch.finfo(norms.dtype).eps * norms.amax(-1, keepdim=True)
+    tolerance = tol * norms.amax(-1, keepdim=True)
     return torch.where(excess > tolerance, excess, torch.zeros_like(excess)).sum(-1)
 
 
 def _directionality_from_norms(
-    row_norms: torch.Tensor, col_norms: torch.Tensor, num_std: float, convention: str
+    row_norms: torch.Tensor, col_norms: torch.Tensor, num_std: float, convention: str, tol: float
 ) -> torch.Tensor:
-    rows = _norm_excess(row_norms, num_std)
-    cols = _norm_excess(col_norms, num_std)
+    rows = _norm_excess(row_norms, num_std, tol)
+    cols = _norm_excess(col_norms, num_std, tol)
     total = rows + cols
     score = torch.where(total > 0, (rows - cols) / torch.where(total > 0, total, 1.0), torch.zeros_like(total))
     return score if convention == "paper" else -score
@@ -144,11 +153,12 @@ def directionality_score(
     """
     _check_convention(convention)
     _check_num_std(num_std)
+    tol = excess_tolerance(torch.float64, input_eps(m))
     m, as_torch = to_float64(m, "M")
     check_square(m, "M")
     row_norms = torch.linalg.vector_norm(m, dim=-1)
     col_norms = torch.linalg.vector_norm(m, dim=-2)
-    return back(_directionality_from_norms(row_norms, col_norms, num_std, convention), as_torch)
+    return back(_directionality_from_norms(row_norms, col_norms, num_std, convention, tol), as_torch)
 
 
 def row_column_excess(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD) -> tuple[ArrayLike, ArrayLike]:
@@ -158,10 +168,11 @@ def row_column_excess(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD) -> tupl
     ``C`` likewise over the column norms. Each of shape ``[...]``.
     """
     _check_num_std(num_std)
+    tol = excess_tolerance(torch.float64, input_eps(m))
     m, as_torch = to_float64(m, "M")
     check_square(m, "M")
-    rows = _norm_excess(torch.linalg.vector_norm(m, dim=-1), num_std)
-    cols = _norm_excess(torch.linalg.vector_norm(m, dim=-2), num_std)
+    rows = _norm_excess(torch.linalg.vector_norm(m, dim=-1), num_std, tol)
+    cols = _norm_excess(torch.linalg.vector_norm(m, dim=-2), num_std, tol)
     return back(rows, as_torch), back(cols, as_torch)
 
 
@@ -189,6 +200,8 @@ def factor_scores(
     convention: Convention = "paper",
     method: Method = "auto",
     precision: Literal["float64", "float32"] = "float64",
+    device: str | torch.device | None = None,
+    source_eps: float | None = None,
 ) -> Scores:
     """Scores of ``M = W_q^T W_k`` from the factors, without forming ``M`` when that is cheaper.
 
@@ -201,6 +214,10 @@ def factor_scores(
             forms ``M``, ``"auto"`` picks the factors when ``r < d_model``.
         precision: ``"float64"`` (default) or ``"float32"``, about 3x faster for ``d_model`` in the
             thousands, with scores accurate to about 1e-5 instead of 1e-12. Results are float64 either way.
+        device: where the products run (``"cuda"``, ``"cpu"``, a ``torch.device``); default: where ``w_q`` is
+            (numpy input: the CPU). Torch input gets its result on that device, numpy input as numpy.
+        source_eps: epsilon of the type the weights were stored in, when ``w_q``/``w_k`` were converted already
+            (default: read from their dtype); it sets the directionality's rounding tolerance (module docstring).
 
     Returns:
         :class:`Scores` of shape ``[..., H]`` (per head) or ``[...]`` (``sum_heads=True``).
@@ -212,8 +229,9 @@ def factor_scores(
     if precision not in ("float64", "float32"):
         raise ValueError(f"unknown precision {precision!r}; choose 'float64' or 'float32'")
     dtype = torch.float64 if precision == "float64" else torch.float32
-    a, as_torch = to_float64(w_q, "W_q", dtype)
-    b, _ = to_float64(w_k, "W_k", dtype)
+    tol = excess_tolerance(dtype, max(input_eps(w_q), input_eps(w_k)) if source_eps is None else source_eps)
+    a, as_torch = to_float64(w_q, "W_q", dtype, device)
+    b, _ = to_float64(w_k, "W_k", dtype, device)
     check_factors(a, b)
     if sum_heads:
         a, b = _stack_heads(a), _stack_heads(b)
@@ -229,5 +247,5 @@ def factor_scores(
         sym = _symmetry_from_traces(_trace_of_square(mixed), (gram_q * gram_k).sum((-2, -1)), convention)
         rows = ((gram_k @ a) * a).sum(-2).clamp_min(0).sqrt()
         cols = ((gram_q @ b) * b).sum(-2).clamp_min(0).sqrt()
-    direc = _directionality_from_norms(rows.double(), cols.double(), num_std, convention)
+    direc = _directionality_from_norms(rows.double(), cols.double(), num_std, convention, tol)
     return Scores(back(sym.double(), as_torch), back(direc, as_torch))
