@@ -1,4 +1,4 @@
-"""Command line: ``attnstruct score``, ``fetch-models``, ``reproduce``, ``notebook``, ``list``.
+"""Command line: ``attnstruct score``, ``sweep``, ``fetch-models``, ``reproduce``, ``notebook``, ``list``.
 
 Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
 (unknown notebook, profile or parameter; unreadable or unsupported checkpoint), always with one line on
@@ -73,7 +73,9 @@ def _parser() -> argparse.ArgumentParser:
 
     score = sub.add_parser("score", help="score every attention block of a checkpoint")
     score.add_argument(
-        "source", help="Hugging Face folder, .safetensors, .gguf, .onnx, or CTranslate2 folder/model.bin"
+        "source",
+        help="Hugging Face folder, .safetensors, .gguf, .onnx, CTranslate2 folder/model.bin, a packaged checkpoint's "
+        "name, or a hub id ORG/NAME[@REVISION] (only its query/key bytes are fetched)",
     )
     score.add_argument("--per-head", action="store_true", help="one row per head instead of per layer (sum of heads)")
     score.add_argument("--out", help="also write the table to FILE.csv or FILE.nc")
@@ -85,25 +87,38 @@ def _parser() -> argparse.ArgumentParser:
         help="arithmetic: auto = float64 below d_model 2048, float32 from there (scores to ~1e-5)",
     )
     score.add_argument("--heads", type=int, help="number of heads, for ONNX/CTranslate2 files that do not record it")
+    score.add_argument("--device", default="auto", help="auto (CUDA when there is one), cpu or cuda")
+
+    sweep = sub.add_parser("sweep", help="score many models (hub ids or local paths), resumably, into one dataset")
+    sweep.add_argument("list", help="text/CSV file of model ids or paths, one per line, or 'paper' (the authors' list)")
+    sweep.add_argument("--out", required=True, help="output folder: models/*.nc, failures.csv, sweep.nc")
+    sweep.add_argument("--device", default="auto", help="auto (CUDA when there is one), cpu or cuda")
+    sweep.add_argument("--per-head", action="store_true", help="also store per-head scores")
+    sweep.add_argument("--workers", type=int, default=2, help="models scored at once (default: 2)")
+    sweep.add_argument("--num-std", type=float, default=2.0, help="directionality threshold (default: 2)")
+    sweep.add_argument("--precision", choices=("auto", "float64", "float32"), default="auto")
     return parser
 
 
 def _score(args) -> int:
+    from .block_scores import DeviceError, resolve_device
     from .extract import ExtractionError
     from .model_scores import score_model, write_scores
 
     if args.out and Path(args.out).suffix not in (".csv", ".nc"):
         raise PipelineError(f"--out must end in .csv or .nc, got {args.out}")
     try:
+        resolve_device(args.device)
         table = score_model(
             args.source,
             per_head=args.per_head,
             num_std=args.num_std,
             n_heads=args.heads,
             precision=args.precision,
+            device=args.device,
             progress=sys.stderr.isatty(),
         )
-    except ExtractionError as err:
+    except (ExtractionError, DeviceError) as err:
         raise PipelineError(str(err)) from None
     columns = ["stack", "layer"] + (["head"] if args.per_head else []) + ["symmetry", "directionality"]
     print(table[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
@@ -128,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "score":
             return _score(args)
+        if args.command == "sweep":
+            from .sweep import main_sweep
+
+            return main_sweep(args, progress=progress)
         root = find_root()
         if args.command == "list":
             from .pipeline import declared_parameters, read_notebook

@@ -9,28 +9,74 @@ The layer score is that of ``sum_h W_q^h W_k^h^T`` (the paper's tables); the per
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
+import torch
 import xarray as xr
 from tqdm import tqdm
 
-from .extract.sources import count_blocks, iter_blocks
+from .block_scores import block_precision, resolve_device, score_block
+from .checkpoints import open_checkpoint
+from .extract import AttentionBlock, ExtractionError
 from .results import provenance_attrs, save_dataset, write_atomically
-from .scores import DEFAULT_NUM_STD, factor_scores
+from .scores import DEFAULT_NUM_STD
 
 COLUMNS = ("stack", "layer", "symmetry", "directionality")
-FLOAT32_FROM_D_MODEL = 2048  # precision="auto": float32 from this width on (about 3x faster, scores to ~1e-5)
 STACK_ORDER = {"encoder": 0, "decoder": 1, "cross": 2}
 
 
-def block_precision(d_model: int, precision: str) -> str:
-    """``"float64"`` or ``"float32"`` for a block of width ``d_model`` under ``precision`` (``auto`` or either)."""
-    if precision not in ("auto", "float64", "float32"):
-        raise ValueError(f"unknown precision {precision!r}; choose auto, float64 or float32")
-    if precision == "auto":
-        return "float32" if d_model >= FLOAT32_FROM_D_MODEL else "float64"
-    return precision
+def score_blocks(
+    blocks: Iterable[AttentionBlock],
+    *,
+    per_head: bool = False,
+    num_std: float = DEFAULT_NUM_STD,
+    precision: str = "auto",
+    device: str | torch.device = "auto",
+    progress=False,
+    total: int | None = None,
+    desc: str = "scoring",
+    position: int | None = None,
+) -> pd.DataFrame:
+    """Scores of ``blocks``; columns ``stack layer [head] symmetry directionality`` and, per block,
+    ``n_heads n_kv_heads causal extras precision``. ``device``: ``auto``, ``cpu`` or ``cuda``."""
+    block_precision(1, precision)
+    where = resolve_device(device)
+    rows = []
+    bar = tqdm(
+        blocks, total=total, desc=desc, unit="block", disable=not progress, position=position, leave=position is None
+    )
+    for block in bar:
+        used = block_precision(block.w_q.shape[-1], precision)
+        meta = {
+            "n_heads": block.n_heads,
+            "n_kv_heads": block.n_kv_heads,
+            "causal": block.causal,
+            "extras": ",".join(block.extras),
+            "precision": used,
+        }
+        s = score_block(block, per_head=per_head, num_std=num_std, precision=used, device=where)
+        heads = range(block.n_heads) if per_head else [None]
+        for h in heads:
+            head = {} if h is None else {"head": h}
+            sym, direc = (s.symmetry, s.directionality) if h is None else (s.symmetry[h], s.directionality[h])
+            rows.append(
+                {
+                    "stack": block.stack,
+                    "layer": block.layer,
+                    **head,
+                    "symmetry": float(sym),
+                    "directionality": float(direc),
+                    **meta,
+                }
+            )
+    if not rows:
+        raise ExtractionError("the checkpoint holds no attention blocks")
+    table = pd.DataFrame(rows)
+    keys = ["stack", "layer"] + (["head"] if per_head else [])
+    order = table["stack"].map(STACK_ORDER)
+    return table.assign(_order=order).sort_values(["_order", *keys[1:]]).drop(columns="_order").reset_index(drop=True)
 
 
 def score_model(
@@ -40,50 +86,23 @@ def score_model(
     num_std: float = DEFAULT_NUM_STD,
     n_heads: int | None = None,
     precision: str = "auto",
+    device: str | torch.device = "auto",
     progress=False,
 ) -> pd.DataFrame:
-    """Scores of every block of ``source``; columns ``stack layer [head] symmetry directionality`` and, per
-    block, ``n_heads n_kv_heads causal extras precision``."""
+    """:func:`score_blocks` of every block of ``source``: a model in memory, a local checkpoint, a packaged
+    checkpoint's name or a hub id ``ORG/NAME[@REVISION]`` (:func:`attnstruct.checkpoints.open_checkpoint`)."""
     block_precision(1, precision)
-    rows = []
-    blocks = iter_blocks(source, n_heads=n_heads)
-    for block in tqdm(blocks, total=count_blocks(source), desc="scoring", unit="block", disable=not progress):
-        used = block_precision(block.w_q.shape[-1], precision)
-        meta = {
-            "n_heads": block.n_heads,
-            "n_kv_heads": block.n_kv_heads,
-            "causal": block.causal,
-            "extras": ",".join(block.extras),
-            "precision": used,
-        }
-        if per_head:
-            s = factor_scores(block.w_q, block.w_k, num_std=num_std, precision=used)
-            for h in range(block.n_heads):
-                rows.append(
-                    {
-                        "stack": block.stack,
-                        "layer": block.layer,
-                        "head": h,
-                        "symmetry": float(s.symmetry[h]),
-                        "directionality": float(s.directionality[h]),
-                        **meta,
-                    }
-                )
-        else:
-            s = factor_scores(block.w_q, block.w_k, sum_heads=True, num_std=num_std, precision=used)
-            rows.append(
-                {
-                    "stack": block.stack,
-                    "layer": block.layer,
-                    "symmetry": float(s.symmetry),
-                    "directionality": float(s.directionality),
-                    **meta,
-                }
-            )
-    table = pd.DataFrame(rows)
-    keys = ["stack", "layer"] + (["head"] if per_head else [])
-    order = table["stack"].map(STACK_ORDER)
-    return table.assign(_order=order).sort_values(["_order", *keys[1:]]).drop(columns="_order").reset_index(drop=True)
+    resolve_device(device)
+    with open_checkpoint(source, n_heads=n_heads) as checkpoint:
+        return score_blocks(
+            checkpoint.blocks(),
+            per_head=per_head,
+            num_std=num_std,
+            precision=precision,
+            device=device,
+            progress=progress,
+            total=checkpoint.n_blocks,
+        )
 
 
 def scores_dataset(table: pd.DataFrame, *, source: str, per_head: bool, num_std: float) -> xr.Dataset:

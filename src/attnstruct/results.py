@@ -122,6 +122,15 @@ def check_dataset(ds: xr.Dataset) -> None:
         raise ValueError(f"dataset attrs {bad} are not str, int or float (netCDF cannot store them)")
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once: os.umask is process-wide, and reading it from worker threads would race
+
+
 def write_atomically(path: str | os.PathLike, write) -> Path:
     """Call ``write(temporary_path)``, then rename the file to ``path``.
 
@@ -131,6 +140,7 @@ def write_atomically(path: str | os.PathLike, write) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a result file is readable like any other the user makes
     try:
         write(tmp)
         os.replace(tmp, path)

@@ -231,6 +231,21 @@ def stack_layers(source: TensorSource) -> list[tuple[StackSpec, dict[int, str]]]
     return found
 
 
+def query_key_names(source: TensorSource) -> list[str]:
+    """The tensors :func:`hf_blocks` reads (query/key weights and their biases), in the order it reads them."""
+    names = source.names()
+    present = set(names)
+    ordered = []
+    for spec, layers in stack_layers(source):
+        k_layers = _match_layers(names, spec.k) if spec.k else {}
+        for layer in sorted(layers):
+            for weight in (layers[layer], k_layers.get(layer)):
+                if weight is not None:
+                    bias = weight[: -len("weight")] + "bias"
+                    ordered += [weight, bias] if bias in present else [weight]
+    return ordered
+
+
 def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
     """Yield the attention blocks of a Hugging Face source, one layer's tensors in memory at a time."""
     names = set(source.names())

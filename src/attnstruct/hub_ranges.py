@@ -1,0 +1,226 @@
+"""Safetensors checkpoints on a model hub, read by HTTP Range requests: headers, then only the tensors asked for.
+
+A safetensors file is ``[8-byte little-endian header length n][n bytes of JSON header][tensor data]``; the header
+maps each tensor name to ``dtype``, ``shape`` and ``data_offsets [begin, end)`` relative to the data start
+``8 + n``. So one tensor is one byte range, and a checkpoint's query/key weights can be read without the
+embeddings or the MLPs. Every range read is stored on disk under ``cache/<repo>/<commit>/<file>/``, keyed by the
+commit, which never changes: a second read of the same tensor does no network I/O.
+
+:class:`RemoteSafetensors` is a :class:`~attnstruct.extract.hf.TensorSource`, so :func:`attnstruct.extract.hf.hf_blocks`
+reads it like a local folder. :meth:`RemoteSafetensors.prefetch` fetches a list of tensors in background threads,
+in order, so that the network works on the next layers while the current one is scored.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import quote
+
+import torch
+
+from .extract.blocks import ExtractionError
+from .extract.hf import JsonConfig
+from .results import write_atomically
+
+DTYPES = {
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
+MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+# Names of float buffers that checkpoints store but ``model.num_parameters()`` does not count.
+BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".inv_freq", ".position_ids")
+TIED_HEADS = ("lm_head.weight",)
+EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "shared.weight", "embed_in.weight")
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+class RangeReader:
+    """Byte ranges of one repository's files at one commit, from the disk cache or by HTTP Range requests.
+
+    Thread-safe; ``bytes_fetched`` counts the body bytes that came over the network.
+    """
+
+    def __init__(self, repo: str, commit: str, *, endpoint: str, token: str | None, cache: Path, offline: bool):
+        self.repo, self.commit, self.endpoint, self.token, self.offline = repo, commit, endpoint, token, offline
+        self.folder = cache / repo.replace("/", "--") / commit
+        self.bytes_fetched = 0
+        self._lock = threading.Lock()
+
+    def _path(self, file: str, start: int, end: int) -> Path:
+        return self.folder / file.replace("/", "--") / f"{start}-{end}.bin"
+
+    def read(self, file: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of ``file``."""
+        if end <= start:
+            return b""
+        path = self._path(file, start, end)
+        if path.is_file():
+            return path.read_bytes()
+        if self.offline:
+            raise ExtractionError(
+                f"offline: bytes {start}-{end} of {self.repo}/{file} are not in the cache and HF_HUB_OFFLINE is set"
+            )
+        data = self._fetch(file, start, end)
+        write_atomically(path, lambda tmp: Path(tmp).write_bytes(data))
+        return data
+
+    def _fetch(self, file: str, start: int, end: int) -> bytes:
+        from huggingface_hub import get_session
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+        url = f"{self.endpoint}/{self.repo}/resolve/{self.commit}/{quote(file)}"
+        headers = {**build_hf_headers(token=self.token), "Range": f"bytes={start}-{end - 1}"}
+        try:
+            response = get_session().get(url, headers=headers)
+            hf_raise_for_status(response)
+            data = response.content
+        except ExtractionError:
+            raise
+        except Exception as err:
+            raise _classify(err, f"{self.repo}/{file}") from None
+        if response.status_code != 206 and len(data) > end - start:
+            data = data[start:end]  # a server that ignores Range sends the whole file
+        with self._lock:
+            self.bytes_fetched += len(data)
+        if len(data) != end - start:
+            raise ExtractionError(
+                f"truncated: {self.repo}/{file} sent {len(data)} of the {end - start} bytes asked for at offset {start}"
+            )
+        return data
+
+
+def _classify(err: BaseException, what: str) -> ExtractionError:
+    """One-line error for a failed hub request: not found, gated, truncated transfer, unreachable."""
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+    name = type(err).__name__
+    if isinstance(err, GatedRepoError):
+        return ExtractionError(f"gated: {what} needs an accepted licence and a token (HF_TOKEN)")
+    if isinstance(err, RepositoryNotFoundError):
+        return ExtractionError(f"not found: {what} (no such repository, or private: set HF_TOKEN)")
+    if isinstance(err, RevisionNotFoundError):
+        return ExtractionError(f"not found: {what} (no such revision)")
+    if "EntryNotFound" in name:
+        return ExtractionError(f"not found: {what} (no such file in the repository)")
+    if "RemoteProtocol" in name or "ReadError" in name or "IncompleteRead" in name:
+        return ExtractionError(f"truncated: the transfer of {what} broke off ({_one_line(err)})")
+    return ExtractionError(f"cannot read {what} from the hub: {_one_line(err)}")
+
+
+class RemoteSafetensors:
+    """The safetensors shards of a hub repository as a tensor source (names, one tensor at a time, config).
+
+    Args:
+        reader: where the bytes come from.
+        files: the shard names (``model.safetensors``, or the values of the index's ``weight_map``).
+        config: the repository's ``config.json`` as a :class:`~attnstruct.extract.hf.JsonConfig`.
+        workers: threads for :meth:`prefetch`.
+    """
+
+    def __init__(self, reader: RangeReader, files: list[str], config: JsonConfig, *, workers: int = 4):
+        self.reader, self.config = reader, config
+        self.description = f"{reader.repo}@{reader.commit[:12]}"
+        self._where: dict[str, tuple[str, dict, int]] = {}
+        self.headers: dict[str, dict] = {}
+        for file in files:
+            header, data_start = self._header(file)
+            self.headers[file] = header
+            for name, info in header.items():
+                if name != "__metadata__":
+                    self._where[name] = (file, info, data_start)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-range")
+        self._pending: dict[str, Future] = {}
+        self._queue: list[str] = []
+        self._window = 2 * workers
+
+    def _header(self, file: str) -> tuple[dict, int]:
+        size = int.from_bytes(self.reader.read(file, 0, 8), "little")
+        if not 2 <= size <= MAX_HEADER_BYTES:
+            raise ExtractionError(f"{self.reader.repo}/{file} is not a safetensors file (header length {size})")
+        try:
+            header = json.loads(self.reader.read(file, 8, 8 + size))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ExtractionError(f"{self.reader.repo}/{file}: unreadable safetensors header ({err})") from None
+        if not isinstance(header, dict):
+            raise ExtractionError(f"{self.reader.repo}/{file}: the safetensors header is not a JSON object")
+        return header, 8 + size
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def _load(self, name: str) -> torch.Tensor:
+        file, info, data_start = self._where[name]
+        begin, end = info["data_offsets"]
+        dtype = DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ExtractionError(f"tensor {name} has dtype {info['dtype']}, which attnstruct cannot read")
+        data = self.reader.read(file, data_start + begin, data_start + end)
+        shape = [int(n) for n in info["shape"]]
+        expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+        if len(data) != expected:
+            raise ExtractionError(f"tensor {name}: {len(data)} bytes for shape {shape} {info['dtype']}")
+        if not data:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+
+    def prefetch(self, names: list[str]) -> None:
+        """Read ``names`` in the background, in this order, at most ``2 * workers`` tensors ahead of :meth:`get`
+        (so memory holds a few layers, not the model)."""
+        self._queue = [n for n in names if n in self._where]
+        self._refill()
+
+    def _refill(self) -> None:
+        while self._queue and len(self._pending) < self._window:
+            name = self._queue.pop(0)
+            if name not in self._pending:
+                self._pending[name] = self._pool.submit(self._load, name)
+
+    def get(self, name: str) -> torch.Tensor:
+        """One tensor, from a prefetch when one was started."""
+        future = self._pending.pop(name, None)
+        if future is None and name in self._queue:
+            self._queue.remove(name)
+        self._refill()
+        return future.result() if future is not None else self._load(name)
+
+    def close(self) -> None:
+        self._queue.clear()
+        for future in self._pending.values():
+            future.cancel()
+        self._pool.shutdown(wait=True)
+        self._pending.clear()
+
+    def n_params(self) -> int:
+        """Parameters as ``model.num_parameters()`` counts them, from the headers alone.
+
+        Floating-point tensors only (integer buffers such as ``position_ids`` are not parameters); float buffers
+        that some checkpoints store (GPT-2's causal ``attn.bias``, rotary ``inv_freq``) are left out, and a stored
+        ``lm_head.weight`` of a model with tied embeddings is counted once, with the embedding.
+        """
+        shapes = {name: info["shape"] for name, (_, info, _) in self._where.items() if info["dtype"] in FLOAT_DTYPES}
+        total = 0
+        embeddings = [shapes[n] for n in shapes if n.endswith(EMBEDDINGS)]
+        tied = self.config.tie_word_embeddings is not False
+        for name, shape in shapes.items():
+            if name.endswith(BUFFER_SUFFIXES):
+                continue
+            if tied and name.endswith(TIED_HEADS) and shape in embeddings:
+                continue
+            total += torch.Size(shape).numel()
+        return total

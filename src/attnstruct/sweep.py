@@ -1,0 +1,343 @@
+"""``attnstruct sweep``: score many models, one dataset each, resumable, with the failures listed.
+
+Layout of the output folder ``DIR``:
+
+* ``DIR/models/<model>.nc``: one dataset per scored model, written atomically; a model whose file exists is not
+  scored again, so an interrupted sweep resumes where it stopped;
+* ``DIR/failures.csv``: ``model, kind, reason`` for each model of this run that could not be scored, ``kind``
+  one of :data:`FAILURE_KINDS`; the sweep goes on past them, and a rerun tries them again;
+* ``DIR/sweep.nc``: every scored model of the list along ``model`` (:func:`combine`).
+
+Models are scored in worker threads: fetching (network) and the products (torch, GIL released) overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from tqdm import tqdm
+
+from .block_scores import block_precision, resolve_device, score_block
+from .checkpoints import Checkpoint, open_checkpoint
+from .extract import ExtractionError
+from .extract.families import FAMILY_BY_MODEL_TYPE
+from .results import load_dataset, provenance_attrs, save_dataset, write_atomically
+from .scores import DEFAULT_NUM_STD
+
+STACKS = ("encoder", "decoder", "cross")
+FAILURE_KINDS = ("not found", "gated", "unsupported architecture", "truncated", "offline", "error")
+LAYER_MATRIX = "sum over heads of W_q^h W_k^h^T per attention block (d_model x d_model)"
+HEAD_MATRIX = "W_q^h W_k^h^T of each head (d_model x d_model), in head_symmetry/head_directionality"
+
+
+class SweepError(ValueError):
+    """Bad input to the sweep itself (list, output folder, workers): one line, exit status 2."""
+
+
+@dataclass
+class SweepResult:
+    scored: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    path: Path | None = None
+
+
+def read_model_list(spec: str) -> list[str]:
+    """Model ids or paths: ``paper`` (the authors' list, first appearance order), a ``.csv`` with a ``model``
+    column, or a text file with one per line (``#`` starts a comment)."""
+    if spec == "paper":
+        from .pretrained import reference_table
+
+        return list(dict.fromkeys(reference_table()["model"]))
+    path = Path(spec)
+    if not path.is_file():
+        raise SweepError(f"model list {spec} is not a file (give a text/CSV file of model ids or paths, or 'paper')")
+    if path.suffix == ".csv":
+        table = pd.read_csv(path, dtype=str)
+        if "model" not in table.columns:
+            raise SweepError(f"{path}: a CSV model list needs a 'model' column, found {list(table.columns)}")
+        models = [m.strip() for m in table["model"].dropna()]
+    else:
+        lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+        models = [line for line in lines if line]
+    if not models:
+        raise SweepError(f"model list {path} names no model")
+    return list(dict.fromkeys(models))
+
+
+def file_stem(model: str) -> str:
+    """A file name for ``model`` that is safe on every file system and unique (a hash of the full name)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "--", model).strip("-.")[:80] or "model"
+    return f"{readable}.{hashlib.sha1(model.encode()).hexdigest()[:8]}"
+
+
+def failure_kind(message: str) -> str:
+    """The kind of a failure from its one-line message (:data:`FAILURE_KINDS`)."""
+    lowered = message.lower()
+    for kind, needles in (
+        ("not found", ("not found", "no such")),
+        ("gated", ("gated",)),
+        ("unsupported architecture", ("unsupported", "no config.json")),
+        ("truncated", ("truncated",)),
+        ("offline", ("offline",)),
+    ):
+        if any(lowered.startswith(n) or f": {n}" in lowered for n in needles):
+            return kind
+    return "error"
+
+
+def _role(stacks: Sequence[str]) -> str:
+    has_encoder, has_decoder = "encoder" in stacks, "decoder" in stacks or "cross" in stacks
+    return "encoder-decoder" if has_encoder and has_decoder else ("decoder" if has_decoder else "encoder")
+
+
+def model_dataset(
+    model: str, checkpoint: Checkpoint, rows: list[dict], heads: list[dict] | None, *, attrs: dict
+) -> xr.Dataset:
+    """Scores of one model over ``(model=1, stack, layer[, head])`` with its metadata as ``model`` coordinates."""
+    table = pd.DataFrame(rows)
+    stacks = [s for s in STACKS if s in set(table["stack"])]
+    n_layers = int(table["layer"].max()) + 1
+    shape = (1, len(stacks), n_layers)
+    data = {k: np.full(shape, np.nan) for k in ("symmetry", "directionality", "n_heads", "n_kv_heads")}
+    for r in rows:
+        for k in data:
+            data[k][0, stacks.index(r["stack"]), r["layer"]] = r[k]
+    variables = {k: (("model", "stack", "layer"), v) for k, v in data.items()}
+    if heads is not None:
+        n_heads = max(len(h["symmetry"]) for h in heads)
+        for var in ("symmetry", "directionality"):
+            values = np.full((*shape, n_heads), np.nan)
+            for h in heads:
+                values[0, stacks.index(h["stack"]), h["layer"], : len(h[var])] = h[var]
+            variables[f"head_{var}"] = (("model", "stack", "layer", "head"), values)
+    family = FAMILY_BY_MODEL_TYPE.get(checkpoint.model_type)
+    coords = {
+        "model": [model],
+        "stack": stacks,
+        "layer": np.arange(n_layers),
+        "role": ("model", [_role(stacks)]),
+        "family": ("model", [family.name if family else checkpoint.model_type]),
+        "model_type": ("model", [checkpoint.model_type]),
+        "n_params": ("model", [float(checkpoint.n_params) if checkpoint.n_params else np.nan]),
+        "source": ("model", [checkpoint.kind]),
+        "location": ("model", [checkpoint.location]),
+        "revision": ("model", [checkpoint.revision]),
+        "bytes_fetched": ("model", [float(checkpoint.bytes_fetched())]),
+        "extras": ("model", [";".join(sorted({e for r in rows for e in r["extras"].split(",") if e}))]),
+    }
+    if heads is not None:
+        coords["head"] = np.arange(variables["head_symmetry"][1].shape[-1])
+    return xr.Dataset(variables, coords=coords, attrs=attrs)
+
+
+def score_one(
+    model: str, *, per_head: bool, num_std: float, precision: str, device, settings, bar_position=None, progress=False
+) -> xr.Dataset:
+    """Open ``model`` (:func:`attnstruct.checkpoints.open_checkpoint`) and score every block on ``device``."""
+    rows, heads = [], [] if per_head else None
+    with open_checkpoint(model, settings=settings) as checkpoint:
+        blocks = tqdm(
+            checkpoint.blocks(),
+            total=checkpoint.n_blocks,
+            desc=model[-40:],
+            unit="layer",
+            disable=not progress,
+            position=bar_position,
+            leave=False,
+        )
+        for block in blocks:
+            used = block_precision(block.w_q.shape[-1], precision)
+            s = score_block(block, num_std=num_std, precision=used, device=device)
+            rows.append(
+                {
+                    "stack": block.stack,
+                    "layer": block.layer,
+                    "symmetry": float(s.symmetry),
+                    "directionality": float(s.directionality),
+                    "n_heads": block.n_heads,
+                    "n_kv_heads": block.n_kv_heads,
+                    "extras": ",".join(block.extras),
+                    "precision": used,
+                }
+            )
+            if per_head:
+                h = score_block(block, per_head=True, num_std=num_std, precision=used, device=device)
+                heads.append(
+                    {
+                        "stack": block.stack,
+                        "layer": block.layer,
+                        "symmetry": h.symmetry.numpy(),
+                        "directionality": h.directionality.numpy(),
+                    }
+                )
+        if not rows:
+            raise ExtractionError("unsupported architecture: no attention blocks found")
+        attrs = provenance_attrs(
+            parameters={
+                "model": model,
+                "per_head": per_head,
+                "num_std": num_std,
+                "precision": precision,
+                "device": str(device),
+            },
+            scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
+            num_std=num_std,
+            precision=",".join(sorted({r["precision"] for r in rows})),
+        )
+        return model_dataset(model, checkpoint, rows, heads, attrs=attrs)
+
+
+def _strings_as_objects(ds: xr.Dataset) -> xr.Dataset:
+    """Fixed-width string coordinates as Python strings, so that concatenation cannot cut longer names short."""
+    return ds.assign_coords({k: ds[k].astype(object) for k in ds.coords if ds[k].dtype.kind == "U"})
+
+
+def combine(datasets: Sequence[xr.Dataset], **attrs) -> xr.Dataset:
+    """Per-model datasets along ``model`` (NaN where stacks, depths or head counts differ)."""
+    combined = xr.concat(
+        [_strings_as_objects(ds) for ds in datasets],
+        dim="model",
+        join="outer",
+        combine_attrs="drop",
+        coords="different",
+        compat="equals",
+    )
+    combined = combined.reindex(stack=[s for s in STACKS if s in combined["stack"].values])
+    combined.attrs = attrs
+    return combined
+
+
+def _done(path: Path, settings: dict) -> bool:
+    """Whether ``path`` holds a model scored with the same settings (others are scored again)."""
+    if not path.is_file():
+        return False
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            recorded = json.loads(ds.attrs.get("parameters", "{}"))
+    except (OSError, ValueError):
+        return False
+    return all(recorded.get(k) == v for k, v in settings.items())
+
+
+def _write_failures(path: Path, failures: list[dict]) -> None:
+    table = pd.DataFrame(failures, columns=["model", "kind", "reason"])
+    write_atomically(path, lambda tmp: table.to_csv(tmp, index=False))
+
+
+def run_sweep(
+    models: Sequence[str],
+    out: str | Path,
+    *,
+    device="auto",
+    per_head: bool = False,
+    workers: int = 2,
+    num_std: float = DEFAULT_NUM_STD,
+    precision: str = "auto",
+    settings=None,
+    progress: bool = False,
+) -> SweepResult:
+    """Score ``models`` into ``out`` (module docstring); returns what was scored, skipped and failed."""
+    if workers < 1:
+        raise SweepError(f"--workers must be at least 1, got {workers}")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out} exists and is not a folder")
+    where = resolve_device(device)
+    block_precision(1, precision)
+    folder = out / "models"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = SweepResult()
+    todo = []
+    settings_now = {"per_head": per_head, "num_std": num_std, "precision": precision}
+    for model in models:
+        (result.skipped if _done(folder / f"{file_stem(model)}.nc", settings_now) else todo).append(model)
+    positions = list(range(workers, 0, -1))
+    lock = threading.Lock()
+
+    def task(model):
+        with lock:
+            position = positions.pop()
+        try:
+            return score_one(
+                model,
+                per_head=per_head,
+                num_std=num_std,
+                precision=precision,
+                device=where,
+                settings=settings,
+                bar_position=position,
+                progress=progress,
+            )
+        finally:
+            with lock:
+                positions.append(position)
+
+    bar = tqdm(
+        total=len(models), initial=len(result.skipped), desc="models", unit="model", disable=not progress, position=0
+    )
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-sweep") as pool:
+        futures = {pool.submit(task, model): model for model in todo}
+        for future in as_completed(futures):
+            model = futures[future]
+            try:
+                save_dataset(future.result(), folder / f"{file_stem(model)}.nc")
+                result.scored.append(model)
+            except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
+                reason = " ".join(str(err).split()) or type(err).__name__
+                if not isinstance(err, ExtractionError):
+                    reason = f"{type(err).__name__}: {reason}"
+                result.failures.append({"model": model, "kind": failure_kind(reason), "reason": reason})
+                _write_failures(out / "failures.csv", result.failures)
+            bar.update(1)
+    bar.close()
+    _write_failures(out / "failures.csv", result.failures)
+    paths = [folder / f"{file_stem(m)}.nc" for m in models]
+    done = [load_dataset(path) for path in paths if _done(path, settings_now)]
+    if done:
+        attrs = provenance_attrs(
+            parameters={"models": list(models), "per_head": per_head, "num_std": num_std, "precision": precision},
+            scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
+            num_std=num_std,
+        )
+        result.path = save_dataset(combine(done, **attrs), out / "sweep.nc")
+    return result
+
+
+def main_sweep(args, progress: bool = False) -> int:
+    """The ``attnstruct sweep`` command (arguments from :mod:`attnstruct.cli`)."""
+    import sys
+
+    from .block_scores import DeviceError
+    from .pipeline import PipelineError
+
+    try:
+        models = read_model_list(args.list)
+        result = run_sweep(
+            models,
+            args.out,
+            device=args.device,
+            per_head=args.per_head,
+            workers=args.workers,
+            num_std=args.num_std,
+            precision=args.precision,
+            progress=progress,
+        )
+    except (SweepError, DeviceError, ValueError) as err:
+        raise PipelineError(" ".join(str(err).split())) from None
+    print(
+        f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
+        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",
+        file=sys.stderr,
+    )
+    return 0

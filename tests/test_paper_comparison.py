@@ -1,0 +1,99 @@
+"""Notebook 08's verdicts: ours against the authors', pairing, ranking, explanations and the ordering statistic."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from attnstruct import paper_comparison as pc
+from attnstruct.pretrained import reference_table
+
+
+def summary_rows(rows):
+    """A summary table like pretrained.summary's from (model, stack, symmetry, directionality) tuples."""
+    out = []
+    for model, stack, sym, direc in rows:
+        out.append(
+            {
+                "model": model,
+                "stack": stack,
+                "role": stack,
+                "n_params": 1e8,
+                "n_layers": 4,
+                "symmetry_median": sym,
+                "symmetry_q25": sym - 0.1,
+                "symmetry_q75": sym + 0.1,
+                "directionality_median": direc,
+                "directionality_q25": direc - 0.1,
+                "directionality_q75": direc + 0.1,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+REFERENCE = pd.DataFrame(
+    {
+        "family": ["language", "language", "audio", "audio", "language"],
+        "model": ["enc/a", "dec/b", "mus/c", "mus/c", "gqa/d"],
+        "role": ["encoder", "decoder", "encoder", "decoder", "decoder"],
+        "symmetry_median": [0.5, 0.1, 0.3, 0.0, 0.0],
+        "directionality_median": [-0.1, -0.5, -0.05, -0.55, -0.6],
+        "caveats": [np.nan, np.nan, np.nan, "cross_attention_not_self", "gqa_head_pairing_suspect"],
+    }
+)
+
+
+def test_agreement_pairs_model_and_stack_and_takes_differences():
+    ours = summary_rows([("enc/a", "encoder", 0.45, -0.2), ("dec/b", "decoder", 0.1, -0.5), ("new/x", "encoder", 0, 0)])
+    table = pc.agreement(ours, REFERENCE)
+    assert list(table["model"]) == ["dec/b", "enc/a"]
+    row = table.set_index("model").loc["enc/a"]
+    assert row["diff_symmetry"] == pytest.approx(-0.05) and row["diff_directionality"] == pytest.approx(-0.1)
+    assert row["domain"] == "language" and row["caveats"] == ""
+
+
+def test_cross_attention_reported_as_decoder_is_paired_with_our_cross_stack():
+    ours = summary_rows(
+        [("mus/c", "encoder", 0.3, 0.0), ("mus/c", "decoder", 0.2, -0.1), ("mus/c", "cross", 0.01, -0.5)]
+    )
+    table = pc.agreement(ours, REFERENCE)
+    assert sorted(table["stack"]) == ["cross", "encoder"]
+    cross = table[table["stack"] == "cross"].iloc[0]
+    assert cross["paper_symmetry"] == 0.0 and "cross-attention" in pc.explain(cross["caveats"])
+
+
+def test_largest_disagreements_rank_by_either_score_and_explain():
+    ours = summary_rows(
+        [("enc/a", "encoder", 0.5, -0.1), ("dec/b", "decoder", 0.1, 0.2), ("gqa/d", "decoder", 0.3, -0.6)]
+    )
+    worst = pc.largest_disagreements(pc.agreement(ours, REFERENCE), n=2)
+    assert list(worst["model"]) == ["dec/b", "gqa/d"]  # 0.7 in directionality, then 0.3 in symmetry
+    assert worst.loc[0, "explanation"] == "none known"
+    assert "h mod n_kv" in worst.loc[1, "explanation"]
+
+
+def test_ordering_probability_against_brute_force():
+    rng = np.random.default_rng(0)
+    enc, dec = rng.uniform(size=5).round(1), rng.uniform(size=4).round(1)
+    rows = [(f"e{i}", "encoder", s, 0.0) for i, s in enumerate(enc)] + [
+        (f"d{i}", "decoder", s, 0.0) for i, s in enumerate(dec)
+    ]
+    pairs = list(itertools.product(enc, dec))
+    expected = sum(1.0 if e > d else 0.5 if e == d else 0.0 for e, d in pairs) / len(pairs)
+    assert pc.ordering_probability(summary_rows(rows)) == pytest.approx(expected)
+    assert np.isnan(pc.ordering_probability(summary_rows(rows[:5])))
+
+
+def test_describe_states_numbers_from_the_data():
+    ours = summary_rows([("enc/a", "encoder", 0.45, -0.2), ("dec/b", "decoder", 0.1, -0.5)])
+    lines = pc.describe(ours, pc.agreement(ours, REFERENCE))
+    assert lines[0].startswith("1 encoder stacks: median symmetry +0.45")
+    assert "in 100% of (encoder, decoder) pairs" in lines[2]
+    assert "median |ours - theirs| 0.025 in symmetry" in lines[3]
+    assert "nothing to compare" in pc.describe(ours, pc.agreement(ours, REFERENCE.iloc[:0]))[-1]
+
+
+def test_every_caveat_of_the_reference_table_has_an_explanation():
+    caveats = {c for cell in reference_table()["caveats"].dropna() for c in cell.split(";")}
+    assert caveats <= set(pc.CAVEAT_EXPLANATIONS)
