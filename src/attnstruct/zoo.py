@@ -588,9 +588,9 @@ def count_parameters(file: str | os.PathLike, format: str) -> int:
             if key != "__metadata__" and t["dtype"] in _SAFETENSORS_FLOATS
         )
     if format == "gguf":
-        from gguf import GGUFReader
+        from .extract.gguf_header import read_gguf_header
 
-        return sum(int(tensor.n_elements) for tensor in GGUFReader(file).tensors)
+        return sum(tensor.n_elements for tensor in read_gguf_header(file).tensors.values())
     if format == "onnx":
         import onnx
 

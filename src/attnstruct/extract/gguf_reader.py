@@ -1,8 +1,10 @@
 """Per-head query/key weights from GGUF checkpoints (the llama.cpp format), read one layer at a time.
 
-A GGUF file stores each matrix with its dimensions reversed (``ne0`` is the input size), and ``gguf``'s reader gives
-them back in numpy order, so ``blk.N.attn_q.weight`` dequantizes to ``[n_heads * d_head, d_model]``: the
-``nn.Linear`` layout of Hugging Face's ``q_proj.weight``. Two conversions are undone here:
+A GGUF file stores each matrix with its dimensions reversed (``ne0`` is the input size), and
+:mod:`~attnstruct.extract.gguf_header` gives them back in numpy order, so ``blk.N.attn_q.weight`` dequantizes to
+``[n_heads * d_head, d_model]``: the ``nn.Linear`` layout of Hugging Face's ``q_proj.weight``. Only the metadata
+values used here are decoded (not the vocabulary), and tensor data is read only when a layer is used. Two conversions
+are undone here:
 
 * llama.cpp's converter permutes the rows of Q (with ``n_heads``) and K (with ``n_kv_heads``) of the ``llama``
   architecture for its RoPE kernel: inside each head, the halves ``[0, d/2)`` and ``[d/2, d)`` are interleaved.
@@ -23,15 +25,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from gguf import GGUFReader
-from gguf.quants import dequantize
 
 from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads
+from .gguf_header import GGUFHeader, read_gguf_header
 
 SUPPORTED_GGUF_ARCHITECTURES = ("llama", "qwen2", "gemma3")
 ROPE_PERMUTED_ARCHITECTURES = frozenset({"llama"})
 
 _MISSING = object()
+_GENERAL_KEYS = frozenset({"general.architecture", "general.name"})
+_ARCH_KEYS = frozenset(
+    {"block_count", "embedding_length", "attention.head_count", "attention.head_count_kv", "attention.key_length"}
+)
 
 
 def gguf_info(path: str | os.PathLike) -> dict:
@@ -42,11 +47,10 @@ def gguf_info(path: str | os.PathLike) -> dict:
         ``n_kv_heads``, ``d_model``, ``d_head`` (ints), ``q_type`` and ``k_type`` (the GGML type names of layer 0's
         query and key weights, e.g. ``"Q4_1"``; None when the tensor is absent) and ``rope_permuted`` (bool).
     """
-    reader = _open(path)
-    info = _read_header(reader, path)
-    tensors = {t.name: t for t in reader.tensors}
+    header = _open(path)
+    info = _read_header(header, path)
     for key, name in (("q_type", "blk.0.attn_q.weight"), ("k_type", "blk.0.attn_k.weight")):
-        info[key] = tensors[name].tensor_type.name if name in tensors else None
+        info[key] = header.tensors[name].ggml_type.name if name in header.tensors else None
     return info
 
 
@@ -60,10 +64,9 @@ def gguf_blocks(path: str | os.PathLike) -> Iterator[AttentionBlock]:
         ExtractionError: on the call, for a missing, truncated or non-GGUF file or an unsupported architecture;
             while iterating, for a missing or misshapen tensor or NaN/inf in a weight.
     """
-    reader = _open(path)
-    info = _read_header(reader, path)
-    tensors = {t.name: t for t in reader.tensors}
-    return (_layer_block(tensors, info, layer, path) for layer in range(info["n_layers"]))
+    header = _open(path)
+    info = _read_header(header, path)
+    return (_layer_block(header, info, layer, path) for layer in range(info["n_layers"]))
 
 
 def undo_rope_permutation(w: np.ndarray, n_heads: int) -> np.ndarray:
@@ -81,36 +84,32 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _open(path: str | os.PathLike) -> GGUFReader:
-    """Open ``path`` with ``gguf``'s memory-mapped reader (tensor data is read only when a tensor is used)."""
+def _wanted_key(key: str) -> bool:
+    """Whether :func:`_read_header` may need metadata ``key`` (``{arch}.`` keys are kept for every ``arch``)."""
+    return key in _GENERAL_KEYS or key.partition(".")[2] in _ARCH_KEYS
+
+
+def _open(path: str | os.PathLike) -> GGUFHeader:
+    """Parse ``path``'s header and the metadata values :func:`_read_header` uses; tensor data stays on disk."""
     file = Path(path)
     if not file.is_file():
         raise ExtractionError(f"GGUF file not found: {file}")
-    try:
-        reader = GGUFReader(file)
-    except Exception as exc:
-        raise ExtractionError(f"{file} is not a readable GGUF file (not GGUF or truncated): {_one_line(exc)}") from exc
-    if reader.byte_order != "I":
-        raise ExtractionError(f"{file} is a GGUF file of the other byte order, which is not supported")
-    return reader
+    return read_gguf_header(file, keep=_wanted_key)
 
 
-def _field(reader: GGUFReader, key: str, path, default=_MISSING):
+def _field(header: GGUFHeader, key: str, path, default=_MISSING):
     """The value of metadata ``key`` (scalar, string or list), ``default`` when absent, else an error."""
-    field = reader.get_field(key)
-    if field is None:
+    value = header.metadata.get(key, _MISSING)
+    if value is _MISSING:
         if default is _MISSING:
             raise ExtractionError(f"{path}: GGUF metadata key {key} is missing")
         return default
-    try:
-        return field.contents()
-    except Exception as exc:
-        raise ExtractionError(f"{path}: cannot read GGUF metadata key {key}: {_one_line(exc)}") from exc
+    return value
 
 
-def _count(reader: GGUFReader, key: str, path, default=_MISSING) -> int:
+def _count(header: GGUFHeader, key: str, path, default=_MISSING) -> int:
     """A positive integer field; per-layer arrays are accepted when all their entries agree."""
-    value = _field(reader, key, path, default)
+    value = _field(header, key, path, default)
     values = value if isinstance(value, list) else [value]
     if not values or len(set(values)) != 1:
         raise ExtractionError(f"{path}: GGUF metadata {key} varies across layers ({values}), which is not supported")
@@ -120,23 +119,23 @@ def _count(reader: GGUFReader, key: str, path, default=_MISSING) -> int:
     return number
 
 
-def _read_header(reader: GGUFReader, path) -> dict:
+def _read_header(header: GGUFHeader, path) -> dict:
     """Architecture and attention sizes from the metadata, checked for consistency."""
-    arch = _field(reader, "general.architecture", path)
+    arch = _field(header, "general.architecture", path)
     if arch not in SUPPORTED_GGUF_ARCHITECTURES:
         raise ExtractionError(
             f"{path}: unsupported GGUF architecture {arch!r}; supported: {', '.join(SUPPORTED_GGUF_ARCHITECTURES)}"
         )
-    n_layers = _count(reader, f"{arch}.block_count", path)
-    d_model = _count(reader, f"{arch}.embedding_length", path)
-    n_heads = _count(reader, f"{arch}.attention.head_count", path)
-    n_kv_heads = _count(reader, f"{arch}.attention.head_count_kv", path, default=n_heads)
+    n_layers = _count(header, f"{arch}.block_count", path)
+    d_model = _count(header, f"{arch}.embedding_length", path)
+    n_heads = _count(header, f"{arch}.attention.head_count", path)
+    n_kv_heads = _count(header, f"{arch}.attention.head_count_kv", path, default=n_heads)
     if n_heads % n_kv_heads:
         raise ExtractionError(f"{path}: {n_heads} query heads cannot share {n_kv_heads} key heads evenly")
-    d_head = _count(reader, f"{arch}.attention.key_length", path, default=d_model // n_heads)
+    d_head = _count(header, f"{arch}.attention.key_length", path, default=d_model // n_heads)
     return {
         "architecture": arch,
-        "name": _field(reader, "general.name", path, default=None),
+        "name": _field(header, "general.name", path, default=None),
         "n_layers": n_layers,
         "n_heads": n_heads,
         "n_kv_heads": n_kv_heads,
@@ -146,19 +145,17 @@ def _read_header(reader: GGUFReader, path) -> dict:
     }
 
 
-def _tensor(tensors: dict, name: str, shape: tuple[int, ...], path, required: bool = True) -> np.ndarray | None:
+def _tensor(header: GGUFHeader, name: str, shape: tuple[int, ...], path, required: bool = True) -> np.ndarray | None:
     """Dequantize tensor ``name`` to a float32 array of ``shape`` (numpy order), checked finite; None if optional."""
-    if name not in tensors:
+    if name not in header.tensors:
         if required:
             raise ExtractionError(f"{path}: tensor {name} is missing")
         return None
-    tensor = tensors[name]
     try:
-        values = np.array(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+        values = np.array(header.dequantize(name), dtype=np.float32)
     except Exception as exc:
-        raise ExtractionError(
-            f"{path}: cannot dequantize {name} ({tensor.tensor_type.name}): {_one_line(exc)}"
-        ) from exc
+        type_name = header.tensors[name].ggml_type.name
+        raise ExtractionError(f"{path}: cannot dequantize {name} ({type_name}): {_one_line(exc)}") from exc
     if values.shape != shape:
         raise ExtractionError(f"{path}: tensor {name} has shape {values.shape}, expected {shape}")
     check_finite(torch.from_numpy(values), name)
@@ -175,16 +172,16 @@ def _heads(values: np.ndarray | None, n_heads: int, n_kv: int, d_head: int, perm
     return expand_kv_heads(heads, n_heads)
 
 
-def _layer_block(tensors: dict, info: dict, layer: int, path) -> AttentionBlock:
+def _layer_block(header: GGUFHeader, info: dict, layer: int, path) -> AttentionBlock:
     """Read, dequantize and reshape the query/key tensors of one layer."""
     n_heads, n_kv, d_head, d_model = info["n_heads"], info["n_kv_heads"], info["d_head"], info["d_model"]
     permuted = info["rope_permuted"]
     prefix = f"blk.{layer}."
-    q = _tensor(tensors, prefix + "attn_q.weight", (n_heads * d_head, d_model), path)
-    k = _tensor(tensors, prefix + "attn_k.weight", (n_kv * d_head, d_model), path)
-    b_q = _tensor(tensors, prefix + "attn_q.bias", (n_heads * d_head,), path, required=False)
-    b_k = _tensor(tensors, prefix + "attn_k.bias", (n_kv * d_head,), path, required=False)
-    has_qk_norm = prefix + "attn_q_norm.weight" in tensors or prefix + "attn_k_norm.weight" in tensors
+    q = _tensor(header, prefix + "attn_q.weight", (n_heads * d_head, d_model), path)
+    k = _tensor(header, prefix + "attn_k.weight", (n_kv * d_head, d_model), path)
+    b_q = _tensor(header, prefix + "attn_q.bias", (n_heads * d_head,), path, required=False)
+    b_k = _tensor(header, prefix + "attn_k.bias", (n_kv * d_head,), path, required=False)
+    has_qk_norm = prefix + "attn_q_norm.weight" in header.tensors or prefix + "attn_k_norm.weight" in header.tensors
     b_q, b_k = _heads(b_q, n_heads, n_heads, d_head, permuted), _heads(b_k, n_heads, n_kv, d_head, permuted)
     return AttentionBlock(
         stack="decoder",
