@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .extract.blocks import AttentionBlock
 from ._arrays import input_eps
+from .extract.blocks import AttentionBlock
 from .scores import DEFAULT_NUM_STD, Scores, factor_scores
 
 DEVICES = ("auto", "cpu", "cuda")

@@ -39,8 +39,9 @@ DTYPES = {
 }
 FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
+REQUEST_TIMEOUT_S = 120  # huggingface_hub's client has none: a stalled server would hang the sweep
 # Names of float buffers that checkpoints store but ``model.num_parameters()`` does not count.
-BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".inv_freq", ".position_ids")
+BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".inv_freq", ".position_ids", "final_logits_bias")
 TIED_HEADS = ("lm_head.weight",)
 EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "shared.weight", "embed_in.weight")
 
@@ -87,7 +88,7 @@ class RangeReader:
         url = f"{self.endpoint}/{self.repo}/resolve/{self.commit}/{quote(file)}"
         headers = {**build_hf_headers(token=self.token), "Range": f"bytes={start}-{end - 1}"}
         try:
-            response = get_session().get(url, headers=headers)
+            response = get_session().get(url, headers=headers, timeout=REQUEST_TIMEOUT_S)
             hf_raise_for_status(response)
             data = response.content
         except ExtractionError:
@@ -116,7 +117,7 @@ def _classify(err: BaseException, what: str) -> ExtractionError:
         return ExtractionError(f"not found: {what} (no such repository, or private: set HF_TOKEN)")
     if isinstance(err, RevisionNotFoundError):
         return ExtractionError(f"not found: {what} (no such revision)")
-    if "EntryNotFound" in name:
+    if "EntryNotFound" in name and "Local" not in name:
         return ExtractionError(f"not found: {what} (no such file in the repository)")
     if "RemoteProtocol" in name or "ReadError" in name or "IncompleteRead" in name:
         return ExtractionError(f"truncated: the transfer of {what} broke off ({_one_line(err)})")

@@ -1,0 +1,181 @@
+"""Models by hub id, against a stand-in hub on 127.0.0.1: same scores as local, query/key bytes only, cached."""
+
+import json
+
+import pytest
+import torch
+import transformers as T
+from extract_models import CASES
+from safetensors.torch import load_file
+from standin_hub import StandinHub
+
+from attnstruct import cli
+from attnstruct.hub import HubSettings, open_hub_model, parse_hub_id
+from attnstruct.model_scores import score_model
+
+CAUSAL = ("gpt2", "llama")
+SEQ2SEQ = ("bart",)
+
+
+def tiny(name: str, seed: int = 0, **overrides):
+    """A tiny model of ``name`` with its head (lm_head, tied embeddings) as a hub repository would hold it."""
+    torch.manual_seed(seed)
+    config = CASES[name].config()
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    if name in CAUSAL:
+        return T.AutoModelForCausalLM.from_config(config)
+    if name in SEQ2SEQ:
+        return T.AutoModelForSeq2SeqLM.from_config(config)
+    return T.AutoModel.from_config(config)
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    """Local folders of the models the stand-in hub serves, by repo id."""
+    root = tmp_path_factory.mktemp("repos")
+    folders = {}
+    for repo, name, kw, save in (
+        ("tiny/bert", "bert", {}, {}),
+        ("tiny/llama-gqa-sharded", "llama", {}, {"max_shard_size": "20KB"}),
+        ("tiny/bart", "bart", {}, {}),
+        ("tiny/gpt2", "gpt2", {}, {}),
+        ("tiny/wide-vocab", "bert", {"vocab_size": 6000, "intermediate_size": 512}, {}),
+        ("tiny/bin-only", "bert", {}, {}),
+    ):
+        folder = root / repo.replace("/", "--")
+        tiny(name, **kw).save_pretrained(folder, **save)
+        if repo == "tiny/bin-only":  # an older repository: pytorch_model.bin and no safetensors
+            weights = folder / "model.safetensors"
+            torch.save(load_file(weights), folder / "pytorch_model.bin")
+            weights.unlink()
+        folders[repo] = folder
+    return folders
+
+
+@pytest.fixture
+def hub(repos, tmp_path, monkeypatch):
+    """A running stand-in hub with every repository of ``repos``, and the environment pointed at it."""
+    with StandinHub() as server:
+        for repo, folder in repos.items():
+            server.add_folder(repo, folder)
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+        monkeypatch.setenv("ATTNSTRUCT_CACHE", str(tmp_path / "attnstruct-cache"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.setenv("HF_TOKEN", "hf_test_token_not_real")
+        yield server
+
+
+def test_hub_ids_parse_with_and_without_revision():
+    assert parse_hub_id("org/name") == ("org/name", "main")
+    assert parse_hub_id("gpt2@abc123") == ("gpt2", "abc123")
+    for bad in ("a/b/c", "model.safetensors", "./x", "org/name@"):
+        with pytest.raises(ValueError):
+            parse_hub_id(bad)
+
+
+@pytest.mark.parametrize("repo", ["tiny/bert", "tiny/llama-gqa-sharded", "tiny/bart", "tiny/gpt2"])
+def test_scores_by_name_equal_scores_of_the_local_folder(hub, repos, repo):
+    by_name = score_model(repo, per_head=True)
+    local = score_model(repos[repo], per_head=True)
+    assert by_name.equals(local)
+
+
+def test_a_sharded_repository_is_read_from_several_shards(hub, repos):
+    shards = {
+        f
+        for f in json.loads((repos["tiny/llama-gqa-sharded"] / "model.safetensors.index.json").read_text())[
+            "weight_map"
+        ].values()
+    }
+    assert len(shards) > 1
+    score_model("tiny/llama-gqa-sharded")
+    asked = {path.rsplit("/", 1)[-1] for _, path, _ in hub.requests if "/resolve/" in path}
+    assert shards <= asked
+
+
+def test_only_a_small_fraction_of_a_big_vocabulary_model_is_transferred(hub, repos):
+    size = (repos["tiny/wide-vocab"] / "model.safetensors").stat().st_size
+    score_model("tiny/wide-vocab")
+    served = hub.bytes_served_for("tiny/wide-vocab")
+    assert served < 0.05 * size, f"{served} of {size} bytes"
+    weight_reads = [r for m, p, r in hub.requests if p.endswith("model.safetensors") and m == "GET"]
+    assert weight_reads and all(r is not None and r.startswith("bytes=") for r in weight_reads)
+
+
+def test_a_second_run_does_no_network_io(hub):
+    first = score_model("tiny/llama-gqa-sharded")
+    hub.reset_counters()
+    second = score_model("tiny/llama-gqa-sharded")
+    assert second.equals(first)
+    assert hub.requests == [] and hub.bytes_served == 0
+
+
+def test_a_second_run_works_offline_and_an_uncached_model_is_one_line_exit_2(hub, monkeypatch, capsys):
+    assert cli.main(["score", "tiny/bert"]) == 0
+    online = capsys.readouterr().out
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    hub.reset_counters()
+    assert cli.main(["score", "tiny/bert"]) == 0
+    assert capsys.readouterr().out == online and hub.requests == []
+    assert cli.main(["score", "tiny/gpt2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("attnstruct: error: offline: tiny/gpt2") and "\n" not in err
+
+
+def test_parameters_are_counted_from_the_headers_as_num_parameters_counts_them(hub):
+    settings = HubSettings.from_env()
+    for repo, name in (
+        ("tiny/bert", "bert"),
+        ("tiny/gpt2", "gpt2"),
+        ("tiny/bart", "bart"),
+        ("tiny/llama-gqa-sharded", "llama"),
+    ):
+        model = open_hub_model(repo, settings=settings)
+        try:
+            assert model.n_params == tiny(name).num_parameters(), repo
+        finally:
+            model.close()
+
+
+def test_a_repository_without_safetensors_is_downloaded_whole_and_said_so(hub, repos, capsys):
+    table = score_model("tiny/bin-only")
+    assert "downloading pytorch_model.bin whole" in capsys.readouterr().err
+    assert table.equals(score_model(repos["tiny/bin-only"]))
+
+
+def test_a_revision_pins_the_commit(hub, repos):
+    model = open_hub_model("tiny/bert")
+    commit = model.commit
+    model.close()
+    again = open_hub_model(f"tiny/bert@{commit}")
+    assert again.commit == commit and again.revision == commit
+    again.close()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["score", "nobody/nothing"], "not found: nobody/nothing"),
+        (["score", "tiny/bert@no-such-branch"], "not found: tiny/bert@no-such-branch"),
+        (["score", "tiny/bert", "--device", "tpu"], "unknown device"),
+    ],
+)
+def test_bad_hub_input_is_one_line_with_exit_2(hub, capsys, argv, message):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_a_gpu_exits_2_before_any_request(hub, capsys):
+    assert cli.main(["score", "tiny/bert", "--device", "cuda"]) == 2
+    assert "no CUDA device" in capsys.readouterr().err and hub.requests == []
+
+
+def test_truncated_transfer_is_named(hub, repos, capsys):
+    hub.truncate("tiny/gpt2", "model.safetensors", keep=100)
+    assert cli.main(["score", "tiny/gpt2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "truncated" in err and "\n" not in err

@@ -1,0 +1,243 @@
+"""The stand-in Hub (tests/standin_hub.py) speaks the protocol huggingface_hub 2.4 expects. Offline: 127.0.0.1 only."""
+
+import json
+import struct
+from pathlib import Path
+
+import httpx2
+import numpy as np
+import pytest
+import safetensors.torch
+import torch
+from huggingface_hub import HfApi, constants, get_session, hf_hub_download, hf_hub_url
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+from standin_hub import SparseFile, StandinHub, sparse_safetensors
+
+REPO = "org/tiny"
+CONFIG = json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}).encode()
+WEIGHTS = bytes(np.arange(5000, dtype=np.uint8) * 7)
+
+
+@pytest.fixture(autouse=True)
+def _online_without_token(monkeypatch):
+    """No stored token leaks into requests, and an HF_HUB_OFFLINE=1 shell does not make every test fail."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
+@pytest.fixture
+def hub():
+    with StandinHub() as h:
+        yield h
+
+
+def _get(hub, repo, filename, revision, range_=None, token=False):
+    """A raw read the way the project does it: get_session().get on hf_hub_url, with hf_raise_for_status."""
+    headers = build_hf_headers(token=token)
+    if range_ is not None:
+        headers["Range"] = range_
+    response = get_session().get(hf_hub_url(repo, filename, revision=revision, endpoint=hub.url), headers=headers)
+    hf_raise_for_status(response)
+    return response
+
+
+def test_model_info_returns_commit_and_files(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": WEIGHTS})
+    api = HfApi(endpoint=hub.url, token=False)
+    info = api.model_info(REPO, revision="main")
+    assert (info.id, info.sha, info.gated, info.private) == (REPO, commit, False, False)
+    assert len(commit) == 40 and int(commit, 16) >= 0
+    assert sorted(s.rfilename for s in info.siblings) == ["config.json", "model.safetensors"]
+    assert info.config["model_type"] == "gpt2"
+    assert ("GET", f"/api/models/{REPO}/revision/main", None) in hub.requests
+    assert api.model_info(REPO, revision=commit).sha == commit  # a commit sha is a revision too
+    assert api.model_info(REPO).sha == commit  # no revision: /api/models/{repo_id}, the default branch
+    sizes = {s.rfilename: (s.size, s.lfs is not None) for s in api.model_info(REPO, files_metadata=True).siblings}
+    assert sizes == {"config.json": (len(CONFIG), False), "model.safetensors": (len(WEIGHTS), True)}
+
+
+def test_revisions_of_one_repo_are_separate_commits(hub):
+    main = hub.add_repo(REPO, {"config.json": CONFIG})
+    v2 = hub.add_repo(REPO, {"config.json": CONFIG, "extra.txt": b"x"}, revision="refs/pr/1")
+    assert main != v2 and main == hub.add_repo(REPO, {"config.json": CONFIG})  # deterministic
+    api = HfApi(endpoint=hub.url, token=False)
+    assert api.model_info(REPO, revision="refs/pr/1").sha == v2  # quoted as refs%2Fpr%2F1
+    assert [s.rfilename for s in api.model_info(REPO, revision=main).siblings] == ["config.json"]
+
+
+def test_add_folder_serves_every_file_under_it(hub, tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "config.json").write_bytes(CONFIG)
+    (tmp_path / "sub" / "w.bin").write_bytes(WEIGHTS)
+    (tmp_path / ".hidden").write_bytes(b"x")
+    commit = hub.add_folder(REPO, tmp_path, revision="v1")
+    info = HfApi(endpoint=hub.url, token=False).model_info(REPO, revision="v1")
+    assert info.sha == commit and sorted(s.rfilename for s in info.siblings) == ["config.json", "sub/w.bin"]
+    assert _get(hub, REPO, "sub/w.bin", "v1", "bytes=1-2").content == WEIGHTS[1:3]
+
+
+def test_hf_hub_download_then_cached_without_network(hub, tmp_path):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG})
+    path = hf_hub_download(REPO, "config.json", endpoint=hub.url, cache_dir=tmp_path, token=False)
+    assert Path(path).read_bytes() == CONFIG
+    assert [r[0] for r in hub.requests] == ["HEAD", "GET"]
+    assert hub.requests[0][1] == f"/{REPO}/resolve/main/config.json"
+    hub.stop()
+    again = hf_hub_download(REPO, "config.json", revision=commit, endpoint=hub.url, cache_dir=tmp_path, token=False)
+    assert again == path and Path(again).read_bytes() == CONFIG
+    with pytest.raises(httpx2.ConnectError):  # the server is really gone (hf_hub_download would retry for 23 s)
+        _get(hub, REPO, "config.json", commit)
+
+
+def test_offline_per_call_and_global(hub, tmp_path, monkeypatch):
+    """Per call: local_files_only=True. Globally at run time: constants.HF_HUB_OFFLINE (read by is_offline_mode)."""
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    kw = dict(endpoint=hub.url, cache_dir=tmp_path, token=False)
+    with pytest.raises(LocalEntryNotFoundError):
+        hf_hub_download(REPO, "config.json", local_files_only=True, **kw)
+    path = hf_hub_download(REPO, "config.json", **kw)
+    hub.reset_counters()
+    assert hf_hub_download(REPO, "config.json", local_files_only=True, **kw) == path
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert hf_hub_download(REPO, "config.json", **kw) == path  # refs/main from the cache
+    with pytest.raises(OfflineModeIsEnabled):
+        _get(hub, REPO, "config.json", "main")
+    assert hub.requests == []
+
+
+def test_range_get_returns_the_bytes_and_counts_only_the_body(hub):
+    commit = hub.add_repo(REPO, {"model.safetensors": WEIGHTS})
+    hub.reset_counters()
+    r = _get(hub, REPO, "model.safetensors", commit, "bytes=100-199")
+    assert r.status_code == 206 and r.content == WEIGHTS[100:200]
+    assert r.headers["Content-Range"] == f"bytes 100-199/{len(WEIGHTS)}" and r.headers["X-Repo-Commit"] == commit
+    assert hub.bytes_served == 100 and hub.bytes_served_for(REPO) == 100 and hub.bytes_served_for("org/x") == 0
+    assert hub.requests == [("GET", f"/{REPO}/resolve/{commit}/model.safetensors", "bytes=100-199")]
+    whole = _get(hub, REPO, "model.safetensors", commit)
+    assert whole.status_code == 200 and whole.content == WEIGHTS and hub.bytes_served == 100 + len(WEIGHTS)
+
+
+def test_range_past_the_end_is_clipped_or_416(hub):
+    commit = hub.add_repo(REPO, {"w.bin": WEIGHTS})
+    n = len(WEIGHTS)
+    r = _get(hub, REPO, "w.bin", commit, f"bytes={n - 10}-{n + 100}")
+    assert r.status_code == 206 and r.content == WEIGHTS[-10:]
+    assert r.headers["Content-Range"] == f"bytes {n - 10}-{n - 1}/{n}"
+    assert _get(hub, REPO, "w.bin", commit, "bytes=-5").content == WEIGHTS[-5:]
+    assert _get(hub, REPO, "w.bin", commit, "bytes=4990-").content == WEIGHTS[4990:]
+    with pytest.raises(HfHubHTTPError) as err:
+        _get(hub, REPO, "w.bin", commit, f"bytes={n}-{n + 10}")
+    assert err.value.response.status_code == 416 and err.value.response.headers["Content-Range"] == f"bytes */{n}"
+
+
+def test_sparse_file_ranges_across_segments(hub):
+    sparse = SparseFile(100, {10: b"abcde", 15: b"XY", 90: b"0123456789"})
+    dense = bytearray(100)
+    dense[10:17], dense[90:100] = b"abcdeXY", b"0123456789"
+    for start, end in [(0, 100), (12, 16), (14, 92), (16, 20), (0, 10), (95, 200), (50, 50)]:
+        assert sparse.read(start, end) == bytes(dense[start:end]), (start, end)
+    with pytest.raises(ValueError):
+        SparseFile(20, {0: b"abc", 2: b"x"})  # overlapping segments
+    commit = hub.add_repo(REPO, {"big.safetensors": sparse})
+    assert _get(hub, REPO, "big.safetensors", commit, "bytes=8-91").content == bytes(dense[8:92])
+
+
+def test_unknown_repo_raises_repository_not_found(hub):
+    with pytest.raises(RepositoryNotFoundError) as err:
+        HfApi(endpoint=hub.url, token=False).model_info("org/none")
+    assert not isinstance(err.value, GatedRepoError) and err.value.response.status_code == 401  # anonymous
+    with pytest.raises(RepositoryNotFoundError) as err:
+        _get(hub, "org/none", "config.json", "main", token="hf_some_token")
+    assert not isinstance(err.value, GatedRepoError) and err.value.response.status_code == 404  # authenticated
+
+
+def test_unknown_file_raises_entry_not_found(hub, tmp_path):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    with pytest.raises(RemoteEntryNotFoundError):
+        hf_hub_download(REPO, "missing.json", endpoint=hub.url, cache_dir=tmp_path, token=False)
+    with pytest.raises(RemoteEntryNotFoundError):
+        _get(hub, REPO, "missing.json", "main", "bytes=0-7")
+
+
+def test_unknown_revision_raises_revision_not_found(hub, tmp_path):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    with pytest.raises(RevisionNotFoundError):
+        HfApi(endpoint=hub.url, token=False).model_info(REPO, revision="v9")
+    with pytest.raises(RevisionNotFoundError):
+        hf_hub_download(REPO, "config.json", revision="0" * 40, endpoint=hub.url, cache_dir=tmp_path, token=False)
+
+
+def test_gated_repo_needs_its_token(hub, tmp_path):
+    """The files are gated (401 anonymous, 403 wrong token); model_info is public, as on the real Hub."""
+    commit = hub.add_repo(REPO, {"config.json": CONFIG}, gated_token="hf_right")
+    assert HfApi(endpoint=hub.url, token=False).model_info(REPO).gated == "manual"
+    with pytest.raises(GatedRepoError) as err:
+        hf_hub_download(REPO, "config.json", endpoint=hub.url, cache_dir=tmp_path, token=False)
+    assert err.value.response.status_code == 401 and err.value.response.headers["X-Error-Message"]
+    with pytest.raises(GatedRepoError) as err:
+        _get(hub, REPO, "config.json", commit, "bytes=0-3", token="hf_wrong")
+    assert err.value.response.status_code == 403
+    assert _get(hub, REPO, "config.json", commit, "bytes=0-3", token="hf_right").content == CONFIG[:4]
+    path = hf_hub_download(REPO, "config.json", endpoint=hub.url, cache_dir=tmp_path, token="hf_right")
+    assert Path(path).read_bytes() == CONFIG
+
+
+def test_truncate_makes_a_ranged_read_fail(hub):
+    """A cut transfer is an error, not a short body: get_session().get raises httpx2.RemoteProtocolError ("peer closed
+    connection without sending complete message body (received 100 bytes, expected 1000)"), before any
+    hf_raise_for_status. (hf_hub_download retries 5 times, 1 s apart, and raises the same error: it reads in 10 MB
+    chunks, so a cut below 10 MB loses the partial chunk and the resume never advances.)"""
+    commit = hub.add_repo(REPO, {"w.bin": WEIGHTS})
+    hub.truncate(REPO, "w.bin", keep=100)
+    hub.reset_counters()
+    with pytest.raises(httpx2.RemoteProtocolError, match="received 100 bytes, expected 1000"):
+        _get(hub, REPO, "w.bin", commit, "bytes=0-999")
+    assert hub.bytes_served == 100
+    assert _get(hub, REPO, "w.bin", commit, "bytes=0-49").content == WEIGHTS[:50]  # shorter than keep: intact
+    hub.truncate(REPO, "w.bin", None)
+    assert _get(hub, REPO, "w.bin", commit, "bytes=0-999").content == WEIGHTS[:1000]
+
+
+def test_sparse_safetensors_is_what_safetensors_writes():
+    q = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    k = torch.linspace(-1, 1, 6, dtype=torch.bfloat16).reshape(2, 3)
+    spec = {"l0.q.weight": ("F32", [3, 4]), "l0.k.weight": ("BF16", [2, 3]), "l0.mlp.weight": ("F16", [5, 3])}
+    stored = {"l0.q.weight": q.numpy().tobytes(), "l0.k.weight": k.view(torch.int16).numpy().tobytes()}
+    sparse = sparse_safetensors(spec, stored)
+    data = sparse.read()
+    loaded = safetensors.torch.load(data)
+    assert torch.equal(loaded["l0.q.weight"], q) and torch.equal(loaded["l0.k.weight"], k)
+    assert loaded["l0.mlp.weight"].dtype == torch.float16 and not loaded["l0.mlp.weight"].any()
+    reference = {"l0.q.weight": q, "l0.k.weight": k, "l0.mlp.weight": torch.zeros(5, 3, dtype=torch.float16)}
+    assert data == safetensors.torch.save(reference, metadata={"format": "pt"})
+    (n,) = struct.unpack("<Q", data[:8])
+    assert n % 8 == 0
+
+
+def test_seven_billion_shaped_checkpoint_is_served_by_ranges(hub):
+    """A 7B-shaped sparse checkpoint (~13 GB announced) costs only its stored bytes; its header comes over HTTP."""
+    d, layers = 4096, 32
+    attn = {f"model.layers.{i}.self_attn.{m}_proj.weight": [d, d] for i in range(layers) for m in "qkvo"}
+    mlp = {f"model.layers.{i}.mlp.{m}_proj.weight": [11008, d] for i in range(layers) for m in ("gate", "up", "down")}
+    spec = {name: ("BF16", shape) for name, shape in {**attn, **mlp}.items()}
+    spec |= {"model.embed_tokens.weight": ("BF16", [32000, d]), "lm_head.weight": ("BF16", [32000, d])}
+    q5 = (np.arange(d * d, dtype=np.uint16) % 977).tobytes()
+    sparse = sparse_safetensors(spec, {"model.layers.5.self_attn.q_proj.weight": q5})
+    assert sparse.size > 13 * 10**9  # 6.7e9 bf16 parameters
+    commit = hub.add_repo(REPO, {"model.safetensors": sparse})
+    (n,) = struct.unpack("<Q", _get(hub, REPO, "model.safetensors", commit, "bytes=0-7").content)
+    header = json.loads(_get(hub, REPO, "model.safetensors", commit, f"bytes=8-{8 + n - 1}").content)
+    begin, end = header["model.layers.5.self_attn.q_proj.weight"]["data_offsets"]
+    row = _get(hub, REPO, "model.safetensors", commit, f"bytes={8 + n + begin}-{8 + n + begin + 2 * d - 1}").content
+    assert row == q5[: 2 * d]
+    zeros = _get(hub, REPO, "model.safetensors", commit, f"bytes={8 + n + begin - 16}-{8 + n + begin - 1}").content
+    assert zeros == bytes(16)
