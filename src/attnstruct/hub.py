@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .extract.blocks import ExtractionError
-from .extract.hf import JsonConfig
+from .extract.hf import JsonConfig, family_of
 from .hub_ranges import RangeReader, RemoteSafetensors, _classify
 from .results import write_atomically
 
@@ -218,6 +218,7 @@ def open_hub_model(model_id: str, *, settings: HubSettings | None = None, worker
     shards = _safetensors_files(settings, repo, commit, files)
     if shards:
         config = _config(settings, repo, commit, files)
+        family_of(config)  # an unsupported architecture fails here, before any weight byte is read
         reader = RangeReader(
             repo,
             commit,

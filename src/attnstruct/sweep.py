@@ -235,6 +235,22 @@ def _write_failures(path: Path, failures: list[dict]) -> None:
     write_atomically(path, lambda tmp: table.to_csv(tmp, index=False))
 
 
+def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar) -> None:
+    """Save each finished model's dataset; record a failure, whatever it is, and go on."""
+    for future in as_completed(futures):
+        model = futures[future]
+        try:
+            save_dataset(future.result(), folder / f"{file_stem(model)}.nc")
+            result.scored.append(model)
+        except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
+            reason = " ".join(str(err).split()) or type(err).__name__
+            if not isinstance(err, ExtractionError):
+                reason = f"{type(err).__name__}: {reason}"
+            result.failures.append({"model": model, "kind": failure_kind(reason), "reason": reason})
+            _write_failures(out / "failures.csv", result.failures)
+        bar.update(1)
+
+
 def run_sweep(
     models: Sequence[str],
     out: str | Path,
@@ -288,18 +304,12 @@ def run_sweep(
     )
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-sweep") as pool:
         futures = {pool.submit(task, model): model for model in todo}
-        for future in as_completed(futures):
-            model = futures[future]
-            try:
-                save_dataset(future.result(), folder / f"{file_stem(model)}.nc")
-                result.scored.append(model)
-            except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
-                reason = " ".join(str(err).split()) or type(err).__name__
-                if not isinstance(err, ExtractionError):
-                    reason = f"{type(err).__name__}: {reason}"
-                result.failures.append({"model": model, "kind": failure_kind(reason), "reason": reason})
-                _write_failures(out / "failures.csv", result.failures)
-            bar.update(1)
+        try:
+            _collect(futures, folder, out, result, bar)
+        except BaseException:  # Ctrl-C: stop now, not after the queued models; finished files stay for a resume
+            for future in futures:
+                future.cancel()
+            raise
     bar.close()
     _write_failures(out / "failures.csv", result.failures)
     paths = [folder / f"{file_stem(m)}.nc" for m in models]
