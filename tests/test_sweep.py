@@ -147,3 +147,12 @@ def test_bad_lists_are_one_line_exit_2(tmp_path, capsys):
 def test_file_stems_are_safe_and_distinct():
     stems = {sweep.file_stem(m) for m in ("org/name", "org--name", "org/name@v1", "../x")}
     assert len(stems) == 4 and all("/" not in s and not s.startswith(".") for s in stems)
+
+
+def test_the_readme_counts_the_papers_models_from_the_reference_table():
+    from conftest import ROOT
+
+    n = len(sweep.read_model_list("paper"))
+    assert (
+        f"the {n} distinct models of `data/reference/paper_reported_pretrained.csv`" in (ROOT / "README.md").read_text()
+    )

@@ -107,6 +107,8 @@ def _complete_snapshot(settings: HubSettings, repo: str, revision: str) -> Path 
     """The cached snapshot folder of ``repo@revision`` if it holds config.json and every weight file."""
     from huggingface_hub import snapshot_download
 
+    if not (settings.hub_cache / f"models--{repo.replace('/', '--')}" / "snapshots").is_dir():
+        return None  # nothing cached: skip the hub client's slower miss
     try:
         folder = Path(snapshot_download(repo, revision=revision, cache_dir=settings.hub_cache, local_files_only=True))
     except Exception:

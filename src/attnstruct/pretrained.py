@@ -18,6 +18,7 @@ import pandas as pd
 import torch
 import xarray as xr
 
+from .block_scores import score_block
 from .extract import AttentionBlock, iter_blocks
 from .scores import factor_scores
 
@@ -40,8 +41,8 @@ def count_parameters(path: str | Path) -> int:
 
 
 def _block_scores(block: AttentionBlock) -> dict:
-    layer = factor_scores(block.w_q, block.w_k, sum_heads=True)
-    head = factor_scores(block.w_q, block.w_k)
+    layer = score_block(block, precision="float64")
+    head = score_block(block, per_head=True, precision="float64")
     return {
         "symmetry": float(layer.symmetry),
         "directionality": float(layer.directionality),

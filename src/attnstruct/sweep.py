@@ -50,6 +50,7 @@ class SweepResult:
     skipped: list[str] = field(default_factory=list)
     failures: list[dict] = field(default_factory=list)
     path: Path | None = None
+    datasets: dict = field(default_factory=dict, repr=False)  # this run's per-model datasets, by model
 
 
 def read_model_list(spec: str) -> list[str]:
@@ -240,8 +241,10 @@ def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar) -
     for future in as_completed(futures):
         model = futures[future]
         try:
-            save_dataset(future.result(), folder / f"{file_stem(model)}.nc")
+            dataset = future.result()
+            save_dataset(dataset, folder / f"{file_stem(model)}.nc")
             result.scored.append(model)
+            result.datasets[model] = dataset
         except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
             reason = " ".join(str(err).split()) or type(err).__name__
             if not isinstance(err, ExtractionError):
@@ -312,8 +315,13 @@ def run_sweep(
             raise
     bar.close()
     _write_failures(out / "failures.csv", result.failures)
-    paths = [folder / f"{file_stem(m)}.nc" for m in models]
-    done = [load_dataset(path) for path in paths if _done(path, settings_now)]
+    done = []
+    for model in models:  # this run's datasets are in memory; only the skipped ones are read back
+        path = folder / f"{file_stem(model)}.nc"
+        if model in result.datasets:
+            done.append(result.datasets[model])
+        elif model in result.skipped:
+            done.append(load_dataset(path))
     if done:
         attrs = provenance_attrs(
             parameters={"models": list(models), "per_head": per_head, "num_std": num_std, "precision": precision},
