@@ -106,16 +106,7 @@ own = table[table["stack"] != "cross"]
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     for role, color in (("encoder", plotting.ENCODER_COLOR), ("decoder", plotting.DECODER_COLOR)):
-        ref = reported[reported.role == role]
-        ax.scatter(
-            ref.n_params,
-            ref[f"{var}_median"],
-            s=14,
-            facecolors="none",
-            edgecolors=color,
-            alpha=0.35,
-            label=f"{role}s, reported by the paper",
-        )
+        plotting.reported_points(ax, reported, role, var, color)
         mine = own[own["stack"] == role]
         for row in mine.itertuples():
             median, q25, q75 = getattr(row, f"{var}_median"), getattr(row, f"{var}_q25"), getattr(row, f"{var}_q75")

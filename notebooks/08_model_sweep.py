@@ -100,16 +100,7 @@ own = summary[summary["stack"] != "cross"]
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     for role, color in (("encoder", plotting.ENCODER_COLOR), ("decoder", plotting.DECODER_COLOR)):
-        ref = reference[reference.role == role]
-        ax.scatter(
-            ref.n_params,
-            ref[f"{var}_median"],
-            s=14,
-            facecolors="none",
-            edgecolors=color,
-            alpha=0.35,
-            label=f"{role}s, reported by the paper",
-        )
+        plotting.reported_points(ax, reference, role, var, color)
         mine = own[own["stack"] == role]
         median = mine[f"{var}_median"]
         ax.errorbar(

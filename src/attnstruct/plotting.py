@@ -83,6 +83,21 @@ def matrix_heatmap(
     return image
 
 
+def reported_points(ax: mpl.axes.Axes, reference, role: str, score: str, color: str):
+    """The authors' reported medians of ``score`` for ``role`` against parameters: faint open circles, labelled as
+    reported by the paper (``reference``: :func:`attnstruct.pretrained.reference_table` or a subset)."""
+    rows = reference[reference.role == role]
+    return ax.scatter(
+        rows.n_params,
+        rows[f"{score}_median"],
+        s=14,
+        facecolors="none",
+        edgecolors=color,
+        alpha=0.35,
+        label=f"{role}s, reported by the paper",
+    )
+
+
 def signed(value: float, digits: int = 2) -> str:
     """``+0.12`` / ``-0.12`` with rounding first, so that tiny negatives print as ``+0.00`` rather than ``-0.00``."""
     return f"{round(float(value), digits) + 0.0:+.{digits}f}"
