@@ -124,3 +124,19 @@ def test_truncated_transfer_is_named(hub, repos, capsys):
     assert cli.main(["score", "tiny/gpt2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "truncated" in err and "\n" not in err
+
+
+def test_a_complete_snapshot_in_the_hub_cache_is_read_without_requests(hub, repos):
+    from huggingface_hub import hf_hub_download
+
+    from attnstruct.checkpoints import open_checkpoint
+
+    settings = HubSettings.from_env()
+    for file in ("config.json", "model.safetensors"):
+        hf_hub_download("tiny/bert", file, cache_dir=settings.hub_cache, endpoint=hub.url, token=False)
+    hub.reset_counters()
+    with open_checkpoint("tiny/bert") as checkpoint:
+        assert checkpoint.kind == "snapshot" and len(checkpoint.revision) == 40
+        assert checkpoint.n_params == tiny("bert").num_parameters()
+        table = score_model("tiny/bert")
+    assert hub.requests == [] and table.equals(score_model(repos["tiny/bert"]))

@@ -100,6 +100,17 @@ def _module(model: torch.nn.Module) -> Checkpoint:
     )
 
 
+def _snapshot_parameters(model) -> int | None:
+    """``num_parameters()``-style count of a hub snapshot's safetensors, as for range-read models; else None."""
+    from .extract.hf import _load_config
+    from .hub_ranges import count_parameters, local_headers
+
+    folder = Path(model.source)
+    if model.kind != "snapshot" or not any(folder.glob("*.safetensors")):
+        return None
+    return count_parameters(local_headers(folder), _load_config(folder))
+
+
 @contextlib.contextmanager
 def open_checkpoint(source, *, n_heads: int | None = None, settings=None, workers: int = 4) -> Iterator[Checkpoint]:
     """Open ``source`` (module docstring); network threads of a hub model are closed on exit.
@@ -138,7 +149,7 @@ def open_checkpoint(source, *, n_heads: int | None = None, settings=None, worker
                 n_params=model.n_params,
             )
         else:
-            checkpoint = _local(text, Path(model.source), model.kind, n_heads, None)
+            checkpoint = _local(text, Path(model.source), model.kind, n_heads, _snapshot_parameters(model))
         checkpoint.revision = model.commit
         checkpoint.location = f"{model.repo}@{model.commit}"
         checkpoint.bytes_fetched = lambda: model.bytes_fetched

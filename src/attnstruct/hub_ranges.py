@@ -208,20 +208,38 @@ class RemoteSafetensors:
         self._pending.clear()
 
     def n_params(self) -> int:
-        """Parameters as ``model.num_parameters()`` counts them, from the headers alone.
+        """Parameters as ``model.num_parameters()`` counts them, from the headers alone (:func:`count_parameters`)."""
+        return count_parameters(self.headers.values(), self.config)
 
-        Floating-point tensors only (integer buffers such as ``position_ids`` are not parameters); float buffers
-        that some checkpoints store (GPT-2's causal ``attn.bias``, rotary ``inv_freq``) are left out, and a stored
-        ``lm_head.weight`` of a model with tied embeddings is counted once, with the embedding.
-        """
-        shapes = {name: info["shape"] for name, (_, info, _) in self._where.items() if info["dtype"] in FLOAT_DTYPES}
-        total = 0
-        embeddings = [shapes[n] for n in shapes if n.endswith(EMBEDDINGS)]
-        tied = self.config.tie_word_embeddings is not False
-        for name, shape in shapes.items():
-            if name.endswith(BUFFER_SUFFIXES):
-                continue
-            if tied and name.endswith(TIED_HEADS) and shape in embeddings:
-                continue
-            total += torch.Size(shape).numel()
-        return total
+
+def count_parameters(headers, config) -> int:
+    """Parameters as ``model.num_parameters()`` counts them, from safetensors headers (one dict per shard).
+
+    Floating-point tensors only (integer buffers such as ``position_ids`` are not parameters); float buffers
+    that some checkpoints store (GPT-2's causal ``attn.bias``, rotary ``inv_freq``, BART's ``final_logits_bias``)
+    are left out, and a stored ``lm_head.weight`` of a model with tied embeddings is counted once, with the
+    embedding.
+    """
+    shapes = {
+        name: info["shape"]
+        for header in headers
+        for name, info in header.items()
+        if name != "__metadata__" and info["dtype"] in FLOAT_DTYPES
+    }
+    embeddings = [shapes[n] for n in shapes if n.endswith(EMBEDDINGS)]
+    tied = getattr(config, "tie_word_embeddings", None) is not False
+    total = 0
+    for name, shape in shapes.items():
+        if name.endswith(BUFFER_SUFFIXES) or (tied and name.endswith(TIED_HEADS) and shape in embeddings):
+            continue
+        total += torch.Size(shape).numel()
+    return total
+
+
+def local_headers(folder: Path) -> list[dict]:
+    """The safetensors headers of a local folder's top-level shards."""
+    headers = []
+    for file in sorted(folder.glob("*.safetensors")):
+        with open(file, "rb") as handle:
+            headers.append(json.loads(handle.read(int.from_bytes(handle.read(8), "little"))))
+    return headers
