@@ -140,3 +140,9 @@ def test_a_complete_snapshot_in_the_hub_cache_is_read_without_requests(hub, repo
         assert checkpoint.n_params == tiny("bert").num_parameters()
         table = score_model("tiny/bert")
     assert hub.requests == [] and table.equals(score_model(repos["tiny/bert"]))
+
+
+def test_tensors_that_touch_in_the_file_come_in_one_request(hub):
+    score_model("tiny/bert")  # 2 layers; key.bias, key.weight, query.bias, query.weight lie next to each other
+    reads = [r for m, p, r in hub.requests if m == "GET" and p.endswith("model.safetensors")]
+    assert len(reads) == 2 + 2  # the header length, the header, then one range per layer

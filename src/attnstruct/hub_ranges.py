@@ -147,7 +147,7 @@ class RemoteSafetensors:
                     self._where[name] = (file, info, data_start)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-range")
         self._pending: dict[str, Future] = {}
-        self._queue: list[str] = []
+        self._queue: list[tuple[str, ...]] = []
         self._window = 2 * workers
 
     def _header(self, file: str) -> tuple[dict, int]:
@@ -165,13 +165,12 @@ class RemoteSafetensors:
     def names(self) -> list[str]:
         return list(self._where)
 
-    def _load(self, name: str) -> torch.Tensor:
-        file, info, data_start = self._where[name]
-        begin, end = info["data_offsets"]
+    def _tensor(self, name: str, data: bytes) -> torch.Tensor:
+        """Tensor ``name`` from its bytes, checked against its dtype and shape."""
+        info = self._where[name][1]
         dtype = DTYPES.get(info["dtype"])
         if dtype is None:
             raise ExtractionError(f"tensor {name} has dtype {info['dtype']}, which attnstruct cannot read")
-        data = self.reader.read(file, data_start + begin, data_start + end)
         shape = [int(n) for n in info["shape"]]
         expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
         if len(data) != expected:
@@ -180,25 +179,49 @@ class RemoteSafetensors:
             return torch.empty(shape, dtype=dtype)
         return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
+    def _load(self, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
+        """Tensors that lie next to each other in one file (:meth:`_groups`), in one range read."""
+        file, _, data_start = self._where[names[0]]
+        offsets = {n: self._where[n][1]["data_offsets"] for n in names}
+        start, end = min(b for b, _ in offsets.values()), max(e for _, e in offsets.values())
+        data = self.reader.read(file, data_start + start, data_start + end)
+        return {n: self._tensor(n, data[b - start : e - start]) for n, (b, e) in offsets.items()}
+
+    def _groups(self, names: list[str]) -> list[tuple[str, ...]]:
+        """``names`` in order, consecutive ones merged when their bytes touch in the same file (a bias and its
+        weight, say): one request and one cache file for each group."""
+        groups: list[list[str]] = []
+        span = None  # (file, begin, end) of the last group
+        for name in names:
+            file, info, _ = self._where[name]
+            begin, end = info["data_offsets"]
+            if span and span[0] == file and (begin == span[2] or end == span[1]):
+                groups[-1].append(name)
+                span = (file, min(begin, span[1]), max(end, span[2]))
+            else:
+                groups.append([name])
+                span = (file, begin, end)
+        return [tuple(g) for g in groups]
+
     def prefetch(self, names: list[str]) -> None:
         """Read ``names`` in the background, in this order, at most ``2 * workers`` tensors ahead of :meth:`get`
         (so memory holds a few layers, not the model)."""
-        self._queue = [n for n in names if n in self._where]
+        self._queue = self._groups([n for n in dict.fromkeys(names) if n in self._where])
         self._refill()
 
     def _refill(self) -> None:
         while self._queue and len(self._pending) < self._window:
-            name = self._queue.pop(0)
-            if name not in self._pending:
-                self._pending[name] = self._pool.submit(self._load, name)
+            group = self._queue.pop(0)
+            future = self._pool.submit(self._load, group)
+            self._pending.update(dict.fromkeys(group, future))
 
     def get(self, name: str) -> torch.Tensor:
         """One tensor, from a prefetch when one was started."""
         future = self._pending.pop(name, None)
-        if future is None and name in self._queue:
-            self._queue.remove(name)
+        if future is None:
+            self._queue = [g for g in self._queue if name not in g]
         self._refill()
-        return future.result() if future is not None else self._load(name)
+        return future.result()[name] if future is not None else self._load((name,))[name]
 
     def close(self) -> None:
         self._queue.clear()
