@@ -163,7 +163,7 @@ for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     ax.set_ylabel("this sweep")
     ax.set_title(var)
     if table.empty:
-        ax.text(0, 0, "no scored model is\nin the authors' list", ha="center", va="center")
+        ax.text(-0.5, 0.5, "no scored model is\nin the authors' list", ha="center", va="center")
 if not table.empty:
     axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 plotting.savefig(fig, figures_dir / "08_agreement")
