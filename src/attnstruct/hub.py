@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig, family_of
-from .hub_ranges import RangeReader, RemoteSafetensors, _classify
+from .hub_ranges import RangeReader, RemoteSafetensors, hub_error
 from .results import write_atomically
 
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?)(?:@(?P<revision>[\w./-]+))?$")
@@ -142,7 +142,7 @@ def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, lis
     try:
         info = HfApi(endpoint=settings.endpoint, token=settings.token).model_info(repo, revision=revision)
     except Exception as err:
-        raise _classify(err, f"{repo}@{revision}") from None
+        raise hub_error(err, f"{repo}@{revision}") from None
     files = sorted(s.rfilename for s in info.siblings or [])
     write_atomically(manifests / f"{info.sha}.json", lambda tmp: Path(tmp).write_text(json.dumps({"files": files})))
     write_atomically(ref, lambda tmp: Path(tmp).write_text(info.sha))
@@ -174,7 +174,7 @@ def _download(settings: HubSettings, repo: str, commit: str, file: str) -> Path:
     except Exception as err:
         if settings.offline:
             raise ExtractionError(f"offline: {repo}/{file} is not in the cache and HF_HUB_OFFLINE is set") from None
-        raise _classify(err, f"{repo}/{file}") from None
+        raise hub_error(err, f"{repo}/{file}") from None
 
 
 def _config(settings: HubSettings, repo: str, commit: str, files: list[str]) -> JsonConfig:

@@ -94,7 +94,7 @@ class RangeReader:
         except ExtractionError:
             raise
         except Exception as err:
-            raise _classify(err, f"{self.repo}/{file}") from None
+            raise hub_error(err, f"{self.repo}/{file}") from None
         if response.status_code != 206 and len(data) > end - start:
             data = data[start:end]  # a server that ignores Range sends the whole file
         with self._lock:
@@ -106,7 +106,7 @@ class RangeReader:
         return data
 
 
-def _classify(err: BaseException, what: str) -> ExtractionError:
+def hub_error(err: BaseException, what: str) -> ExtractionError:
     """One-line error for a failed hub request: not found, gated, truncated transfer, unreachable."""
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 

@@ -1,6 +1,6 @@
 """Result datasets: provenance attrs, atomic netCDF writes (``engine="h5netcdf"``), loading.
 
-Every dataset the project writes carries these attrs (``design.md``), all plain strings or numbers
+Every dataset the project writes carries these attrs (README, "Use the package"), all plain strings or numbers
 because netCDF attrs cannot hold dicts, booleans or None:
 
 ``score_convention``  ``"paper"`` or ``"raw"`` and ``score_convention_definition``, the formulas;

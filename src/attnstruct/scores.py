@@ -1,6 +1,6 @@
 r"""The paper's two scores of a query-key matrix, from the matrix or from its factors.
 
-Definitions (``design.md``; Saponati et al. 2025, the convention of their plots and tables):
+Definitions (Saponati et al. 2025, section 2; the convention of their plots and tables):
 
 * **symmetry** of ``M`` (``d x d``), with ``M_s = (M + M^T)/2`` and ``M_n = (M - M^T)/2``::
 
