@@ -66,7 +66,7 @@ missing = [e.name for e in entries if not zoo.is_fetched(e.name, cache_dir)]
 if missing:
     raise RuntimeError(f"not fetched yet: {missing}; run: attnstruct fetch-models {' '.join(missing)}")
 checkpoints = [(e.name, zoo.path(e.name, cache_dir), e.role) for e in entries]
-n_params = {e.name: e.n_params for e in entries}  # floating-point tensors in the file, as recorded in the registry
+n_params = {e.name: e.n_params for e in entries}  # parameters stored in the file (attnstruct.extract.count_parameters), as the registry records them
 for name, path, role in local_models:
     if role not in ("encoder", "decoder", "encoder-decoder"):
         raise ValueError(f"local model {name}: role must be encoder, decoder or encoder-decoder, not {role!r}")
@@ -141,8 +141,10 @@ plt.show()
 # %% [markdown]
 # With the core set, the two encoder stacks (MiniLM-L6, Whisper-base's encoder) have median symmetry of
 # about +0.49 and the two decoder stacks (SmolLM2-135M, Whisper-base's decoder) about +0.09 (table above).
-# That is the paper's ordering, and close to its typical values: a median of medians of +0.47 for its
-# language encoders and +0.07 for its language decoders, in the project's digest.
+# That is the paper's ordering (section 4, the pretrained language-model figures), and close to its typical
+# values: in the authors' reported scores (`pretrained.reference_table()`,
+# `src/attnstruct/reference/paper_reported_pretrained.csv`) the median of the per-model medians is +0.46 over
+# the language-encoder rows and +0.07 over the language-decoder rows.
 #
 # Read the symmetry panel first: it is the paper's central claim, and the one with a tight null
 # (notebook 03: about $\pm 0.01$ for unstructured matrices of these widths). Directionality has a null spread of
@@ -212,7 +214,8 @@ plt.show()
 #
 # An encoder-decoder model has all three kinds of attention, trained together on the same data. The
 # paper plotted Whisper's encoders and computed, but did not plot, its decoders; it scored MusicGen's
-# cross-attention as if it were decoder self-attention (digest section 2.6).
+# cross-attention as if it were decoder self-attention (the `cross_attention_not_self` caveat of the MusicGen
+# rows of the authors' reported scores, explained in `paper_comparison.CAVEAT_EXPLANATIONS`).
 
 # %%
 both = [m for m in dataset.model.values if str(dataset.role.sel(model=m).values) == "encoder-decoder"]

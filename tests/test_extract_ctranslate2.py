@@ -364,3 +364,14 @@ def test_missing_variable(tmp_path, model):
     del variables["decoder/layer_1/attention/linear_1/weight"]
     write_ct2(tmp_path / "model.bin", variables)
     _raises_one_line(tmp_path, "variable decoder/layer_1/attention/linear_1/weight missing")
+
+
+def test_the_container_reader_is_importable_from_the_whisper_reader(model, tmp_path):
+    """The split keeps ``ctranslate2_reader.read_header`` (parameter counts, the zoo) working."""
+    from attnstruct.extract import ctranslate2_format, ctranslate2_reader
+
+    assert ctranslate2_reader.read_header is ctranslate2_format.read_header
+    assert ctranslate2_reader.read_ctranslate2 is ctranslate2_format.read_ctranslate2
+    write_ct2(tmp_path / "model.bin", whisper_variables(model))
+    header = ctranslate2_reader.read_header(tmp_path)
+    assert header.spec == "WhisperSpec" and header.variables["encoder/num_heads"].shape == ()

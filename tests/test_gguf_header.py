@@ -12,7 +12,7 @@ from gguf import GGUFValueType as VT
 from gguf.quants import dequantize
 
 from attnstruct import zoo
-from attnstruct.extract import ExtractionError, gguf_reader
+from attnstruct.extract import ExtractionError, count_parameters, gguf_reader
 from attnstruct.extract.gguf_header import read_gguf_header
 from attnstruct.extract.gguf_reader import gguf_blocks, gguf_info
 
@@ -134,7 +134,7 @@ def test_tensors_equal_gguf_reader(rich):
 
 def test_parameter_count_equals_gguf_reader(rich):
     counted = sum(int(t.n_elements) for t in gguf.GGUFReader(rich).tensors)
-    assert zoo.count_parameters(rich, "gguf") == counted == 12 * 64 + 4 * 64 + 8 * 64 + 64 + 12 * 64 + 12 * 64
+    assert count_parameters(rich) == counted == 12 * 64 + 4 * 64 + 8 * 64 + 64 + 12 * 64 + 12 * 64
 
 
 def cut_points(path) -> dict[str, tuple[int, str]]:
@@ -245,7 +245,7 @@ def test_real_gguf_file_reads_as_with_gguf_reader(monkeypatch):
     reader = gguf.GGUFReader(path)
     for tensor in reader.tensors:
         np.testing.assert_array_equal(header.raw(tensor.name), tensor.data)
-    assert zoo.count_parameters(path, "gguf") == sum(int(t.n_elements) for t in reader.tensors)
+    assert count_parameters(path) == sum(int(t.n_elements) for t in reader.tensors)
     info, blocks = gguf_info(path), list(gguf_blocks(path))
     monkeypatch.setattr(gguf_reader, "_open", lambda _: GGUFReaderHeader(reader))
     assert info == gguf_info(path)

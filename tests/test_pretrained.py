@@ -3,6 +3,8 @@
 The MiniLM test reads the checkpoint fetched by `make fetch` (`make test` runs it first).
 """
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -80,7 +82,50 @@ def test_wqk_corner_is_the_layer_matrix_block():
 
 
 def test_count_parameters_of_a_saved_model(tmp_path):
+    from attnstruct.extract import count_parameters
+
     model = build("bert")
     model.save_pretrained(tmp_path)
     floats = [p for p in model.state_dict().values() if p.is_floating_point()]
-    assert pretrained.count_parameters(tmp_path) == sum(p.numel() for p in floats)
+    assert count_parameters(tmp_path) == sum(p.numel() for p in floats) == model.num_parameters()
+
+
+def test_local_checkpoints_are_scored(tmp_path):
+    import transformers
+
+    config = transformers.ViTConfig(
+        hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64, image_size=16, patch_size=4
+    )
+    torch.manual_seed(0)
+    transformers.ViTModel(config).save_pretrained(tmp_path / "tiny-vit")
+    scored = pretrained.score_local_checkpoints([str(tmp_path / "tiny-vit"), ["named", tmp_path / "tiny-vit"]])
+    assert list(scored.model.values) == ["tiny-vit", "named"]
+    assert list(scored.role.values) == ["encoder", "encoder"]
+    assert scored.symmetry.sel(stack="encoder").notnull().all()
+    assert pretrained.score_local_checkpoints([]) is None
+    with pytest.raises(ValueError, match="same name"):
+        pretrained.score_local_checkpoints([tmp_path / "tiny-vit", tmp_path / "tiny-vit"])
+    with pytest.raises(ValueError, match="list of paths"):
+        pretrained.score_local_checkpoints(str(tmp_path / "tiny-vit"))
+    with pytest.raises(ValueError, match="path or a \\[name, path\\] pair"):
+        pretrained.score_local_checkpoints([["a", "b", "c"]])
+
+
+def test_a_causal_local_checkpoint_is_a_decoder(tmp_path):
+    build("gpt2").save_pretrained(tmp_path / "tiny-gpt2")
+    scored = pretrained.score_local_checkpoints([tmp_path / "tiny-gpt2"])
+    assert list(scored.role.values) == ["decoder"] and list(scored["stack"].values) == ["decoder"]
+    tensors = load_file(str(tmp_path / "tiny-gpt2" / "model.safetensors"))
+    assert float(scored.n_params[0]) == sum(t.size for t in tensors.values() if t.dtype.kind == "f")
+
+
+def test_reference_table_is_package_data():
+    from attnstruct.reference import reference_names, reference_path
+
+    assert reference_names() == ["paper_reported_pretrained.csv", "paper_training_dynamics.csv"]
+    assert pretrained.REFERENCE_CSV == reference_path("paper_reported_pretrained.csv")
+    assert pretrained.REFERENCE_CSV.parent.parent == Path(pretrained.__file__).parent
+    table = pretrained.reference_table()
+    assert {"model", "role", "symmetry_median", "caveats"} <= set(table.columns) and len(table) > 100
+    with pytest.raises(FileNotFoundError, match="no reference file 'missing.csv'.*paper_reported_pretrained"):
+        reference_path("missing.csv")

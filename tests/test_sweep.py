@@ -154,5 +154,6 @@ def test_the_readme_counts_the_papers_models_from_the_reference_table():
 
     n = len(sweep.read_model_list("paper"))
     assert (
-        f"the {n} distinct models of `data/reference/paper_reported_pretrained.csv`" in (ROOT / "README.md").read_text()
+        f"the {n} distinct models of `src/attnstruct/reference/paper_reported_pretrained.csv`"
+        in (ROOT / "README.md").read_text()
     )

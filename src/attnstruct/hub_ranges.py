@@ -23,6 +23,7 @@ import torch
 
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig
+from .extract.parameters import count_parameters
 from .results import write_atomically
 
 DTYPES = {
@@ -37,13 +38,8 @@ DTYPES = {
     "U8": torch.uint8,
     "BOOL": torch.bool,
 }
-FLOAT_DTYPES = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 REQUEST_TIMEOUT_S = 120  # huggingface_hub's client has none: a stalled server would hang the sweep
-# Names of float buffers that checkpoints store but ``model.num_parameters()`` does not count.
-BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".inv_freq", ".position_ids", "final_logits_bias")
-TIED_HEADS = ("lm_head.weight",)
-EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "shared.weight", "embed_in.weight")
 
 
 def _one_line(err: BaseException) -> str:
@@ -231,38 +227,6 @@ class RemoteSafetensors:
         self._pending.clear()
 
     def n_params(self) -> int:
-        """Parameters as ``model.num_parameters()`` counts them, from the headers alone (:func:`count_parameters`)."""
-        return count_parameters(self.headers.values(), self.config)
-
-
-def count_parameters(headers, config) -> int:
-    """Parameters as ``model.num_parameters()`` counts them, from safetensors headers (one dict per shard).
-
-    Floating-point tensors only (integer buffers such as ``position_ids`` are not parameters); float buffers
-    that some checkpoints store (GPT-2's causal ``attn.bias``, rotary ``inv_freq``, BART's ``final_logits_bias``)
-    are left out, and a stored ``lm_head.weight`` of a model with tied embeddings is counted once, with the
-    embedding.
-    """
-    shapes = {
-        name: info["shape"]
-        for header in headers
-        for name, info in header.items()
-        if name != "__metadata__" and info["dtype"] in FLOAT_DTYPES
-    }
-    embeddings = [shapes[n] for n in shapes if n.endswith(EMBEDDINGS)]
-    tied = getattr(config, "tie_word_embeddings", None) is not False
-    total = 0
-    for name, shape in shapes.items():
-        if name.endswith(BUFFER_SUFFIXES) or (tied and name.endswith(TIED_HEADS) and shape in embeddings):
-            continue
-        total += torch.Size(shape).numel()
-    return total
-
-
-def local_headers(folder: Path) -> list[dict]:
-    """The safetensors headers of a local folder's top-level shards."""
-    headers = []
-    for file in sorted(folder.glob("*.safetensors")):
-        with open(file, "rb") as handle:
-            headers.append(json.loads(handle.read(int.from_bytes(handle.read(8), "little"))))
-    return headers
+        """Parameters as ``model.num_parameters()`` counts them, from the headers alone
+        (:func:`attnstruct.extract.count_parameters`)."""
+        return count_parameters(self.headers.values(), config=self.config)

@@ -1,7 +1,9 @@
 """Scores of pretrained checkpoints as datasets, and the two checks of notebook 06.
 
-* :func:`score_checkpoint` scores every block of a checkpoint, per layer (sum over heads) and per head, into
-  a Dataset over ``(stack, layer[, head])``; :func:`combine` stacks several along ``model``.
+* :func:`score_checkpoint` scores every block of a checkpoint, per layer (sum over heads) and per head, through
+  the project's one scoring path (:func:`attnstruct.model_scores.score_blocks`, float64 on the CPU) into a
+  Dataset over ``(model=1, stack, layer, head)``; :func:`combine` stacks several along ``model``;
+  :func:`score_local_checkpoints` does both for a list of local folders (notebook 07).
 * :func:`summary` gives the paper's per-model statistic: median and quartiles over layers.
 * :func:`gqa_comparison` scores grouped-query models with the correct key-head pairing and with the
   authors' (query head ``h`` with key head ``h mod n_kv``).
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -18,38 +21,13 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from .block_scores import score_block
-from .extract import AttentionBlock, iter_blocks
+from .extract import AttentionBlock, count_parameters, iter_blocks
+from .model_scores import STACKS as STACK_ORDER
+from .model_scores import blocks_dataset, score_blocks
+from .reference import reference_path
 from .scores import factor_scores
 
-STACK_ORDER = ("encoder", "decoder", "cross")
-REFERENCE_CSV = Path(__file__).resolve().parents[2] / "data" / "reference" / "paper_reported_pretrained.csv"
-
-
-def count_parameters(path: str | Path) -> int:
-    """Stored floating-point parameters of a checkpoint file or folder (:func:`attnstruct.zoo.count_parameters`)."""
-    from .zoo import count_parameters as count_file
-
-    path = Path(path)
-    if path.is_file():
-        formats = {".safetensors": "safetensors-dir", ".gguf": "gguf", ".onnx": "onnx", ".bin": "ctranslate2"}
-        return count_file(path, formats.get(path.suffix, path.suffix))
-    if (path / "model.bin").is_file():
-        return count_file(path / "model.bin", "ctranslate2")
-    files = sorted(path.glob("*.safetensors")) + sorted(p for p in path.iterdir() if p.suffix in (".gguf", ".onnx"))
-    return sum(count_parameters(f) for f in files)
-
-
-def _block_scores(block: AttentionBlock) -> dict:
-    layer = score_block(block, precision="float64")
-    head = score_block(block, per_head=True, precision="float64")
-    return {
-        "symmetry": float(layer.symmetry),
-        "directionality": float(layer.directionality),
-        "head_symmetry": head.symmetry.numpy(),
-        "head_directionality": head.directionality.numpy(),
-        "n_kv_heads": block.n_kv_heads,
-    }
+REFERENCE_CSV = reference_path("paper_reported_pretrained.csv")
 
 
 def _blocks(source_or_blocks) -> Iterable[AttentionBlock]:
@@ -58,37 +36,18 @@ def _blocks(source_or_blocks) -> Iterable[AttentionBlock]:
 
 
 def scores_from_blocks(blocks: Iterable[AttentionBlock]) -> xr.Dataset:
-    """``symmetry``/``directionality`` over ``(stack, layer)`` and ``head_*`` over ``(stack, layer, head)``."""
-    rows = [(b.stack, b.layer, _block_scores(b), b.extras) for b in blocks]
-    stacks = [s for s in STACK_ORDER if any(r[0] == s for r in rows)]
-    n_layers = max(r[1] for r in rows) + 1
-    n_heads = max(len(r[2]["head_symmetry"]) for r in rows)
-    shape = (len(stacks), n_layers)
-    data = {k: np.full(shape, np.nan) for k in ("symmetry", "directionality", "n_kv_heads")}
-    heads = {k: np.full((*shape, n_heads), np.nan) for k in ("head_symmetry", "head_directionality")}
-    extras = {}
-    for stack, layer, values, extra in rows:
-        i = stacks.index(stack)
-        for k in data:
-            data[k][i, layer] = values[k]
-        for k in heads:
-            heads[k][i, layer, : len(values[k])] = values[k]
-        extras[stack] = sorted(set(extras.get(stack, [])) | set(extra))
-    ds = xr.Dataset(
-        {
-            **{k: (("stack", "layer"), v) for k, v in data.items()},
-            **{k: (("stack", "layer", "head"), v) for k, v in heads.items()},
-        },
-        coords={"stack": stacks, "layer": np.arange(n_layers), "head": np.arange(n_heads)},
-    )
-    ds["extras"] = ("stack", [",".join(extras[s]) for s in stacks])
-    return ds
+    """Per layer and per head, float64 on the CPU, over ``(stack, layer, head)``: ``symmetry``,
+    ``directionality``, ``n_kv_heads`` (float, NaN where a stack has fewer layers), ``head_symmetry``,
+    ``head_directionality`` and ``extras`` per stack (:func:`attnstruct.model_scores.blocks_dataset`)."""
+    table = score_blocks(blocks, per_head=True, precision="float64", device="cpu")
+    return blocks_dataset(table).drop_vars("n_heads")
 
 
 def score_checkpoint(source, *, name: str, role: str, n_params: int | None = None, blocks=None) -> xr.Dataset:
     """Scores of one checkpoint with a ``model`` dimension of length 1 and its metadata as coordinates.
 
     ``blocks``: the checkpoint's blocks if they were read already (a list), to avoid reading twice.
+    ``relative_depth`` (over ``layer``) is ``layer / (n_layers - 1)`` with ``n_layers`` the deepest stack's.
     """
     ds = scores_from_blocks(blocks if blocks is not None else iter_blocks(source))
     if n_params is None and not isinstance(source, torch.nn.Module):
@@ -142,8 +101,40 @@ def summary(ds: xr.Dataset) -> pd.DataFrame:
 
 
 def reference_table(path: str | Path | None = None) -> pd.DataFrame:
-    """The authors' reported per-model scores (``data/reference``); numbers reported by the paper, not ours."""
+    """The authors' reported per-model scores (``attnstruct/reference/paper_reported_pretrained.csv``, package
+    data; its README gives the columns); numbers reported by the paper, not ours."""
     return pd.read_csv(path or REFERENCE_CSV)
+
+
+def _local_entry(entry) -> tuple[str, Path]:
+    if isinstance(entry, (list, tuple)) and len(entry) == 2:
+        return str(entry[0]), Path(entry[1])
+    if isinstance(entry, (str, os.PathLike)):
+        return Path(entry).name, Path(entry)
+    raise ValueError(f"a local model must be a path or a [name, path] pair, got {entry!r}")
+
+
+def score_local_checkpoints(entries: Sequence) -> xr.Dataset | None:
+    """Scores of local checkpoints (:func:`combine` of :func:`score_checkpoint`), None if ``entries`` is empty.
+
+    Each entry is a checkpoint path (named after its folder) or a ``[name, path]`` pair; any source that
+    :func:`attnstruct.extract.iter_blocks` reads works (for vision: ViT, DeiT, BEiT, DINOv2, ViT-MAE folders).
+    The role is ``decoder`` if any block is causal, else ``encoder``. Nothing is downloaded.
+
+    Raises ``ValueError`` for one path instead of a list, an entry that is neither, or two entries of one name.
+    """
+    if isinstance(entries, (str, os.PathLike)):
+        raise ValueError("local_models must be a list of paths or [name, path] pairs, not one path")
+    scored = []
+    for entry in entries:
+        name, path = _local_entry(entry)
+        blocks = list(iter_blocks(path))
+        role = "decoder" if any(b.causal for b in blocks) else "encoder"
+        scored.append(score_checkpoint(path, name=name, role=role, blocks=blocks))
+    names = [ds.model.item() for ds in scored]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two local models have the same name: {names}; name them with [name, path] pairs")
+    return combine(scored) if scored else None
 
 
 def authors_gqa_pairing(block: AttentionBlock) -> AttentionBlock:

@@ -8,6 +8,8 @@ Layout of the output folder ``DIR``:
   one of :data:`FAILURE_KINDS`; the sweep goes on past them, and a rerun tries them again;
 * ``DIR/sweep.nc``: every scored model of the list along ``model`` (:func:`combine`).
 
+Each model is scored by the project's one scoring path (:func:`attnstruct.model_scores.score_blocks`) and its
+table turned into a dataset by :func:`attnstruct.model_scores.blocks_dataset` (:func:`model_dataset`).
 Models are scored in worker threads: fetching (network) and the products (torch, GIL released) overlap.
 """
 
@@ -27,17 +29,17 @@ import pandas as pd
 import xarray as xr
 from tqdm import tqdm
 
-from .block_scores import block_precision, resolve_device, score_block
+from .block_scores import block_precision, resolve_device
 from .checkpoints import Checkpoint, open_checkpoint
 from .extract import ExtractionError
 from .extract.families import FAMILY_BY_MODEL_TYPE
+from .model_scores import HEAD_MATRIX as _HEAD_MATRIX
+from .model_scores import LAYER_MATRIX, STACKS, blocks_dataset, score_blocks
 from .results import load_dataset, provenance_attrs, save_dataset, write_atomically
 from .scores import DEFAULT_NUM_STD
 
-STACKS = ("encoder", "decoder", "cross")
 FAILURE_KINDS = ("not found", "gated", "unsupported architecture", "truncated", "offline", "error")
-LAYER_MATRIX = "sum over heads of W_q^h W_k^h^T per attention block (d_model x d_model)"
-HEAD_MATRIX = "W_q^h W_k^h^T of each head (d_model x d_model), in head_symmetry/head_directionality"
+HEAD_MATRIX = f"{_HEAD_MATRIX}, in head_symmetry/head_directionality"
 
 
 class SweepError(ValueError):
@@ -102,31 +104,19 @@ def _role(stacks: Sequence[str]) -> str:
     return "encoder-decoder" if has_encoder and has_decoder else ("decoder" if has_decoder else "encoder")
 
 
-def model_dataset(
-    model: str, checkpoint: Checkpoint, rows: list[dict], heads: list[dict] | None, *, attrs: dict
-) -> xr.Dataset:
-    """Scores of one model over ``(model=1, stack, layer[, head])`` with its metadata as ``model`` coordinates."""
-    table = pd.DataFrame(rows)
-    stacks = [s for s in STACKS if s in set(table["stack"])]
-    n_layers = int(table["layer"].max()) + 1
-    shape = (1, len(stacks), n_layers)
-    data = {k: np.full(shape, np.nan) for k in ("symmetry", "directionality", "n_heads", "n_kv_heads")}
-    for r in rows:
-        for k in data:
-            data[k][0, stacks.index(r["stack"]), r["layer"]] = r[k]
-    variables = {k: (("model", "stack", "layer"), v) for k, v in data.items()}
-    if heads is not None:
-        n_heads = max(len(h["symmetry"]) for h in heads)
-        for var in ("symmetry", "directionality"):
-            values = np.full((*shape, n_heads), np.nan)
-            for h in heads:
-                values[0, stacks.index(h["stack"]), h["layer"], : len(h[var])] = h[var]
-            variables[f"head_{var}"] = (("model", "stack", "layer", "head"), values)
+def model_dataset(model: str, checkpoint: Checkpoint, table: pd.DataFrame, *, attrs: dict) -> xr.Dataset:
+    """Scores of one model over ``(model=1, stack, layer[, head])`` with its metadata as ``model`` coordinates.
+
+    ``table``: :func:`attnstruct.model_scores.score_blocks` of the model's blocks. Variables: ``symmetry``,
+    ``directionality``, ``n_heads``, ``n_kv_heads`` and, when it was scored per head, ``head_symmetry``,
+    ``head_directionality`` (:func:`attnstruct.model_scores.blocks_dataset`). Coordinates along ``model``:
+    ``role family model_type n_params source location revision bytes_fetched extras`` (``extras``: the sorted
+    union over blocks, ``;``-separated).
+    """
+    ds = blocks_dataset(table).drop_vars("extras").expand_dims(model=[model])
+    stacks = list(ds["stack"].values)
     family = FAMILY_BY_MODEL_TYPE.get(checkpoint.model_type)
     coords = {
-        "model": [model],
-        "stack": stacks,
-        "layer": np.arange(n_layers),
         "role": ("model", [_role(stacks)]),
         "family": ("model", [family.name if family else checkpoint.model_type]),
         "model_type": ("model", [checkpoint.model_type]),
@@ -135,55 +125,32 @@ def model_dataset(
         "location": ("model", [checkpoint.location]),
         "revision": ("model", [checkpoint.revision]),
         "bytes_fetched": ("model", [float(checkpoint.bytes_fetched())]),
-        "extras": ("model", [";".join(sorted({e for r in rows for e in r["extras"].split(",") if e}))]),
+        "extras": ("model", [";".join(sorted({e for x in table["extras"] for e in x.split(",") if e}))]),
     }
-    if heads is not None:
-        coords["head"] = np.arange(variables["head_symmetry"][1].shape[-1])
-    return xr.Dataset(variables, coords=coords, attrs=attrs)
+    ds = ds.assign_coords(coords)
+    ds.attrs = attrs
+    return ds
 
 
 def score_one(
     model: str, *, per_head: bool, num_std: float, precision: str, device, settings, bar_position=None, progress=False
 ) -> xr.Dataset:
-    """Open ``model`` (:func:`attnstruct.checkpoints.open_checkpoint`) and score every block on ``device``."""
-    rows, heads = [], [] if per_head else None
+    """Open ``model`` (:func:`attnstruct.checkpoints.open_checkpoint`) and score every block on ``device``.
+
+    Raises :class:`~attnstruct.extract.ExtractionError` (one line) when the model cannot be had or read.
+    """
     with open_checkpoint(model, settings=settings) as checkpoint:
-        blocks = tqdm(
+        table = score_blocks(
             checkpoint.blocks(),
+            per_head=per_head,
+            num_std=num_std,
+            precision=precision,
+            device=device,
+            progress=progress,
             total=checkpoint.n_blocks,
             desc=model[-40:],
-            unit="layer",
-            disable=not progress,
             position=bar_position,
-            leave=False,
         )
-        for block in blocks:
-            used = block_precision(block.w_q.shape[-1], precision)
-            s = score_block(block, num_std=num_std, precision=used, device=device)
-            rows.append(
-                {
-                    "stack": block.stack,
-                    "layer": block.layer,
-                    "symmetry": float(s.symmetry),
-                    "directionality": float(s.directionality),
-                    "n_heads": block.n_heads,
-                    "n_kv_heads": block.n_kv_heads,
-                    "extras": ",".join(block.extras),
-                    "precision": used,
-                }
-            )
-            if per_head:
-                h = score_block(block, per_head=True, num_std=num_std, precision=used, device=device)
-                heads.append(
-                    {
-                        "stack": block.stack,
-                        "layer": block.layer,
-                        "symmetry": h.symmetry.numpy(),
-                        "directionality": h.directionality.numpy(),
-                    }
-                )
-        if not rows:
-            raise ExtractionError("unsupported architecture: no attention blocks found")
         attrs = provenance_attrs(
             parameters={
                 "model": model,
@@ -194,9 +161,9 @@ def score_one(
             },
             scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
             num_std=num_std,
-            precision=",".join(sorted({r["precision"] for r in rows})),
+            precision=",".join(sorted(set(table["precision"]))),
         )
-        return model_dataset(model, checkpoint, rows, heads, attrs=attrs)
+        return model_dataset(model, checkpoint, table, attrs=attrs)
 
 
 def _strings_as_objects(ds: xr.Dataset) -> xr.Dataset:
@@ -330,32 +297,3 @@ def run_sweep(
         )
         result.path = save_dataset(combine(done, **attrs), out / "sweep.nc")
     return result
-
-
-def main_sweep(args, progress: bool = False) -> int:
-    """The ``attnstruct sweep`` command (arguments from :mod:`attnstruct.cli`)."""
-    import sys
-
-    from .block_scores import DeviceError
-    from .pipeline import PipelineError
-
-    try:
-        models = read_model_list(args.list)
-        result = run_sweep(
-            models,
-            args.out,
-            device=args.device,
-            per_head=args.per_head,
-            workers=args.workers,
-            num_std=args.num_std,
-            precision=args.precision,
-            progress=progress,
-        )
-    except (SweepError, DeviceError, ValueError) as err:
-        raise PipelineError(" ".join(str(err).split())) from None
-    print(
-        f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
-        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",
-        file=sys.stderr,
-    )
-    return 0

@@ -1,0 +1,145 @@
+"""The one scoring path: its table, its per-head rows, its datasets, and every caller getting the same numbers."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import xarray as xr
+from extract_models import build
+
+from attnstruct import pretrained, sweep
+from attnstruct.extract import ExtractionError, iter_blocks
+from attnstruct.model_scores import (
+    blocks_dataset,
+    head_rows,
+    layer_rows,
+    score_blocks,
+    score_model,
+    scores_dataset,
+)
+
+from reference import directionality_paper, symmetry_paper
+
+
+@pytest.fixture(scope="module")
+def whisper_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("whisper")
+    build("whisper").save_pretrained(folder)
+    return folder
+
+
+def test_one_row_per_block_with_layer_and_head_scores(whisper_dir):
+    blocks = list(iter_blocks(whisper_dir))
+    table = score_blocks(blocks, per_head=True, precision="float64", device="cpu")
+    assert len(table) == len(blocks)
+    assert list(table.columns) == [
+        "stack",
+        "layer",
+        "symmetry",
+        "directionality",
+        "n_heads",
+        "n_kv_heads",
+        "causal",
+        "extras",
+        "precision",
+        "head_symmetry",
+        "head_directionality",
+    ]
+    assert list(table["stack"]) == ["encoder"] * 2 + ["decoder"] * 2 + ["cross"] * 2
+    for block in blocks:
+        row = table[(table["stack"] == block.stack) & (table["layer"] == block.layer)].iloc[0]
+        q, k = block.w_q.double(), block.w_k.double()
+        layer = sum(q[h].T @ k[h] for h in range(block.n_heads)).numpy()
+        assert row.symmetry == pytest.approx(symmetry_paper(layer), abs=1e-10)
+        assert row.directionality == pytest.approx(directionality_paper(layer), abs=1e-10)
+        assert row.head_symmetry.shape == (block.n_heads,) and row.causal == block.causal
+        head = (q[1].T @ k[1]).numpy()
+        assert row.head_symmetry[1] == pytest.approx(symmetry_paper(head), abs=1e-10)
+
+
+def test_head_rows_and_layer_rows(whisper_dir):
+    table = score_model(whisper_dir, per_head=True)
+    heads = head_rows(table)
+    assert list(heads.columns[:5]) == ["stack", "layer", "head", "symmetry", "directionality"]
+    assert len(heads) == int(table["n_heads"].sum())
+    first = heads[(heads["stack"] == "cross") & (heads["layer"] == 1)]
+    np.testing.assert_array_equal(first["symmetry"], table.iloc[-1].head_symmetry)
+    assert list(first["head"]) == list(range(int(table.iloc[-1].n_heads)))
+    pd.testing.assert_frame_equal(layer_rows(table), score_model(whisper_dir), check_exact=True)
+    with pytest.raises(ValueError, match="no per-head scores"):
+        head_rows(score_model(whisper_dir))
+
+
+def test_no_blocks_is_an_unsupported_architecture():
+    with pytest.raises(ExtractionError, match="unsupported architecture: the checkpoint holds no attention blocks"):
+        score_blocks([])
+    assert sweep.failure_kind("unsupported architecture: the checkpoint holds no attention blocks") == (
+        "unsupported architecture"
+    )
+
+
+def hand_table(per_head):
+    """Two encoder layers with 2 heads, three decoder layers with 3 heads: stacks of different depths and widths."""
+    rows = []
+    for stack, n_layers, n_heads in (("decoder", 3, 3), ("encoder", 2, 2)):
+        for layer in range(n_layers):
+            row = {
+                "stack": stack,
+                "layer": layer,
+                "symmetry": 0.1 * layer + (stack == "decoder"),
+                "directionality": -0.1 * layer,
+                "n_heads": n_heads,
+                "n_kv_heads": 1,
+                "causal": stack == "decoder",
+                "extras": "rotary" if stack == "decoder" else "q_bias,k_bias",
+                "precision": "float64",
+            }
+            if per_head:
+                row["head_symmetry"] = np.arange(n_heads) + 10.0 * layer
+                row["head_directionality"] = -np.arange(n_heads, dtype=float)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def test_blocks_dataset_pads_shorter_stacks_and_fewer_heads():
+    ds = blocks_dataset(hand_table(per_head=True))
+    assert list(ds["stack"].values) == ["encoder", "decoder"]
+    assert ds.symmetry.dims == ("stack", "layer") and ds.head_symmetry.dims == ("stack", "layer", "head")
+    assert ds.sizes == {"stack": 2, "layer": 3, "head": 3}
+    assert np.isnan(ds.symmetry.sel(stack="encoder", layer=2)) and ds.symmetry.sel(stack="decoder", layer=2) == 1.2
+    np.testing.assert_array_equal(ds.head_symmetry.sel(stack="encoder", layer=1), [10.0, 11.0, np.nan])
+    assert list(ds["extras"].values) == ["k_bias,q_bias", "rotary"]
+    assert "head" not in blocks_dataset(hand_table(per_head=False)).dims
+
+
+def test_the_score_file_layout():
+    table = hand_table(per_head=True)
+    ds = scores_dataset(table, source="x", per_head=False, num_std=2.0)
+    assert list(ds["stack"].values) == ["decoder", "encoder"] and set(ds.data_vars) == {
+        "symmetry",
+        "directionality",
+        "n_heads",
+        "n_kv_heads",
+    }
+    assert ds.n_heads.dtype == np.float64  # the encoder has no layer 2
+    heads = scores_dataset(table, source="x", per_head=True, num_std=2.0)
+    assert heads.symmetry.dims == ("stack", "layer", "head")
+    np.testing.assert_array_equal(heads.symmetry.sel(stack="decoder", layer=2), [20.0, 21.0, 22.0])
+    full = table[table["stack"] == "decoder"]
+    assert scores_dataset(full, source="x", per_head=False, num_std=2.0).n_heads.dtype == np.int64
+    assert "decoder 0: rotary" in ds.attrs["block_extras"]
+
+
+def test_every_caller_gets_the_same_numbers(whisper_dir):
+    """score_checkpoint (notebook 06), the sweep's per-model dataset and score_model are one computation."""
+    table = score_model(whisper_dir, per_head=True, precision="float64", device="cpu")
+    expected = blocks_dataset(table)
+    checkpoint = pretrained.score_checkpoint(whisper_dir, name="w", role="encoder-decoder").squeeze("model")
+    swept = sweep.score_one(
+        str(whisper_dir), per_head=True, num_std=2.0, precision="auto", device=torch.device("cpu"), settings=None
+    ).squeeze("model")
+    for var in ("symmetry", "directionality", "n_kv_heads", "head_symmetry", "head_directionality"):
+        xr.testing.assert_equal(checkpoint[var].reset_coords(drop=True), expected[var])
+        xr.testing.assert_equal(swept[var].reset_coords(drop=True), expected[var])
+    assert "n_heads" not in checkpoint and "extras" in checkpoint.data_vars
+    assert str(swept.role.values) == "encoder-decoder" and str(swept.extras.values) == "q_bias"
