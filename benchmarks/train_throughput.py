@@ -2,17 +2,18 @@
 
     .venv/bin/python benchmarks/train_throughput.py [--steps 5 --rounds 3 --warmup 2 --threads 1 --device cpu]
 
-At one configuration (default: the quick profile, 4 layers, d_model 128, 4 heads, batch 32 x seq 64, vocab
-4000) and for each objective ("mlm", "next-token") and dropout, times the optimiser step of
-:func:`attnstruct.training.train` (``batch_loss``, backward, gradient clipping, AdamW, schedule) and the same
-loop on ``transformers``' ``BertForMaskedLM`` / ``BertLMHeadModel`` (``is_decoder=True``, labels = inputs,
-shifted inside) built from a ``BertConfig`` of the same shape, with our initial weights copied in, the same
-batches (for mlm the same corrupted inputs, labels -100 off the selected positions), the same AdamW groups,
-clipping and schedule (``training.build_optimizer``). Batches are drawn before timing, for both. Rounds
-alternate the models so that a change in the machine's load hits all of them; the best round counts.
+At one configuration (default: 4 layers, d_model 128, 4 heads, batch 32 x seq 64, vocab 4000) and for each
+objective ("mlm", "next-token") and dropout, times the training loop's own optimiser step,
+:class:`attnstruct.engine.Step` (dropout seeding, autocast, the text task's summed loss, backward, gradient
+clipping, AdamW, schedule), on our model and on ``transformers``' ``BertForMaskedLM`` / ``BertLMHeadModel``
+(``is_decoder=True``, labels = inputs, shifted inside) built from a ``BertConfig`` of the same shape, with our
+initial weights copied in, the same batches (for mlm the same corrupted inputs, labels -100 off the selected
+positions), the same AdamW groups, clipping and schedule (``engine.build_optimizer``): for HF the step's
+objective is the model's own mean loss. Batches are drawn before timing, for both. Rounds alternate the models
+so that a change in the machine's load hits all of them; the best round counts.
 
 Prints tokens per second (batch x seq_len per step), the ratio ours / HF (sdpa attention, the default) against
-the goal of 1.5x, and the time of ``training.record_scores`` per call as a percentage of ``log_every``
+the goal of 1.5x, and the time of ``records.record_scores`` per call as a percentage of ``log_every``
 training steps (goal <= 2%).
 """
 
@@ -24,14 +25,14 @@ from dataclasses import replace
 
 import torch
 
-from attnstruct import corpus, training
-from attnstruct.transformer import count_parameters
+from attnstruct import engine, records, text
+from attnstruct.extract import count_parameters
 
 GOAL_SPEED = 1.5
 GOAL_LOGGING = 2.0  # percent
 
 
-def bert_config(config: training.TrainConfig, vocab_size: int, attn: str):
+def bert_config(config: text.TextConfig, vocab_size: int, attn: str):
     from transformers import BertConfig
 
     return BertConfig(
@@ -83,7 +84,7 @@ def copy_weights(ours, hf) -> None:
     head.bias.copy_(ours.head_bias)
 
 
-def hf_labels(batch: training.Batch, causal: bool) -> torch.Tensor:
+def hf_labels(batch: text.Batch, causal: bool) -> torch.Tensor:
     if causal:  # HF shifts: position t predicts inputs[t + 1], a loss at every position but the last
         return batch.inputs
     labels = torch.full_like(batch.inputs, -100)
@@ -91,33 +92,36 @@ def hf_labels(batch: training.Batch, causal: bool) -> torch.Tensor:
     return labels
 
 
-class Runner:
-    """One model, its optimiser and schedule, and the training-loop step of ``training.train``."""
+class HFObjective:
+    """The HF model's own mean loss as the engine's ``runner(batch) -> (total, count)`` (count 1)."""
 
-    def __init__(self, name, config, model, batches, hf: bool):
-        self.name, self.config, self.model, self.batches, self.hf = name, config, model, batches, hf
-        self.optimizer, self.scheduler = training.build_optimizer(config, model)
-        self.labels = [hf_labels(b, config.causal) for b in batches] if hf else None
+    def __init__(self, model, labels: dict):
+        self.model, self.labels = model, labels
+
+    def __call__(self, batch):
+        return self.model(input_ids=batch.inputs, labels=self.labels[id(batch)]).loss, 1
+
+
+class Runner:
+    """One model, its optimiser and schedule, and the engine's training step (:class:`attnstruct.engine.Step`)."""
+
+    def __init__(self, name, task, model, batches, hf: bool):
+        config = task.config
+        self.name, self.batches = name, batches
+        optimizer, scheduler = engine.build_optimizer(config, model)
+        if hf:
+            objective = HFObjective(model, {id(b): hf_labels(b, config.causal) for b in batches})
+        else:
+            objective = engine.Objective(task, model)
+        self.step_once = engine.Step(objective, model, optimizer, scheduler, config, batches[0].inputs.device)
         self.running_loss = torch.zeros((), device=batches[0].inputs.device)
         self.step_count = 0
         self.best = float("inf")
         model.train()
 
     def step(self) -> None:
-        index = self.step_count % len(self.batches)
         self.step_count += 1
-        batch = self.batches[index]
-        torch.manual_seed(training.seeded_generator(self.config.seed, self.step_count, 1).initial_seed())  # dropout
-        if self.hf:
-            loss = self.model(input_ids=batch.inputs, labels=self.labels[index]).loss
-        else:
-            loss = training.batch_loss(self.model, batch, self.config.causal, len(batch.targets))
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
-        self.optimizer.step()
-        self.scheduler.step()
-        self.running_loss += loss.detach()
+        self.running_loss += self.step_once(self.batches[(self.step_count - 1) % len(self.batches)], self.step_count)
 
     def timed(self, steps: int, sync) -> float:
         sync()
@@ -157,18 +161,18 @@ def main():
     transformers.logging.set_verbosity_error()
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    data = corpus.load_tokens("shakespeare", args.vocab)
     n_steps = args.warmup + args.rounds * args.steps
-    base = training.TrainConfig(
+    base = text.TextConfig(
         d_model=args.d_model,
         n_layers=args.layers,
         n_heads=args.heads,
         batch_size=args.batch,
         seq_len=args.seq_len,
         vocab_size=args.vocab,
-        steps=max(training.TrainConfig.steps, n_steps),
+        steps=max(text.TextConfig.steps, n_steps),
         device=args.device,
     )
+    data = text.TextTask(base).data
     tokens = args.batch * args.seq_len
     print(
         f"config: {args.layers} layers, d_model {args.d_model}, {args.heads} heads, batch {args.batch} x seq "
@@ -184,15 +188,14 @@ def main():
     for objective in args.objectives:
         for dropout in args.dropout:
             config = replace(base, objective=objective, dropout=dropout)
+            task = text.TextTask(config)
+            task.prepare()  # the tokens, read from the cache, before timing
             start = time.perf_counter()
-            batches = [
-                training.make_batch(config, data, data.train, config.batch_size, config.seed, s)
-                for s in range(1, n_steps + 1)
-            ]
+            batches = [task.batch(s) for s in range(1, n_steps + 1)]
             batch_seconds.append((time.perf_counter() - start) / n_steps)
             batches = [b.to(device) for b in batches]
-            ours = training.build_model(config, data.vocab_size).to(device)
-            runners = [Runner("ours", config, ours, batches, hf=False)]
+            ours = task.build_model().to(device)
+            runners = [Runner("ours", task, ours, batches, hf=False)]
             for attn in args.hf_attn:
                 hf_class = BertLMHeadModel if config.causal else BertForMaskedLM
                 hf = hf_class(bert_config(config, data.vocab_size, attn)).to(device)
@@ -208,7 +211,7 @@ def main():
                     ours.train(), hf.train()
                 assert diff < 1e-3, f"HF {attn} logits differ from ours by {diff:.1e} with the same weights"
                 checked.append(diff)
-                runners.append(Runner(f"HF {attn}", config, hf, batches, hf=True))
+                runners.append(Runner(f"HF {attn}", task, hf, batches, hf=True))
             for runner in runners:
                 for _ in range(args.warmup):
                     runner.step()
@@ -224,7 +227,8 @@ def main():
         f"eval-mode logits agree to {max(checked):.0e}"
     )
     print(
-        f"batches drawn before timing for both: make_batch takes {1e3 * max(batch_seconds):.1f} ms per step "
+        f"batches drawn before timing for both: the task's batch(step) takes {1e3 * max(batch_seconds):.1f} ms "
+        "per step "
         f"(not in the figures)"
     )
     print()
@@ -237,14 +241,14 @@ def main():
         print(f"{objective:<11} {dropout:>7} {speeds[0]:>10,.0f} {cells} {ratio:>11.2f}x  {verdict}")
     print()
     log_every = base.log_every
-    print(f"score logging: training.record_scores per call vs {log_every} training steps (log_every), ours")
+    print(f"score logging: records.record_scores per call vs {log_every} training steps (log_every), ours")
     for objective, dropout, _, model in rows:
-        records = training.Records()
+        log = records.Records()
         per_call = float("inf")
         for _ in range(5):
             sync()
             start = time.perf_counter()
-            training.record_scores(model, records)
+            records.record_scores(model, log)
             per_call = min(per_call, time.perf_counter() - start)
         window = log_every * step_time[objective, dropout]
         percent = 100 * per_call / window

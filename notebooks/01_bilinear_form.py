@@ -61,7 +61,7 @@ import xarray as xr
 from transformers import BertConfig, BertModel
 
 import attnstruct as at
-from attnstruct import plotting, results, toys
+from attnstruct import pipeline, plotting, results, toys
 
 plotting.set_style()
 torch.manual_seed(seed)
@@ -274,9 +274,7 @@ print(f"W_q = W_k (layer 0 keys): sym {float(tied.symmetry):+.3f}, dir {float(ti
 # ## 5. Save the results
 
 # %%
-parameters = dict(
-    seed=seed, d_model=d_model, n_heads=n_heads, n_layers=n_layers, seq_len=seq_len, example_dim=example_dim
-)
+parameters = pipeline.notebook_parameters("01_bilinear_form", globals())
 dataset = xr.Dataset(
     {
         "symmetry": ("layer", [float(s.symmetry) for s in layer_scores]),

@@ -49,12 +49,13 @@ import numpy as np
 import torch
 import xarray as xr
 
+from attnstruct import copy_task, pipeline, plotting, results
 from attnstruct import gradient as G
-from attnstruct import plotting, results, toy_tasks
 
 plotting.set_style()
 torch.set_num_threads(1)
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+parameters = pipeline.notebook_parameters("02_gradient_structure", globals())  # recorded with the dataset
 if n_seeds < 1 or steps < every or seq_len % 2 or n_sequences < 1:
     raise ValueError("need n_seeds >= 1, steps >= every, an even seq_len and n_sequences >= 1")
 OBJECTIVES = {"bidirectional": plotting.ENCODER_COLOR, "causal": plotting.DECODER_COLOR}
@@ -107,8 +108,8 @@ for objective in OBJECTIVES:
 roles = {}
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
 for ax, objective in zip(axes, OBJECTIVES, strict=True):
-    tokens = toy_tasks.repeated_sequences(2000, seq_len, vocab, zipf, gen)
-    _, _, predict_o, mask_o = toy_tasks.batch_for(objective, tokens, vocab, mask_rate, gen)
+    tokens = copy_task.repeated_sequences(2000, seq_len, vocab, zipf, gen)
+    _, _, predict_o, mask_o = copy_task.batch_for(objective, tokens, vocab, mask_rate, gen)
     as_query, as_context = G.role_counts(predict_o, mask_o)
     roles[objective] = (as_query / len(tokens), as_context / len(tokens))
     positions = np.arange(seq_len)
@@ -142,9 +143,9 @@ plt.show()
 checkpoints = sorted({c for c in (1, 4, 16, 64, 256) if c < n_sequences} | {n_sequences})
 accumulated = {}
 for objective in OBJECTIVES:
-    model = toy_tasks.OneLayer(vocab, seq_len, d_model, factorised=False, gen=torch.Generator().manual_seed(seed))
-    data = toy_tasks.repeated_sequences(n_sequences, seq_len, vocab, zipf, torch.Generator().manual_seed(seed + 100))
-    accumulated[objective] = toy_tasks.accumulated_updates(
+    model = copy_task.OneLayer(vocab, seq_len, d_model, factorised=False, gen=torch.Generator().manual_seed(seed))
+    data = copy_task.repeated_sequences(n_sequences, seq_len, vocab, zipf, torch.Generator().manual_seed(seed + 100))
+    accumulated[objective] = copy_task.accumulated_updates(
         model, data, objective, checkpoints, mask_rate=mask_rate, gen=torch.Generator().manual_seed(seed + 200)
     )
 fig, axes = plt.subplots(1, 3, figsize=(15, 4))
@@ -186,35 +187,15 @@ runs = {}
 for objective in OBJECTIVES:
     for factorised in (False, True):
         for k in range(n_seeds):
-            runs[objective, factorised, seed + k] = toy_tasks.train(
-                objective,
-                factorised,
-                vocab=vocab,
-                seq_len=seq_len,
-                d=d_model,
-                steps=steps,
-                batch=batch,
-                lr=lr,
-                mask_rate=mask_rate,
-                zipf=zipf,
-                every=every,
-                seed=seed + k,
+            config = copy_task.CopyTaskConfig.from_params(
+                parameters, objective=objective, factorised=factorised, seed=seed + k, optimizer="adam"
             )
+            runs[objective, factorised, seed + k] = copy_task.train(config)
 sgd_runs = {
-    objective: toy_tasks.train(
-        objective,
-        False,
-        vocab=vocab,
-        seq_len=seq_len,
-        d=d_model,
-        steps=steps,
-        batch=batch,
-        lr=sgd_lr,
-        mask_rate=mask_rate,
-        zipf=zipf,
-        every=every,
-        seed=seed,
-        optimizer="sgd",
+    objective: copy_task.train(
+        copy_task.CopyTaskConfig.from_params(
+            parameters, objective=objective, factorised=False, lr=sgd_lr, optimizer="sgd"
+        )
     )
     for objective in OBJECTIVES
 }
@@ -258,12 +239,12 @@ for objective, rec in sgd_runs.items():
 # %% [markdown]
 # Compare the two colours in the middle panel. In this toy, masked LM drives $W_{qk}$ to strongly positive
 # symmetry, and next-token prediction does not; it may even go negative, as the paper's 4-layer decoders did
-# (digest section 4.6). Training the factors $W_q, W_k$ instead of $W_{qk}$ (dashed), or plain SGD instead of
+# (the paper's section 4, training from scratch). Training the factors $W_q, W_k$ instead of $W_{qk}$ (dashed), or plain SGD instead of
 # Adam (dotted, $W_{qk}$ as the parameter), does not change that ordering.
 # The printed values are the evidence: if a run disagrees, the text above is wrong for it.
 #
 # Directionality does not separate the objectives here: the two colours overlap, and they swing from run to
-# run. The paper's own training runs found the same (digest section 4.6). Column dominance is not a reliable
+# run. The paper's own training runs found the same (the paper's section 4, training from scratch). Column dominance is not a reliable
 # signature of the causal objective in this toy.
 #
 # ## 4. The assumption behind "bidirectional means symmetric"
@@ -334,21 +315,6 @@ dataset = xr.Dataset(
         "n_sequences": checkpoints,
         "position": np.arange(seq_len),
     },
-)
-parameters = dict(
-    seed=seed,
-    n_seeds=n_seeds,
-    vocab=vocab,
-    seq_len=seq_len,
-    d_model=d_model,
-    steps=steps,
-    batch=batch,
-    lr=lr,
-    sgd_lr=sgd_lr,
-    mask_rate=mask_rate,
-    zipf=zipf,
-    every=every,
-    n_sequences=n_sequences,
 )
 dataset.attrs = results.provenance_attrs(
     parameters=parameters,

@@ -47,7 +47,7 @@ import torch
 import xarray as xr
 
 import attnstruct as at
-from attnstruct import null, plotting, results, toys
+from attnstruct import null, pipeline, plotting, results, toys
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
@@ -269,16 +269,7 @@ print("median (layer - mean head) symmetry by theta:", np.round(difference.value
 # ## 6. Save
 
 # %%
-parameters = dict(
-    seed=seed,
-    d_models=d_models,
-    n_heads=n_heads,
-    n_draws=n_draws,
-    num_stds=num_stds,
-    sweep_d_model=sweep_d_model,
-    tying_heads=tying_heads,
-    tying_d_model=tying_d_model,
-)
+parameters = pipeline.notebook_parameters("03_scores", globals())
 invariants_ds = xr.Dataset.from_dataframe(invariants.rename_axis("transform")).rename(
     symmetry="invariant_symmetry", directionality="invariant_directionality"
 )

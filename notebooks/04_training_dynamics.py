@@ -15,7 +15,7 @@
 # # 04 · Symmetry and directionality emerge in training: encoder versus decoder, from scratch, on real text
 #
 # *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), section 4 ("custom models trained from
-# scratch"); the authors' numbers are in `paper-digest.md` section 4.6.*
+# scratch", and the training-dynamics figures).*
 #
 # Notebook 02 showed on a toy task why the objective shapes $W_{qk}$: a bidirectional loss makes every pair of
 # positions contribute to the gradient in both directions, an autoregressive loss in one direction only. Here we
@@ -30,9 +30,9 @@
 # two less cleanly: the authors' decoders were negative throughout, their encoders drifted negative too.
 #
 # **One correction.** The authors' decoder runs used the masked-LM data collator: only about 15% of positions
-# carried a next-token loss, and the inputs were corrupted with `[MASK]` tokens (`paper-digest.md` section
-# 4.6). Our decoder has a loss at every position and clean inputs, as a decoder is trained. The authors' variant
-# is available as the objective `"next-token-mlm-collator"` for comparison.
+# carried a next-token loss, and the inputs were corrupted with `[MASK]` tokens (this is in the authors' training
+# code, not in the paper's text). Our decoder has a loss at every position and clean inputs, as a decoder is
+# trained. The authors' variant is available as the objective `"next-token-mlm-collator"` for comparison.
 
 # %% tags=["parameters"]
 objectives = ["mlm", "next-token"]  # masked LM (bidirectional) and next-token prediction (causal)
@@ -55,6 +55,7 @@ clip = 1.0  # gradient-norm clipping
 mask_rate = 0.15  # masked-LM selection rate (80% [MASK], 10% random, 10% kept)
 vocab_size = 4000  # byte-level BPE vocabulary trained on the corpus
 corpus = "shakespeare"  # the packaged plays, or a path to a UTF-8 text file
+val_fraction = 0.05  # the last share of every play held out for validation
 log_every = 50  # record scores and training loss every this many steps
 eval_every = 250  # validation loss every this many steps
 eval_batches = 4  # held-out batches per validation
@@ -62,6 +63,7 @@ checkpoint_every = 500  # resumable checkpoints
 workers = 2  # runs trained side by side (processes)
 threads_per_worker = 1  # torch threads per process
 device = "cpu"  # "cpu", "cuda" or "auto"
+amp = False  # bfloat16 autocast on CUDA
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
 results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
@@ -75,7 +77,7 @@ import pandas as pd
 import xarray as xr
 
 from attnstruct import corpus as text_corpus
-from attnstruct import plotting, results, training
+from attnstruct import pipeline, plotting, results, text
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
@@ -85,31 +87,11 @@ LABELS = {
     "next-token": "decoder (next token)",
     "next-token-mlm-collator": "decoder, authors' collator",
 }
-run_settings = dict(
-    steps=steps,
-    batch_size=batch_size,
-    seq_len=seq_len,
-    d_model=d_model,
-    n_layers=n_layers,
-    n_heads=n_heads,
-    dropout=dropout,
-    norm=norm,
-    lr=lr,
-    warmup=warmup,
-    schedule=schedule,
-    weight_decay=weight_decay,
-    clip=clip,
-    mask_rate=mask_rate,
-    vocab_size=vocab_size,
-    corpus=corpus,
-    log_every=log_every,
-    eval_every=eval_every,
-    eval_batches=eval_batches,
-    checkpoint_every=checkpoint_every,
-    device=device,
-)  # what every run shares; runs differ in objective and seed only
+parameters = pipeline.notebook_parameters("04_training_dynamics", globals())  # recorded with the dataset
 configs = [
-    training.TrainConfig(objective=objective, seed=seed, **run_settings) for objective in objectives for seed in seeds
+    text.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
+    for objective in objectives
+    for seed in seeds
 ]  # every value is checked here: a bad parameter stops the notebook before any training
 
 # %% [markdown]
@@ -148,7 +130,7 @@ print(
 # DistributedDataParallel for the paper-scale profile (see the README).
 
 # %%
-dataset = training.train_many(
+dataset = text.train_many(
     configs, results_dir / "04_runs", workers=workers, threads_per_worker=threads_per_worker, cache=cache_dir
 )
 dataset = dataset.sel(init="bert", drop=True)
@@ -311,11 +293,11 @@ plotting.savefig(fig, figures_dir / "04_scores_per_head")
 #
 # The authors trained 4- and 12-layer BERT shapes for 200,000 steps on Jigsaw, Wikipedia and RedPajama, with
 # a batch of 256 sequences of up to 512 tokens; their "decoders" used the masked-LM collator. Their medians over
-# layers (`data/reference/paper_training_dynamics.csv`, recomputed from their repository) are drawn on their own
+# layers (`src/attnstruct/reference/paper_training_dynamics.csv`, recomputed from their repository) are drawn on their own
 # step axis; ours span far fewer steps and tokens, so compare directions and orders of magnitude, not curves.
 
 # %%
-reference = training.reference_dynamics()
+reference = text.reference_dynamics()
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
 for ax, score in zip(axes, ("symmetry", "directionality")):
     for (n_layers_ref, mode, name), group in reference.groupby(["n_layers", "mode", "dataset"]):
@@ -352,14 +334,7 @@ plotting.savefig(fig, figures_dir / "04_beside_the_authors")
 out = dataset.copy()
 out.attrs.update(
     results.provenance_attrs(
-        parameters=dict(
-            objectives=objectives,
-            seeds=seeds,
-            workers=workers,
-            threads_per_worker=threads_per_worker,
-            cache_dir=cache_dir,
-            **run_settings,
-        ),
+        parameters=parameters,
         scored_matrix=dataset.attrs["scored_matrix"],
         corpus=data.source,
         unigram_entropy=unigram_entropy,

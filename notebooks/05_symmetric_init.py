@@ -14,8 +14,8 @@
 # %% [markdown]
 # # 05 · Symmetric initialisation, with the confounds removed
 #
-# *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927); the authors' method and numbers are in
-# `paper-digest.md` section 4.7.*
+# *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), section 4: the symmetric initialisation and
+# its table of speed-ups.*
 #
 # If bidirectional training drives $W_{qk}$ towards symmetry (notebook 04), starting from a symmetric
 # $W_{qk}$ might save the encoder that part of the journey. The paper initialises $W_q^h = W_k^h$ in every head,
@@ -49,9 +49,14 @@ n_heads = 4  # attention heads per layer
 dropout = 0.0  # BERT uses 0.1; off in the quick profile
 norm = "post"  # "post" (BERT) or "pre" LayerNorm
 lr = 0.0005  # AdamW peak learning rate
-warmup = 100  # linear warm-up steps, then linear decay to 0
+warmup = 100  # linear warm-up steps
+schedule = "linear"  # after warm-up: linear decay to 0 at the last step, or "constant"
+weight_decay = 0.01  # AdamW weight decay (not on biases and LayerNorm)
+clip = 1.0  # gradient-norm clipping
+mask_rate = 0.15  # masked-LM selection rate (80% [MASK], 10% random, 10% kept)
 vocab_size = 2000  # byte-level BPE vocabulary
 corpus = "shakespeare"  # the packaged plays, or a path to a UTF-8 text file
+val_fraction = 0.05  # the last share of every play held out for validation
 log_every = 25  # scores and training loss every this many steps
 eval_every = 25  # validation loss every this many steps
 eval_batches = 2  # held-out batches per validation
@@ -63,6 +68,7 @@ survive_threshold = (
 workers = 2  # runs trained side by side (processes)
 threads_per_worker = 1  # torch threads per process
 device = "cpu"  # "cpu", "cuda" or "auto"
+amp = False  # bfloat16 autocast on CUDA
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
 results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
@@ -74,7 +80,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from attnstruct import factor_scores, plotting, results, speedup, training
+from attnstruct import factor_scores, pipeline, plotting, results, speedup, text
 from attnstruct.transformer import query_key_factors
 
 plotting.set_style()
@@ -85,13 +91,9 @@ if smoothing < 1 or not 0 <= survive_threshold < 1:
     raise ValueError("smoothing must be >= 1 and survive_threshold in [0, 1)")
 INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#7570b3"}
 OBJECTIVE_NAMES = {"mlm": "encoder (masked LM)", "next-token": "decoder (next token)"}
-run_settings = dict(
-    steps=steps, batch_size=batch_size, seq_len=seq_len, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
-    dropout=dropout, norm=norm, lr=lr, warmup=warmup, vocab_size=vocab_size, corpus=corpus, log_every=log_every,
-    eval_every=eval_every, eval_batches=eval_batches, checkpoint_every=checkpoint_every, device=device,
-)  # fmt: skip
+parameters = pipeline.notebook_parameters("05_symmetric_init", globals())  # recorded with the dataset
 configs = [
-    training.TrainConfig(objective=objective, init=init, seed=seed, **run_settings)
+    text.TextConfig.from_params(parameters, objective=objective, init=init, seed=seed)
     for objective in objectives
     for init in inits
     for seed in seeds
@@ -107,7 +109,7 @@ configs = [
 rows = []
 for init in inits:
     config = next(c for c in configs if c.init == init)
-    model = training.build_model(config, vocab_size)
+    model = text.build_model(config, vocab_size)
     layer = model.encoder.blocks[0].attention
     w_q, w_k = query_key_factors(model)
     sym = factor_scores(w_q, w_k).symmetry
@@ -132,7 +134,7 @@ init_table.round(4)
 # `eval_every` steps on the same held-out windows for every run.
 
 # %%
-dataset = training.train_many(
+dataset = text.train_many(
     configs, results_dir / "05_runs", workers=workers, threads_per_worker=threads_per_worker, cache=cache_dir
 )
 print(dict(dataset.sizes))
@@ -305,14 +307,11 @@ out.robust_speedup.attrs["long_name"] = (
 out.paper_speedup.attrs["long_name"] = "the authors' metric on the logged training loss (1 - index/rows)"
 out.attrs.update(
     results.provenance_attrs(
-        parameters=dict(
-            inits=inits, objectives=objectives, seeds=seeds, smoothing=smoothing, survive_threshold=survive_threshold,
-            workers=workers, threads_per_worker=threads_per_worker, cache_dir=cache_dir, **run_settings,
-        ),
+        parameters=parameters,
         scored_matrix=dataset.attrs["scored_matrix"],
         matched_control_keeps_speedup=str({k: "yes" if v else "no" for k, v in verdicts.items()}),
     )
-)  # fmt: skip
+)
 out.attrs["runs"] = dataset.attrs["runs"]
 results.save_dataset(out, results_dir / "05_symmetric_init.nc")
 out

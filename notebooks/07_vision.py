@@ -19,8 +19,8 @@
 #
 # The paper scores pretrained vision Transformers and finds the same split as in language: encoders trained
 # with bidirectional attention (ViT, DeiT, BEiT, DINO, MAE) have a median symmetry of $W_{qk}$ between about
-# +0.15 and +0.52; the one autoregressive image model, iGPT, between +0.11 and +0.18 (project digest,
-# section 4.4). None of those checkpoints can be installed on this project's machines, so this notebook
+# +0.15 and +0.52; the one autoregressive image model, iGPT, between +0.11 and +0.18 (the paper's vision
+# figures in section 4). None of those checkpoints can be installed on this project's machines, so this notebook
 # asks the question from scratch: one small vision Transformer, one set of images, one initialisation,
 # trained three ways.
 #
@@ -42,20 +42,27 @@ steps = 800  # AdamW steps per run
 batch_size = 32  # images per step
 lr = 0.001  # peak learning rate (linear warm-up, cosine decay)
 warmup = 100  # warm-up steps
+schedule = "cosine"  # after warm-up: "cosine" decay to 0, "linear" decay to 0, or "constant"
 weight_decay = 0.05  # AdamW weight decay (not on biases, LayerNorms and special tokens)
+clip = 1.0  # gradient-norm clipping
 mask_rate = 0.4  # share of patches masked by the masked objective
 d_model = 64  # embedding width
 n_layers = 4  # Transformer blocks
 n_heads = 4  # attention heads per block
+ffn_mult = 4  # feed-forward width as a multiple of d_model
+norm = "pre"  # "pre" LayerNorm (as ViT, BEiT, iGPT) or "post"
 patch_size = 2  # patch side in pixels (1: pixels as tokens, as iGPT)
 levels = 4  # grey levels of the pixel targets (masked and next-patch objectives)
 dropout = 0.0  # dropout in the blocks
 log_every = 50  # record scores every this many steps
 eval_every = 250  # validation loss every this many steps
+checkpoint_every = 500  # resumable checkpoints (runs kept in a folder only)
 source = "sklearn-digits"  # images: "sklearn-digits" (scikit-learn's load_digits) or "synthetic-digits"
 n_images = 1797  # images rendered by the synthetic source (load_digits has 1797)
+val_fraction = 0.2  # share of the images held out for validation (a fixed split)
 workers = 2  # runs trained side by side, one thread each
 device = "cpu"  # "cpu", "cuda" or "auto" (GPU runs are not bit-reproducible)
+amp = False  # bfloat16 autocast on CUDA
 local_models = []  # local vision checkpoints to score: folder paths, or [name, path] pairs
 results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
@@ -70,37 +77,19 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from attnstruct import plotting, pretrained, results
+from attnstruct import images as I
+from attnstruct import paper_comparison, pipeline, plotting, pretrained, results
 from attnstruct import vision as V
-from attnstruct.transformer import count_parameters
+from attnstruct.extract import count_parameters
 
 plotting.set_style()
 torch.set_num_threads(1)
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
 if not isinstance(n_seeds, int) or n_seeds < 1:
     raise ValueError(f"n_seeds must be a positive integer, got {n_seeds!r}")
+parameters = pipeline.notebook_parameters("07_vision", globals())  # recorded with the dataset
 configs = [
-    V.VisionConfig(
-        objective=objective,
-        seed=seed + k,
-        steps=steps,
-        batch_size=batch_size,
-        lr=lr,
-        warmup=warmup,
-        weight_decay=weight_decay,
-        mask_rate=mask_rate,
-        log_every=log_every,
-        eval_every=eval_every,
-        d_model=d_model,
-        n_layers=n_layers,
-        n_heads=n_heads,
-        dropout=dropout,
-        patch_size=patch_size,
-        levels=levels,
-        source=source,
-        n_images=n_images,
-        device=device,
-    )
+    V.VisionConfig.from_params(parameters, objective=objective, seed=seed + k)
     for objective in V.OBJECTIVES
     for k in range(n_seeds)
 ]
@@ -121,7 +110,7 @@ LABELS = {
 # scikit-learn's `load_digits` (1,797 handwritten digits, 8x8 pixels, 17 grey levels, shipped inside the
 # scikit-learn wheel, so nothing is downloaded) is the default image set. `source = "synthetic-digits"`
 # renders digits instead: a 5x7 bitmap font under random rotation, scale, shear, shift, stroke width,
-# contrast and noise, at the same size and grey levels (`attnstruct.vision.synthetic_digits`). Either way the
+# contrast and noise, at the same size and grey levels (`attnstruct.images.synthetic_digits`). Either way the
 # image set and its train/validation split are fixed, whatever the seed.
 #
 # Each image is cut into non-overlapping `patch_size` x `patch_size` patches in raster order (left to right,
@@ -129,10 +118,10 @@ LABELS = {
 # learned token: `[CLS]` for classification, the start of the image for the two generative objectives.
 
 # %%
-data = V.load_images(source, n_images, configs[0].val_fraction)
+data = I.load_images(source, n_images, val_fraction)
 print(f"{data.source}: {len(data.train_images)} training and {len(data.val_images)} validation images")
 example = configs[0]
-patches = V.patchify(data.train_images[:1], patch_size)
+patches = I.patchify(data.train_images[:1], patch_size)
 mask = V.random_patch_mask(1, patches.shape[1], mask_rate, torch.Generator().manual_seed(seed))
 fig, axes = plt.subplots(2, 8, figsize=(12, 3.4))
 for i, ax in enumerate(axes[0]):
@@ -142,8 +131,8 @@ grid = int(np.sqrt(patches.shape[1]))
 shown = {
     "image": data.train_images[0],
     f"{grid}x{grid} patches": data.train_images[0],
-    "masked input": V.unpatchify(torch.where(mask[..., None], torch.nan, patches), patch_size, 8, 8)[0],
-    f"{levels}-level targets": V.unpatchify(V.quantise(patches, levels).float() / (levels - 1), patch_size, 8, 8)[0],
+    "masked input": I.unpatchify(torch.where(mask[..., None], torch.nan, patches), patch_size, 8, 8)[0],
+    f"{levels}-level targets": I.unpatchify(I.quantise(patches, levels).float() / (levels - 1), patch_size, 8, 8)[0],
 }
 greys = plt.get_cmap("gray_r").copy()
 greys.set_bad(plotting.ENCODER_COLOR, 0.35)  # masked patches
@@ -318,7 +307,7 @@ print(statement)
 # is causal. Nothing is downloaded.
 
 # %%
-scored = V.score_local_checkpoints(local_models)
+scored = pretrained.score_local_checkpoints(local_models)
 if scored is None:
     local = pd.DataFrame()
     print("no local checkpoints given (parameter local_models)")
@@ -336,7 +325,7 @@ else:
 # come from models a thousand times larger, trained on millions of images.
 
 # %%
-reported = V.reported_vision(pretrained.reference_table())
+reported = paper_comparison.reported_vision(pretrained.reference_table())
 groups = [
     ("classify\n(ours)", "ours", "classify"),
     ("ViT, DeiT\n(paper)", "paper", "supervised (ViT, DeiT)"),
@@ -408,29 +397,6 @@ if scored is not None:
             directionality="checkpoint_directionality"
         )
     )
-parameters = dict(
-    seed=seed,
-    n_seeds=n_seeds,
-    steps=steps,
-    batch_size=batch_size,
-    lr=lr,
-    warmup=warmup,
-    weight_decay=weight_decay,
-    mask_rate=mask_rate,
-    d_model=d_model,
-    n_layers=n_layers,
-    n_heads=n_heads,
-    patch_size=patch_size,
-    levels=levels,
-    dropout=dropout,
-    log_every=log_every,
-    eval_every=eval_every,
-    source=source,
-    n_images=n_images,
-    workers=workers,
-    device=device,
-    local_models=local_models,
-)
 dataset.attrs = {
     **runs.attrs,
     **results.provenance_attrs(

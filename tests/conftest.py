@@ -11,6 +11,15 @@ from standin_hub import StandinHub
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's training runs (bit-reproducible on a CPU), restored afterwards."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -54,7 +54,7 @@ def test_context_masks_and_role_counts():
 
 
 def test_toy_sequences_and_accumulated_updates_are_reproducible():
-    from attnstruct import toy_tasks as T
+    from attnstruct import copy_task as T
 
     def run(seed):
         gen = torch.Generator().manual_seed(seed)
@@ -79,7 +79,7 @@ def test_toy_sequences_and_accumulated_updates_are_reproducible():
 
 
 def test_masked_lm_batches():
-    from attnstruct import toy_tasks as T
+    from attnstruct import copy_task as T
 
     tokens = T.repeated_sequences(30, 8, 16, 1.0, torch.Generator().manual_seed(0))
     ids, targets, predict, mask = T.batch_for("bidirectional", tokens, 16, 0.15, torch.Generator().manual_seed(1))
@@ -90,12 +90,16 @@ def test_masked_lm_batches():
 
 
 def test_toy_training_records_scores_and_is_reproducible():
-    from attnstruct import toy_tasks as T
+    from attnstruct import copy_task as T
 
-    kw = dict(vocab=16, seq_len=8, d=8, steps=10, batch=8, lr=1e-2, mask_rate=0.3, zipf=1.0, every=5, seed=0)
+    kw = dict(vocab=16, seq_len=8, d_model=8, steps=10, batch=8, lr=1e-2, mask_rate=0.3, zipf=1.0, every=5, seed=0)
     for factorised in (False, True):
-        rec = T.train("bidirectional", factorised, **kw)
+        rec = T.train(T.CopyTaskConfig(factorised=factorised, **kw))
         assert list(rec["step"]) == [0, 5, 10]
         assert all(-1 <= v <= 1 for v in rec["symmetry"]) and rec["wqk"].shape == (8, 8)
-    again = T.train("bidirectional", True, **kw)
+    again = T.train(T.CopyTaskConfig(factorised=True, **kw))
     assert (again["symmetry"] == rec["symmetry"]).all()
+    with pytest.raises(ValueError, match="unknown optimizer 'lbfgs'"):
+        T.CopyTaskConfig(optimizer="lbfgs")
+    with pytest.raises(ValueError, match="CopyTaskConfig needs the parameters factorised"):
+        T.CopyTaskConfig.from_params(kw, objective="causal", optimizer="adam")

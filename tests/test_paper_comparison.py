@@ -97,3 +97,12 @@ def test_describe_states_numbers_from_the_data():
 def test_every_caveat_of_the_reference_table_has_an_explanation():
     caveats = {c for cell in reference_table()["caveats"].dropna() for c in cell.split(";")}
     assert caveats <= set(pc.CAVEAT_EXPLANATIONS)
+
+
+def test_reported_vision_groups():
+    reported = pc.reported_vision(reference_table())
+    assert reported.caveats.isna().all() and (reported.family == "vision").all()
+    igpt = reported[reported.group == "autoregressive (iGPT)"]
+    assert len(igpt) == 3 and (igpt.role == "decoder").all() and (igpt.objective == "next-patch").all()
+    assert (reported[reported.objective.isin(["classify", "masked"])].role == "encoder").all()
+    assert "other" not in set(reported.group)

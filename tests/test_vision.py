@@ -8,7 +8,8 @@ import pytest
 import torch
 import xarray as xr
 
-from attnstruct import factor_scores, pretrained
+from attnstruct import factor_scores
+from attnstruct import images as I
 from attnstruct import vision as V
 from attnstruct.transformer import query_key_factors
 
@@ -26,60 +27,11 @@ TINY = dict(
 )
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(objective, **changes):
     return V.VisionConfig(objective=objective, **{**TINY, **changes})
-
-
-# ---------------------------------------------------------------------------------------------- images
-
-
-@pytest.mark.parametrize("p", [1, 2, 4, 8])
-def test_patchify_round_trip_and_layout(p):
-    images = torch.arange(3 * 64, dtype=torch.float32).reshape(3, 8, 8)
-    patches = V.patchify(images, p)
-    assert patches.shape == (3, (8 // p) ** 2, p * p)
-    assert torch.equal(V.unpatchify(patches, p, 8, 8), images)
-    # patch 1 is the second patch of the first row of patches, its pixels row-major
-    if p < 8:
-        assert torch.equal(patches[0, 1], images[0, :p, p : 2 * p].reshape(-1))
-
-
-def test_patchify_rejects_bad_input():
-    with pytest.raises(ValueError, match="does not divide"):
-        V.patchify(torch.zeros(2, 8, 8), 3)
-    with pytest.raises(ValueError, match="batch, height, width"):
-        V.patchify(torch.zeros(8, 8), 2)
-    with pytest.raises(ValueError, match="patches must be"):
-        V.unpatchify(torch.zeros(2, 15, 4), 2, 8, 8)
-
-
-def test_synthetic_digits_are_fixed_digit_like_images():
-    a = V.load_images("synthetic-digits", 300, 0.2)
-    b_images, b_labels = V.synthetic_digits(300, torch.Generator().manual_seed(V.DATA_SEED))
-    assert a.train_images.shape == (240, 8, 8) and a.val_images.shape == (60, 8, 8)
-    all_images = torch.cat([a.train_images, a.val_images])
-    assert all_images.min() >= 0 and all_images.max() <= 1
-    assert torch.equal(all_images * 16, (all_images * 16).round())  # 17 grey levels, as load_digits
-    assert sorted(torch.cat([a.train_labels, a.val_labels]).bincount().tolist()) == [30] * 10
-    assert torch.equal(b_labels.bincount(), torch.full((10,), 30))
-    # one class's mean image differs from another's: the classes are visible in the pixels
-    mean = torch.stack([b_images[b_labels == c].mean(0) for c in range(10)])
-    assert float((mean[1] - mean[0]).abs().sum()) > 3.0
-
-
-def test_quantise_levels():
-    values = torch.tensor([0.0, 0.24, 0.25, 0.5, 0.99, 1.0])
-    assert V.quantise(values, 4).tolist() == [0, 0, 1, 2, 3, 3]
-    with pytest.raises(ValueError, match="levels"):
-        V.quantise(values, 1)
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -115,7 +67,7 @@ def test_objectives_share_the_initial_trunk():
 def test_masked_inputs_hide_the_masked_patches():
     config = tiny("masked")
     model = V.build_model(config).eval()
-    data = V.load_images("synthetic-digits", config.n_images, config.val_fraction)
+    data = I.load_images("synthetic-digits", config.n_images, config.val_fraction)
     batch = V.training_batch(config, data, 1)
     assert batch.mask.any(1).all()
     scrambled = torch.where(batch.mask[..., None], torch.rand(batch.patches.shape), batch.patches)
@@ -223,34 +175,6 @@ def test_final_summary(tiny_runs):
     assert row.symmetry_median == pytest.approx(float(np.median(tiny_runs["masked"].symmetry.isel(step=-1))))
 
 
-def test_reported_vision_groups():
-    reported = V.reported_vision(pretrained.reference_table())
-    assert reported.caveats.isna().all() and (reported.family == "vision").all()
-    igpt = reported[reported.group == "autoregressive (iGPT)"]
-    assert len(igpt) == 3 and (igpt.role == "decoder").all() and (igpt.objective == "next-patch").all()
-    assert (reported[reported.objective.isin(["classify", "masked"])].role == "encoder").all()
-    assert "other" not in set(reported.group)
-
-
-def test_local_vit_checkpoint_is_scored(tmp_path):
-    import transformers
-
-    config = transformers.ViTConfig(
-        hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=64, image_size=16, patch_size=4
-    )
-    torch.manual_seed(0)
-    transformers.ViTModel(config).save_pretrained(tmp_path / "tiny-vit")
-    scored = V.score_local_checkpoints([str(tmp_path / "tiny-vit"), ["named", tmp_path / "tiny-vit"]])
-    assert list(scored.model.values) == ["tiny-vit", "named"]
-    assert list(scored.role.values) == ["encoder", "encoder"]
-    assert scored.symmetry.sel(stack="encoder").notnull().all()
-    assert V.score_local_checkpoints([]) is None
-    with pytest.raises(ValueError, match="same name"):
-        V.score_local_checkpoints([tmp_path / "tiny-vit", tmp_path / "tiny-vit"])
-    with pytest.raises(ValueError, match="list of paths"):
-        V.score_local_checkpoints(str(tmp_path / "tiny-vit"))
-
-
 # ---------------------------------------------------------------------------------------------- bad input
 
 
@@ -277,8 +201,6 @@ def test_bad_config_is_one_line_value_error(changes, message):
 def test_other_bad_input():
     with pytest.raises(ValueError, match="unknown vision training parameters: colour"):
         V.VisionConfig.from_dict({"colour": 1})
-    with pytest.raises(ValueError, match="unknown image source"):
-        V.load_images("cifar")
     with pytest.raises(ValueError, match="same objective and seed"):
         V.train_many([tiny("classify"), tiny("classify")], workers=1)
     with pytest.raises(ValueError, match="no runs"):
@@ -286,10 +208,3 @@ def test_other_bad_input():
     model = V.build_model(tiny("classify"))
     with pytest.raises(ValueError, match="patches must be"):
         model(torch.zeros(2, 16, 9))
-    with pytest.raises(ValueError, match="unknown"):
-        V.load_images("cifar")
-
-
-def test_sklearn_digits_are_the_real_images():
-    data = V.load_images("sklearn-digits")
-    assert len(data.train_images) + len(data.val_images) == 1797

@@ -1,11 +1,12 @@
 """Our scores of many models beside the values the paper's authors reported (notebook 08).
 
-The reference table (``data/reference/paper_reported_pretrained.csv``) gives, per model and role, the authors'
-median and quartiles over layers of both scores, and a ``caveats`` column that flags entries their extraction
-likely got wrong. :func:`agreement` pairs each of our (model, stack) summaries with the authors' row for the
-same model and role; :func:`largest_disagreements` ranks the pairs and attaches the known explanation.
-A row whose caveat says the authors scored decoder *cross*-attention is paired with our ``cross`` stack, so that
-like is compared with like.
+The reference table (``attnstruct/reference/paper_reported_pretrained.csv``, package data) gives, per model
+and role, the authors' median and quartiles over layers of both scores, and a ``caveats`` column that flags
+entries their extraction likely got wrong. :func:`reported_vision` groups the vision rows by how those
+models were trained (notebook 07). :func:`agreement` pairs each of our (model, stack) summaries with
+the authors' row for the same model and role; :func:`largest_disagreements` ranks the pairs and attaches the
+known explanation. A row whose caveat says the authors scored decoder *cross*-attention is paired with our
+``cross`` stack, so that like is compared with like.
 """
 
 from __future__ import annotations
@@ -136,3 +137,25 @@ def describe(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
             "None of the scored models is in the authors' list, so there is nothing to compare point by point."
         )
     return lines
+
+
+# The authors' vision models grouped by how they were trained (the reference table's names).
+REPORTED_GROUPS = (
+    ("supervised (ViT, DeiT)", "classify", ("google/vit-", "facebook/deit-")),
+    ("masked image modelling (BEiT, MAE, DiT)", "masked", ("microsoft/beit-", "facebook/vit-mae-", "microsoft/dit-")),
+    ("autoregressive (iGPT)", "next-patch", ("openai/imagegpt-",)),
+    ("other encoders (DINO, DINOv2, GIT, DETR)", None, ("facebook/dino", "microsoft/git-", "facebook/detr-")),
+)
+
+
+def reported_vision(reference: pd.DataFrame) -> pd.DataFrame:
+    """The vision rows of the authors' reported table without caveats, with a ``group`` and the matching
+    ``objective`` of :mod:`attnstruct.vision` (None for encoders trained otherwise). These are the paper's numbers."""
+    vision = reference[(reference.family == "vision") & reference.caveats.isna()].copy()
+    group, objective = [], []
+    for model in vision.model:
+        match = next((g for g in REPORTED_GROUPS if model.startswith(g[2])), ("other", None, ()))
+        group.append(match[0])
+        objective.append(match[1])
+    vision["group"], vision["objective"] = group, objective
+    return vision.reset_index(drop=True)

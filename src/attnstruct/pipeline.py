@@ -116,6 +116,21 @@ def declared_parameters(nb) -> dict[str, Any]:
     return params
 
 
+def notebook_parameters(name: str, namespace: dict[str, Any], root: str | os.PathLike | None = None) -> dict:
+    """The values in ``namespace`` (a notebook's ``globals()``) of every parameter that notebook ``name``
+    declares in its parameters cell, output folders left out: what its dataset records as ``parameters``.
+
+    The names come from the notebook's source, so a parameter added to the cell is recorded without a second
+    list to keep in step.
+    """
+    source = resolve_notebook(find_root(root or Path.cwd()), name)
+    names = [n for n in declared_parameters(read_notebook(source)) if n not in PATH_PARAMETERS]
+    missing = [n for n in names if n not in namespace]
+    if missing:
+        raise PipelineError(f"notebook {source.stem}: parameters {missing} are not defined in this namespace")
+    return {n: namespace[n] for n in names}
+
+
 def _kernel_environment(build_dir: Path) -> None:
     """Point the ``python3`` kernel at this interpreter, whatever kernelspecs the machine has (papermill#761)."""
     spec_dir = build_dir / ".jupyter" / "kernels" / KERNEL_NAME
@@ -132,7 +147,9 @@ def _kernel_environment(build_dir: Path) -> None:
         "display_name": "Python 3 (attnstruct)",
         "language": "python",
     }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1))
+    from .results import write_atomically
+
+    write_atomically(spec_dir / "kernel.json", lambda tmp: Path(tmp).write_text(json.dumps(spec, indent=1)))
     jupyter_path = str(build_dir / ".jupyter")
     existing = os.environ.get("JUPYTER_PATH", "")
     if jupyter_path not in existing.split(os.pathsep):
@@ -144,8 +161,9 @@ def _render_html(executed: Path, html: Path) -> None:
     from nbconvert import HTMLExporter
 
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
-    html.parent.mkdir(parents=True, exist_ok=True)
-    html.write_text(body, encoding="utf-8")
+    from .results import write_atomically
+
+    write_atomically(html, lambda tmp: Path(tmp).write_text(body, encoding="utf-8"))
 
 
 def run_notebook(

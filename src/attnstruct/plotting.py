@@ -16,6 +16,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 
+from .results import write_atomically
+
 ENCODER_COLOR = "#1f2f7a"  # navy
 DECODER_COLOR = "#7b2f9e"  # purple
 CROSS_COLOR = "#2a9d8f"  # teal, for encoder-decoder cross-attention
@@ -52,7 +54,8 @@ def set_style(context: str = "paper", font_scale: float = 1.2) -> None:
 
 
 def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
-    """Save ``fig`` as ``path`` with each suffix in ``formats``, with fixed metadata; returns the files written."""
+    """Save ``fig`` as ``path`` with each suffix in ``formats``, with fixed metadata, each file written atomically
+    (:func:`attnstruct.results.write_atomically`); returns the files written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -60,7 +63,7 @@ def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[s
         if fmt not in _METADATA:
             raise ValueError(f"unsupported figure format {fmt!r}; choose from {sorted(_METADATA)}")
         target = path.with_suffix(f".{fmt}")
-        fig.savefig(target, format=fmt, metadata=_METADATA[fmt])
+        write_atomically(target, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=_METADATA[fmt]))
         written.append(target)
     return written
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 import xarray as xr
 
+from ._version import __version__
 from .scores import CONVENTION_DESCRIPTIONS, DEFAULT_NUM_STD
 
 ENGINE = "h5netcdf"
@@ -94,8 +95,6 @@ def provenance_attrs(
     **extra: str | int | float,
 ) -> dict[str, str | int | float]:
     """The attrs every result dataset carries (see the module docstring)."""
-    from . import __version__
-
     if convention not in CONVENTION_DESCRIPTIONS:
         raise ValueError(f"unknown score convention {convention!r}")
     return {

@@ -1,7 +1,7 @@
 """How much sooner a treated run reaches the baseline's final loss: the paper's metric and a robust one.
 
-The paper's claim (``paper-digest.md`` section 4.7): a symmetric initialisation lets encoders reach the baseline's
-final loss up to 73% sooner. Its metric, reproduced by :func:`paper_speedup`:
+The paper's claim (section 4, the symmetric-initialisation table): a symmetric initialisation lets encoders
+reach the baseline's final loss up to 73% sooner. Its metric, reproduced by :func:`paper_speedup`:
 
 1. take the baseline's *last logged training loss* (no smoothing);
 2. find the first logged row where the treated run's training loss is below it;

@@ -1,7 +1,7 @@
 """A small BERT-like Transformer whose attention can be bidirectional (encoder) or causal (decoder).
 
-One definition serves both of the paper's training modes (``paper-digest.md`` section 4.6), so that the two
-runs differ only in the attention mask and the objective:
+One definition serves both of the paper's training modes (its section 4, models trained from scratch as
+encoders and as decoders), so that the two runs differ only in the attention mask and the objective:
 
 * post-LN blocks as BERT (``x = LN(x + Attn(x)); x = LN(x + FFN(x))``) or pre-LN blocks (``x = x + Attn(LN(x))``,
   a final LN), chosen by ``TransformerConfig.norm``;
@@ -163,10 +163,11 @@ class LanguageModel(nn.Module):
         return self.head(self.hidden(ids, causal))
 
 
-def init_bert_(module: nn.Module, std: float = 0.02) -> None:
-    """BERT's initialisation, in place: Linear/Embedding weights ``N(0, std)``, biases 0, LayerNorm ``(1, 0)``."""
+def init_bert_(module: nn.Module, std: float = 0.02, generator: torch.Generator | None = None) -> None:
+    """BERT's initialisation, in place: Linear/Embedding weights ``N(0, std)`` (drawn from ``generator``, else the
+    global RNG), biases 0, LayerNorm ``(1, 0)``."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
-        nn.init.normal_(module.weight, mean=0.0, std=std)
+        nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)
     if isinstance(module, nn.LayerNorm):
@@ -197,11 +198,6 @@ def query_key_factors(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         return weights.to("cpu", torch.float64).view(len(layers), n_heads, d_head, -1)
 
     return stack("query"), stack("key")
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Number of trainable parameters (tied weights counted once)."""
-    return sum(p.numel() for p in {id(p): p for p in model.parameters() if p.requires_grad}.values())
 
 
 def attention_scale(config: TransformerConfig) -> float:

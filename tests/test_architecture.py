@@ -1,0 +1,123 @@
+"""The house stays readable: modules of one job and modest size, an import graph without circles that only runs
+down the layers drawn in ``docs/architecture.md``, and docstrings that cite only what a reader can open."""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+PACKAGE = ROOT / "src" / "attnstruct"
+MAX_LINES = 420  # "about 400"
+ABSENT_DOCUMENTS = re.compile(r"paper-digest\.md|design\.md|local-checkpoints\.md|anchors\.md|target-layout|\bissue \d")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(module: str, node: ast.ImportFrom | ast.Import) -> list[str]:
+    """The attnstruct modules an import statement in ``module`` loads (names that are modules count as such)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names if alias.name.split(".")[0] == "attnstruct"]
+    if node.level:
+        package = module if MODULES[module].name == "__init__.py" else module.rsplit(".", 1)[0]
+        for _ in range(node.level - 1):
+            package = package.rsplit(".", 1)[0]
+        base = f"{package}.{node.module}" if node.module else package
+    elif node.module and node.module.split(".")[0] == "attnstruct":
+        base = node.module
+    else:
+        return []
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every attnstruct module's imports of other attnstruct modules, function-level imports included."""
+    graph = {}
+    for name, path in MODULES.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets.update(t for t in _resolve(name, node) if t in MODULES and t != name)
+        graph[name] = targets
+    return graph
+
+
+def layers() -> dict[str, int]:
+    """Layer of each module from the table in docs/architecture.md (``| N | module, module/ ... |``); a name
+    ending in ``/`` stands for a subpackage and all its modules."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = {}
+    for number, names in re.findall(r"^\| (\d+) \| ([^|]+) \|", text, re.M):
+        for entry in names.split(","):
+            table[entry.strip().strip("`")] = int(number)
+    return table
+
+
+def layer_of(module: str, table: dict[str, int]) -> int:
+    short = module.removeprefix("attnstruct.")
+    if short in table:
+        return table[short]
+    package = short.split(".")[0] + "/"
+    if package in table:
+        return table[package]
+    raise AssertionError(f"{module} is in no layer of docs/architecture.md")
+
+
+def test_the_import_graph_has_no_circle():
+    graph = import_graph()
+    state: dict[str, int] = {}
+
+    def visit(node, path):
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(target) :] + [target]))
+            if target not in state:
+                visit(target, path + [target])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+def test_every_import_runs_down_the_layers_of_the_architecture_map():
+    table = layers()
+    graph = import_graph()
+    upward = []
+    for module, targets in graph.items():
+        if module == "attnstruct" or module.endswith("__main__"):
+            continue  # the package's front door and `python -m attnstruct` sit above everything
+        for target in targets:
+            if target == "attnstruct":
+                upward.append(f"{module} imports the package root")
+            elif target.split(".")[:2] != module.split(".")[:2] and layer_of(target, table) > layer_of(module, table):
+                upward.append(f"{module} ({layer_of(module, table)}) -> {target} ({layer_of(target, table)})")
+    assert not upward, "imports that run back up: " + "; ".join(sorted(upward))
+
+
+def test_the_architecture_map_names_only_modules_that_exist():
+    known = {m.removeprefix("attnstruct.") for m in MODULES}
+    known |= {m.split(".")[1] + "/" for m in MODULES if m.count(".") > 1}
+    assert set(layers()) <= known, sorted(set(layers()) - known)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_modules_stay_small(module):
+    lines = MODULES[module].read_text().count("\n")
+    assert lines <= MAX_LINES, f"{module} has {lines} lines"
+
+
+def test_sources_cite_only_what_is_in_the_repository():
+    places = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.json"), *(ROOT / "notebooks").glob("*.py"), ROOT / "README.md"]
+    places += [*(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks").glob("*.py")]
+    cited = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in places for m in ABSENT_DOCUMENTS.finditer(p.read_text())]
+    assert not cited, cited

@@ -1,0 +1,146 @@
+"""The training engine, task-free: records, the last step, the training-loss divisor, RNG hygiene, reuse keys."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from attnstruct import engine, run_files, text
+from attnstruct import vision as V
+
+TINY = dict(
+    steps=25, batch_size=8, lr=3e-3, warmup=5, log_every=10, eval_every=20, checkpoint_every=10, d_model=16,
+    n_layers=2, n_heads=2, n_images=100,
+)  # fmt: skip
+
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def tiny(objective="masked", **changes) -> V.VisionConfig:
+    return V.VisionConfig(objective=objective, source="synthetic-digits", **{**TINY, **changes})
+
+
+def test_the_last_step_is_recorded_and_evaluated_when_steps_is_not_a_multiple_of_log_every():
+    ds = V.train(tiny())
+    assert list(ds.step.values) == [0, 10, 20, 25]
+    assert np.isfinite(ds.val_loss.sel(step=[0, 20, 25])).all() and np.isnan(ds.val_loss.sel(step=10))
+
+
+def test_train_loss_is_the_mean_over_the_steps_since_the_previous_record(monkeypatch):
+    losses = []
+    original = engine.Step.__call__
+
+    def keep(self, batch, step):
+        loss = original(self, batch, step)
+        losses.append(loss)
+        return loss
+
+    monkeypatch.setattr(engine.Step, "__call__", keep)
+    ds = V.train(tiny())
+    expected = [float(torch.stack(losses[a:b]).sum() / (b - a)) for a, b in ((0, 10), (10, 20), (20, 25))]
+    np.testing.assert_array_equal(ds.train_loss.values[1:], expected)
+    assert np.isnan(ds.train_loss.values[0])
+
+
+def test_building_a_model_leaves_the_global_rng_alone():
+    for build in (
+        lambda: text.build_model(text.TextConfig(d_model=32, n_heads=2, n_layers=1, seed=3), 300),
+        lambda: V.build_model(tiny(seed=3)),
+    ):
+        torch.manual_seed(123)
+        expected = torch.rand(3)
+        torch.manual_seed(123)
+        build()
+        assert torch.equal(torch.rand(3), expected)
+
+
+def test_training_leaves_the_global_rng_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    V.train(tiny(dropout=0.1, steps=5, log_every=5, eval_every=5))
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_a_finished_run_is_reused_with_a_notice_and_a_stale_one_is_trained_again(tmp_path, capsys, monkeypatch):
+    config = tiny(steps=10, eval_every=10)
+    first = V.train(config, tmp_path)
+    assert "notice" not in capsys.readouterr().out
+    again = V.train(config, tmp_path)
+    assert "reusing the finished run" in capsys.readouterr().out
+    xr.testing.assert_identical(first, again)
+    monkeypatch.setattr(run_files, "code_digest", lambda: "other code")
+    retrained = V.train(config, tmp_path)
+    assert "made by other attnstruct code" in capsys.readouterr().out
+    assert retrained.attrs["run_key"] != first.attrs["run_key"]
+    xr.testing.assert_equal(retrained, first)  # the same code path, so the same numbers
+    with pytest.raises(ValueError, match=r"other parameters \(lr\)"):
+        V.train(dataclasses.replace(config, lr=1e-4), tmp_path)
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_a_checkpoint_written_by_other_code_is_set_aside(tmp_path, capsys, monkeypatch):
+    config = tiny(steps=20, eval_every=20)
+
+    def stop(step, model):
+        if step == 15:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        V.train(config, tmp_path, callback=stop)
+    assert (tmp_path / run_files.CHECKPOINT_FILE).is_file()
+    steps = []
+    V.train(config, tmp_path, callback=lambda step, model: steps.append(step))
+    assert steps[0] == 11  # resumed after the checkpoint of step 10
+    (tmp_path / run_files.RUN_FILE).unlink()
+    with pytest.raises(Interrupt):
+        V.train(config, tmp_path, callback=stop)
+    monkeypatch.setattr(run_files, "code_digest", lambda: "other code")
+    steps.clear()
+    V.train(config, tmp_path, callback=lambda step, model: steps.append(step))
+    assert steps[0] == 1 and "starting the run again" in capsys.readouterr().out
+
+
+def test_from_params_takes_every_field_by_name_and_refuses_missing_ones():
+    params = {f: getattr(tiny(), f) for f in V.VisionConfig.field_names()} | {"n_seeds": 3}
+    assert V.VisionConfig.from_params(params, seed=4) == dataclasses.replace(tiny(), seed=4)
+    del params["levels"], params["clip"]
+    with pytest.raises(ValueError, match="VisionConfig needs the parameters clip, levels, which are not given"):
+        V.VisionConfig.from_params(params)
+    with pytest.raises(ValueError, match="unknown vision training parameters: colour"):
+        V.VisionConfig.from_params(params, levels=4, clip=1.0, colour="red")
+
+
+def test_run_names_and_digests():
+    assert text.TextConfig(objective="next-token", init="symmetric", seed=2).run_name() == "next-token-symmetric-seed2"
+    assert tiny(seed=1).run_name() == "masked-seed1"
+    assert tiny().digest() == tiny().digest() != tiny(lr=1e-4).digest()
+
+
+def test_cuda_without_cuda_is_a_one_line_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="finds no CUDA device"):
+        V.train(tiny(device="cuda"))
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"device": "tpu"}, "device must be 'cpu', 'cuda', 'cuda:N' or 'auto'"),
+        ({"amp": "yes"}, "amp must be true or false"),
+        ({"seed": 1.5}, "seed must be a non-negative integer"),
+        ({"warmup": -1}, "warmup"),
+        ({"dropout": 1.0}, "dropout must be in"),
+        ({"norm": "sandwich"}, "unknown norm 'sandwich'"),
+    ],
+)
+def test_shared_fields_are_checked_once_for_every_task(changes, message):
+    for make in (tiny, lambda **c: text.TextConfig(**c)):
+        with pytest.raises(ValueError, match=message):
+            make(**changes)
