@@ -200,6 +200,12 @@ def summed_loss(model: LanguageModel, batch: Batch, causal: bool) -> tuple[torch
 # ---------------------------------------------------------------------------------------------- the task
 
 
+@functools.lru_cache(maxsize=4)
+def _tokens(source, vocab_size: int, val_fraction: float, cache) -> corpus.TokenData:
+    """:func:`attnstruct.corpus.load_tokens`, once per process for the runs that share a text and tokenizer."""
+    return corpus.load_tokens(source, vocab_size, val_fraction, cache)
+
+
 class TextTask:
     """The engine's task for one text run (:class:`attnstruct.engine.Task`).
 
@@ -216,7 +222,7 @@ class TextTask:
 
     @functools.cached_property
     def data(self) -> corpus.TokenData:
-        return corpus.load_tokens(self.config.corpus, self.config.vocab_size, self.config.val_fraction, self.cache)
+        return _tokens(self.config.corpus, self.config.vocab_size, self.config.val_fraction, self.cache)
 
     @functools.cached_property
     def validation(self) -> list[Batch]:
