@@ -270,7 +270,8 @@ class StandinHub:
     Use as a context manager (``with StandinHub() as hub:``) or with :meth:`start`/:meth:`stop`. Repositories may be
     added before or while it runs. Counters, all thread-safe:
 
-    * ``bytes_served``: body bytes sent for ``/resolve/`` GETs, all repositories; :meth:`bytes_served_for` per repo;
+    * ``bytes_served``: body bytes handed to the connection for ``/resolve/`` GETs, all repositories;
+      :meth:`bytes_served_for` per repo;
     * ``requests``: ``(method, path, Range header or None)`` per request, ``path`` as sent (URL-quoted, with the query).
     """
 
@@ -520,11 +521,11 @@ class StandinHub:
         try:
             while pos < stop:
                 chunk = entry.read(pos, min(stop, pos + CHUNK))
-                h.wfile.write(chunk)
-                pos += len(chunk)
-                with self._lock:
+                with self._lock:  # counted before the write, so a client that has read the body sees the count
                     self.bytes_served += len(chunk)
                     self._served[repo_id] = self._served.get(repo_id, 0) + len(chunk)
+                h.wfile.write(chunk)
+                pos += len(chunk)
         except OSError:  # the client went away
             h.close_connection = True
             return
