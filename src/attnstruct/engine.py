@@ -47,6 +47,7 @@ from .block_scores import DEVICES, resolve_device
 from .extract import count_parameters
 from .records import SCORED_MATRIX, Records, record_scores
 from .settings import Settings, one_of, positive_integers
+from .transformer import TransformerConfig
 
 SCHEDULES = ("constant", "linear", "cosine")
 
@@ -127,6 +128,18 @@ class RunConfig(Settings):
     @property
     def causal(self) -> bool:
         return self.CAUSAL[self.objective]
+
+    def transformer_config(self, **shape) -> TransformerConfig:
+        """The model's :class:`~attnstruct.transformer.TransformerConfig`: this run's width, depth, heads,
+        dropout and norm, with the task's ``vocab_size``, ``max_len`` (and ``ffn_mult``) in ``shape``."""
+        return TransformerConfig(
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            dropout=self.dropout,
+            norm=self.norm,
+            **shape,
+        )
 
     def run_name(self) -> str:
         return "-".join(f"seed{self.seed}" if key == "seed" else str(getattr(self, key)) for key in self.RUN_KEYS)

@@ -69,15 +69,7 @@ class TextConfig(engine.RunConfig):
             raise ValueError(f"corpus must be a packaged corpus name or a path, got {self.corpus!r}")
 
     def model_config(self, vocab_size: int) -> TransformerConfig:
-        return TransformerConfig(
-            vocab_size=vocab_size,
-            max_len=self.seq_len,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            dropout=self.dropout,
-            norm=self.norm,
-        )
+        return self.transformer_config(vocab_size=vocab_size, max_len=self.seq_len)
 
 
 # ---------------------------------------------------------------------------------------------- batches

@@ -100,16 +100,8 @@ class VisionConfig(engine.RunConfig):
         return (IMAGE_SIZE // self.patch_size) ** 2
 
     def model_config(self) -> TransformerConfig:
-        return TransformerConfig(
-            vocab_size=1,  # unused: the Encoder takes embeddings
-            max_len=self.n_patches + 1,
-            d_model=self.d_model,
-            n_layers=self.n_layers,
-            n_heads=self.n_heads,
-            ffn_mult=self.ffn_mult,
-            dropout=self.dropout,
-            norm=self.norm,
-        )
+        # vocab_size is unused: the Encoder takes embeddings
+        return self.transformer_config(vocab_size=1, max_len=self.n_patches + 1, ffn_mult=self.ffn_mult)
 
 
 # ---------------------------------------------------------------------------------------------- the model
