@@ -26,6 +26,7 @@ threads).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -268,14 +269,17 @@ class VisionTask:
 
     def __init__(self, config: VisionConfig):
         self.config = config
-        self._validation: list[Batch] | None = None
 
     def __getstate__(self) -> dict:  # a spawned worker draws the (fixed) validation batches itself
-        return {"config": self.config, "_validation": None}
+        return {"config": self.config}
 
     @property
     def data(self) -> ImageData:
         return load_images(self.config.source, self.config.n_images, self.config.val_fraction)
+
+    @functools.cached_property
+    def validation(self) -> list[Batch]:
+        return validation_batches(self.config, self.data)
 
     def prepare(self) -> None:
         self.data  # noqa: B018  (a bad source fails here, before any process starts)
@@ -290,11 +294,9 @@ class VisionTask:
         return summed_loss(model, batch, self.config.objective)
 
     def evaluate(self, model: VisionTransformer, device) -> dict[str, float]:
-        if self._validation is None:
-            self._validation = validation_batches(self.config, self.data)
-        values = {"val_loss": engine.mean_loss(self, model, self._validation, device), "val_accuracy": float("nan")}
+        values = {"val_loss": engine.mean_loss(self, model, self.validation, device), "val_accuracy": float("nan")}
         if self.config.objective == "classify":
-            values["val_accuracy"] = accuracy(model, self._validation, device)
+            values["val_accuracy"] = accuracy(model, self.validation, device)
         return values
 
     def attrs(self) -> dict:
