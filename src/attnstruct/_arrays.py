@@ -77,3 +77,14 @@ def back(result: torch.Tensor, as_torch: bool) -> Any:
         return result
     out = result.cpu().numpy()
     return float(out) if out.ndim == 0 else out
+
+
+def finite_vector(values, name: str, *, min_n: int = 2) -> np.ndarray:
+    """``values`` as a finite 1-D float array of at least ``min_n`` entries (one value per unit, e.g. per seed),
+    or ValueError naming ``name``."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or len(x) < min_n:
+        raise ValueError(f"{name} must be 1-D, one value per unit, at least {min_n} units; got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or inf at positions {np.flatnonzero(~np.isfinite(x)).tolist()}")
+    return x

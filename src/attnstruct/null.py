@@ -9,16 +9,23 @@ Ensembles (one ``d_model x d_model`` matrix per draw):
 
 Each (ensemble, d_model) cell has its own generator seeded from ``(seed, ensemble index, d_model)``, so a
 cell's draws do not depend on which other cells are computed.
+
+For the verdicts (:mod:`attnstruct.evidence`): :func:`null_median_over_layers` draws the median over a model's
+layers of that ensemble, :func:`null_difference` the difference of two such models, and :func:`compare_with_null`
+places a value in a null sample (percentile, z, 95% range).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
 from tqdm import tqdm
 
+from ._arrays import finite_vector
 from .scores import DEFAULT_NUM_STD, directionality_score, factor_scores, scores, symmetry_score
 from .toys import example_matrix, gaussian, generator, random_factors, tied_factors
 
@@ -150,3 +157,89 @@ def tying_sweep(thetas: Sequence[float], n_heads: int, d_model: int, n_draws: in
     return xr.Dataset(
         {"symmetry": (("theta", "draw"), layer), "head_symmetry": (("theta", "draw", "head"), head)}, coords=coords
     )
+
+
+# ------------------------------------------------------------------ a value against its null (the verdicts)
+
+SCORES = ("symmetry", "directionality")
+
+
+@dataclass(frozen=True)
+class NullComparison:
+    """Where ``value`` sits in ``n_null`` null samples (see :func:`compare_with_null`)."""
+
+    value: float
+    percentile: float
+    z: float
+    null_low: float
+    null_high: float
+    null_median: float
+    n_null: int
+
+    @property
+    def outside(self) -> bool:
+        """``value`` lies outside the null's 95% range ``[null_low, null_high]``."""
+        return self.value < self.null_low or self.value > self.null_high
+
+
+def compare_with_null(value: float, null_samples) -> NullComparison:
+    """``value`` against ``null_samples`` ``[k]`` (finite, ``k >= 2``).
+
+    ``percentile = 100 (below + equal / 2) / k``; ``z = (value - mean) / std`` (ddof 1; ``+-inf`` or NaN for a
+    null without spread); ``null_low``, ``null_high``: its 2.5% and 97.5% quantiles (``np.quantile``).
+    """
+    value = float(finite_vector([value], "value", min_n=1)[0])
+    null = finite_vector(null_samples, "null_samples")
+    below, equal = np.count_nonzero(null < value), np.count_nonzero(null == value)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = float(np.float64(value - null.mean()) / null.std(ddof=1))
+    low, median, high = np.quantile(null, [0.025, 0.5, 0.975])
+    percentile = 100.0 * (below + 0.5 * equal) / len(null)
+    return NullComparison(float(value), percentile, z, float(low), float(high), float(median), len(null))
+
+
+@functools.lru_cache(maxsize=16)
+def _layer_draws(d_model: int, n_heads: int, n_draws: int, seed: int) -> np.ndarray:
+    """``[2, n_draws]``: symmetry and directionality of the ``factors H=n_heads, layer`` ensemble's draws."""
+    gen = generator(seed, 1, d_model)  # that ensemble's cell in null_distribution([d_model], [n_heads], ...)
+    out = np.empty((2, n_draws))
+    for k in range(n_draws):
+        s = factor_scores(*random_factors(n_heads, d_model // n_heads, d_model, gen), sum_heads=True)
+        out[:, k] = float(s.symmetry), float(s.directionality)
+    return out
+
+
+def null_median_over_layers(
+    score: str, d_model: int, n_heads: int, n_layers: int, *, n_draws: int = 400, seed: int = 0
+) -> np.ndarray:
+    """``[n_draws]`` samples of the median ``score`` over ``n_layers`` independent random layers.
+
+    A layer is a draw of :func:`attnstruct.null.null_distribution`'s ensemble ``f"factors H={n_heads}, layer"``
+    (``sum_h W_q[h]^T W_k[h]``, Gaussian factors): the draws of ``null_distribution([d_model], [n_heads],
+    n_draws * n_layers, seed)`` bit for bit, sample ``i`` the median of draws ``i * n_layers .. (i+1) * n_layers
+    - 1``. Only that ensemble is drawn (at half the cost or less), both scores cached: about 1 s per 100 draws
+    at ``d_model = 256`` on one core, 0.1 s at 64.
+    """
+    if score not in SCORES:
+        raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")
+    for name, v, least in (
+        ("d_model", d_model, 1),
+        ("n_heads", n_heads, 1),
+        ("n_layers", n_layers, 1),
+        ("n_draws", n_draws, 2),
+    ):
+        if int(v) != v or v < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {v!r}")
+    if d_model % n_heads:
+        raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})")
+    draws = _layer_draws(int(d_model), int(n_heads), int(n_draws * n_layers), int(seed))[SCORES.index(score)]
+    return np.median(draws.reshape(int(n_draws), int(n_layers)), axis=1)
+
+
+def null_difference(null_a, null_b, *, seed: int = 0) -> np.ndarray:
+    """Samples of ``A - B`` for independent ``A``, ``B``: ``null_a - null_b[perm]``, ``perm`` a random permutation
+    from ``np.random.default_rng(seed)``; both ``[k]``, finite, of the same length."""
+    a, b = finite_vector(null_a, "null_a"), finite_vector(null_b, "null_b")
+    if len(a) != len(b):
+        raise ValueError(f"null_a and null_b must have the same length, got {len(a)} and {len(b)}")
+    return a - b[np.random.default_rng(seed).permutation(len(b))]
