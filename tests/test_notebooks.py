@@ -29,6 +29,7 @@ TRAINING_SMALL = {
 SYMMETRIC_INIT_SMALL = {
     **TRAINING_SMALL,
     "seeds": [0, 1],
+    "treated_seeds": [0, 1],
     "objectives": ["mlm"],
     "steps": 30,
     "eval_every": 10,
@@ -99,6 +100,19 @@ def test_notebook_runs_and_writes_results(name, tmp_path):
     assert figures, "the notebook wrote no figure"
     for png in figures:
         assert png.with_suffix(".pdf").is_file()
+
+
+@pytest.mark.parametrize("name", ["04_training_dynamics", "05_symmetric_init", "07_vision"])
+def test_the_paper_profile_starts_smoke_profile(name, tmp_path):
+    """The paper's shapes (``params/smoke.yaml``: the paper profile with a few steps) run to the end on a CPU."""
+    params = pipeline.load_profile(ROOT, "smoke")[name]
+    paper = pipeline.load_profile(ROOT, "paper")[name]
+    assert params["d_model"] == paper["d_model"] and params.get("seq_len") == paper.get("seq_len")
+    pipeline.run_notebook(ROOT, pipeline.resolve_notebook(ROOT, name), params, tmp_path, profile="smoke")
+    ds = results.load_dataset(tmp_path / "results" / f"{name}.nc")
+    recorded = json.loads(ds.attrs["parameters"])
+    assert recorded["d_model"] == paper["d_model"] and recorded["steps"] == params["steps"]
+    assert int(ds.step.max()) == params["steps"]
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

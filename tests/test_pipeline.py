@@ -5,7 +5,7 @@ import textwrap
 import pytest
 import yaml
 
-from attnstruct import cli, pipeline
+from attnstruct import cli, pipeline, text
 
 from conftest import ROOT
 
@@ -103,6 +103,16 @@ def test_profile_errors(tmp_path):
     assert pipeline.resolve_notebook(ROOT, "03").stem == "03_scores"
 
 
+def test_a_profile_extends_another_and_overrides_its_values(tmp_path):
+    root = make_project(tmp_path, "print(value)")
+    (root / "params" / "base.yaml").write_text("01_toy:\n  value: 3\n  results_dir: base\n")
+    (root / "params" / "small.yaml").write_text("extends: base\n01_toy:\n  value: 4\n")
+    assert pipeline.load_profile(root, "small") == {"01_toy": {"value": 4, "results_dir": "base"}}
+    (root / "params" / "loop.yaml").write_text("extends: loop\n")
+    with pytest.raises(pipeline.PipelineError, match="extends must name another profile"):
+        pipeline.load_profile(root, "loop")
+
+
 def test_unknown_parameter_is_refused_before_running(tmp_path):
     source = pipeline.resolve_notebook(ROOT, "03_scores")
     with pytest.raises(pipeline.PipelineError, match="no parameters \\['n_draw'\\]"):
@@ -149,3 +159,26 @@ def test_profiles_are_valid_yaml_mappings():
     assert yaml.safe_load((ROOT / "params" / "quick.yaml").read_text()) == {}
     data = yaml.safe_load((ROOT / "params" / "paper.yaml").read_text())
     assert isinstance(data, dict) and data
+
+
+def test_notebook_05_reuses_notebook_04s_runs_because_their_run_settings_agree():
+    declared = {
+        name: pipeline.declared_parameters(pipeline.read_notebook(pipeline.resolve_notebook(ROOT, name)))
+        for name in ("04_training_dynamics", "05_symmetric_init")
+    }
+    fields = set(text.TextConfig.field_names()) - {"objective", "init", "seed"}
+    differ = {
+        f: (declared["04_training_dynamics"][f], declared["05_symmetric_init"][f])
+        for f in fields
+        if declared["04_training_dynamics"][f] != declared["05_symmetric_init"][f]
+    }
+    assert not differ, f"notebooks 04 and 05 would train different baselines: {differ}"
+    assert declared["04_training_dynamics"]["seeds"] == declared["05_symmetric_init"]["seeds"]
+    paper = pipeline.load_profile(ROOT, "paper")
+    runs = {name: {**declared[name], **paper[name]} for name in declared}
+    differ = {
+        f: (runs["04_training_dynamics"][f], runs["05_symmetric_init"][f])
+        for f in fields
+        if runs["04_training_dynamics"][f] != runs["05_symmetric_init"][f]
+    }
+    assert not differ, f"in the paper profile, notebooks 04 and 05 would train different baselines: {differ}"

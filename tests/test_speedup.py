@@ -45,3 +45,14 @@ def test_paper_speedup_reproduces_the_authors_rule():
     assert np.isnan(speedup.paper_speedup(np.full(1000, 3.0), baseline))  # never below: NaN, not the 100% artifact
     logged = np.concatenate([[np.nan], treated])  # our logs start with NaN at step 0
     assert speedup.paper_speedup(logged, np.concatenate([[np.nan], baseline])) == pytest.approx(0.259)
+
+
+def test_the_reported_speedups_follow_the_authors_rule_on_their_own_rows():
+    table = speedup.reported()
+    encoders = table[table["mode"] == "encoder"]
+    assert len(encoders) == 6 and encoders["speedup"].max() == pytest.approx(0.729)
+    reached = encoders.dropna(subset=["first_step_below"])
+    # their rule: row index i = step / 200 - 1 of 1000 rows, speed-up 1 - i / 1000
+    assert np.allclose(1 - (reached["first_step_below"] / 200 - 1) / 1000, reached["speedup"], atol=6e-4)
+    never = encoders[encoders["first_step_below"].isna()]
+    assert (never["symmetric_final_loss"] > never["baseline_final_loss"]).all() and never["speedup"].isna().all()

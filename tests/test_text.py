@@ -207,7 +207,7 @@ def test_bad_training_parameters_are_refused():
         text.TextConfig(objective="clm")
     with pytest.raises(ValueError, match="eval_every \\(50\\) must be a multiple of log_every \\(30\\)"):
         text.TextConfig(log_every=30, eval_every=50)
-    with pytest.raises(ValueError, match="d_model 128 is not a multiple of n_heads 3"):
+    with pytest.raises(ValueError, match="d_model 64 is not a multiple of n_heads 3"):
         text.TextConfig(n_heads=3)
     with pytest.raises(ValueError, match="seed must be a non-negative integer"):
         text.TextConfig(seed=-1)
@@ -331,7 +331,7 @@ def test_combine_stacks_runs_by_objective_init_and_seed(text_file, cache, tmp_pa
     ]
     ds = text.train_many(configs, tmp_path, workers=1, cache=cache, progress=False)
     assert dict(ds.sizes) == {"objective": 2, "init": 1, "seed": 2, "step": 3, "layer": 2, "head": 2}
-    one = xr.open_dataset(tmp_path / "next-token-bert-seed1" / "run.nc")
+    one = xr.open_dataset(tmp_path / f"next-token-bert-seed1-{configs[3].digest()[:8]}" / "run.nc")
     np.testing.assert_array_equal(
         ds.symmetry.sel(objective="next-token", init="bert", seed=1).values, one.symmetry.values
     )
@@ -365,3 +365,19 @@ def test_learning_rate_schedules(schedule):
     np.testing.assert_allclose(rates[4:], after[schedule])
     with pytest.raises(ValueError, match="unknown schedule 'exponential'"):
         text.TextConfig(schedule="exponential")
+
+
+def test_loss_targets_compare_each_run_with_the_unigram_entropy_and_its_objectives_margin():
+    ds = xr.Dataset(
+        {
+            "val_loss": (
+                ("objective", "seed", "step"),
+                [[[np.nan, 5.0, 4.6], [np.nan, 5.0, 4.8]], [[6.0, 4.5, 3.9], [6.0, 4.5, 4.2]]],
+            )
+        },
+        coords={"objective": ["mlm", "next-token"], "seed": [0, 1], "step": [0, 10, 20]},
+    )
+    table = text.loss_targets(ds, unigram_entropy=5.0)
+    assert table.loc[("mlm", 0), "below_unigram"] == pytest.approx(0.4)
+    assert list(table["met"]) == [True, False, True, False]  # margins 0.3 (mlm) and 1.0 (next-token)
+    assert list(table["target"]) == [0.3, 0.3, 1.0, 1.0]

@@ -149,6 +149,21 @@ class TokenData:
         tokens = f"{len(self.train):,} training and {len(self.val):,} validation tokens"
         return f"{self.source}: {tokens}, vocabulary {self.vocab_size}"
 
+    def unigram_entropy(self) -> float:
+        """Entropy in nats of the training tokens' unigram distribution, ``-sum_v p_v log p_v``: the loss of a
+        model that ignores context, the baseline a trained language model must beat."""
+        return unigram_entropy(self.train, self.vocab_size)
+
+
+def unigram_entropy(ids: torch.Tensor, vocab_size: int) -> float:
+    """``-sum_v p_v log p_v`` (nats) of the token frequencies ``p_v`` of ``ids`` (int ``[n]``, values in
+    ``[0, vocab_size)``); tokens that never occur contribute 0."""
+    if ids.numel() == 0:
+        raise ValueError("unigram entropy of no tokens")
+    counts = torch.bincount(ids.reshape(-1), minlength=vocab_size).double()
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * p.log()).sum())
+
 
 def load_tokens(
     source: str | os.PathLike = "shakespeare",

@@ -77,22 +77,22 @@ class RunConfig(Settings):
 
     objective: str = ""
     seed: int = 0
-    steps: int = 1000
-    batch_size: int = 16
-    lr: float = 0.0005
-    warmup: int = 200
-    schedule: str = "constant"
+    steps: int = 600
+    batch_size: int = 64
+    lr: float = 0.002
+    warmup: int = 100
+    schedule: str = "linear"
     weight_decay: float = 0.01
     clip: float = 1.0
     mask_rate: float = 0.15
-    log_every: int = 50
-    eval_every: int = 250
-    checkpoint_every: int = 500
-    d_model: int = 128
+    log_every: int = 25
+    eval_every: int = 25
+    checkpoint_every: int = 300
+    d_model: int = 64
     n_layers: int = 4
     n_heads: int = 4
     dropout: float = 0.0
-    norm: str = "post"
+    norm: str = "pre"
     device: str = "cpu"
     amp: bool = False
 

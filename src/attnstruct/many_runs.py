@@ -81,15 +81,20 @@ def train_many(
 ) -> xr.Dataset:
     """Train every task (module docstring) and :func:`combine` the runs.
 
-    With ``out_dir``, run ``r`` lives in ``out_dir/<run_name>/`` (resumable, reused when finished); without,
-    the runs are kept in memory. ``workers=1`` trains in this process, one run after the other.
+    With ``out_dir``, run ``r`` lives in ``out_dir/<run_name>-<first 8 hex digits of its config digest>/``
+    (resumable, reused when finished), so runs of other parameters never share a folder and two notebooks that
+    ask for the same run share it; without, the runs are kept in memory. ``workers=1`` trains in this process,
+    one run after the other.
     """
     if not tasks:
         raise ValueError("no runs to train")
     names = _unique_names(tasks)
     for task in tasks:
         task.prepare()
-    dirs = [str(Path(out_dir) / name) if out_dir is not None else None for name in names]
+    dirs = [
+        str(Path(out_dir) / f"{name}-{task.config.digest()[:8]}") if out_dir is not None else None
+        for name, task in zip(names, tasks)
+    ]
     runs = [run_files.finished_run(task.config, run_dir) for task, run_dir in zip(tasks, dirs)]
     todo = [i for i, run in enumerate(runs) if run is None]
     if workers == 1:

@@ -75,8 +75,12 @@ def resolve_notebook(root: Path, name: str) -> Path:
     return matches[0]
 
 
-def load_profile(root: Path, profile: str) -> dict[str, dict[str, Any]]:
-    """Read ``params/<profile>.yaml`` (or a YAML path): ``{notebook stem: {parameter: value}}``."""
+def load_profile(root: Path, profile: str, _seen: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Read ``params/<profile>.yaml`` (or a YAML path): ``{notebook stem: {parameter: value}}``.
+
+    A profile may start from another with a top-level ``extends: <profile>``: its notebooks' parameters are
+    then the other profile's, updated with its own (``smoke`` is ``paper`` with a few steps).
+    """
     path = Path(profile) if profile.endswith((".yaml", ".yml")) else root / "params" / f"{profile}.yaml"
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in (root / "params").glob("*.yaml")))
@@ -85,13 +89,21 @@ def load_profile(root: Path, profile: str) -> dict[str, dict[str, Any]]:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise PipelineError(f"profile {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"profile {path} must map notebook names to mappings of parameters")
+    base: dict[str, dict[str, Any]] = {}
+    if "extends" in data:
+        parent = data.pop("extends")
+        if not isinstance(parent, str) or parent in _seen + (path.stem,):
+            raise PipelineError(f"profile {path}: extends must name another profile, got {parent!r}")
+        base = load_profile(root, parent, _seen + (path.stem,))
     stems = {p.stem for p in list_notebooks(root)}
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+    if not all(isinstance(v, dict) for v in data.values()):
         raise PipelineError(f"profile {path} must map notebook names to mappings of parameters")
     unknown = sorted(set(data) - stems)
     if unknown:
         raise PipelineError(f"profile {path} names unknown notebooks {unknown}; known: {sorted(stems)}")
-    return data
+    return {name: {**base.get(name, {}), **data.get(name, {})} for name in {**base, **data}}
 
 
 def read_notebook(path: Path):

@@ -87,3 +87,14 @@ def paper_speedup(treated, baseline) -> float:
     if len(below) == 0:
         return float("nan")
     return 1.0 - below[0] / len(treated)
+
+
+def reported():
+    """The paper's speed-ups of the symmetric initialisation (a DataFrame: n_layers, mode, dataset, the final
+    losses, first_step_below, speedup; NaN where the symmetric run never reached the baseline's final loss),
+    recomputed from the authors' result files (``reference/paper_symmetric_init.csv``), not measured here."""
+    import pandas as pd
+
+    from .reference import reference_path
+
+    return pd.read_csv(reference_path("paper_symmetric_init.csv"), comment="#")

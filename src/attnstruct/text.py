@@ -55,7 +55,7 @@ class TextConfig(engine.RunConfig):
     seq_len: int = 64
     eval_batches: int = 4
     corpus: str = "shakespeare"
-    vocab_size: int = 4000
+    vocab_size: int = 500
     val_fraction: float = 0.05
 
     def validate_task(self) -> None:
@@ -273,6 +273,29 @@ def final_summary(ds: xr.Dataset, last: int = 1) -> xr.Dataset:
             "val_loss": ds["val_loss"].isel(step=-1),
         }
     )
+
+
+LOSS_MARGINS = {"mlm": 0.3, "next-token": 1.0, "next-token-mlm-collator": 0.3}  # nats below the unigram entropy
+
+
+def loss_targets(ds: xr.Dataset, unigram_entropy: float, margins: dict[str, float] | None = None):
+    """Did every run learn? One row per run: its last validation loss, how far it lies below the unigram entropy
+    of its own tokenisation (the loss of a model that ignores context), the margin asked of its objective
+    (:data:`LOSS_MARGINS`: 0.3 nat for masked LM, 1.0 for next-token prediction) and whether it got there.
+
+    ``ds``: combined runs with ``val_loss`` over ``step`` and run keys among ``objective``, ``init``, ``seed``.
+    Returns a DataFrame indexed by the run keys; a run whose validation loss was never measured does not meet it.
+    """
+
+    margins = {**LOSS_MARGINS, **(margins or {})}
+    final = ds["val_loss"].dropna("step", how="all").isel(step=-1)
+    keys = [k for k in ("objective", "init", "seed") if k in final.dims]
+    table = final.to_dataframe(name="val_loss")[["val_loss"]].reset_index().set_index(keys)
+    objectives = table.index.get_level_values("objective")
+    table["below_unigram"] = unigram_entropy - table["val_loss"]
+    table["target"] = [margins[str(o)] for o in objectives]
+    table["met"] = table["below_unigram"] >= table["target"]
+    return table
 
 
 def reference_dynamics():
