@@ -19,13 +19,17 @@
 # (arXiv:2502.10927), section 2.*
 #
 # Before softmax, a self-attention head compares every query with every key. Written out for token
-# embeddings $x_i \in \mathbb{R}^{d}$ (the rows of $X$), the comparison is a **bilinear form**:
+# embeddings $x_i \in \mathbb{R}^{d}$ (the rows of $X$) and head $h$ with $Q^h = X W_q^h$, $K^h = X W_k^h$
+# ($W_q^h, W_k^h \in \mathbb{R}^{d \times d_{head}}$, the paper's row-vector convention), the comparison is a
+# **bilinear form**:
 #
-# $$\hat a_{ij} = q_i^\top k_j = (W_q^\top x_i)^\top (W_k^\top x_j) = x_i^\top \underbrace{W_q W_k^\top}_{W_{qk}} x_j
-#   = \langle x_i, x_j \rangle_{W_{qk}}, \qquad \hat A = X W_{qk} X^\top .$$
+# $$\hat a_{ij} = q_i^\top k_j = ((W_q^h)^\top x_i)^\top ((W_k^h)^\top x_j)
+#   = x_i^\top \underbrace{W_q^h (W_k^h)^\top}_{W_{qk}^h} x_j
+#   = \langle x_i, x_j \rangle_{W_{qk}^h}, \qquad \hat A^h = Q^h (K^h)^\top = X W_{qk}^h X^\top .$$
 #
 # So all a head "knows" about how tokens should attend to each other sits in one $d \times d$ matrix
-# $W_{qk}$, the geometry under which the head compares tokens. The paper asks what *shape* training gives
+# $W_{qk}^h$, the geometry under which the head compares tokens; a layer's matrix is the sum over its heads,
+# $W_{qk} = \sum_h W_q^h (W_k^h)^\top$ (section 4 below). The paper asks what *shape* training gives
 # this matrix: **symmetric** ($x_i$ attends to $x_j$ as much as $x_j$ to $x_i$) or **directional** (a few
 # dominant columns: some tokens are attended to by everything).
 #
@@ -33,8 +37,9 @@
 # skew-symmetric parts, and shows what the paper's two scores see.
 #
 # > Convention note. PyTorch stores a head's query weights as an `nn.Linear` weight of shape
-# > `[d_head, d_model]` ($q = W x + b$), i.e. the transpose of the paper's $W_q$. In code the head's matrix
-# > is therefore `M_h = W_q[h].T @ W_k[h]`, which is the paper's $W_q^h {W_k^h}^\top$.
+# > `[d_head, d_model]` ($q = W x + b$), i.e. the transpose of the paper's $W_q^h$: the block `W_q[h]` is
+# > $(W_q^h)^\top$. In code the head's matrix is therefore `M_h = W_q[h].T @ W_k[h]`, which is the paper's
+# > $W_{qk}^h = W_q^h (W_k^h)^\top$, and the layer's is `sum_h W_q[h].T @ W_k[h]` (`attnstruct.wqk`).
 
 # %% tags=["parameters"]
 seed = 0  # seeds the model initialisation, the inputs and the example matrices
@@ -43,6 +48,7 @@ n_heads = 4  # attention heads per layer
 n_layers = 2  # layers of the toy BERT
 seq_len = 12  # tokens in the test sequence
 example_dim = 48  # size of the example matrices drawn below
+null_draws = 200  # random matrices per null distribution that the scores are compared with
 results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
 
@@ -61,7 +67,7 @@ import xarray as xr
 from transformers import BertConfig, BertModel
 
 import attnstruct as at
-from attnstruct import pipeline, plotting, results, toys
+from attnstruct import evidence, null, pipeline, plotting, prose, results, toys
 
 plotting.set_style()
 torch.manual_seed(seed)
@@ -75,9 +81,11 @@ d_head = d_model // n_heads
 #
 # We build a small BERT from a configuration (no download; random weights are enough to test an
 # identity). BERT initialises the query/key biases at zero, trained checkpoints do not, so we give them
-# random values: the check then covers the bias terms too. With biases the logit of head $h$ is
+# random values: the check then covers the bias terms too. With biases, $q_i = (W_q^h)^\top x_i + b_q$ and
+# $k_j = (W_k^h)^\top x_j + b_k$, so the logit of head $h$ is
 #
-# $$q_i^\top k_j = x_i^\top M_h x_j + x_i^\top W_q^{h\top} b_k + b_q^\top W_k^h x_j + b_q^\top b_k,$$
+# $$q_i^\top k_j = x_i^\top M_h x_j + x_i^\top W_q^h b_k + b_q^\top (W_k^h)^\top x_j + b_q^\top b_k,
+#   \qquad M_h = W_{qk}^h,$$
 #
 # and attention uses $\mathrm{softmax}_j(q_i^\top k_j/\sqrt{d_{head}})$. The first term is the bilinear form the
 # scores look at; the second and fourth are constant along $j$ and vanish in the softmax; the third, a
@@ -162,7 +170,9 @@ if check["max |softmax - model attention|"].max() > 1e-5 or check["max |QK^T - b
 #
 # $$s(M) = \frac{\|M_s\|_F^2 - \|M_n\|_F^2}{\|M\|_F^2} \in [-1, 1].$$
 #
-# Below: layer 0 of the toy BERT (summed over heads), which is untrained, so neither part dominates.
+# Below: layer 0 of the toy BERT (summed over heads). It is untrained: BERT draws $W_q$ and $W_k$ with
+# i.i.d. Gaussian entries, so the layer is a draw of the null ensemble of notebook 03 (`factors H=h, layer`),
+# and its symmetry is compared with that ensemble's draws of the same width and head count.
 
 # %%
 w_q, w_k, _, _ = layer_factors(model.encoder.layer[0])
@@ -170,7 +180,16 @@ m_layer = at.wqk(w_q, w_k)  # sum over heads, [d_model, d_model]
 m_s, m_n = at.symmetric_part(m_layer), at.skew_part(m_layer)
 norms = {name: float((part**2).sum()) for name, part in [("M", m_layer), ("M_s", m_s), ("M_n", m_n)]}
 print(f"||M||^2 = {norms['M']:.4f}   ||M_s||^2 + ||M_n||^2 = {norms['M_s'] + norms['M_n']:.4f}")
-print(f"symmetry score of layer 0 (untrained): {at.symmetry_score(m_layer):+.3f}")
+layer0_null = evidence.compare_with_null(
+    float(at.symmetry_score(m_layer)),
+    evidence.null_median_over_layers("symmetry", d_model, n_heads, 1, n_draws=null_draws, seed=seed),
+)
+prose.show(
+    f"Symmetry of layer 0 (untrained): {prose.signed(layer0_null.value, 3)}, percentile "
+    f"{prose.number(layer0_null.percentile, 1)} of {null_draws} random layers of the same shape (95% range "
+    f"{prose.signed(layer0_null.null_low, 3)} to {prose.signed(layer0_null.null_high, 3)}): "
+    + ("outside that range." if layer0_null.outside else "inside it, so neither part dominates beyond chance.")
+)
 
 limit = float(m_layer.abs().max())
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
@@ -179,7 +198,7 @@ for ax, part, title in zip(
 ):
     image = plotting.matrix_heatmap(ax, part, title=title, limit=limit, colorbar=False)
 fig.colorbar(image, ax=list(axes), fraction=0.02, pad=0.02)
-fig.suptitle("An untrained layer: symmetric and skew parts carry similar energy", y=1.02)
+fig.suptitle("An untrained layer: its symmetric and skew parts", y=1.02)
 plotting.savefig(fig, figures_dir / "01_decomposition")
 plt.show()
 
@@ -215,13 +234,54 @@ plt.show()
 # %% [markdown]
 # A caution about directionality on unstructured matrices: whether a chance outlier row or column crosses
 # the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
-# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 03 measures both null spreads; keep them in mind before reading meaning into one
-# layer's directionality.
+# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 03 measures both null spreads.
+# Here each example is placed among i.i.d. Gaussian matrices of its size (the `gaussian` ensemble of
+# `null.null_distribution`): only a score outside that null's 95% range says something about structure.
+
+# %%
+gaussian_null = null.null_distribution([example_dim], [1], null_draws, seed).sel(ensemble="gaussian")
+rows = []
+for kind in kinds:
+    for score in ("symmetry", "directionality"):
+        found = evidence.compare_with_null(float(getattr(example_scores[kind], score)), gaussian_null[score].values[0])
+        rows.append(
+            {
+                "example": kind,
+                "score": score,
+                "value": found.value,
+                "percentile": found.percentile,
+                "null_low": found.null_low,
+                "null_high": found.null_high,
+                "outside": found.outside,
+            }
+        )
+example_null = pd.DataFrame(rows).set_index(["example", "score"])
+print(example_null.round(3).to_string())
+direc = example_null.xs("directionality", level="score")
+outside = [f"{kind} ({score})" for kind, score in example_null.index[example_null.outside.astype(bool)]]
+
+
+def placed(kind):
+    row = direc.loc[kind]
+    where = "outside" if row.outside else "inside"
+    return f"{kind} {prose.signed(row.value)} (percentile {prose.number(row.percentile, 1)}, {where})"
+
+
+prose.show(
+    f"Directionality of {null_draws} Gaussian matrices of size {example_dim}: 95% range "
+    f"{prose.signed(direc.null_low.iloc[0])} to {prose.signed(direc.null_high.iloc[0])}. The examples: "
+    f"{', '.join(placed(kind) for kind in kinds)}. Outside the null's range: {', '.join(outside) or 'none'}."
+)
 
 # %% [markdown]
 # How directionality decides: the row and column norms of the "dominant columns" example, with the
 # mean + 2 std thresholds. The three planted columns exceed theirs by far; a row or two may cross its
-# threshold by chance, but only just, so $C \gg R$ and the score is close to -1.
+# threshold by chance, but only just, so $C \gg R$ and the score is negative. The score keeps only the
+# balance $(R - C)/(R + C)$ of the two excesses, not their size: a Gaussian matrix whose one chance outlier
+# barely crosses its threshold scores $\pm 1$ (the null's range above), with excesses as small as the
+# Gaussian example's $R$ and $C$ below. That is why, at this size, the planted examples' directionality
+# need not lie outside the Gaussian null's range (the sentence above says where it lies), although their
+# excesses are far larger.
 
 # %%
 m = examples["columns"]
@@ -239,20 +299,22 @@ axes[0].set_ylabel("Euclidean norm")
 axes[0].legend()
 plotting.savefig(fig, figures_dir / "01_directionality_norms")
 plt.show()
-row_excess, col_excess = at.row_column_excess(m)
-print(
-    f"R = {float(row_excess):.2f}, C = {float(col_excess):.2f}, (R - C)/(R + C) = {float(at.directionality_score(m)):+.3f}"
-)
+for kind in ("columns", "gaussian"):
+    row_excess, col_excess = at.row_column_excess(examples[kind])
+    print(
+        f"{kind:<9} R = {float(row_excess):.2f}, C = {float(col_excess):.2f}, "
+        f"(R - C)/(R + C) = {float(at.directionality_score(examples[kind])):+.3f}"
+    )
 
 # %% [markdown]
 # ## 4. One matrix per head, or one per layer?
 #
-# A layer with $H$ heads has $H$ bilinear forms $M_h = W_q^h {W_k^h}^\top$, each of rank at most $d_{head}$.
-# The paper's tables score **their sum** $\sum_h M_h$ (a full-rank $d \times d$ matrix per layer); the
-# authors' training logs scored each head separately. The two are different quantities: a sum of
-# matrices can be more or less symmetric than its terms. We report both throughout, named.
+# A layer with $H$ heads has $H$ bilinear forms $M_h = W_{qk}^h = W_q^h (W_k^h)^\top$, each of rank at most
+# $d_{head}$. The paper's tables score **their sum** $W_{qk} = \sum_h M_h$ (a full-rank $d \times d$ matrix
+# per layer); the authors' training logs scored each head separately. The two are different quantities: a
+# sum of matrices can be more or less symmetric than its terms. We report both throughout, named.
 #
-# A symmetric initialisation ($W_q = W_k$, notebook 05) makes every $M_h = W_k^{h\top} W_k^h$ symmetric
+# A symmetric initialisation ($W_q^h = W_k^h$, notebook 05) makes every $M_h = W_k^h (W_k^h)^\top$ symmetric
 # and positive semi-definite, so every head and their sum score exactly +1 and 0.
 
 # %%
@@ -266,10 +328,29 @@ for index, (per_head, summed) in enumerate(zip(head_scores, layer_scores)):
     )
 print(f"W_q = W_k (layer 0 keys): sym {float(tied.symmetry):+.3f}, dir {float(tied.directionality):+.3f}")
 
+layer_null = {
+    score: evidence.null_median_over_layers(score, d_model, n_heads, 1, n_draws=null_draws, seed=seed)
+    for score in ("symmetry", "directionality")
+}
+for index, summed in enumerate(layer_scores):
+    found = {s: evidence.compare_with_null(float(getattr(summed, s)), layer_null[s]) for s in layer_null}
+    prose.show(
+        f"Layer {index}, summed over heads, against {null_draws} random layers of the same shape: "
+        + "; ".join(
+            f"{s} {prose.signed(f.value, 3)} at percentile {prose.number(f.percentile, 1)} (95% range "
+            f"{prose.signed(f.null_low, 3)} to {prose.signed(f.null_high, 3)}, {'outside' if f.outside else 'inside'})"
+            for s, f in found.items()
+        )
+        + "."
+    )
+
 # %% [markdown]
-# The untrained model's symmetry sits near 0, as for unstructured matrices; its directionality, like the
-# Gaussian example's, can land far from 0 by chance (notebook 03 measures that null spread). Pretrained encoders score around +0.5 and pretrained decoders show column
-# dominance; notebooks 04 to 06 show how training produces this.
+# The untrained layers are draws of that null ensemble, so their scores read as chance (above: where they
+# fall in it); in particular a directionality far from 0 here is no evidence of column dominance, however
+# large it looks. Structure shows only as a score outside the null's range, as for the tied layer's
+# symmetry ($W_q = W_k$, +1) above. Pretrained encoders score around +0.5 and pretrained decoders show column
+# dominance (the paper, section 4; `docs/paper-notes.md`); notebooks 04 to 06 show how training produces this,
+# and notebook 06 compares each pretrained model with the null of its shape.
 #
 # ## 5. Save the results
 
@@ -290,8 +371,9 @@ dataset = xr.Dataset(
     attrs=results.provenance_attrs(
         parameters=parameters,
         scored_matrix=(
-            "symmetry/directionality: sum_h W_q^h W_k^h^T per layer of an untrained toy BERT (d_model x d_model); "
-            "head_*: W_q^h W_k^h^T per head; example_*: the example matrices of section 3"
+            "symmetry/directionality: W_qk = sum_h W_q^h (W_k^h)^T per layer of an untrained toy BERT (d_model x "
+            "d_model; in nn.Linear weights sum_h W_q[h]^T W_k[h]); head_*: W_q^h (W_k^h)^T per head; example_*: the "
+            "example matrices of section 3"
         ),
         title="01 bilinear form: identity check and scores of a toy BERT",
     ),

@@ -22,7 +22,8 @@
 # their null distributions for random matrices and random factor products, shows how directionality
 # depends on its threshold, and compares scoring each head with scoring the sum over heads.
 #
-# (Notebook 02, the gradient structure, comes in a later release; the numbering follows the reading order.)
+# (Notebook 02, the gradient structure, and this notebook do not depend on each other; either can follow
+# notebook 01.)
 
 # %% tags=["parameters"]
 seed = 0  # seeds every random draw in this notebook
@@ -47,7 +48,7 @@ import torch
 import xarray as xr
 
 import attnstruct as at
-from attnstruct import null, pipeline, plotting, results, toys
+from attnstruct import null, pipeline, plotting, prose, results, toys
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
@@ -126,9 +127,10 @@ invariants.round(4)
 # Three ensembles over model widths $d$:
 #
 # * `gaussian`: $d \times d$ with i.i.d. normal entries;
-# * `factors H=h, layer`: the layer matrix $\sum_h W_q^h W_k^{h\top}$ with independent Gaussian factors and
-#   $d_{head} = d/h$, which is what an untrained layer scores;
-# * `factors H=h, head`: one head's $W_q^h W_k^{h\top}$ from the same draws (rank $d/h$).
+# * `factors H=h, layer`: the layer matrix $W_{qk} = \sum_h W_q^h (W_k^h)^\top$ (in `nn.Linear` weights
+#   `sum_h W_q[h].T @ W_k[h]`) with independent Gaussian factors and $d_{head} = d/h$, which is what an
+#   untrained layer scores;
+# * `factors H=h, head`: one head's $W_{qk}^h = W_q^h (W_k^h)^\top$ from the same draws (rank $d/h$).
 
 # %%
 null_ds = null.null_distribution(d_models, n_heads, n_draws, seed)
@@ -165,9 +167,10 @@ plt.show()
 # Symmetry of unstructured matrices concentrates at 0, and its spread shrinks as $d$ grows: already at
 # $d = 64$ the quartiles are within a few hundredths of 0. Directionality is far noisier: whether a chance
 # outlier row or column crosses the threshold decides the score. Its interquartile range is wide at small
-# widths and narrows only slowly (the table above; the project's digest found about $\pm 0.2$ at $d$ = 256
-# and 768). A single layer's directionality of $-0.2$ is therefore no evidence of column dominance; the
-# paper's claims rest on medians over many layers and models, and that is how they should be read.
+# widths and narrows only slowly (the table above, and the ranges measured below). A single layer's
+# directionality inside that range is therefore no evidence of column dominance; the paper's claims rest on
+# medians over many layers and models, and that is how they should be read (notebook 06 compares each
+# pretrained model's median over layers with the null of that median).
 
 # %%
 d_ref = 256 if 256 in d_models else d_models[len(d_models) // 2]
@@ -177,6 +180,31 @@ for ens in null_ds.ensemble.values:
     lo, hi = spread.sel(ensemble=ens).values
     if np.isfinite(lo):
         print(f"  {ens:<22} [{lo:+.2f}, {hi:+.2f}]")
+
+layer_ensembles = [e for e in null_ds.ensemble.values if e.endswith(", layer")]
+layer_q = null_ds.sel(ensemble=layer_ensembles).quantile([0.25, 0.75], dim="draw")
+gauss_q = null_ds.sel(ensemble="gaussian").quantile([0.25, 0.75], dim="draw")
+
+
+def measured_iqr(low, high, digits=2):
+    """'low to high at $d$ = d; ...' over the widths."""
+    pairs = zip(null_ds.d_model.values, low.values, high.values, strict=True)
+    return "; ".join(f"{prose.signed(lo, digits)} to {prose.signed(hi, digits)} at $d$ = {d}" for d, lo, hi in pairs)
+
+
+def layer_iqr(var, digits=2):
+    """Per width, the lowest first and highest third quartile over the layer ensembles."""
+    q = layer_q[var]
+    return measured_iqr(q.sel(quantile=0.25).min("ensemble"), q.sel(quantile=0.75).max("ensemble"), digits)
+
+
+prose.show(
+    f"Measured in this run ({prose.count(n_draws, 'draw')} per cell), the interquartile range of one random layer's "
+    f"directionality lies within {layer_iqr('directionality')} (the lowest first and highest third quartile over "
+    f"the layer ensembles, H = {', '.join(str(h) for h in n_heads)}); for an i.i.d. Gaussian matrix it is "
+    f"{measured_iqr(gauss_q.directionality.sel(quantile=0.25), gauss_q.directionality.sel(quantile=0.75))}. "
+    f"The layer ensembles' symmetry: {layer_iqr('symmetry', 3)}."
+)
 
 # %% [markdown]
 # ## 4. How much does directionality depend on its threshold?
@@ -227,7 +255,7 @@ plt.show()
 #
 # ## 5. Per head or summed over heads?
 #
-# The paper's tables score the layer matrix $\sum_h W_q^h W_k^{h\top}$; the authors' training logs scored
+# The paper's tables score the layer matrix $\sum_h W_q^h (W_k^h)^\top$; the authors' training logs scored
 # each head. To see how the two relate, we interpolate between a symmetric initialisation and
 # independent factors: $W_q = \cos\theta\, W_k + \sin\theta\, G$ with $G$ independent of $W_k$.
 
@@ -263,7 +291,7 @@ print("median (layer - mean head) symmetry by theta:", np.round(difference.value
 # Both start at exactly 1 for $W_q = W_k$ and reach 0 for independent factors, but in between the summed
 # layer matrix is *more* symmetric than its heads: the heads' skew-symmetric parts are independent and
 # partly cancel in the sum, while their symmetric parts (all positive semi-definite contributions from
-# $W_k^{h\top} W_k^h$) add up. Per-head and per-layer scores are different quantities, and comparisons must
+# $W_k^h (W_k^h)^\top$) add up. Per-head and per-layer scores are different quantities, and comparisons must
 # not mix them.
 #
 # ## 6. Save
@@ -286,7 +314,8 @@ dataset.attrs = results.provenance_attrs(
     parameters=parameters,
     scored_matrix=(
         "symmetry/directionality: random d_model x d_model matrices of each ensemble (gaussian; "
-        "sum_h W_q^h W_k^h^T or one head's W_q^h W_k^h^T with Gaussian factors); sweep_*: Gaussian and "
+        "sum_h W_q^h (W_k^h)^T, in nn.Linear weights sum_h W_q[h]^T W_k[h], or one head's W_q^h (W_k^h)^T, with "
+        "Gaussian factors); sweep_*: Gaussian and "
         "planted-outlier matrices; tying_*: partly tied factors; invariant_*: transforms of one matrix"
     ),
     title="03 scores: invariants, null distributions, threshold sensitivity, per head versus summed",

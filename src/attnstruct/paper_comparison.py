@@ -6,7 +6,8 @@ entries their extraction likely got wrong. :func:`reported_vision` groups the vi
 models were trained (notebook 07). :func:`agreement` pairs each of our (model, stack) summaries with
 the authors' row for the same model and role; :func:`largest_disagreements` ranks the pairs and attaches the
 known explanation. A row whose caveat says the authors scored decoder *cross*-attention is paired with our
-``cross`` stack, so that like is compared with like.
+``cross`` stack, so that like is compared with like. :func:`reported_group_medians` summarises the authors'
+rows by role, the numbers notebook 06 quotes beside its own (:func:`group_medians`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ CAVEAT_EXPLANATIONS = {
     ),
     "fused_qkv_branch_suspect": (
         "fused QKV weight: the authors' code took contiguous [q|k|v] blocks without transposing, which is not "
-        "W_q^T W_k for per-head interleaved layouts (GPT-NeoX, DeBERTa-v1) or for ModernBERT"
+        "the layer matrix (W_q^T W_k in nn.Linear weights) for per-head interleaved layouts (GPT-NeoX, "
+        "DeBERTa-v1) or for ModernBERT"
     ),
     "scored_random_init": "the authors scored a randomly initialised model (built from its config, no weights)",
     "looks_random_init": "the authors' value is what a randomly initialised model gives (symmetry 0.000)",
@@ -91,6 +93,19 @@ def group_medians(summary: pd.DataFrame) -> pd.DataFrame:
             row |= {f"{s}_median": values.median(), f"{s}_min": values.min(), f"{s}_max": values.max()}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def reported_group_medians(reference: pd.DataFrame, family: str = "language", *, clean: bool = False) -> pd.DataFrame:
+    """The authors' rows of ``family`` by role (``encoder``, ``decoder``), as :func:`group_medians` gives ours:
+    ``stack`` (the authors' role), ``n`` and the median, minimum and maximum of their per-model median scores.
+
+    ``clean``: leave out the rows with a caveat. These are the authors' result files' numbers
+    (:func:`attnstruct.pretrained.reference_table`), not measurements of this project.
+    """
+    rows = reference[reference["family"] == family]
+    if clean:
+        rows = rows[rows["caveats"].isna()]
+    return group_medians(rows.assign(stack=rows["role"]))
 
 
 def ordering_probability(summary: pd.DataFrame, score: str = "symmetry") -> float:

@@ -1,9 +1,10 @@
 """What a training run logs at each record step, and the run's dataset built from it.
 
 At every record step the engine appends the symmetry and directionality of every layer's
-``W_qk = sum_h W_q^h^T W_k^h`` and of every head (from the factors, :func:`attnstruct.factor_scores`, so no
-``d_model x d_model`` matrix is formed), the mean training loss since the previous record, the learning rate,
-and the task's evaluations (NaN at record steps without an evaluation).
+``W_qk = sum_h W_q^h (W_k^h)^T`` (in the model's ``nn.Linear`` weights ``sum_h W_q[h]^T W_k[h]``) and of every
+head's ``W_q^h (W_k^h)^T`` (from the factors, :func:`attnstruct.factor_scores`, so no ``d_model x d_model``
+matrix is formed), the mean training loss since the previous record, the learning rate, and the task's
+evaluations (NaN at record steps without an evaluation).
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from torch import nn
 from .scores import factor_scores
 from .transformer import query_key_factors
 
-SCORED_MATRIX = "W_qk = sum_h W_q^h^T W_k^h per layer (and per head), nn.Linear layout, biases left out"
+SCORED_MATRIX = (
+    "W_qk = sum_h W_q^h (W_k^h)^T per layer (and W_q^h (W_k^h)^T per head); in nn.Linear weights "
+    "sum_h W_q[h]^T W_k[h]; biases left out"
+)
 
 
 @dataclass
