@@ -12,32 +12,37 @@
 # ---
 
 # %% [markdown]
-# # 07 · Vision from scratch: a bidirectional ViT against an autoregressive image model
+# # 07 · Vision from scratch: bidirectional ViTs against an autoregressive image model
 #
 # *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), the vision figures (median symmetry and
 # directionality over layers of ViT, DeiT, BEiT, DINO, MAE, ... and iGPT).*
 #
-# The paper scores pretrained vision Transformers and finds the same split as in language: encoders trained
-# with bidirectional attention (ViT, DeiT, BEiT, DINO, MAE) have a median symmetry of $W_{qk}$ between about
-# +0.15 and +0.52; the one autoregressive image model, iGPT, between +0.11 and +0.18 (the paper's vision
-# figures in section 4). None of those checkpoints can be installed on this project's machines, so this notebook
-# asks the question from scratch: one small vision Transformer, one set of images, one initialisation,
-# trained three ways.
+# The paper scores pretrained vision Transformers and finds the same split as in language: the encoders,
+# trained with bidirectional attention (ViT, DeiT, BEiT, DINO, MAE), have a more symmetric $W_{qk}$ than the
+# one autoregressive image model, iGPT. Their values, read from the authors' result files, are printed below
+# the imports. None of those checkpoints can be installed on this project's machines, so this notebook asks
+# the question from scratch: one small vision Transformer, one set of images, one initialisation, trained
+# four ways.
 #
 # | objective | attention | loss | as in |
 # |---|---|---|---|
-# | `classify` | bidirectional | the digit's class, read from a `[CLS]` token | ViT, DeiT |
+# | `classify` | bidirectional | the digit's class, read from the `[CLS]` token's last output | ViT, DeiT |
+# | `classify-mean` | bidirectional | the digit's class, read from the mean of every token's last output | ViT with pooling |
 # | `masked` | bidirectional | the grey levels of masked patches | BEiT, MAE |
 # | `next-patch` | causal | the grey levels of the next patch | iGPT |
 #
-# The theory of the paper (notebook 02) predicts that the two bidirectional objectives drive $W_{qk}$
-# towards symmetry and the causal one does not. Notebook 02 showed it on a toy; here it meets images.
+# The theory of the paper (notebook 02) predicts a symmetric $W_{qk}$ where the gradient pairs every query
+# with every key in both orders, and none where keys come before queries only (causal attention). Section 2
+# works out what that means for each objective: a `[CLS]` loss is a special case, because in the last layer
+# only one query, `[CLS]`, receives gradient; `classify-mean` is the same classifier with a loss that reaches
+# every token. Section 6 tests the predictions, seed by seed, against random matrices of the same shape.
 # If you have pretrained vision checkpoints on disk (ViT, DeiT, BEiT, DINOv2 in Hugging Face format), list
 # their folders in `local_models`: they are scored with the same code and drawn beside the runs.
 
 # %% tags=["parameters"]
+objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.vision.OBJECTIVES
 seed = 0  # first seed; the runs use seed, seed + 1, ...
-n_seeds = 3  # runs per objective
+n_seeds = 3  # runs per objective (5 are needed for a one-sided sign-flip test to reach p < 0.05)
 steps = 800  # AdamW steps per run
 batch_size = 32  # images per step
 lr = 0.001  # peak learning rate (linear warm-up, cosine decay)
@@ -60,6 +65,7 @@ checkpoint_every = 500  # resumable checkpoints (runs kept in a folder only)
 source = "sklearn-digits"  # images: "sklearn-digits" (scikit-learn's load_digits) or "synthetic-digits"
 n_images = 1797  # images rendered by the synthetic source (load_digits has 1797)
 val_fraction = 0.2  # share of the images held out for validation (a fixed split)
+n_null_draws = 400  # random models per null distribution (section 6)
 workers = 2  # runs trained side by side, one thread each
 device = "cpu"  # "cpu", "cuda" or "auto" (GPU runs are not bit-reproducible)
 amp = False  # bfloat16 autocast on CUDA
@@ -78,8 +84,9 @@ import torch
 import xarray as xr
 
 from attnstruct import images as I
-from attnstruct import paper_comparison, pipeline, plotting, pretrained, results
+from attnstruct import paper_comparison, pipeline, plotting, pretrained, prose, results
 from attnstruct import vision as V
+from attnstruct import vision_verdicts as VV
 from attnstruct.extract import count_parameters
 
 plotting.set_style()
@@ -87,22 +94,30 @@ torch.set_num_threads(1)
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
 if not isinstance(n_seeds, int) or n_seeds < 1:
     raise ValueError(f"n_seeds must be a positive integer, got {n_seeds!r}")
+unknown = sorted(set(objectives) - set(V.OBJECTIVES))
+if unknown or not objectives or len(set(objectives)) != len(objectives):
+    raise ValueError(f"objectives must be distinct names from {V.OBJECTIVES}, got {objectives!r}")
 parameters = pipeline.notebook_parameters("07_vision", globals())  # recorded with the dataset
+objectives = [o for o in V.OBJECTIVES if o in objectives]  # one order everywhere
 configs = [
     V.VisionConfig.from_params(parameters, objective=objective, seed=seed + k)
-    for objective in V.OBJECTIVES
+    for objective in objectives
     for k in range(n_seeds)
 ]
 COLORS = {
     "classify": "#4f7fd1",
+    "classify-mean": "#35a7c9",
     "masked": plotting.ENCODER_COLOR,
     "next-patch": plotting.DECODER_COLOR,
 }  # blue: bidirectional
 LABELS = {
-    "classify": "classify (bidirectional, ViT)",
+    "classify": "classify ([CLS], bidirectional, ViT)",
+    "classify-mean": "classify-mean (pooled, bidirectional)",
     "masked": "masked (bidirectional, BEiT)",
     "next-patch": "next-patch (causal, iGPT)",
 }
+reported = paper_comparison.reported_vision(pretrained.reference_table())  # the authors' values
+prose.show(VV.describe_reported(reported))
 
 # %% [markdown]
 # ## 1. Images and patches
@@ -115,7 +130,8 @@ LABELS = {
 #
 # Each image is cut into non-overlapping `patch_size` x `patch_size` patches in raster order (left to right,
 # top to bottom); a patch is one token, embedded by a linear map, as in ViT. Position 0 holds one extra
-# learned token: `[CLS]` for classification, the start of the image for the two generative objectives.
+# learned token: `[CLS]` for `classify`, the start of the image for the others (`classify-mean` pools it
+# with the patches).
 
 # %%
 data = I.load_images(source, n_images, val_fraction)
@@ -157,27 +173,69 @@ plotting.savefig(fig, figures_dir / "07_images")
 plt.show()
 
 # %% [markdown]
-# ## 2. One model, three objectives
+# ## 2. One model, four objectives, and what the theory predicts for each
 #
 # The model is the project's BERT-like `Encoder` (notebook 04) with pre-LN blocks, as ViT, BEiT and iGPT
-# use. The trunk (patch embedding, special tokens, blocks) is initialised from the seed alone, so the three
+# use. The trunk (patch embedding, special tokens, blocks) is initialised from the seed alone, so the four
 # objectives of one seed start from the same weights and see the same images in the same order. They
 # differ in the attention mask, in where the loss sits, and in the last linear layer:
 #
-# * `classify`: cross-entropy of the 10 classes from the `[CLS]` position. All positions attend to all.
+# * `classify`: cross-entropy of the 10 classes from the last layer's output at the `[CLS]` position. All
+#   positions attend to all.
+# * `classify-mean`: the same cross-entropy from the mean of the last layer's outputs at all positions (the
+#   special token and every patch). All positions attend to all.
 # * `masked`: a `mask_rate` share of the patches (at least one) is replaced by a learned `[MASK]`
 #   embedding; each masked patch's pixels are predicted as one of `levels` grey levels (BEiT predicts
 #   discrete visual tokens; a grey level is the simplest discrete token).
 # * `next-patch`: causal attention; the output at position $t$ (the start token and patches $< t$)
 #   predicts the grey levels of patch $t$. With `patch_size = 1` this is iGPT's next-pixel task.
 #
-# Every `log_every` steps each run records the symmetry and directionality of every layer's
-# $W_{qk} = \sum_h W_q^{h\top} W_k^h$ and of every head, as notebook 04 does for text.
+# Every `log_every` steps each run records the symmetry and directionality of every layer's matrix and of
+# every head's. In the paper's row-vector form a head's matrix is $W_{qk}^h = W_q^h (W_k^h)^\top$ and a
+# layer's is $W_{qk} = \sum_h W_q^h (W_k^h)^\top$; in `nn.Linear` weights that is `W_q[h]^T W_k[h]`, summed
+# over heads (notebook 01).
+#
+# **The gradient's pairs.** Write $x_1, \dots, x_N$ for a layer's (normalised) inputs, $a_{ij} = x_i^\top
+# W_{qk}^h x_j / \sqrt{d_h}$ for head $h$'s logits, $\alpha_{ij}$ for its attention weights, $v_j$ for the
+# values and $\delta_i$ for the gradient of the loss with respect to query $i$'s attention output. Then
+#
+# $$\frac{\partial L}{\partial W_{qk}^h} = \frac{1}{\sqrt{d_h}} \sum_{\text{images}} \sum_{i,j} g_{ij}\, x_i x_j^\top,
+# \qquad g_{ij} = \alpha_{ij}\Big(\delta_i \cdot v_j - \sum_k \alpha_{ik}\, \delta_i \cdot v_k\Big).$$
+#
+# Query $i$ stands on the left of every term it enters, and a query whose output never reaches the loss
+# ($\delta_i = 0$) enters none. The theory's symmetric drive needs each pair in both orders, $x_i x_j^\top$
+# and $x_j x_i^\top$; a causal mask keeps only $j \le i$ ($g_{ij} = 0$ for $j > i$), so the early tokens'
+# keys enter many terms (column dominance) and no pair of distinct tokens appears both ways.
+#
+# * `masked` and `classify-mean`: every token is a query below the last layer, and in the last layer every
+#   token (`classify-mean`) or every masked token (`masked`). Predicted: symmetric.
+# * `next-patch`: keys before queries in every layer. Predicted: no symmetric drive, negative directionality.
+# * `classify`: in the last layer only `[CLS]`'s output reaches the loss, so $\delta_i = 0$ for every other
+#   token and each head's update is
+#   $\partial L / \partial W_{qk}^{h,\mathrm{last}} \propto \sum_{\text{images}} x_{\mathrm{cls}}\, u^\top$ with
+#   $u = \sum_j g_{\mathrm{cls},j}\, x_j$: one query per image, rows in the span of the `[CLS]` states, never
+#   both orders. The theory predicts no symmetric drive in that layer, so a last layer that stays near the
+#   random matrices' value is consistent with it, not a failure of it. Below the last layer every token reaches the loss
+#   through `[CLS]`'s attention to it (as a key and as a value), so every token is a query and both orders
+#   appear, with weights set by how much `[CLS]` attends to each token: a symmetric drive of a strength the
+#   theory does not give. It therefore orders `classify`'s last layer below `classify-mean`'s, and says
+#   nothing about `classify`'s median over layers against the other objectives.
+#
+# The comparisons that follow (each tested in section 6), then those the theory leaves open:
+
+# %%
+side = {+1: "positive", -1: "negative"}
+prose.show(
+    "**Predicted** (treated minus baseline, per seed):\n\n"
+    + "\n".join(f"- {p.claim}: {side[p.sign]}; {p.why}." for p in VV.PREDICTIONS)
+    + "\n\n**Not predicted:**\n\n"
+    + "\n".join(f"- {line}." for line in VV.NOT_PREDICTED)
+)
 
 # %%
 model = V.build_model(example)
 print(f"sequence length {1 + example.n_patches}, {count_parameters(model):,} parameters (classify head)")
-print(f"{len(configs)} runs: {', '.join(V.OBJECTIVES)} x seeds {seed}..{seed + n_seeds - 1}, {steps} steps each")
+print(f"{len(configs)} runs: {', '.join(objectives)} x seeds {seed}..{seed + n_seeds - 1}, {steps} steps each")
 start = time.perf_counter()
 runs = V.train_many(configs, workers=workers)
 print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)")
@@ -185,36 +243,45 @@ print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)"
 # %% [markdown]
 # ## 3. Did the models learn?
 #
-# Scores of a model that does not learn mean nothing, so the losses come first. The three losses are
-# different quantities (10 classes; 4 grey levels per pixel of a masked patch or of the next patch); each
-# should fall well below its starting value, and the classifier should be far above chance (10%).
+# Scores of a model that does not learn mean nothing, so the losses come first. The losses are different
+# quantities (10 classes; `levels` grey levels per pixel of a masked patch or of the next patch); each
+# should fall well below a uniform guess (dashed: $\log 10$ for the classes, $\log$ `levels` per pixel), and
+# the classifiers' accuracy (last panel) well above chance (dashed: one in 10).
 
 # %%
-fig, axes = plt.subplots(1, len(V.OBJECTIVES), figsize=(14, 3.6), sharex=True)
-for ax, objective in zip(axes, V.OBJECTIVES, strict=True):
+fig, axes = plt.subplots(1, len(objectives) + 1, figsize=(3.6 * (len(objectives) + 1), 3.6), sharex=True)
+for ax, objective in zip(axes, objectives):
     cell = runs.sel(objective=objective)
     val = cell.val_loss.dropna("step", how="all")
     for s in cell.seed.values:
         ax.plot(runs.step[1:], cell.train_loss.sel(seed=s)[1:], color=COLORS[objective], lw=0.8, alpha=0.6)
     ax.plot(val.step, val.mean("seed"), "o-", color=COLORS[objective], label="validation, mean over seeds")
+    chance = np.log(10 if objective in V.CLASSIFIERS else levels)
+    ax.axhline(chance, color="0.4", ls="--", lw=1, label="uniform guess")
     ax.set(xlabel="step", title=LABELS[objective])
 axes[0].set_ylabel("cross-entropy (nats)")
-axes[0].legend(title="thin: training, per seed", fontsize=8)
+axes[0].legend(title="thin: training, per seed", fontsize=8, title_fontsize=8, loc="center right")
+ax = axes[-1]
+for objective in [o for o in objectives if o in V.CLASSIFIERS]:
+    acc = runs.val_accuracy.sel(objective=objective).dropna("step", how="all")
+    for s in acc.seed.values:
+        ax.plot(acc.step, acc.sel(seed=s), "o-", color=COLORS[objective], lw=1, ms=3, alpha=0.7)
+    ax.plot([], [], "o-", color=COLORS[objective], label=objective)
+ax.axhline(0.1, color="0.4", ls="--", lw=1, label="chance")
+ax.set(xlabel="step", ylabel="validation accuracy", ylim=(0, 1), title="classifiers: accuracy, per seed")
+ax.legend(fontsize=8)
 fig.tight_layout()
 plotting.savefig(fig, figures_dir / "07_losses")
 plt.show()
-accuracy = runs.val_accuracy.sel(objective="classify").isel(step=-1)
-print(
-    "final validation accuracy of classify:",
-    ", ".join(f"seed {int(s)}: {float(a):.3f}" for s, a in zip(accuracy.seed, accuracy)),
-)
+prose.show("\n".join(VV.describe_learning(runs, levels)))
 
 # %% [markdown]
 # ## 4. Symmetry and directionality against training steps
 #
 # As in notebook 04 and the paper's figures: the median over layers with an interquartile band (pooled over
-# layers and seeds), with one thin line per seed (that seed's median over layers). The two bidirectional
-# objectives are blue, the causal one purple.
+# layers and seeds), with one thin line per seed (that seed's median over layers). The bidirectional
+# objectives are blue, the causal one purple; the grey band is the 95% range of the median over layers of
+# random matrices of this shape (section 6), where every run starts.
 
 
 # %%
@@ -224,9 +291,12 @@ def band(scores: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q[0], q[1], q[2]
 
 
+pools = VV.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
 fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharex=True)
 for ax, score in zip(axes, ("symmetry", "directionality"), strict=True):
-    for objective in V.OBJECTIVES:
+    low, high = np.quantile(pools[score, "median"], [0.025, 0.975])
+    ax.axhspan(low, high, color="0.85", lw=0, label="random matrices, 95%")
+    for objective in objectives:
         scores = runs[score].sel(objective=objective)
         low, mid, high = band(scores)
         ax.fill_between(runs.step, low, high, color=COLORS[objective], alpha=0.15, lw=0)
@@ -239,17 +309,20 @@ axes[0].legend(loc="best", fontsize=8)
 fig.tight_layout()
 plotting.savefig(fig, figures_dir / "07_scores_over_training")
 plt.show()
+prose.show("Median symmetry over layers, mean over seeds:\n\n" + "\n".join(VV.describe_trajectories(runs)))
 
 # %% [markdown]
 # ## 5. One line per layer
 #
 # Each layer's score against step, averaged over seeds, with a band from the lowest to the highest seed
-# (cividis, as notebook 04: light = deep).
+# (cividis, as notebook 04: light = deep). For `classify` the last layer is the one the theory singles out.
 
 # %%
-fig, axes = plt.subplots(2, len(V.OBJECTIVES), figsize=(14, 6.5), sharex=True, sharey="row")
+fig, axes = plt.subplots(
+    2, len(objectives), figsize=(3.6 * len(objectives) + 1, 6.5), sharex=True, sharey="row", squeeze=False
+)
 shades = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
-for column, objective in enumerate(V.OBJECTIVES):
+for column, objective in enumerate(objectives):
     for row, score in enumerate(("symmetry", "directionality")):
         ax = axes[row, column]
         for layer in runs.layer.values:
@@ -266,39 +339,59 @@ axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 fig.tight_layout()
 plotting.savefig(fig, figures_dir / "07_scores_per_layer")
 plt.show()
+prose.show("Final symmetry of each layer, mean over seeds:\n\n" + "\n".join(VV.describe_layers(runs)))
 
 # %% [markdown]
-# ## 6. Where the runs end
+# ## 6. Where the runs end, against random matrices and against the predictions
 #
-# The paper's statistic for each run: the median over layers of the final scores, with the quartiles. One
-# row per objective and seed.
+# The paper's statistic for each run: the median over layers of the final scores, with the quartiles, and
+# here also the last layer's scores (`symmetry_last`). One row per objective and seed.
 
 # %%
 summary = V.final_summary(runs)
 summary.round(3)
 
+# %% [markdown]
+# **Against random matrices.** Every run starts as a random model, so the first question is whether training
+# moved a score beyond what random matrices of the same width, head count and layer count give:
+# `n_null_draws` models with Gaussian factors, each scored as the runs are (the median over `n_layers`
+# layers, or one layer for the last). For each objective: the per-seed values, their percentiles in that
+# null, and how many seeds lie outside its 95% range.
+#
+# **Against the predictions.** Each prediction of section 2 is a difference between two objectives, paired
+# by seed (same initial trunk, same images): its mean over seeds with a 95% bootstrap interval, a one-sided
+# sign-flip test in the predicted direction, and the null of the same difference between random models. A
+# prediction *holds* when the interval lies on the predicted side of 0, the test's p is below `alpha = 0.05`
+# and the difference is beyond the null's 95% range; it *does not hold* when the interval lies on the other
+# side and the opposite test is significant; otherwise the runs *cannot tell at this scale*. With `n_seeds`
+# seeds a sign-flip test cannot go below $2^{-n}$, so fewer than five seeds can never reach a verdict either way.
+
 # %%
-ordered, statement = V.compare_objectives(summary)
-print(statement)
+comparison = VV.compare_objectives(
+    summary, d_model=d_model, n_heads=n_heads, n_layers=n_layers, n_draws=n_null_draws, seed=seed
+)
+blocks = [
+    ("Final median symmetry over layers", "symmetry", "median"),
+    ("Final symmetry of the last layer", "symmetry", "last"),
+    ("Final median directionality over layers", "directionality", "median"),
+]
+prose.show(
+    "\n\n".join(
+        f"**{title}**, per objective:\n\n" + "\n".join(VV.describe_nulls(comparison.nulls, *key))
+        for title, *key in blocks
+    )
+)
+
+# %%
+statement = "\n".join(VV.describe_effects(comparison))
+prose.show("**The predictions**, each a difference paired by seed:\n\n" + statement)
+unpredicted = VV.describe_unpredicted(summary)
+if unpredicted:
+    prose.show("Where the theory predicts nothing (`classify`'s median over layers): " + " ".join(unpredicted))
+columns = ["estimate", "low", "high", "n", "p_value", "null_low", "null_high", "null_percentile", "verdict"]
+comparison.table()[columns].round(3) if comparison.effects else None
 
 # %% [markdown]
-# The sentence above is computed from the table: it says "Yes" only if the lowest final median symmetry of
-# any bidirectional run (either objective, any seed) is above the highest of any causal run.
-#
-# What the quick profile showed (`load_digits`, 3 seeds, 800 steps; rerun with other parameters and trust the
-# printed sentence, not this paragraph): the answer was **no**, because of classification. Masked patch
-# prediction ended at a median symmetry of +0.24 to +0.32, inside the range the paper reports for BEiT and MAE
-# (+0.19 to +0.40). Next-patch prediction ended at +0.10 to +0.17, close to the paper's iGPT values (+0.11 to
-# +0.18). Classification ended at only +0.02 to +0.06, below every next-patch run, although the classifiers
-# reached 96-98% validation accuracy: a loss read from the `[CLS]` position alone did not make $W_{qk}$
-# symmetric at this scale, unlike the pretrained ViT and DeiT models (+0.15 to +0.52). Every objective passed
-# through a brief symmetric phase during warm-up (next-patch peaked near +0.30 around step 100 before
-# falling), so the early steps say little about where a run ends.
-#
-# Directionality did not separate the causal objective either: all three ended negative (column dominance),
-# the classifier the most (medians -0.17 to -0.68), next-patch prediction -0.12 to -0.42. Notebook 02 found
-# directionality unreliable on its toy task as well.
-#
 # ## 7. Local vision checkpoints (optional)
 #
 # Any checkpoint folder the extraction code reads (ViT, DeiT, BEiT, DINOv2, ViT-MAE, ... in Hugging Face
@@ -325,9 +418,9 @@ else:
 # come from models a thousand times larger, trained on millions of images.
 
 # %%
-reported = paper_comparison.reported_vision(pretrained.reference_table())
 groups = [
     ("classify\n(ours)", "ours", "classify"),
+    ("classify-mean\n(ours)", "ours", "classify-mean"),
     ("ViT, DeiT\n(paper)", "paper", "supervised (ViT, DeiT)"),
     ("masked\n(ours)", "ours", "masked"),
     ("BEiT, MAE,\nDiT (paper)", "paper", "masked image modelling (BEiT, MAE, DiT)"),
@@ -335,9 +428,10 @@ groups = [
     ("iGPT\n(paper)", "paper", "autoregressive (iGPT)"),
     ("DINO, GIT,\nDETR (paper)", "paper", "other encoders (DINO, DINOv2, GIT, DETR)"),
 ]
+groups = [g for g in groups if g[1] != "ours" or g[2] in objectives]
 if scored is not None:
     groups.append(("local\ncheckpoints", "local", None))
-fig, axes = plt.subplots(2, 1, figsize=(11, 8), sharex=True)
+fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True)
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     for x, (label, kind, key) in enumerate(groups):
         if kind == "ours":
@@ -380,8 +474,9 @@ print(
 # ## 9. Save
 #
 # The dataset holds every run's per-layer and per-head scores over training (dims `objective`, `seed`,
-# `step`, `layer`, `head`), the losses, the final per-seed medians, and the scores of any local
-# checkpoints (dims `checkpoint`, `checkpoint_layer`).
+# `step`, `layer`, `head`), the losses, the final per-seed medians, the scores of any local checkpoints
+# (dims `checkpoint`, `checkpoint_layer`), and in its attributes the verdict sentences (`statement`), the
+# overall verdict and the table of effects (`verdicts`, JSON).
 
 # %%
 dataset = runs.copy()
@@ -401,11 +496,15 @@ dataset.attrs = {
     **runs.attrs,
     **results.provenance_attrs(
         parameters=parameters,
-        scored_matrix="W_qk = sum_h W_q^h^T W_k^h per layer (and per head) of a vision Transformer trained from "
-        "scratch; checkpoint_*: sum_h W_q^h W_k^h^T per layer of local checkpoints",
-        title="07 vision: ViT-like classification, masked and next-patch training, scores over training",
+        scored_matrix="W_qk = sum_h W_q^h (W_k^h)^T per layer (and W_q^h (W_k^h)^T per head), the paper's row-vector "
+        "form; in nn.Linear weights sum_h W_q[h]^T W_k[h]; of a vision Transformer trained from scratch, and "
+        "(checkpoint_*) of local checkpoints",
+        title="07 vision: ViT-like classification ([CLS] and pooled), masked and next-patch training, scores over "
+        "training",
         images=data.source,
         statement=statement,
+        verdict=comparison.overall,
+        verdicts=comparison.table().to_json(orient="index") if comparison.effects else "{}",
         checkpoints="; ".join(str(m) for m in local_models),
     ),
 }

@@ -8,9 +8,10 @@ import pytest
 import torch
 import xarray as xr
 
-from attnstruct import factor_scores
+from attnstruct import evidence, factor_scores, paper_comparison, pretrained
 from attnstruct import images as I
 from attnstruct import vision as V
+from attnstruct import vision_verdicts as VV
 from attnstruct.transformer import query_key_factors
 
 TINY = dict(
@@ -74,6 +75,66 @@ def test_masked_inputs_hide_the_masked_patches():
     assert torch.equal(model.hidden(scrambled, batch.mask, False), model.hidden(batch.patches, batch.mask, False))
 
 
+def _gradients(objective, **changes):
+    """One image's loss gradient: w.r.t. the encoder's output at every position ``[T]`` (norm per position),
+    the patch embeddings ``[T-1]``, and the query weights of the first and the last block."""
+    config = tiny(objective, n_layers=3, **changes)
+    model = V.build_model(config).double()
+    data = I.load_images("synthetic-digits", config.n_images, config.val_fraction)
+    batch = V.training_batch(config, data, 1).rows(0, config.batch_size)  # one image
+    batch = V.Batch(batch.patches.double(), batch.labels, batch.mask)
+    kept = {}
+
+    def keep(name):
+        def hook(module, inputs, output):
+            output.retain_grad()
+            kept[name] = output
+
+        return hook
+
+    model.encoder.register_forward_hook(keep("out"))
+    model.patch.register_forward_hook(keep("patch"))
+    total, _ = V.summed_loss(model, batch, objective)
+    total.backward()
+    per_position = kept["out"].grad[0].norm(dim=-1)
+    per_patch = kept["patch"].grad[0].norm(dim=-1)
+    queries = [model.encoder.blocks[i].attention.query.weight.grad for i in (0, -1)]
+    return per_position, per_patch, queries
+
+
+def _rank(matrix, tolerance=1e-9):
+    s = torch.linalg.svdvals(matrix)
+    return int((s > tolerance * s[0]).sum())
+
+
+def test_classify_has_one_query_in_the_last_layer_and_classify_mean_reaches_every_token():
+    # classify: only the [CLS] output (position 0) reaches the loss; in the last layer the query weights'
+    # gradient is then one outer product (one query), while every token still gets gradient below it
+    out, patches, (first, last) = _gradients("classify")
+    assert out[0] > 0 and torch.all(out[1:] == 0)
+    assert torch.all(patches > 0)  # every token's embedding reaches the loss, through [CLS]'s attention
+    assert _rank(last) == 1
+    assert _rank(first) > 1  # below the last layer every token is a query
+    # classify-mean: every position's output reaches the loss, every token is a query in every layer
+    out, patches, (first, last) = _gradients("classify-mean")
+    assert torch.all(out > 0) and torch.all(patches > 0)
+    assert _rank(last) > 1 and _rank(first) > 1
+    assert torch.allclose(out, out[0])  # the mean weighs every position's output alike
+
+
+def test_classify_mean_shapes():
+    config = tiny("classify-mean")
+    model = V.build_model(config)
+    data = I.load_images("synthetic-digits", config.n_images, config.val_fraction)
+    batch = V.training_batch(config, data, 3)
+    logits, targets = V.logits_and_targets(model, batch, "classify-mean")
+    assert logits.shape == (config.batch_size, 10) and targets.shape == (config.batch_size,)
+    assert batch.mask is None
+    assert model.head_out.out_features == 10
+    with pytest.raises(ValueError, match="classification objective"):
+        V.accuracy(model, [batch], "cpu", "masked")
+
+
 # ---------------------------------------------------------------------------------------------- training
 
 
@@ -87,10 +148,10 @@ def test_losses_decrease(tiny_runs, objective):
     ds = tiny_runs[objective]
     val = ds.val_loss.dropna("step")
     assert list(val.step.values) == [0, 150]
-    # classification from [CLS] starts slowly; the pixel objectives fall fast
-    assert float(val[-1]) < (0.97 if objective == "classify" else 0.85) * float(val[0])
+    # classification starts slowly; the pixel objectives fall fast
+    assert float(val[-1]) < (0.97 if objective in V.CLASSIFIERS else 0.85) * float(val[0])
     assert float(ds.train_loss[-1]) < float(ds.train_loss[1])
-    if objective == "classify":
+    if objective in V.CLASSIFIERS:
         assert float(ds.val_accuracy[-1]) > 0.12  # chance is 0.1
     else:
         assert ds.val_accuracy.isnull().all()
@@ -133,38 +194,124 @@ def test_train_many_in_processes_matches_one_process(tmp_path):
     assert parallel.symmetry_head.dims == ("objective", "seed", "step", "layer", "head")
     assert list(parallel.objective.values) == ["classify", "next-patch"]
     assert parallel.causal.values.tolist() == [False, True]
-    assert (tmp_path / "runs" / "classify-seed0" / "run.nc").is_file()
+    folder = tmp_path / "runs" / f"classify-seed0-{configs[0].digest()[:8]}"
+    assert (folder / "run.nc").is_file()
     reused = V.train_many(configs, tmp_path / "runs", workers=1, progress=False)  # read back, not retrained
     xr.testing.assert_equal(reused, parallel)
     with pytest.raises(ValueError, match="other parameters"):
-        V.train(dataclasses.replace(configs[0], lr=1e-4), tmp_path / "runs" / "classify-seed0")
+        V.train(dataclasses.replace(configs[0], lr=1e-4), folder)
 
 
 # ---------------------------------------------------------------------------------------------- summaries
 
 
-def summary_of(values):
-    return pd.DataFrame(
-        [
-            {"objective": o, "seed": s, "causal": V.CAUSAL[o], "symmetry_median": v}
-            for o, per_seed in values.items()
-            for s, v in enumerate(per_seed)
-        ]
-    )
+def summary_of(values, directionality=None):
+    """A final_summary-like table: ``values`` objective -> per-seed symmetry (median and last layer alike)."""
+    rows = []
+    for o, per_seed in values.items():
+        for s, v in enumerate(per_seed):
+            d = directionality[o][s] if directionality else 0.0
+            rows.append(
+                {
+                    "objective": o,
+                    "seed": s,
+                    "causal": V.CAUSAL[o],
+                    "symmetry_median": v,
+                    "symmetry_last": v,
+                    "directionality_median": d,
+                    "directionality_last": d,
+                }
+            )
+    return pd.DataFrame(rows)
 
 
-def test_compare_objectives_says_yes_or_no_from_the_numbers():
-    yes, text = V.compare_objectives(
-        summary_of({"classify": [0.2, 0.3], "masked": [0.4, 0.5], "next-patch": [0.1, 0.15]})
+SMALL_NULL = dict(d_model=16, n_heads=2, n_layers=2, n_draws=100)
+
+
+def test_compare_objectives_follows_the_predictions_and_the_seeds():
+    up = {
+        "classify": [0.0] * 5,
+        "classify-mean": [0.6] * 5,
+        "masked": [0.6, 0.5, 0.7, 0.6, 0.55],
+        "next-patch": [0.0, 0.02, -0.01, 0.01, 0.0],
+    }
+    column = {"classify": [0.0] * 5, "classify-mean": [0.0] * 5, "masked": [0.9] * 5, "next-patch": [-0.9] * 5}
+    result = VV.compare_objectives(summary_of(up, column), **SMALL_NULL)
+    assert [e.claim for e in result.effects] == [p.claim for p in VV.PREDICTIONS]
+    assert all(e.verdict == "holds" for e in result.effects) and result.overall == "holds"
+    assert all(e.null is not None and e.null.outside for e in result.effects)
+    # the same values the other way round: a clear effect against the prediction
+    down = {o: [-v for v in vs] for o, vs in up.items()}
+    flipped = {o: [-v for v in vs] for o, vs in column.items()}
+    result = VV.compare_objectives(summary_of(down, flipped), **SMALL_NULL)
+    assert result.overall == "does not hold" and {e.verdict for e in result.effects} == {"does not hold"}
+    # three seeds cannot reach p < 0.05 with a one-sided sign-flip test
+    three = {o: vs[:3] for o, vs in up.items()}
+    result = VV.compare_objectives(summary_of(three, {o: vs[:3] for o, vs in column.items()}), **SMALL_NULL)
+    assert result.overall == "cannot tell at this scale"
+    assert all("smallest attainable p is 0.125" in e.reason for e in result.effects)
+    # a missing objective leaves its predictions untested; one seed leaves every prediction untested
+    result = VV.compare_objectives(summary_of({o: up[o] for o in ("masked", "next-patch")}), **SMALL_NULL)
+    assert [e.claim for e in result.effects] == [VV.PREDICTIONS[0].claim, VV.PREDICTIONS[3].claim]
+    assert len(result.untested) == 2 and "classify-mean" in result.untested[0]
+    result = VV.compare_objectives(summary_of({o: vs[:1] for o, vs in up.items()}), **SMALL_NULL)
+    assert not result.effects and result.overall == "cannot tell at this scale" and len(result.untested) == 4
+    assert result.table().empty
+
+
+def test_the_predictions_treat_classify_by_its_last_layer_only():
+    claims = {(p.treated, p.baseline, p.place) for p in VV.PREDICTIONS if p.score == "symmetry"}
+    assert ("classify-mean", "classify", "last") in claims
+    assert not any("classify" in (t, b) and place == "median" for t, b, place in claims)
+    assert all(V.CAUSAL[p.baseline] for p in VV.PREDICTIONS if p.score == "symmetry" and p.place == "median")
+
+
+def test_null_table_places_each_seed_in_the_null():
+    pools = VV.null_pools(16, 2, 2, n_draws=100)
+    assert set(pools) == {(s, p) for s in VV.SCORES for p in VV.PLACES}
+    np.testing.assert_array_equal(
+        pools["symmetry", "median"], evidence.null_median_over_layers("symmetry", 16, 2, 2, n_draws=100)
     )
-    assert yes and text.startswith("Yes:")
-    no, text = V.compare_objectives(
-        summary_of({"classify": [0.2, 0.1], "masked": [0.4, 0.5], "next-patch": [0.1, 0.15]})
-    )
-    assert not no and text.startswith("No:")
-    assert "classify: 1 of 2 runs at or below" in text and "masked: every run above" in text
-    with pytest.raises(ValueError, match="causal"):
-        V.compare_objectives(summary_of({"classify": [0.2], "masked": [0.4]}))
+    table = VV.null_table(summary_of({"masked": [0.9, 0.8], "next-patch": [-0.9, 0.0]}), pools)
+    row = table[(table.objective == "masked") & (table.score == "symmetry") & (table.place == "median")].iloc[0]
+    assert row.percentile_low == 100 and row.n_outside == 2 and row.n_above == 2 and row.n == 2
+    row = table[(table.objective == "next-patch") & (table.score == "symmetry") & (table.place == "last")].iloc[0]
+    assert row.n_outside == 1 and row.n_above == 0 and row.percentile_low == 0
+    assert "2 of 2 outside the null's 95% range" in VV.describe_nulls(table)[0]
+
+
+def test_mean_difference_null():
+    a = np.arange(100.0)
+    null = VV.mean_difference_null(a, a, 4, n_samples=2000, seed=1)
+    assert null.shape == (2000,) and abs(null.mean()) < 2
+    assert null.std() == pytest.approx(np.sqrt(2 * a.var() / 4), rel=0.1)
+    np.testing.assert_array_equal(null, VV.mean_difference_null(a, a, 4, n_samples=2000, seed=1))
+    with pytest.raises(ValueError, match="positive integer"):
+        VV.mean_difference_null(a, a, 0)
+
+
+def test_the_paper_numbers_come_from_the_reference_table():
+    text = VV.describe_reported(paper_comparison.reported_vision(pretrained.reference_table()))
+    # docs/paper-notes.md, section 3.2
+    for expected in (
+        "+0.15 to +0.52",
+        "ViT and DeiT +0.15 to +0.52",
+        "+0.19 to +0.40",
+        "iGPT, scores +0.11 to +0.18",
+        "directionality -0.14 to -0.08",
+    ):
+        assert expected in text, expected
+
+
+def test_sentences_from_tiny_runs(tiny_runs):
+    runs = V.combine(list(tiny_runs.values()))
+    learning = VV.describe_learning(runs, levels=4)
+    assert len(learning) == len(V.OBJECTIVES)
+    assert "a uniform guess scores 2.30" in learning[0] and "chance 10%" in learning[1]
+    assert "a uniform guess scores 1.39" in learning[2] and "accuracy" not in learning[2]
+    assert all("highest" in line for line in VV.describe_trajectories(runs))
+    unpredicted = VV.describe_unpredicted(V.final_summary(runs))
+    assert len(unpredicted) == 3 and unpredicted[0].startswith("`classify` ends")
 
 
 def test_final_summary(tiny_runs):
@@ -173,6 +320,8 @@ def test_final_summary(tiny_runs):
     assert list(table.objective) == list(V.OBJECTIVES)
     row = table[table.objective == "masked"].iloc[0]
     assert row.symmetry_median == pytest.approx(float(np.median(tiny_runs["masked"].symmetry.isel(step=-1))))
+    assert row.symmetry_last == float(tiny_runs["masked"].symmetry.isel(step=-1, layer=-1))
+    assert table.set_index("objective").val_accuracy.notna().to_dict() == {o: o in V.CLASSIFIERS for o in V.OBJECTIVES}
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -181,7 +330,10 @@ def test_final_summary(tiny_runs):
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"objective": "contrastive"}, "unknown objective 'contrastive'; choose one of classify, masked, next-patch"),
+        (
+            {"objective": "contrastive"},
+            "unknown objective 'contrastive'; choose one of classify, classify-mean, masked, next-patch",
+        ),
         ({"patch_size": 3}, "patch_size 3 does not divide the image size 8"),
         ({"levels": 1}, "levels must be an integer in \\[2, 17\\]"),
         ({"mask_rate": 1.0}, "mask_rate must be in \\(0, 1\\)"),

@@ -18,7 +18,8 @@ Modules (``docs/architecture.md`` draws the map):
 * :mod:`attnstruct.transformer` the BERT-like model trained from scratch (post-/pre-LN, bidirectional or causal)
 * :mod:`attnstruct.engine`    the one training loop (with :mod:`~attnstruct.records`, :mod:`~attnstruct.run_files`,
   :mod:`~attnstruct.many_runs`); tasks: :mod:`attnstruct.text` (masked LM, next token) and
-  :mod:`attnstruct.vision` (classify, masked patch, next patch, on :mod:`attnstruct.images`)
+  :mod:`attnstruct.vision` (classify from [CLS] or from the mean of all tokens, masked patch, next patch, on
+  :mod:`attnstruct.images`)
 * :mod:`attnstruct.speedup`   how much sooner a run reaches the baseline's final loss (notebook 05)
 """
 

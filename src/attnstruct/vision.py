@@ -1,10 +1,14 @@
-"""A small vision Transformer trained three ways on 8x8 digit images, logging the scores of ``W_qk``.
+"""A small vision Transformer trained four ways on 8x8 digit images, logging the scores of ``W_qk``.
 
 The vision counterpart of :mod:`attnstruct.text` (the paper's vision models, section 4: encoders such as ViT,
 BEiT and DINO score symmetric, the autoregressive iGPT does not). One architecture, one image set
 (:mod:`attnstruct.images`), one initialisation; only the objective (and with it the attention mask) differs:
 
-* ``"classify"``: supervised classification from a ``[CLS]`` token, bidirectional attention (as ViT, DeiT);
+* ``"classify"``: supervised classification from a ``[CLS]`` token, bidirectional attention (as ViT, DeiT). The
+  loss reads the last layer's output at position 0 only, so in the last layer one query (``[CLS]``) carries
+  the gradient of ``W_qk`` (:mod:`attnstruct.vision_verdicts` says what the theory predicts from that);
+* ``"classify-mean"``: the same classification from the mean of all ``1 + n_patches`` outputs of the last layer
+  (global average pooling, as ViT-GAP variants), bidirectional: the loss reaches every token's output;
 * ``"masked"``: masked patch prediction, bidirectional attention (as BEiT, MAE). A ``mask_rate`` share of
   the patches (at least one per image) is replaced by a learned ``[MASK]`` embedding; the loss is the
   cross-entropy of the masked patches' pixels, quantised to ``levels`` grey levels (BEiT predicts discrete
@@ -14,10 +18,10 @@ BEiT and DINO score symmetric, the autoregressive iGPT does not). One architectu
   predicts patch ``t``'s quantised pixels.
 
 The model is :class:`attnstruct.transformer.Encoder` (pre-LN blocks, as ViT, BEiT and iGPT) over a linear
-patch embedding, with one learned token at position 0 that serves as ``[CLS]`` (classification) or start of
-image (the other two objectives) and a head for the objective. The sequence is the same ``1 + n_patches``
-long in all three, and the trunk (patch embedding, special tokens, encoder) is initialised from the seed alone,
-so that runs with the same seed start from the same weights.
+patch embedding, with one learned token at position 0 that serves as ``[CLS]`` (``classify``) or start of
+image (the others; ``classify-mean`` pools it with the patches) and a head for the objective. The sequence is
+the same ``1 + n_patches`` long in all four, and the trunk (patch embedding, special tokens, encoder) is
+initialised from the seed alone, so that runs with the same seed start from the same weights.
 
 The loop is :func:`attnstruct.engine.train`: the batch of step ``s`` (images, masks) is a pure function of
 ``(seed, s)``, so a run is a pure function of its :class:`VisionConfig` (on a CPU, with a fixed number of
@@ -44,14 +48,17 @@ from .images import IMAGE_SIZE, SOURCES, ImageData, load_images, patchify, quant
 from .settings import one_of, positive_integers
 from .transformer import Encoder, TransformerConfig, init_bert_
 
-OBJECTIVES = ("classify", "masked", "next-patch")
-CAUSAL = {"classify": False, "masked": False, "next-patch": True}
+OBJECTIVES = ("classify", "classify-mean", "masked", "next-patch")
+CAUSAL = {"classify": False, "classify-mean": False, "masked": False, "next-patch": True}
+CLASSIFIERS = ("classify", "classify-mean")  # objectives with a 10-class head
 DESCRIPTIONS = {
     "classify": "supervised classification from [CLS], bidirectional (as ViT, DeiT)",
+    "classify-mean": "supervised classification from the mean of all tokens, bidirectional (as ViT with pooling)",
     "masked": "masked patch prediction, bidirectional (as BEiT, MAE)",
     "next-patch": "next-patch prediction, causal (as iGPT)",
 }
 VAL_SEED = 20250216  # the validation masks are the same at every evaluation
+_HEAD_STREAMS = ("classify", "masked", "next-patch", "classify-mean")  # the head's seed offset (added last)
 
 
 # ---------------------------------------------------------------------------------------------- configuration
@@ -73,6 +80,9 @@ class VisionConfig(engine.RunConfig):
     lr: float = 0.001
     warmup: int = 100
     schedule: str = "cosine"
+    log_every: int = 50
+    eval_every: int = 250
+    checkpoint_every: int = 500
     weight_decay: float = 0.05
     mask_rate: float = 0.4
     d_model: int = 64
@@ -112,8 +122,8 @@ class VisionTransformer(nn.Module):
     """Patch embedding, a special token at position 0, :class:`Encoder`, and the objective's head.
 
     ``hidden(patches [B, T, p*p], mask [B, T] | None, causal) -> [B, 1 + T, d_model]``; the patches are pixel
-    values in [0, 1]. ``head`` maps hidden states to 10 class logits (``classify``) or ``p*p*levels`` pixel-level
-    logits (``masked``, ``next-patch``).
+    values in [0, 1]. ``head`` maps hidden states to 10 class logits (``classify``, ``classify-mean``) or
+    ``p*p*levels`` pixel-level logits (``masked``, ``next-patch``).
     """
 
     def __init__(self, config: VisionConfig, n_classes: int = 10):
@@ -126,7 +136,7 @@ class VisionTransformer(nn.Module):
         self.special = nn.Parameter(torch.zeros(d))  # [CLS] (classify) or start of image (the others)
         self.mask_token = nn.Parameter(torch.zeros(d))  # [MASK]; only the masked objective uses it
         self.encoder = Encoder(config.model_config())
-        n_out = n_classes if config.objective == "classify" else self.patch_dim * config.levels
+        n_out = n_classes if config.objective in CLASSIFIERS else self.patch_dim * config.levels
         self.head_transform = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.LayerNorm(d, eps=1e-12))
         self.head_out = nn.Linear(d, n_out)
         self._initialise(config)
@@ -136,7 +146,7 @@ class VisionTransformer(nn.Module):
         objective), then that layer, whose shape depends on the objective. The global RNG is not reseeded."""
         std = 0.02
         trunk = torch.Generator().manual_seed(config.seed)
-        head = torch.Generator().manual_seed(config.seed * 1_000_003 + 1 + OBJECTIVES.index(config.objective))
+        head = torch.Generator().manual_seed(config.seed * 1_000_003 + 1 + _HEAD_STREAMS.index(config.objective))
         with torch.no_grad():
             for module in (self.patch, self.encoder, self.head_transform):
                 module.apply(lambda m: init_bert_(m, std, trunk))
@@ -228,8 +238,10 @@ def logits_and_targets(model: VisionTransformer, batch: Batch, objective: str) -
     """The objective's logits ``[n, classes or levels]`` and targets ``[n]`` for a batch."""
     causal = CAUSAL[objective]
     hidden = model.hidden(batch.patches, batch.mask, causal)
-    if objective == "classify":
+    if objective == "classify":  # the last layer's output at position 0 only
         return model.head(hidden[:, 0]), batch.labels
+    if objective == "classify-mean":  # the mean of every position's output
+        return model.head(hidden.mean(1)), batch.labels
     targets = quantise(batch.patches, model.levels)  # [B, T, p*p]
     if objective == "masked":
         logits = model.head(hidden[:, 1:][batch.mask])
@@ -245,12 +257,15 @@ def summed_loss(model: VisionTransformer, batch: Batch, objective: str) -> tuple
     return F.cross_entropy(logits.float(), targets, reduction="sum"), len(targets)
 
 
-def accuracy(model: VisionTransformer, batches: Sequence[Batch], device) -> float:
-    """Share of images whose class logit from ``[CLS]`` is highest for the right digit, in evaluation mode."""
+def accuracy(model: VisionTransformer, batches: Sequence[Batch], device, objective: str = "classify") -> float:
+    """Share of images whose class logit (from ``[CLS]`` or the mean of the tokens, by ``objective``) is highest
+    for the right digit, in evaluation mode."""
+    if objective not in CLASSIFIERS:
+        raise ValueError(f"accuracy needs a classification objective ({', '.join(CLASSIFIERS)}), got {objective!r}")
     correct, count = 0, 0
     with engine.evaluation_mode(model):
         for batch in batches:
-            logits, targets = logits_and_targets(model, batch.to(device), "classify")
+            logits, targets = logits_and_targets(model, batch.to(device), objective)
             correct += int((logits.argmax(-1) == targets).sum())
             count += len(targets)
     return correct / count
@@ -264,7 +279,7 @@ class VisionTask:
 
     EVALUATIONS: ClassVar[dict[str, str]] = {
         "val_loss": "mean loss per target on the validation images (NaN between evaluations)",
-        "val_accuracy": "classification accuracy on the validation images (classify only)",
+        "val_accuracy": "classification accuracy on the validation images (classify and classify-mean only)",
     }
 
     def __init__(self, config: VisionConfig):
@@ -295,8 +310,8 @@ class VisionTask:
 
     def evaluate(self, model: VisionTransformer, device) -> dict[str, float]:
         values = {"val_loss": engine.mean_loss(self, model, self.validation, device), "val_accuracy": float("nan")}
-        if self.config.objective == "classify":
-            values["val_accuracy"] = accuracy(model, self.validation, device)
+        if self.config.objective in CLASSIFIERS:
+            values["val_accuracy"] = accuracy(model, self.validation, device, self.config.objective)
         return values
 
     def attrs(self) -> dict:
@@ -335,7 +350,8 @@ def combine(runs: Sequence[xr.Dataset]) -> xr.Dataset:
 
 def final_summary(ds: xr.Dataset, last: int = 1) -> pd.DataFrame:
     """Per objective and seed: median and quartiles over layers of the scores at the last ``last`` records
-    (averaged over those records), the final validation loss and accuracy."""
+    (averaged over those records), the last layer's scores (``{score}_last``), the final validation loss and
+    accuracy. :func:`attnstruct.vision_verdicts.compare_objectives` tests these against the theory."""
     tail = ds.isel(step=slice(-last, None)).mean("step")
     rows = []
     for objective in ds.objective.values:
@@ -346,44 +362,9 @@ def final_summary(ds: xr.Dataset, last: int = 1) -> pd.DataFrame:
                 values = cell[var].values
                 row[f"{var}_median"] = float(np.median(values))
                 row[f"{var}_q25"], row[f"{var}_q75"] = (float(q) for q in np.percentile(values, [25, 75]))
+                row[f"{var}_last"] = float(cell[var].isel(layer=-1))
             final = ds.sel(objective=objective, seed=seed).isel(step=-1)
             row["val_loss"] = float(final["val_loss"])
             row["val_accuracy"] = float(final["val_accuracy"])
             rows.append(row)
     return pd.DataFrame(rows)
-
-
-def compare_objectives(summary: pd.DataFrame) -> tuple[bool, str]:
-    """Whether every bidirectional run ends with a higher median symmetry than every causal run, and plain
-    sentences saying so: overall, then for each bidirectional objective, with the ranges over seeds."""
-    bidirectional = summary[~summary.causal]
-    causal = summary[summary.causal]
-    if bidirectional.empty or causal.empty:
-        raise ValueError("the comparison needs at least one bidirectional and one causal objective")
-    highest = causal.symmetry_median.max()
-    n_seeds = summary.seed.nunique()
-
-    def spread(rows: pd.DataFrame) -> str:
-        low, high = rows.symmetry_median.min(), rows.symmetry_median.max()
-        return f"{low:+.3f}" if len(rows) == 1 else f"{low:+.3f} to {high:+.3f}"
-
-    causal_names = " and ".join(causal.objective.unique())
-    ranges = "; ".join(f"{name} {spread(group)}" for name, group in summary.groupby("objective", sort=False))
-    ordered = bool(bidirectional.symmetry_median.min() > highest)
-    seeds = f"{n_seeds} seed{'s' * (n_seeds > 1)}"
-    if ordered:
-        lines = [f"Yes: every bidirectional run ends more symmetric than every {causal_names} run ({seeds})."]
-    else:
-        below = int((bidirectional.symmetry_median <= highest).sum())
-        lines = [
-            f"No: the bidirectional runs do not all end more symmetric than the {causal_names} runs ({seeds}); "
-            f"{below} of {len(bidirectional)} bidirectional runs end at or below the most symmetric {causal_names} run."
-        ]
-    for name, group in bidirectional.groupby("objective", sort=False):
-        below = int((group.symmetry_median <= highest).sum())
-        if below:
-            lines.append(f"  {name}: {below} of {len(group)} runs at or below the most symmetric {causal_names} run.")
-        else:
-            lines.append(f"  {name}: every run above every {causal_names} run.")
-    lines.append(f"Final median symmetry over layers, range over seeds: {ranges}.")
-    return ordered, "\n".join(lines)
