@@ -65,8 +65,16 @@ def analytic_gradient(x, w_qk, w_v, w_o, unembed, targets, predict, mask, scale)
     d_p = delta @ v.transpose(-1, -2)  # [B, H, N, N]
     d_a = p * (d_p - (p * d_p).sum(-1, keepdim=True))
     beta = scale * d_a
-    grad = torch.einsum("bhij,bid,bje->hde", beta, x, x)
-    return grad, beta
+    return outer_product_sum(beta, x), beta
+
+
+def outer_product_sum(beta: torch.Tensor, x: torch.Tensor, *, include_self: bool = True) -> torch.Tensor:
+    """``sum_b sum_i sum_j beta^h_bij x_bi x_bj^T`` ``[H, d, d]``, from ``beta`` ``[B, H, N, N]`` and ``x``
+    ``[B, N, d]``: the gradient of :func:`analytic_gradient`. ``include_self=False`` leaves out the self-pairs
+    ``j = i``, whose terms ``beta_ii x_i x_i^T`` are symmetric matrices whatever the objective."""
+    if not include_self:
+        beta = beta * ~torch.eye(beta.shape[-1], dtype=torch.bool)
+    return torch.einsum("bhij,bid,bje->hde", beta, x, x)
 
 
 def role_counts(predict: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
