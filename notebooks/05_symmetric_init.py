@@ -168,13 +168,14 @@ init_table.round(4)
 # for every run.
 
 # %%
-baselines = text.train_many(
+baseline_runs = text.train_many(
     baseline_configs,
     results_dir / "text_runs",
     workers=workers,
     threads_per_worker=threads_per_worker,
     cache=cache_dir,
-).sel(init="bert", drop=True)
+)
+baselines = baseline_runs.sel(init="bert", drop=True)
 dataset = text.train_many(
     treated_configs,
     results_dir / "text_runs",
@@ -193,7 +194,7 @@ print(dict(dataset.sizes))
 # %%
 data = text_corpus.load_tokens(corpus, vocab_size, val_fraction, cache=cache_dir)
 unigram_entropy = data.unigram_entropy()
-targets = pd.concat([text.loss_targets(dataset, unigram_entropy), text.loss_targets(baselines, unigram_entropy)])
+targets = pd.concat([text.loss_targets(baseline_runs, unigram_entropy), text.loss_targets(dataset, unigram_entropy)])
 targets = targets[~targets.index.duplicated()]
 all_learned = bool(targets["met"].all())
 print(
@@ -303,10 +304,10 @@ for (objective, init), effect in zip(treated_pairs, speed_effects):
     placebo_paper = speedup_values[objective, "bert"][1]
     lines.append(
         f"- **{init}** ({OBJECTIVE_NAMES.get(objective, objective)}): {words[effect.verdict]} (robust speed-up "
-        f"{spread(robust)} against the placebo's {spread(speedup_values[objective, 'bert'][0])}; difference "
-        f"{prose.signed(effect.estimate)}, 95% interval [{prose.signed(effect.low)}, {prose.signed(effect.high)}], "
-        f"{effect.reason}). The paper's metric gives {spread(paper)} on the same runs, and {spread(placebo_paper)} "
-        "for the placebo."
+        f"{spread(robust)} against the placebo's {spread(speedup_values[objective, 'bert'][0])}; difference of the "
+        f"means {prose.signed(effect.estimate)}, 95% interval [{prose.signed(effect.low)}, "
+        f"{prose.signed(effect.high)}], permutation p = {effect.p_value:.2f}). The paper's metric gives "
+        f"{spread(paper)} on the same runs, and {spread(placebo_paper)} for the placebo."
     )
 if lines:
     prose.show("**The speed-up at this scale:**\n\n" + "\n".join(lines))
@@ -369,7 +370,7 @@ prose.show(
     "median symmetry over layers ends at "
     + ", ".join(f"{prose.signed(v)} ({init})" for init, v in ends.items())
     + ". "
-    + " ".join(f"{e.claim.split(',')[0]}: {e.verdict} ({prose.signed(e.estimate)})." for e in persist)
+    + " ".join(f"{e.claim.split(',')[0]}: {prose.signed(e.estimate)}, {e.verdict} ({e.reason})." for e in persist)
 )
 
 # %% [markdown]
@@ -383,7 +384,7 @@ prose.show(
 order = te.objective_effects(baselines, te.Shape(d_model, n_heads, n_layers))[0] if len(objectives) > 1 else None
 if order is not None:
     print(order.sentence())
-calibration_file = Path("../docs/calibration.csv")
+calibration_file = pipeline.find_root() / "docs" / "calibration.csv"
 if calibration_file.is_file():
     calibration = pd.read_csv(calibration_file, comment="#")
     schedule_rows = calibration[calibration["purpose"] == "schedule"]
