@@ -396,7 +396,13 @@ if calibration_file.is_file():
                 f"{schedule}: " + ", ".join(f"{o} {prose.signed(v)}" for o, v in row.items())
                 for schedule, row in table.iterrows()
             )
-            + ". The ordering of the encoder and the decoder at the end can depend on the schedule."
+            + ". "
+            + (
+                "The encoder ends above the decoder under one schedule and below it under the other: the final "
+                "ordering depends on the schedule."
+                if len({bool(row["mlm"] > row["next-token"]) for _, row in table.iterrows()}) > 1
+                else "The final ordering of the encoder and the decoder is the same under both schedules."
+            )
         )
 
 # %% [markdown]
