@@ -168,21 +168,13 @@ init_table.round(4)
 # for every run.
 
 # %%
-baseline_runs = text.train_many(
-    baseline_configs,
-    results_dir / "text_runs",
-    workers=workers,
-    threads_per_worker=threads_per_worker,
-    cache=cache_dir,
+baseline_runs, dataset = (
+    text.train_many(
+        runs, results_dir / "text_runs", workers=workers, threads_per_worker=threads_per_worker, cache=cache_dir
+    )
+    for runs in (baseline_configs, treated_configs)
 )
 baselines = baseline_runs.sel(init="bert", drop=True)
-dataset = text.train_many(
-    treated_configs,
-    results_dir / "text_runs",
-    workers=workers,
-    threads_per_worker=threads_per_worker,
-    cache=cache_dir,
-)
 print(dict(dataset.sizes))
 
 # %% [markdown]

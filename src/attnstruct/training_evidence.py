@@ -126,36 +126,28 @@ def objective_effects(
     for name in (encoder, decoder):
         if name not in ds.objective.values:
             raise ValueError(f"objective {name!r} is not in the runs ({list(map(str, ds.objective.values))})")
-    sym, direc = final_median(ds, "symmetry"), final_median(ds, "directionality")
-    return [
+    gaps = [
         difference_effect(
-            sym.sel(objective=encoder),
-            sym.sel(objective=decoder),
-            score="symmetry",
+            final_median(ds, score).sel(objective=encoder),
+            final_median(ds, score).sel(objective=decoder),
+            score=score,
             shape=shape,
-            claim="encoder minus decoder, final median symmetry",
+            claim=f"encoder minus decoder, final median {score}",
             n_draws=n_draws,
             seed=seed,
-        ),
-        difference_effect(
-            direc.sel(objective=encoder),
-            direc.sel(objective=decoder),
-            score="directionality",
-            shape=shape,
-            claim="encoder minus decoder, final median directionality",
-            n_draws=n_draws,
-            seed=seed,
-        ),
-        against_null_effect(
-            direc.sel(objective=decoder),
-            score="directionality",
-            shape=shape,
-            predicted_sign=-1,
-            claim="decoder final median directionality minus an untrained layer's",
-            n_draws=n_draws,
-            seed=seed,
-        ),
+        )
+        for score in ("symmetry", "directionality")
     ]
+    decoder_direction = against_null_effect(
+        final_median(ds, "directionality").sel(objective=decoder),
+        score="directionality",
+        shape=shape,
+        predicted_sign=-1,
+        claim="decoder final median directionality minus an untrained layer's",
+        n_draws=n_draws,
+        seed=seed,
+    )
+    return [*gaps, decoder_direction]
 
 
 def decay_effects(ds: xr.Dataset, objectives=None, seed: int = 0) -> list[evidence.Effect]:
