@@ -3,7 +3,7 @@ r"""Scores of one attention block on a chosen device, grouped-query layers from 
 The layer matrix of a block with ``H`` query heads sharing ``n_kv`` key heads (group ``g = H / n_kv``; query
 head ``h`` uses key head ``h // g``, as :class:`~attnstruct.extract.AttentionBlock` pairs them) is::
 
-    M = sum_h W_q^h^T W_k^(h // g) = sum_j (sum_{h in group j} W_q^h)^T W_k^j = A^T B
+    M = sum_h W_q[h]^T W_k[h // g] = sum_j (sum_{h in group j} W_q[h])^T W_k[j] = A^T B
 
 with ``A`` the group sums of the query heads and ``B`` the distinct key heads, both ``[n_kv * d_head, d_model]``.
 The scores then come from ``r_kv x r_kv`` Gram matrices (``r_kv = n_kv * d_head``,

@@ -6,8 +6,9 @@ encoders and as decoders), so that the two runs differ only in the attention mas
 * post-LN blocks as BERT (``x = LN(x + Attn(x)); x = LN(x + FFN(x))``) or pre-LN blocks (``x = x + Attn(LN(x))``,
   a final LN), chosen by ``TransformerConfig.norm``;
 * separate query, key and value projections (``nn.Linear`` with bias, as BERT), so that
-  ``W_q^h = query.weight[h*d_head:(h+1)*d_head]`` has the ``[d_head, d_model]`` layout of
-  :class:`attnstruct.extract.AttentionBlock`, and ``W_qk^h = W_q^h^T W_k^h`` (``[d_model, d_model]``);
+  ``W_q[h] = query.weight[h*d_head:(h+1)*d_head]`` has the ``[d_head, d_model]`` layout of
+  :class:`attnstruct.extract.AttentionBlock`, and ``W_qk^h = W_q[h]^T W_k[h]`` (``[d_model, d_model]``: the
+  paper's ``W_q^h (W_k^h)^T`` from ``nn.Linear`` blocks);
 * attention through :func:`torch.nn.functional.scaled_dot_product_attention` (fused kernels where PyTorch has
   them), with ``is_causal`` for the decoder;
 * BERT's language-model head (dense, GELU, LN, decoder tied to the token embedding) for both objectives;

@@ -34,7 +34,7 @@ def check_finite(tensor: torch.Tensor, name: str) -> torch.Tensor:
 # Terms of the attention logit that the bilinear form W_q^h W_k^h^T leaves out, as recorded in ``extras``.
 EXTRA_TERMS = {
     "q_bias": "query bias: adds b_q^T W_k^h x_j (key side, changes attention) and a constant",
-    "k_bias": "key bias: adds x_i^T W_q^h^T b_k, constant along j, so softmax ignores it",
+    "k_bias": "key bias: adds x_i^T W_q[h]^T b_k, constant along j, so softmax ignores it",
     "rotary": "rotary position embedding: the logit is x_i^T W_q^T R_(j-i) W_k x_j; scores use R = I",
     "qk_norm": "RMS/LayerNorm on queries and keys after the projection: a nonlinear rescaling per token",
     "relative_position": "learned relative position bias or disentangled position terms added to the logits",

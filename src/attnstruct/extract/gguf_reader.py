@@ -9,7 +9,7 @@ are undone here:
 * llama.cpp's converter permutes the rows of Q (with ``n_heads``) and K (with ``n_kv_heads``) of the ``llama``
   architecture for its RoPE kernel: inside each head, the halves ``[0, d/2)`` and ``[d/2, d)`` are interleaved.
   :func:`undo_rope_permutation` restores Hugging Face's order (``gemma3`` and ``qwen2`` files are not permuted).
-  The per-head form ``W_q^h^T W_k^h`` is the same either way, since Q and K rows move together within a head.
+  The per-head form ``W_q[h]^T W_k[h]`` is the same either way, since Q and K rows move together within a head.
 * Key heads are expanded to pair with query heads (grouped-query and multi-query attention).
 
 The ``attn_q_norm``/``attn_k_norm`` gains of QK-norm models (gemma3) are not part of :class:`AttentionBlock`; the
