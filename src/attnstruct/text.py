@@ -286,7 +286,6 @@ def loss_targets(ds: xr.Dataset, unigram_entropy: float, margins: dict[str, floa
     ``ds``: combined runs with ``val_loss`` over ``step`` and run keys among ``objective``, ``init``, ``seed``.
     Returns a DataFrame indexed by the run keys; a run whose validation loss was never measured does not meet it.
     """
-
     margins = {**LOSS_MARGINS, **(margins or {})}
     final = ds["val_loss"].dropna("step", how="all").isel(step=-1)
     keys = [k for k in ("objective", "init", "seed") if k in final.dims]
