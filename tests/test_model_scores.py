@@ -131,7 +131,7 @@ def test_the_score_file_layout():
 
 
 def test_every_caller_gets_the_same_numbers(whisper_dir):
-    """score_checkpoint (notebook 06), the sweep's per-model dataset and score_model are one computation."""
+    """score_checkpoint (notebook 03), the sweep's per-model dataset and score_model are one computation."""
     table = score_model(whisper_dir, per_head=True, precision="float64", device="cpu")
     expected = blocks_dataset(table)
     checkpoint = pretrained.score_checkpoint(whisper_dir, name="w", role="encoder-decoder").squeeze("model")

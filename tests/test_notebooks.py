@@ -37,8 +37,8 @@ SYMMETRIC_INIT_SMALL = {
     "warmup": 5,
 }
 TEST_OVERRIDES: dict[str, dict] = {
-    "04_training_dynamics": TRAINING_SMALL,
-    "05_symmetric_init": SYMMETRIC_INIT_SMALL,
+    "05_training_dynamics": TRAINING_SMALL,
+    "06_symmetric_init": SYMMETRIC_INIT_SMALL,
     "07_vision": {
         "n_seeds": 2,
         "steps": 60,
@@ -53,11 +53,11 @@ TEST_OVERRIDES: dict[str, dict] = {
 }
 # The smallest parameters that still exercise every cell, for the repeated-run and bad-input tests.
 SMALL_PARAMETERS = {
-    "04_training_dynamics": TRAINING_SMALL,
-    "05_symmetric_init": SYMMETRIC_INIT_SMALL,
-    "02_gradient_structure": {"n_seeds": 1, "steps": 100, "every": 50, "n_sequences": 32, "batch": 16},
+    "05_training_dynamics": TRAINING_SMALL,
+    "06_symmetric_init": SYMMETRIC_INIT_SMALL,
+    "04_gradient_structure": {"n_seeds": 1, "steps": 100, "every": 50, "n_sequences": 32, "batch": 16},
     "01_bilinear_form": {"d_model": 16, "n_heads": 2, "n_layers": 1, "seq_len": 5, "example_dim": 12},
-    "03_scores": {
+    "02_scores": {
         "d_models": [16, 32],
         "n_heads": [1, 2],
         "n_draws": 4,
@@ -102,7 +102,7 @@ def test_notebook_runs_and_writes_results(name, tmp_path):
         assert png.with_suffix(".pdf").is_file()
 
 
-@pytest.mark.parametrize("name", ["04_training_dynamics", "05_symmetric_init", "07_vision"])
+@pytest.mark.parametrize("name", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
 def test_the_paper_profile_starts_smoke_profile(name, tmp_path):
     """The paper's shapes (``params/smoke.yaml``: the paper profile with a few steps) run to the end on a CPU."""
     params = pipeline.load_profile(ROOT, "smoke")[name]
@@ -130,11 +130,11 @@ def test_same_parameters_give_identical_data(name, tmp_path):
 
 
 def test_bad_parameter_fails_without_writing_results(tmp_path):
-    source = pipeline.resolve_notebook(ROOT, "03_scores")
+    source = pipeline.resolve_notebook(ROOT, "02_scores")
     with pytest.raises(pipeline.NotebookFailed, match="ValueError: n_draws must be an integer >= 2") as err:
-        pipeline.run_notebook(ROOT, source, {**SMALL_PARAMETERS["03_scores"], "n_draws": 1}, tmp_path)
-    assert err.value.name == "03_scores"
-    assert not (tmp_path / "results" / "03_scores.nc").exists()
+        pipeline.run_notebook(ROOT, source, {**SMALL_PARAMETERS["02_scores"], "n_draws": 1}, tmp_path)
+    assert err.value.name == "02_scores"
+    assert not (tmp_path / "results" / "02_scores.nc").exists()
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -35,7 +35,7 @@ def test_the_quick_profile_is_the_notebook_defaults_and_the_paper_profile_holds_
     quick = pipeline.load_profile(ROOT, "quick")
     paper = pipeline.load_profile(ROOT, "paper")
     notebooks = pipeline.list_notebooks(ROOT)
-    assert [p.stem for p in notebooks][:3] == ["01_bilinear_form", "02_gradient_structure", "03_scores"]
+    assert [p.stem for p in notebooks][:3] == ["01_bilinear_form", "02_scores", "03_pretrained_models"]
     assert quick == {}, "params/quick.yaml must hold no copy of the notebook defaults"
     for path in notebooks:
         declared = pipeline.declared_parameters(pipeline.read_notebook(path))
@@ -52,9 +52,9 @@ def _defaults(config_class) -> dict:
 @pytest.mark.parametrize(
     "notebook, config_class, plural",
     [
-        ("04_training_dynamics", "text.TextConfig", {"objective": "objectives", "seed": "seeds"}),
+        ("05_training_dynamics", "text.TextConfig", {"objective": "objectives", "seed": "seeds"}),
         ("07_vision", "vision.VisionConfig", {}),
-        ("02_gradient_structure", "copy_task.CopyTaskConfig", {}),
+        ("04_gradient_structure", "copy_task.CopyTaskConfig", {}),
     ],
 )
 def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config_class, plural):
@@ -77,7 +77,7 @@ def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config
     assert unset == expected_unset.get(config_class, ["objective", "factorised", "optimizer"]), unset
 
 
-@pytest.mark.parametrize("notebook", ["04_training_dynamics", "05_symmetric_init", "07_vision"])
+@pytest.mark.parametrize("notebook", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
 def test_training_notebooks_declare_every_field_their_runs_take(notebook):
     """``from_params`` refuses a missing field at run time; this says so before anything runs."""
     from attnstruct import text, vision
@@ -95,12 +95,12 @@ def test_profile_errors(tmp_path):
     bad.write_text("99_nothing:\n  x: 1\n")
     with pytest.raises(pipeline.PipelineError, match="unknown notebooks"):
         pipeline.load_profile(ROOT, str(bad))
-    bad.write_text("03_scores: [1, 2]\n")
+    bad.write_text("02_scores: [1, 2]\n")
     with pytest.raises(pipeline.PipelineError, match="must map"):
         pipeline.load_profile(ROOT, str(bad))
     with pytest.raises(pipeline.PipelineError, match="unknown notebook '42'"):
         pipeline.resolve_notebook(ROOT, "42")
-    assert pipeline.resolve_notebook(ROOT, "03").stem == "03_scores"
+    assert pipeline.resolve_notebook(ROOT, "02").stem == "02_scores"
 
 
 def test_a_profile_extends_another_and_overrides_its_values(tmp_path):
@@ -114,7 +114,7 @@ def test_a_profile_extends_another_and_overrides_its_values(tmp_path):
 
 
 def test_unknown_parameter_is_refused_before_running(tmp_path):
-    source = pipeline.resolve_notebook(ROOT, "03_scores")
+    source = pipeline.resolve_notebook(ROOT, "02_scores")
     with pytest.raises(pipeline.PipelineError, match="no parameters \\['n_draw'\\]"):
         pipeline.run_notebook(ROOT, source, {"n_draw": 3}, tmp_path)
     assert not (tmp_path / "notebooks").exists()
@@ -146,7 +146,7 @@ def test_cli_one_notebook_with_parameters(tmp_path, monkeypatch, capsys):
 
 def test_cli_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
-    for argv in (["reproduce", "--profile", "nope"], ["notebook", "77"], ["notebook", "03", "-p", "n_draw", "3"]):
+    for argv in (["reproduce", "--profile", "nope"], ["notebook", "77"], ["notebook", "02", "-p", "n_draw", "3"]):
         assert cli.main(argv + ["--build-dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and err.startswith("attnstruct: error:"), err
@@ -164,21 +164,21 @@ def test_profiles_are_valid_yaml_mappings():
 def test_notebook_05_reuses_notebook_04s_runs_because_their_run_settings_agree():
     declared = {
         name: pipeline.declared_parameters(pipeline.read_notebook(pipeline.resolve_notebook(ROOT, name)))
-        for name in ("04_training_dynamics", "05_symmetric_init")
+        for name in ("05_training_dynamics", "06_symmetric_init")
     }
     fields = set(text.TextConfig.field_names()) - {"objective", "init", "seed"}
     differ = {
-        f: (declared["04_training_dynamics"][f], declared["05_symmetric_init"][f])
+        f: (declared["05_training_dynamics"][f], declared["06_symmetric_init"][f])
         for f in fields
-        if declared["04_training_dynamics"][f] != declared["05_symmetric_init"][f]
+        if declared["05_training_dynamics"][f] != declared["06_symmetric_init"][f]
     }
-    assert not differ, f"notebooks 04 and 05 would train different baselines: {differ}"
-    assert declared["04_training_dynamics"]["seeds"] == declared["05_symmetric_init"]["seeds"]
+    assert not differ, f"notebooks 05 and 06 would train different baselines: {differ}"
+    assert declared["05_training_dynamics"]["seeds"] == declared["06_symmetric_init"]["seeds"]
     paper = pipeline.load_profile(ROOT, "paper")
     runs = {name: {**declared[name], **paper[name]} for name in declared}
     differ = {
-        f: (runs["04_training_dynamics"][f], runs["05_symmetric_init"][f])
+        f: (runs["05_training_dynamics"][f], runs["06_symmetric_init"][f])
         for f in fields
-        if runs["04_training_dynamics"][f] != runs["05_symmetric_init"][f]
+        if runs["05_training_dynamics"][f] != runs["06_symmetric_init"][f]
     }
-    assert not differ, f"in the paper profile, notebooks 04 and 05 would train different baselines: {differ}"
+    assert not differ, f"in the paper profile, notebooks 05 and 06 would train different baselines: {differ}"

@@ -1,4 +1,4 @@
-"""The speed-up metrics of notebook 05 on curves with known answers."""
+"""The speed-up metrics of notebook 06 on curves with known answers."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The text task: the BERT-like model, the objectives, the corpus, resumable and distributed training (notebook 04)."""
+"""The text task: the BERT-like model, the objectives, the corpus, resumable and distributed training (notebook 05)."""
 
 import json
 import os

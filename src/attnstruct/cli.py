@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks (stem or number)")
 
     one = sub.add_parser("notebook", help="run one notebook with a profile and extra parameters")
-    one.add_argument("name", help="notebook stem or number, e.g. 03_scores or 03")
+    one.add_argument("name", help="notebook stem or number, e.g. 02_scores or 02")
     common(one)
     one.add_argument(
         "-p",

@@ -1,4 +1,4 @@
-"""The two toy tasks of notebook 02: synthetic token sequences, accumulated updates of ``W_qk`` at
+"""The two toy tasks of notebook 04: synthetic token sequences, accumulated updates of ``W_qk`` at
 initialisation, and a one-layer attention model trained both ways.
 
 Not on :mod:`attnstruct.engine`: it records ``beta`` from the analytic gradient and trains ``W_qk`` itself
@@ -46,7 +46,7 @@ MARKOV_CONCENTRATION = 0.1  # Dirichlet concentration of its rows: a few likely 
 
 @dataclass(frozen=True)
 class CopyTaskConfig(Settings):
-    """One training run of :func:`train`. Defaults: notebook 02's quick profile (a test checks it)."""
+    """One training run of :func:`train`. Defaults: notebook 04's quick profile (a test checks it)."""
 
     KIND: ClassVar[str] = "copy task"
 

@@ -64,7 +64,7 @@ def seeded_generator(*seeds: int) -> torch.Generator:
 class RunConfig(Settings):
     """The fields every training run shares, with one validation. Tasks subclass it and add their own.
 
-    The defaults are notebook 04's quick profile (a test checks it); :class:`attnstruct.vision.VisionConfig`
+    The defaults are notebook 05's quick profile (a test checks it); :class:`attnstruct.vision.VisionConfig`
     overrides those that notebook 07 sets otherwise. Subclasses name their objectives in ``OBJECTIVES``, which
     objectives attend causally in ``CAUSAL``, the fields that tell runs apart in ``RUN_KEYS``, and check their
     own fields in :meth:`validate_task`.

@@ -1,7 +1,7 @@
 """Score every attention block of a model into one table, and that table as rows, files and datasets.
 
 :func:`score_blocks` is the one scoring path of the project: ``attnstruct score``, ``attnstruct sweep``,
-:func:`attnstruct.pretrained.score_checkpoint` (notebook 06) and the local checkpoints of notebook 07 all
+:func:`attnstruct.pretrained.score_checkpoint` (notebook 03) and the local checkpoints of notebook 07 all
 go through it. Its table has one row per block, in stack order (encoder, decoder, cross) and then by layer:
 
 * ``stack layer symmetry directionality``: the scores of the layer matrix ``sum_h W_q^h W_k^h^T`` (what the
@@ -14,7 +14,7 @@ go through it. Its table has one row per block, in stack order (encoder, decoder
 Both come from the factors (:func:`attnstruct.block_scores.score_block`), so no ``d_model x d_model`` matrix is
 formed when a head is narrower than the model. :func:`head_rows` gives one row per head (the ``--per-head``
 table); :func:`blocks_dataset` the table over ``(stack, layer[, head])``, the layout every dataset of the
-project derives from (the ``--out FILE.nc`` file: :func:`scores_dataset`; notebook 06 and the sweep add a
+project derives from (the ``--out FILE.nc`` file: :func:`scores_dataset`; notebook 03 and the sweep add a
 ``model`` dimension and their metadata).
 """
 

@@ -7,7 +7,7 @@ models were trained (notebook 07). :func:`agreement` pairs each of our (model, s
 the authors' row for the same model and role; :func:`largest_disagreements` ranks the pairs and attaches the
 known explanation. A row whose caveat says the authors scored decoder *cross*-attention is paired with our
 ``cross`` stack, so that like is compared with like. :func:`reported_group_medians` summarises the authors'
-rows by role, the numbers notebook 06 quotes beside its own (:func:`group_medians`).
+rows by role, the numbers notebook 03 quotes beside its own (:func:`group_medians`).
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def list_notebooks(root: Path) -> list[Path]:
 
 
 def resolve_notebook(root: Path, name: str) -> Path:
-    """Find a notebook by stem (``03_scores``), number (``03``) or path."""
+    """Find a notebook by stem (``02_scores``), number (``02``) or path."""
     candidates = list_notebooks(root)
     stem = Path(name).stem
     matches = [p for p in candidates if p.stem == stem or p.stem.split("_", 1)[0] == stem]

@@ -42,7 +42,7 @@ VAL_SEED = 20250214  # the validation windows and masks are the same for every r
 @dataclass(frozen=True)
 class TextConfig(engine.RunConfig):
     """Everything that determines a text run: the shared fields of :class:`attnstruct.engine.RunConfig`
-    (whose defaults are notebook 04's quick profile) and the text's own below."""
+    (whose defaults are notebook 05's quick profile) and the text's own below."""
 
     KIND: ClassVar[str] = "training"
     OBJECTIVES: ClassVar[tuple[str, ...]] = OBJECTIVES

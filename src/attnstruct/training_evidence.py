@@ -1,4 +1,4 @@
-"""The verdicts of the training notebooks (04, 05): which claims the runs support, with intervals and nulls.
+"""The verdicts of the training notebooks (05, 06): which claims the runs support, with intervals and nulls.
 
 Every function takes a combined dataset of runs (:func:`attnstruct.many_runs.combine`: dims ``objective``,
 ``seed``, ``step``, ``layer`` and maybe ``init``) and reduces each run to one number per seed before any

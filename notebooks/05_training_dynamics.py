@@ -12,12 +12,12 @@
 # ---
 
 # %% [markdown]
-# # 04 · Symmetry in training from scratch: a transient in both objectives, and what is left at the end
+# # 05 · Symmetry in training from scratch: a transient in both objectives, and what is left at the end
 #
 # *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), section 4 ("custom models trained from
 # scratch", and the training-dynamics figures). The paper's numbers quoted here are in `docs/paper-notes.md`.*
 #
-# Notebook 02 showed on a toy task why the objective shapes $W_{qk}$: a bidirectional loss makes every pair of
+# Notebook 04 showed on a toy task why the objective shapes $W_{qk}$: a bidirectional loss makes every pair of
 # positions contribute to the gradient in both directions, an autoregressive loss in one direction only. Here we
 # test the consequence on the paper's own set-up: the **same** BERT-like Transformer, trained on the **same**
 # English text with the same tokenizer, initialisation, seeds and hyperparameters, once as a bidirectional
@@ -35,7 +35,7 @@
 #
 # **How to read the verdicts.** Every claim is tested on one number per seed (the seed is the independent unit):
 # a bootstrap 95% interval over seeds, a sign-flip test, and the same statistic for untrained layers of this
-# shape (the null of notebook 03). A verdict reads *holds*, *does not hold* or *cannot tell at this scale*
+# shape (the null of notebook 02). A verdict reads *holds*, *does not hold* or *cannot tell at this scale*
 # (`attnstruct.evidence` states the rule).
 
 # %% tags=["parameters"]
@@ -59,7 +59,7 @@ vocab_size = 500  # byte-level BPE vocabulary trained on the corpus (small: the 
 corpus = "shakespeare"  # the packaged plays, or a path to a UTF-8 text file
 val_fraction = 0.05  # the last share of every play held out for validation
 log_every = 25  # record scores and training loss every this many steps
-eval_every = 25  # validation loss every this many steps (notebook 05 reads these runs too)
+eval_every = 25  # validation loss every this many steps (notebook 06 reads these runs too)
 eval_batches = 4  # held-out batches per validation
 checkpoint_every = 300  # resumable checkpoints
 n_null_draws = 400  # untrained models drawn for each null distribution
@@ -91,7 +91,7 @@ LABELS = {
     "next-token": "decoder (next token)",
     "next-token-mlm-collator": "decoder, authors' collator",
 }
-parameters = pipeline.notebook_parameters("04_training_dynamics", globals())  # recorded with the dataset
+parameters = pipeline.notebook_parameters("05_training_dynamics", globals())  # recorded with the dataset
 configs = [
     text.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
     for objective in objectives
@@ -148,7 +148,7 @@ print(f"unigram entropy of the training tokens (the loss of a context-free model
 #
 # The runs are spread over `workers` processes with `threads_per_worker` torch threads each. Each run keeps a
 # checkpoint in `results_dir/text_runs/<run>/` and its records in `run.nc`, so an interrupted notebook picks up
-# where it stopped, and a finished run is not repeated (notebook 05 reuses these runs as its baseline). The same
+# where it stopped, and a finished run is not repeated (notebook 06 reuses these runs as its baseline). The same
 # trainer runs under `torchrun` with DistributedDataParallel for the paper-scale profile (see the README).
 
 # %%
@@ -191,7 +191,7 @@ ax.set(
 )
 ax.legend(fontsize=8)
 fig.tight_layout()
-_ = plotting.savefig(fig, figures_dir / "04_losses")
+_ = plotting.savefig(fig, figures_dir / "05_losses")
 targets.round(3)
 
 # %% [markdown]
@@ -227,7 +227,7 @@ for ax, score in zip(axes, ("symmetry", "directionality")):
     ax.set(xlabel="optimizer step", ylabel=f"{score} score", title=f"{score}: median over layers (IQR band)")
 axes[0].legend(loc="best", fontsize=8)
 fig.tight_layout()
-_ = plotting.savefig(fig, figures_dir / "04_scores_over_training")
+_ = plotting.savefig(fig, figures_dir / "05_scores_over_training")
 
 # %% [markdown]
 # ## One line per layer
@@ -255,7 +255,7 @@ for column, objective in enumerate(dataset.objective.values):
             ax.set_xlabel("optimizer step")
 axes[0, -1].legend(fontsize=8, loc="best")
 fig.tight_layout()
-_ = plotting.savefig(fig, figures_dir / "04_scores_per_layer")
+_ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 
 # %% [markdown]
 # ## The transient: how high symmetry rises, and how much of it is left
@@ -351,7 +351,7 @@ for column, objective in enumerate(dataset.objective.values):
         ax.set_yticks(range(n_layers))
         fig.colorbar(image, ax=ax, shrink=0.8)
 fig.tight_layout()
-_ = plotting.savefig(fig, figures_dir / "04_scores_per_head")
+_ = plotting.savefig(fig, figures_dir / "05_scores_per_head")
 heads = final.symmetry_head
 prose.show(
     "Per head, at the end: "
@@ -396,7 +396,7 @@ axes[0].plot([], [], "-", color="0.3", label="authors, 4 layers")
 axes[0].plot([], [], ":", color="0.3", label="authors, 12 layers")
 axes[0].legend(fontsize=7, loc="best")
 fig.tight_layout()
-_ = plotting.savefig(fig, figures_dir / "04_beside_the_authors")
+_ = plotting.savefig(fig, figures_dir / "05_beside_the_authors")
 
 # %% [markdown]
 # ## The dataset
@@ -417,5 +417,5 @@ out.attrs.update(
     )
 )
 out.attrs["runs"] = dataset.attrs["runs"]
-results.save_dataset(out, results_dir / "04_training_dynamics.nc")
+results.save_dataset(out, results_dir / "05_training_dynamics.nc")
 out

@@ -12,12 +12,12 @@
 # ---
 
 # %% [markdown]
-# # 05 · Symmetric initialisation, with the confounds removed
+# # 06 · Symmetric initialisation, with the confounds removed
 #
 # *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), section 4: the symmetric initialisation and
 # its table of speed-ups. The paper's numbers quoted here are in `docs/paper-notes.md`.*
 #
-# If bidirectional training drives $W_{qk}$ towards symmetry (notebook 04), starting from a symmetric
+# If bidirectional training drives $W_{qk}$ towards symmetry (notebook 05), starting from a symmetric
 # $W_{qk}$ might save the encoder that part of the journey. The paper initialises $W_q^h = W_k^h$ in every head,
 # so that $W_{qk}^h = W_q^h {W_k^h}^\top = W_k^h {W_k^h}^\top$ is symmetric (positive semi-definite) at step 0,
 # then trains freely, and reports that encoders reach the baseline's final training loss sooner (the numbers,
@@ -36,15 +36,15 @@
 # | `symmetric-matched` | $\mathcal N(0, 0.02)$, biases 0 | yes | symmetry alone (the control) |
 # | `default-scale` | PyTorch default, biases $\ne 0$ | no | the confound alone |
 #
-# The baseline runs are notebook 04's, reused from the same run folder when 04 ran first with the same settings
+# The baseline runs are notebook 05's, reused from the same run folder when 05 ran first with the same settings
 # (a test keeps the two notebooks' settings equal); the treated initialisations are trained for the objectives in
 # `treated_objectives`, the encoder by default, since the paper's claim is about encoders.
 
 # %% tags=["parameters"]
 inits = ["bert", "symmetric", "symmetric-matched"]  # the first is the baseline; "default-scale" adds the confound alone
-objectives = ["mlm", "next-token"]  # the baselines: encoder (masked LM) and decoder (next token), notebook 04's runs
+objectives = ["mlm", "next-token"]  # the baselines: encoder (masked LM) and decoder (next token), notebook 05's runs
 treated_objectives = ["mlm"]  # the objectives trained with every initialisation
-seeds = [0, 1, 2, 3, 4]  # the baselines' seeds (notebook 04's runs); the placebo pairs them
+seeds = [0, 1, 2, 3, 4]  # the baselines' seeds (notebook 05's runs); the placebo pairs them
 treated_seeds = [0, 1, 2]  # seeds of the treated initialisations, each against the baseline of its seed
 steps = 600  # optimizer steps per run
 batch_size = 64  # sequences per step
@@ -100,7 +100,7 @@ if smoothing < 1:
     raise ValueError("smoothing must be >= 1")
 INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#7570b3"}
 OBJECTIVE_NAMES = {"mlm": "encoder (masked LM)", "next-token": "decoder (next token)"}
-parameters = pipeline.notebook_parameters("05_symmetric_init", globals())  # recorded with the dataset
+parameters = pipeline.notebook_parameters("06_symmetric_init", globals())  # recorded with the dataset
 baseline_configs = [
     text.TextConfig.from_params(parameters, objective=objective, init="bert", seed=seed)
     for objective in objectives
@@ -163,7 +163,7 @@ init_table.round(4)
 # %% [markdown]
 # ## Training
 #
-# Every run has its own folder under `results_dir/text_runs/` (resumable; shared with notebook 04, so its
+# Every run has its own folder under `results_dir/text_runs/` (resumable; shared with notebook 05, so its
 # baseline runs are reused). Validation loss is measured every `eval_every` steps on the same held-out windows
 # for every run.
 
@@ -217,7 +217,7 @@ for ax, objective in zip(axes[0], treated_objectives):
     )
 axes[0, 0].legend(fontsize=8)
 fig.tight_layout()
-_ = plotting.savefig(fig, figures_dir / "05_validation_loss")
+_ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 
 # %% [markdown]
 # ## The speed-up, two ways, against a placebo
@@ -309,7 +309,7 @@ if lines:
 #
 # Median symmetry over layers (mean over seeds) for each initialisation. A symmetric start is +1; bidirectional
 # training favours symmetric updates, autoregressive training does not, so the question is how fast training
-# erodes it. Beside them: notebook 04's decoder (the same runs as its baseline).
+# erodes it. Beside them: notebook 05's decoder (the same runs as its baseline).
 
 # %%
 fig, axes = plt.subplots(
@@ -334,7 +334,7 @@ for ax, objective in zip(axes[0], treated_objectives):
     )
 axes[0, 0].legend(fontsize=8)
 fig.tight_layout()
-_ = plotting.savefig(fig, figures_dir / "05_symmetry_over_training")
+_ = plotting.savefig(fig, figures_dir / "06_symmetry_over_training")
 final_symmetry = te.final_median(dataset, "symmetry")
 persistence = pd.DataFrame(
     {
@@ -368,7 +368,7 @@ prose.show(
 # %% [markdown]
 # ## The encoder and the decoder at the end, and the schedule
 #
-# The baselines are notebook 04's runs. With a learning rate that decays linearly to zero, the final state is
+# The baselines are notebook 05's runs. With a learning rate that decays linearly to zero, the final state is
 # the state in which the decay froze the weights; `docs/calibration.md` lists runs of the same model with a
 # constant rate after warm-up, whose final scores differ (printed below from `docs/calibration.csv`).
 
@@ -430,5 +430,5 @@ out.attrs.update(
     )
 )
 out.attrs["runs"] = dataset.attrs["runs"]
-results.save_dataset(out, results_dir / "05_symmetric_init.nc")
+results.save_dataset(out, results_dir / "06_symmetric_init.nc")
 out

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 02 · The gradient of $W_{qk}$: a sum of outer products, and what the objective does to it
+# # 04 · The gradient of $W_{qk}$: a sum of outer products, and what the objective does to it
 #
 # *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), section 3: the implicit weight updates of
 # $W_{qk}$ and how bidirectional and autoregressive training shape them.*
@@ -60,7 +60,7 @@ from attnstruct.scores import symmetry_score
 plotting.set_style()
 torch.set_num_threads(1)
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
-parameters = pipeline.notebook_parameters("02_gradient_structure", globals())  # recorded with the dataset
+parameters = pipeline.notebook_parameters("04_gradient_structure", globals())  # recorded with the dataset
 if n_seeds < 1 or steps < every or seq_len % 2 or n_sequences < 1 or n_null < 2:
     raise ValueError("need n_seeds >= 1, steps >= every, an even seq_len, n_sequences >= 1 and n_null >= 2")
 OBJECTIVES = {"bidirectional": plotting.ENCODER_COLOR, "causal": plotting.DECODER_COLOR}
@@ -150,7 +150,7 @@ for ax, objective in zip(axes, OBJECTIVES, strict=True):
     ax.set_xticks(positions[::2])
 axes[0].set_ylabel("times per sequence")
 axes[0].legend()
-plotting.savefig(fig, figures_dir / "02_role_counts")
+plotting.savefig(fig, figures_dir / "04_role_counts")
 plt.show()
 
 # %% [markdown]
@@ -223,7 +223,7 @@ for row, task in zip(axes, TASKS, strict=True):
         ax.set_xlabel("context position j")
         ax.set_ylabel("query position i")
 axes[0, 0].legend(fontsize="small")
-plotting.savefig(fig, figures_dir / "02_accumulated_updates")
+plotting.savefig(fig, figures_dir / "04_accumulated_updates")
 plt.show()
 for task in TASKS:
     for objective in OBJECTIVES:
@@ -305,7 +305,7 @@ for row, task in zip(axes, TASKS, strict=True):
 for ax in axes[1]:
     ax.set_xlabel("step")
 fig.legend(*axes[0, 1].get_legend_handles_labels(), loc="outside right center")
-plotting.savefig(fig, figures_dir / "02_training")
+plotting.savefig(fig, figures_dir / "04_training")
 plt.show()
 
 # %% [markdown]
@@ -419,7 +419,7 @@ for ax, task in zip(axes, TASKS, strict=True):
     ax.set_xlabel("step")
 axes[0].set_ylabel("symmetry of summed beta")
 axes[0].legend()
-plotting.savefig(fig, figures_dir / "02_beta_symmetry")
+plotting.savefig(fig, figures_dir / "04_beta_symmetry")
 plt.show()
 
 beta_median = training.beta_symmetry.sel(parameterisation="W_qk").median("step")  # per task, objective, seed
@@ -475,9 +475,9 @@ dataset.attrs = results.provenance_attrs(
     scored_matrix="W_qk of a one-layer, one-head attention model on the copy and Markov tasks (d_model x d_model); "
     "accumulated_*: the summed update -dL/dW_qk at initialisation (_without_self: the pairs j = i left out); "
     "sgd_*: plain-SGD runs on the copy task; null_*: random single-head W_q^T W_k of width d_model",
-    title="02 gradient structure: toy updates and training, bidirectional versus causal, copy and Markov tasks",
+    title="04 gradient structure: toy updates and training, bidirectional versus causal, copy and Markov tasks",
     markov_seed=copy_task.MARKOV_SEED,
     markov_concentration=copy_task.MARKOV_CONCENTRATION,
 )
-results.save_dataset(dataset, results_dir / "02_gradient_structure.nc")
+results.save_dataset(dataset, results_dir / "04_gradient_structure.nc")
 dataset

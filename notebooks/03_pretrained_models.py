@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 06 · Pretrained models: encoders versus decoders, offline
+# # 03 · Pretrained models: encoders versus decoders, offline
 #
 # *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), the pretrained-model figures (median score
 # over layers against model size, encoders in navy, decoders in purple) and the example `W_qk` matrices.*
@@ -139,7 +139,7 @@ prose.show(
 # %% [markdown]
 # ## 3. Against random layers of the same shape
 #
-# A score says something only against what an unstructured layer of the same shape scores (notebook 03).
+# A score says something only against what an unstructured layer of the same shape scores (notebook 02).
 # For every stack we draw random layers of its width $d$ and head count $H$ (independent Gaussian factors,
 # the ensemble of `evidence.null_median_over_layers`), take the median over as many layers as the stack
 # has, and place the stack's median scores in that null: percentile, $z$, the null's $95\%$ range, and
@@ -206,7 +206,7 @@ for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     ax.set_title(f"{var} (median over layers, IQR)")
 axes[0].set_ylabel("score")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.savefig(fig, figures_dir / "06_encoders_vs_decoders")
+plotting.savefig(fig, figures_dir / "03_encoders_vs_decoders")
 plt.show()
 
 # %%
@@ -287,7 +287,7 @@ for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     ax.set_xlabel("relative depth")
     ax.set_title(var)
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-plotting.savefig(fig, figures_dir / "06_layer_profiles")
+plotting.savefig(fig, figures_dir / "03_layer_profiles")
 plt.show()
 
 # %% [markdown]
@@ -309,7 +309,7 @@ for ax, (name, block) in zip(axes[0], examples, strict=True):
     corner = pretrained.wqk_corner(block, heatmap_size)
     limit = float(np.percentile(np.abs(corner), 99))  # a few large entries would wash out the rest
     plotting.matrix_heatmap(ax, corner, title=f"{name}, {block.stack} layer {block.layer}", limit=limit)
-plotting.savefig(fig, figures_dir / "06_wqk_examples")
+plotting.savefig(fig, figures_dir / "03_wqk_examples")
 plt.show()
 
 # %% [markdown]
@@ -334,7 +334,7 @@ if both:
         ax.set_xlabel("layer")
         ax.set_title(f"{both[0]}: {var}")
     axes[1].legend()
-    plotting.savefig(fig, figures_dir / "06_encoder_decoder_cross")
+    plotting.savefig(fig, figures_dir / "03_encoder_decoder_cross")
     plt.show()
     print(
         table[table.model == both[0]][["stack", "attention", "symmetry_median", "directionality_median"]]
@@ -440,8 +440,8 @@ dataset.attrs = results.provenance_attrs(
         "null_layers, {score}_percentile, _z, _null_low, _null_high: the stack's median score against "
         "pretrained.median_null (median over n_layers random layers of the same d_model and n_heads)"
     ),
-    title="06 pretrained models: scores per model, stack, layer and head",
+    title="03 pretrained models: scores per model, stack, layer and head",
     checkpoints="; ".join(f"{n}: {p}" for n, p, _ in checkpoints),
 )
-results.save_dataset(dataset, results_dir / "06_pretrained_models.nc")
+results.save_dataset(dataset, results_dir / "03_pretrained_models.nc")
 dataset

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # 03 · The two scores: definitions, invariants and null distributions
+# # 02 · The two scores: definitions, invariants and null distributions
 #
 # *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927): the symmetry and directionality scores used
 # in every figure of the paper.*
@@ -22,8 +22,8 @@
 # their null distributions for random matrices and random factor products, shows how directionality
 # depends on its threshold, and compares scoring each head with scoring the sum over heads.
 #
-# (Notebook 02, the gradient structure, and this notebook do not depend on each other; either can follow
-# notebook 01.)
+# It follows notebook 01 and comes before every notebook that reads a score against its null: the
+# pretrained models (03), the gradient toys (04) and the training runs (05 to 07).
 
 # %% tags=["parameters"]
 seed = 0  # seeds every random draw in this notebook
@@ -160,7 +160,7 @@ for ax, var in zip(axes, ("symmetry", "directionality")):
     ax.set_title(f"{var}: median and IQR over {n_draws} draws")
 axes[0].set_ylabel("score")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.savefig(fig, figures_dir / "03_null_distributions")
+plotting.savefig(fig, figures_dir / "02_null_distributions")
 plt.show()
 
 # %% [markdown]
@@ -169,7 +169,7 @@ plt.show()
 # outlier row or column crosses the threshold decides the score. Its interquartile range is wide at small
 # widths and narrows only slowly (the table above, and the ranges measured below). A single layer's
 # directionality inside that range is therefore no evidence of column dominance; the paper's claims rest on
-# medians over many layers and models, and that is how they should be read (notebook 06 compares each
+# medians over many layers and models, and that is how they should be read (notebook 03 compares each
 # pretrained model's median over layers with the null of that median).
 
 # %%
@@ -242,7 +242,7 @@ ax.set_xlabel("threshold num_std (the paper uses 2)")
 ax.set_ylabel("directionality")
 ax.set_title(f"Directionality against its threshold ($d$ = {sweep_d_model})")
 ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.savefig(fig, figures_dir / "03_threshold_sensitivity")
+plotting.savefig(fig, figures_dir / "02_threshold_sensitivity")
 plt.show()
 
 # %% [markdown]
@@ -282,7 +282,7 @@ ax.set_xlabel(r"$\theta$ (degrees): 0 = $W_q = W_k$, 90 = independent")
 ax.set_ylabel("symmetry (median)")
 ax.set_title(f"Per head versus summed ({tying_heads} heads, $d$ = {tying_d_model})")
 ax.legend()
-plotting.savefig(fig, figures_dir / "03_head_vs_layer")
+plotting.savefig(fig, figures_dir / "02_head_vs_layer")
 plt.show()
 difference = (tying.symmetry - tying.head_symmetry.mean("head")).median("draw")
 print("median (layer - mean head) symmetry by theta:", np.round(difference.values, 3))
@@ -297,7 +297,7 @@ print("median (layer - mean head) symmetry by theta:", np.round(difference.value
 # ## 6. Save
 
 # %%
-parameters = pipeline.notebook_parameters("03_scores", globals())
+parameters = pipeline.notebook_parameters("02_scores", globals())
 invariants_ds = xr.Dataset.from_dataframe(invariants.rename_axis("transform")).rename(
     symmetry="invariant_symmetry", directionality="invariant_directionality"
 )
@@ -318,7 +318,7 @@ dataset.attrs = results.provenance_attrs(
         "Gaussian factors); sweep_*: Gaussian and "
         "planted-outlier matrices; tying_*: partly tied factors; invariant_*: transforms of one matrix"
     ),
-    title="03 scores: invariants, null distributions, threshold sensitivity, per head versus summed",
+    title="02 scores: invariants, null distributions, threshold sensitivity, per head versus summed",
 )
-results.save_dataset(dataset, results_dir / "03_scores.nc")
+results.save_dataset(dataset, results_dir / "02_scores.nc")
 dataset
