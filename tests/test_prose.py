@@ -16,7 +16,7 @@ from attnstruct import pipeline
 from conftest import ROOT
 
 RESULT_NOTEBOOKS = [p for p in pipeline.list_notebooks(ROOT) if "02" <= p.stem[:2] <= "07"]
-MATH_OR_CODE = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`\n]+`|arXiv:\d+\.\d+", re.S)
+MATH_OR_CODE = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`[^`\n]+`|arXiv:\d+\.\d+|Exercise \d{2}\.\d+", re.S)
 TYPED_NUMBER = re.compile(r"(?<![\w.])[+\-−]?\d+\.\d+|\d+(?:\.\d+)?\s?%")
 
 
@@ -33,6 +33,7 @@ def test_the_detector_finds_typed_results_and_ignores_math_code_and_settings():
     assert typed_numbers("median +0.35 to 66% of runs, gap -3.1") == ["+0.35", "66%", "-3.1"]
     assert typed_numbers("4 layers, $\\mathcal N(0, 0.02)$, `lr = 1e-3`, 1,000 steps, arXiv:2502.10927") == []
     assert typed_numbers("a 95% interval") == []
+    assert typed_numbers("### Exercise 02.1: as in Exercise 01.3, 0.25") == ["0.25"]  # exercise numbers are names
 
 
 @pytest.mark.parametrize("path", RESULT_NOTEBOOKS, ids=lambda p: p.stem)

@@ -301,7 +301,9 @@ def to_dataset(task: Task, records: Records, model: nn.Module, **attrs) -> xr.Da
 
 
 def _progress_bar(config: RunConfig, start: int, show: bool):
-    if not show:
+    from .progress import hidden
+
+    if hidden(show):
         return None
     from tqdm.auto import tqdm
 

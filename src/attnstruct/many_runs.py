@@ -40,6 +40,8 @@ def run_in_processes(
 
     from tqdm.auto import tqdm
 
+    from .progress import hidden
+
     if not isinstance(workers, int) or workers < 1 or not isinstance(threads_per_worker, int) or threads_per_worker < 1:
         raise ValueError("workers and threads_per_worker must be positive integers")
     if not arguments:
@@ -51,7 +53,7 @@ def run_in_processes(
     ) as pool:
         futures = [pool.submit(function, *args) for args in arguments]
         done = []
-        with tqdm(total=len(futures), desc="runs", unit="run", file=sys.stderr, disable=not progress) as bar:
+        with tqdm(total=len(futures), desc="runs", unit="run", file=sys.stderr, disable=hidden(progress)) as bar:
             for future in futures:
                 done.append(future.result())
                 bar.update(1)

@@ -33,6 +33,7 @@ from tqdm import tqdm
 from .block_scores import block_precision, resolve_device, score_block
 from .checkpoints import open_checkpoint
 from .extract import AttentionBlock, ExtractionError
+from .progress import hidden
 from .results import provenance_attrs, save_dataset, write_atomically
 from .scores import DEFAULT_NUM_STD
 
@@ -68,7 +69,13 @@ def score_blocks(
     where = resolve_device(device)
     rows = []
     bar = tqdm(
-        blocks, total=total, desc=desc, unit="block", disable=not progress, position=position, leave=position is None
+        blocks,
+        total=total,
+        desc=desc,
+        unit="block",
+        disable=hidden(progress),
+        position=position,
+        leave=position is None,
     )
     for block in bar:
         used = block_precision(block.w_q.shape[-1], precision)

@@ -26,6 +26,7 @@ import xarray as xr
 from tqdm import tqdm
 
 from ._arrays import finite_vector
+from .progress import hidden
 from .scores import DEFAULT_NUM_STD, directionality_score, factor_scores, scores, symmetry_score
 from .toys import example_matrix, gaussian, generator, random_factors, tied_factors
 
@@ -63,7 +64,7 @@ def null_distribution(
     sym = np.full((len(ensembles), len(d_models), n_draws), np.nan)
     direc = np.full_like(sym, np.nan)
     cells = [(e, i) for e in range(len(ensembles)) for i in range(len(d_models)) if e == 0 or e % 2 == 1]
-    for e, i in tqdm(cells, desc="null distributions", disable=not progress):
+    for e, i in tqdm(cells, desc="null distributions", disable=hidden(progress)):
         d = d_models[i]
         gen = generator(seed, e, d)
         if e == 0:

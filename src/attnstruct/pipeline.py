@@ -15,6 +15,7 @@ mapping of parameter overrides per notebook name.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import sys
@@ -168,6 +169,21 @@ def _kernel_environment(build_dir: Path) -> None:
         os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (jupyter_path, existing) if p)
 
 
+@contextlib.contextmanager
+def _no_progress_bars_in_outputs():
+    """Run the kernel with ``TQDM_DISABLE=1``: a stored notebook holds no progress-bar widgets, which a static
+    page (HTML, the course book) could not draw offline. Interactive kernels (``make lab``) keep their bars."""
+    before = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = before
+
+
 def _render_html(executed: Path, html: Path) -> None:
     import nbformat
     from nbconvert import HTMLExporter
@@ -186,16 +202,20 @@ def run_notebook(
     *,
     profile: str | None = None,
     progress: bool = False,
+    notebook=None,
+    allow_errors: bool = False,
 ) -> RunResult:
     """Execute one notebook with ``parameters`` (checked against its parameters cell) and render it.
 
     The output paths (``results_dir``, ``figures_dir``) and the ``profile`` name are injected when the
-    notebook declares them and ``parameters`` does not set them.
+    notebook declares them and ``parameters`` does not set them. ``notebook`` replaces the source's cells (a
+    student version, :func:`attnstruct.exercises.student_version`); with ``allow_errors`` every cell runs
+    whatever the ones before raised, the errors stay in the executed notebook and no HTML is rendered.
     """
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
 
-    nb = read_notebook(source)
+    nb = read_notebook(source) if notebook is None else notebook
     declared = declared_parameters(nb)
     unknown = sorted(set(parameters) - set(declared))
     if unknown:
@@ -211,16 +231,20 @@ def run_notebook(
     _kernel_environment(build_dir)
     start = time.perf_counter()
     try:
-        pm.execute_notebook(
-            nb,
-            str(executed),
-            parameters=injected,
-            kernel_name=KERNEL_NAME,
-            cwd=str(root),
-            progress_bar=progress,
-            log_output=False,
-        )
+        with _no_progress_bars_in_outputs():
+            pm.execute_notebook(
+                nb,
+                str(executed),
+                parameters=injected,
+                kernel_name=KERNEL_NAME,
+                cwd=str(root),
+                progress_bar=progress,
+                log_output=False,
+                allow_errors=allow_errors,
+            )
     except PapermillExecutionError as err:
+        if allow_errors:
+            return RunResult(source.stem, executed, html, time.perf_counter() - start)
         cell = f"cell {err.cell_index} (execution count {err.exec_count})"
         error = " ".join(f"{err.ename}: {err.evalue}".split())  # one line, whatever the exception message holds
         raise NotebookFailed(source.stem, cell, error, executed) from None

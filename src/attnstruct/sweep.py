@@ -35,6 +35,7 @@ from .extract import ExtractionError
 from .extract.families import FAMILY_BY_MODEL_TYPE
 from .model_scores import HEAD_MATRIX as _HEAD_MATRIX
 from .model_scores import LAYER_MATRIX, STACKS, blocks_dataset, score_blocks
+from .progress import hidden
 from .results import load_dataset, provenance_attrs, save_dataset, write_atomically
 from .scores import DEFAULT_NUM_STD
 
@@ -270,7 +271,12 @@ def run_sweep(
                 positions.append(position)
 
     bar = tqdm(
-        total=len(models), initial=len(result.skipped), desc="models", unit="model", disable=not progress, position=0
+        total=len(models),
+        initial=len(result.skipped),
+        desc="models",
+        unit="model",
+        disable=hidden(progress),
+        position=0,
     )
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-sweep") as pool:
         futures = {pool.submit(task, model): model for model in todo}

@@ -1,0 +1,119 @@
+"""The exercises: nbgrader markup complete, every check passes solved and fails unsolved, the student copy runs."""
+
+import jupytext
+import nbformat
+import pytest
+
+from attnstruct import exercises, pipeline
+
+from conftest import ROOT
+
+NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
+SOLUTION = 'nbgrader={"grade": false, "grade_id": "ex-01-1", "locked": false, "schema_version": 3, "solution": true}'
+CHECK = (
+    'nbgrader={"grade": true, "grade_id": "ex-01-1-check", "locked": true, "points": 1, "schema_version": 3, '
+    '"solution": false}'
+)
+
+
+def toy(prompt="### Exercise 01.1: double it", solution=SOLUTION, check=CHECK, markers=True):
+    body = "    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION" if markers else "    return 2 * x"
+    text = (
+        f"# %%\nbefore = 1\n\n# %% [markdown]\n# {prompt}\n\n# %% {solution}\ndef ex_double(x):\n{body}\n\n"
+        f"# %% {check}\nassert ex_double(2) == 4\n"
+    )
+    return jupytext.reads(text, "py:percent")
+
+
+def test_an_exercise_is_its_prompt_solution_and_check():
+    (one,) = exercises.exercises(toy(), "01_toy")
+    assert (one.grade_id, one.number, one.title, one.cells) == ("ex-01-1", "01.1", "double it", (1, 2, 3))
+    assert "return 2 * x" in one.solution and one.check == "assert ex_double(2) == 4"
+
+
+@pytest.mark.parametrize(
+    "nb, missing",
+    [
+        (toy(prompt="Some text"), "no Markdown prompt"),
+        (toy(markers=False), "no '### BEGIN SOLUTION'"),
+        (toy(check=CHECK.replace("ex-01-1-check", "ex-01-2-check")), "no check cell with grade_id 'ex-01-1-check'"),
+    ],
+)
+def test_incomplete_markup_is_a_one_line_error(nb, missing):
+    with pytest.raises(exercises.ExerciseError, match=missing) as err:
+        exercises.exercises(nb, "01_toy")
+    assert "\n" not in str(err.value) and "01_toy" in str(err.value)
+
+
+def test_the_student_version_stubs_the_solution_and_leaves_the_source_alone():
+    nb = toy()
+    student = exercises.student_version(nb)
+    assert "return 2 * x" in nb.cells[2].source  # the solution version is untouched
+    assert "return 2 * x" not in student.cells[2].source and "raise NotImplementedError()" in student.cells[2].source
+    assert student.cells[3].source == nb.cells[3].source and student.cells[3].metadata.nbgrader["locked"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_notebook_has_its_exercises(name):
+    found = exercises.exercises(pipeline.read_notebook(ROOT / "notebooks" / f"{name}.py"), name)
+    assert len(found) >= exercises.required_exercises(name), f"{name} has {len(found)} exercises"
+    assert all(e.number.startswith(name[:2] + ".") for e in found), [e.number for e in found]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_check_passes_on_the_solution_version(name, executed_build):
+    run, _ = executed_build(name)
+    nb = nbformat.read(run.executed, as_version=4)
+    checks = [c for c in nb.cells if exercises.is_check(c)]
+    assert checks, f"{name}: no check cell ran"
+    for cell in checks:
+        assert cell.execution_count is not None, cell.metadata.nbgrader["grade_id"]
+        assert not [o for o in cell.outputs if o.output_type == "error"], cell.metadata.nbgrader["grade_id"]
+
+
+def errors(cell):
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_no_check_passes_unsolved(name, student_runs):
+    nb, _ = student_runs(name)
+    checks = [c for c in nb.cells if exercises.is_check(c)]
+    assert checks
+    passing = [c.metadata.nbgrader["grade_id"] for c in checks if not errors(c)]
+    assert not passing, f"{name}: these checks pass without a solution: {passing}"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_student_version_runs_the_story_up_to_the_first_exercise(name, student_runs):
+    nb, _ = student_runs(name)
+    first = next(i for i, c in enumerate(nb.cells) if exercises.is_solution(c))
+    failed = [i for i, c in enumerate(nb.cells[:first]) if errors(c)]
+    assert not failed, f"{name}: cells {failed} fail before the first exercise"
+
+
+def test_make_exercises_writes_one_student_notebook_per_notebook(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert exercises.main(["--out", str(tmp_path / "students")]) == 0
+    written = sorted(p.stem for p in (tmp_path / "students").glob("*.ipynb"))
+    assert written == NOTEBOOKS
+    for path in (tmp_path / "students").glob("*.ipynb"):
+        text = path.read_text()
+        assert exercises.BEGIN not in text and "raise NotImplementedError()" in text
+
+
+def test_a_markup_error_writes_nothing_and_exits_2(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "project"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params").mkdir()
+    good = jupytext.writes(toy(), "py:percent")
+    (root / "notebooks" / "01_good.py").write_text(good)
+    (root / "notebooks" / "02_bad.py").write_text(jupytext.writes(toy(markers=False), "py:percent"))
+    monkeypatch.chdir(root)
+    assert exercises.main(["--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: 02_bad: exercise ex-01-1") and "\n" not in err
+    assert not (tmp_path / "out").exists()
