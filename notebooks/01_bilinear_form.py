@@ -41,6 +41,17 @@
 # > $(W_q^h)^\top$. In code the head's matrix is therefore `M_h = W_q[h].T @ W_k[h]`, which is the paper's
 # > $W_{qk}^h = W_q^h (W_k^h)^\top$, and the layer's is `sum_h W_q[h].T @ W_k[h]` (`attnstruct.wqk`).
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * write a head's pre-softmax scores as the bilinear form $x_i^\top W_{qk}^h x_j$ plus bias terms, and say which
+#   bias term changes attention;
+# * split a matrix into its symmetric and skew-symmetric parts and read the symmetry score as the balance of
+#   their energies;
+# * compute directionality from row and column norms, and place a score against a null distribution before
+#   reading structure into it;
+# * tell the per-head matrices $W_q^h (W_k^h)^\top$ from the layer's sum, and why their scores differ.
+
 # %% tags=["parameters"]
 seed = 0  # seeds the model initialisation, the inputs and the example matrices
 d_model = 64  # width of the toy BERT layer
@@ -152,8 +163,12 @@ check
 # returns. The same check, run on every architecture the project reads, is how `attnstruct` proves that it
 # extracts $W_q$ and $W_k$ correctly.
 
-# %%
-if check["max |softmax - model attention|"].max() > 1e-5 or check["max |QK^T - bilinear|"].max() > 1e-4:
+# %% tags=["nbval-check-output"]
+logits_agree = bool(check["max |QK^T - bilinear|"].max() < 1e-10)
+attention_agrees = bool(check["max |softmax - model attention|"].max() < 1e-6)
+print(f"Q K^T = X M_h X^T + bias terms, every layer and head (max abs error < 1e-10): {logits_agree}")
+print(f"softmax of it = the model's attention, float32 model (max abs error < 1e-6): {attention_agrees}")
+if not (logits_agree and attention_agrees):
     raise RuntimeError("the bilinear form does not reproduce the layer's attention; extraction is wrong")
 
 # %% [markdown]
@@ -223,15 +238,23 @@ gen = toys.generator(seed, 1)
 examples = {kind: toys.example_matrix(kind, example_dim, gen) for kind in kinds}
 example_scores = {kind: at.scores(m) for kind, m in examples.items()}
 
+# One colour scale for all five panels, symmetric about 0, set by the unplanted examples' largest entry: the
+# planted columns and rows (the toys' `gain`, 8 by default, times larger) saturate it.
+limit = max(float(examples[kind].abs().max()) for kind in ("gaussian", "symmetric", "skew"))
 fig, axes = plt.subplots(1, len(kinds), figsize=(3.1 * len(kinds), 3.4))
 for ax, kind, title in zip(axes, kinds, titles):
     s = example_scores[kind]
-    plotting.matrix_heatmap(ax, examples[kind], colorbar=False)
+    image = plotting.matrix_heatmap(ax, examples[kind], colorbar=False, limit=limit)
     ax.set_title(f"{title}\nsym {plotting.signed(s.symmetry)}   dir {plotting.signed(s.directionality)}", fontsize=10)
+colorbar = fig.colorbar(image, ax=list(axes), fraction=0.012, pad=0.015, extend="both")
+colorbar.set_label("entry")
 plotting.savefig(fig, figures_dir / "01_examples")
 plt.show()
 
 # %% [markdown]
+# The five panels share one colour scale, symmetric about 0, so their entries compare directly: the planted
+# columns and rows, several times larger than the rest, saturate it (the colour bar's arrows).
+#
 # A caution about directionality on unstructured matrices: whether a chance outlier row or column crosses
 # the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
 # next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads.
@@ -380,3 +403,177 @@ dataset = xr.Dataset(
 )
 results.save_dataset(dataset, results_dir / "01_bilinear_form.nc")
 dataset
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a cell to complete and a locked check cell that runs it on small inputs of its own (not
+# the parameters above), against `attnstruct` or PyTorch. Names you define start with `ex_`.
+#
+# ### Exercise 01.1: the logits of a head with biases, through $W_{qk}$
+#
+# Write `ex_logits(x, w_q, w_k, b_q, b_k)`: the pre-softmax scores $q_i^\top k_j$ of one head, an $N \times N$
+# matrix, for inputs `x` ($N \times d$), `nn.Linear` weights `w_q`, `w_k` ($d_{head} \times d$, so that the
+# query of token $i$ is `w_q @ x[i] + b_q`) and biases `b_q`, `b_k` ($d_{head}$). Do not form $Q$ or $K$: use
+# the head's matrix `m = w_q.T @ w_k` and the bias vectors, as in the four-term formula of section 1. The check
+# builds a query and a key `nn.Linear` layer with random biases and compares your matrix with `Q @ K.T`.
+#
+# Hint: expand `(w_q @ x[i] + b_q) @ (w_k @ x[j] + b_k)`. Besides the bilinear term, one term depends on $i$
+# only (a column), one on $j$ only (a row) and one on neither (a number); `[:, None]` and `[None, :]` place
+# them.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-01-1", "locked": false, "schema_version": 3, "solution": true}
+def ex_logits(x, w_q, w_k, b_q, b_k):
+    """q_i . k_j for x [N, d], w_q, w_k [d_head, d] (nn.Linear layout), b_q, b_k [d_head]; returns [N, N]."""
+    ### BEGIN SOLUTION
+    m = w_q.T @ w_k  # the head's bilinear form, [d, d]
+    query_side = (x @ w_q.T @ b_k)[:, None]  # x_i^T W_q^T b_k: constant along j, no effect on softmax_j
+    key_side = (x @ w_k.T @ b_q)[None, :]  # b_q^T W_k x_j: changes attention, and W_qk leaves it out
+    return x @ m @ x.T + query_side + key_side + b_q @ b_k
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-01-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+chk_gen = torch.Generator().manual_seed(11)
+for chk_n, chk_d, chk_dh in [(5, 8, 4), (9, 6, 2)]:
+    chk_query = torch.nn.Linear(chk_d, chk_dh, dtype=torch.float64)
+    chk_key = torch.nn.Linear(chk_d, chk_dh, dtype=torch.float64)
+    with torch.no_grad():
+        for chk_p in [*chk_query.parameters(), *chk_key.parameters()]:
+            chk_p.copy_(torch.randn(chk_p.shape, generator=chk_gen, dtype=torch.float64))
+        chk_x = torch.randn(chk_n, chk_d, generator=chk_gen, dtype=torch.float64)
+        chk_expected = chk_query(chk_x) @ chk_key(chk_x).T
+        chk_got = torch.as_tensor(
+            ex_logits(chk_x, chk_query.weight, chk_key.weight, chk_query.bias, chk_key.bias), dtype=torch.float64
+        )
+        chk_no_bias = float((chk_x @ chk_query.weight.T @ chk_key.weight @ chk_x.T - chk_expected).abs().max())
+    assert tuple(chk_got.shape) == (chk_n, chk_n), (
+        f"expected an [N, N] = [{chk_n}, {chk_n}] matrix, got {tuple(chk_got.shape)}"
+    )
+    chk_error = float((chk_got - chk_expected).abs().max())
+    assert chk_error < 1e-10, (
+        f"max |yours - Q K^T| = {chk_error:.3g} (the bilinear term alone is off by {chk_no_bias:.3g}): "
+        "check each of the three bias terms and where it broadcasts"
+    )
+print("your bilinear form plus bias terms reproduces Q K^T")
+
+# %% [markdown]
+# ### Exercise 01.2: the symmetric/skew split and the energy identity
+#
+# Write `ex_split(m)` returning the pair $(M_s, M_n)$ of a square matrix. The check verifies $M = M_s + M_n$,
+# the symmetry of $M_s$ and skew-symmetry of $M_n$, agreement with `attnstruct.symmetric_part`/`skew_part`, and
+# the identity $\|M\|_F^2 = \|M_s\|_F^2 + \|M_n\|_F^2$ on random matrices of several sizes.
+#
+# Then convince yourself why the identity holds: the cross term is $2\langle M_s, M_n\rangle_F =
+# 2\operatorname{tr}(M_s^\top M_n)$; what is $\operatorname{tr}(S^\top A)$ for a symmetric $S$ and a skew $A$?
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-01-2", "locked": false, "schema_version": 3, "solution": true}
+def ex_split(m):
+    """(M_s, M_n): the symmetric and skew-symmetric parts of a square matrix m [d, d]."""
+    ### BEGIN SOLUTION
+    return (m + m.T) / 2, (m - m.T) / 2
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-01-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+chk_gen = torch.Generator().manual_seed(12)
+for chk_d in (2, 7, 30):
+    chk_m = torch.randn(chk_d, chk_d, generator=chk_gen, dtype=torch.float64)
+    chk_s, chk_n = (torch.as_tensor(part, dtype=torch.float64) for part in ex_split(chk_m))
+    assert torch.allclose(chk_s + chk_n, chk_m, atol=1e-12), "M_s + M_n must give back M"
+    assert torch.allclose(chk_s, chk_s.T, atol=1e-12), "M_s must be symmetric: M_s^T = M_s"
+    assert torch.allclose(chk_n, -chk_n.T, atol=1e-12), "M_n must be skew-symmetric: M_n^T = -M_n"
+    assert torch.allclose(chk_s, at.symmetric_part(chk_m)) and torch.allclose(chk_n, at.skew_part(chk_m)), (
+        "your parts differ from attnstruct.symmetric_part / skew_part"
+    )
+    chk_total, chk_sum = float((chk_m**2).sum()), float((chk_s**2).sum() + (chk_n**2).sum())
+    assert abs(chk_total - chk_sum) < 1e-12 * chk_total, f"||M||^2 = {chk_total}, ||M_s||^2 + ||M_n||^2 = {chk_sum}"
+print("M = M_s + M_n and ||M||^2 = ||M_s||^2 + ||M_n||^2 hold for your split")
+
+# %% [markdown]
+# ### Exercise 01.3: the symmetry of a rank-one form
+#
+# A head with $d_{head} = 1$ has the rank-one matrix $M = x y^\top$ (in code `torch.outer(x, y)`). Show that its
+# symmetry score is $\cos^2$ of the angle between $x$ and $y$: work out $\operatorname{tr}(M M)$ and
+# $\|M\|_F^2$ by hand, then write `ex_rank_one_symmetry(x, y)` from $x$ and $y$ alone, without forming $M$. The
+# check compares it with `attnstruct.symmetry_score(torch.outer(x, y))` on random vectors and on a few special
+# pairs. What does it tell you about the sign a rank-one head can score?
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-01-3", "locked": false, "schema_version": 3, "solution": true}
+def ex_rank_one_symmetry(x, y):
+    """Symmetry score of M = x y^T for vectors x, y [d], without forming M."""
+    ### BEGIN SOLUTION
+    return float((x @ y) ** 2 / ((x @ x) * (y @ y)))  # tr(MM) = (y.x)^2, ||M||^2 = |x|^2 |y|^2
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-01-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+chk_gen = torch.Generator().manual_seed(13)
+chk_pairs = [tuple(torch.randn(2, chk_d, generator=chk_gen, dtype=torch.float64)) for chk_d in (2, 3, 8, 40, 40)]
+chk_x = torch.randn(6, generator=chk_gen, dtype=torch.float64)
+chk_orth = torch.randn(6, generator=chk_gen, dtype=torch.float64)
+chk_orth = chk_orth - (chk_orth @ chk_x) / (chk_x @ chk_x) * chk_x  # orthogonal to chk_x
+chk_pairs += [(chk_x, chk_x), (chk_x, -2 * chk_x), (chk_x, chk_orth)]
+for chk_a, chk_b in chk_pairs:
+    chk_got = float(ex_rank_one_symmetry(chk_a, chk_b))
+    chk_want = float(at.symmetry_score(torch.outer(chk_a, chk_b)))
+    assert abs(chk_got - chk_want) < 1e-10, f"d = {len(chk_a)}: yours {chk_got:+.6f}, attnstruct {chk_want:+.6f}"
+print("symmetry(x y^T) = cos^2(x, y) on every pair")
+
+# %% [markdown]
+# ### Exercise 01.4: one matrix per head, or one per layer
+#
+# Section 4 warned that the layer's sum $\sum_h W_q^h (W_k^h)^\top$ can be more symmetric than its heads. Make
+# it extreme: set `ex_w_q` and `ex_w_k`, per-head weights of shape `[H, d_head, d_model]` (the `nn.Linear`
+# layout of `layer_factors`, $H \ge 2$), such that **every head** scores symmetry exactly 0 while **the layer**
+# scores exactly +1. Two heads with $d_{head} = 1$ and $d_{model} = 2$ are enough.
+#
+# Hints: a head with $d_{head} = 1$ is the rank-one matrix of Exercise 01.3; when does it score 0? Then ask
+# the converse: can every head score +1 and the layer less? (What is a sum of symmetric matrices?)
+
+# %% nbgrader={"grade": false, "grade_id": "ex-01-4", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+# head 0: query e_1, key e_2 (M_0 = e_1 e_2^T); head 1: query e_2, key e_1 (M_1 = e_2 e_1^T); the sum is symmetric
+ex_w_q = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]], dtype=torch.float64)
+ex_w_k = torch.tensor([[[0.0, 1.0]], [[1.0, 0.0]]], dtype=torch.float64)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-01-4-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+chk_w_q, chk_w_k = torch.as_tensor(ex_w_q, dtype=torch.float64), torch.as_tensor(ex_w_k, dtype=torch.float64)
+assert chk_w_q.ndim == 3 and chk_w_q.shape == chk_w_k.shape and chk_w_q.shape[0] >= 2, (
+    f"need two arrays of the same shape [H, d_head, d_model] with H >= 2, got {tuple(chk_w_q.shape)} and "
+    f"{tuple(chk_w_k.shape)}"
+)
+chk_heads = at.factor_scores(chk_w_q, chk_w_k)  # one score per head, [H]
+chk_layer = at.factor_scores(chk_w_q, chk_w_k, sum_heads=True)  # the sum over heads
+assert bool((chk_heads.symmetry.abs() < 1e-12).all()), f"every head must score 0; yours: {chk_heads.symmetry.tolist()}"
+assert float(chk_layer.symmetry) > 1 - 1e-12, f"the layer must score +1; yours: {float(chk_layer.symmetry):+.6f}"
+print("every head scores 0, their sum +1")
+
+# %% [markdown]
+# ## What to take away
+#
+# * Before the softmax, a head compares tokens through one $d \times d$ matrix, $W_{qk}^h = W_q^h (W_k^h)^\top$:
+#   the logit is the bilinear form $x_i^\top W_{qk}^h x_j$ plus bias terms, of which only the key-side one changes
+#   attention. Scoring $W_{qk}$ is scoring what the head can compare.
+# * Every matrix splits into Frobenius-orthogonal symmetric and skew parts; the symmetry score is the balance of
+#   their energies, and a rank-one form $x y^\top$ is never skew-dominated (its score is $\cos^2(x, y)$).
+# * Directionality weighs outlying rows against outlying columns; on unstructured matrices it swings widely,
+#   so a score says something only when it falls outside the null distribution of its shape.
+# * Per-head matrices and their sum over heads are different quantities: the sum can be more symmetric than
+#   every one of its heads.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `seed`: another model, input and set of examples. The identity checks still hold to rounding; the Gaussian
+#   example's directionality jumps around while its symmetry stays near 0.
+# * `example_dim` up (e.g. 192): the unstructured examples' symmetry moves closer to 0, while the Gaussian
+#   null's range of directionality narrows only slowly.
+# * `null_draws` up (e.g. 1000): the percentiles and 95% ranges quoted against the null settle (less jitter
+#   between seeds), at a cost linear in the draws.
+# * `n_heads` at fixed `d_model` (it must divide it): each head's matrix has lower rank $d/H$ while the layer's
+#   sum stays full rank; compare the per-head and summed scores printed in section 4.

@@ -25,6 +25,15 @@
 # It follows notebook 01 and comes before every notebook that reads a score against its null: the
 # pretrained models (03), the gradient toys (04) and the training runs (05 to 07).
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * compute both scores from their definitions in the paper's convention, and convert the authors' stored one;
+# * say which transformations of a matrix leave each score unchanged, and why directionality depends on the
+#   coordinate basis while symmetry does not;
+# * read a score against the null distribution of its shape (width, head count, one head or the layer's sum);
+# * judge how much directionality depends on its threshold, and why per-head and summed scores differ.
+
 # %% tags=["parameters"]
 seed = 0  # seeds every random draw in this notebook
 d_models = [64, 128, 256, 512]  # model widths for the null distributions
@@ -84,6 +93,10 @@ pd.DataFrame(
     index=["symmetry", "directionality"],
 ).round(4)
 
+# %% tags=["nbval-check-output"]
+print(f"symmetry: paper = 2 raw - 1: {abs(paper.symmetry.item() - (2 * raw.symmetry.item() - 1)) < 1e-12}")
+print(f"directionality: paper = -raw: {abs(paper.directionality.item() + raw.directionality.item()) < 1e-12}")
+
 # %% [markdown]
 # ## 2. Invariants
 #
@@ -121,6 +134,19 @@ invariants = pd.DataFrame(
 ).T
 invariants.round(4)
 
+
+# %% tags=["nbval-check-output"]
+def unchanged(score, names, sign=1.0):
+    """Whether `score` of each transform in `names` equals `sign` times that of M (to rounding)."""
+    return all(abs(invariants.loc[n, score] - sign * invariants.loc["M", score]) < 1e-10 for n in names)
+
+
+scalings, permutation, rotation = ["3 M", "-0.5 M"], ["P M P^T (permutation)"], ["Q M Q^T (rotation)"]
+print(f"symmetry unchanged by scaling, transpose, permutation, rotation: {unchanged('symmetry', invariants.index)}")
+print(f"directionality unchanged by scaling and permutation: {unchanged('directionality', scalings + permutation)}")
+print(f"directionality flips sign under transpose: {unchanged('directionality', ['M^T'], sign=-1.0)}")
+print(f"directionality changes under rotation: {not unchanged('directionality', rotation)}")
+
 # %% [markdown]
 # ## 3. Null distributions: what does "no structure" score?
 #
@@ -142,24 +168,52 @@ summary = (
 )
 summary
 
+# %% [markdown]
+# The figure has one row per score and one column per matrix: the layer's sum over heads (left) and a single
+# head (right). A point is the median over the draws and its bar the interquartile range; head counts are set
+# side by side at each width so that no bar hides another, and the i.i.d. Gaussian ensemble is the grey
+# reference in both columns. A width that a head count does not divide has no point, and for $H = 1$ the head
+# is the layer.
+
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharex=True)
-palette = dict(zip(null_ds.ensemble.values, sns.color_palette("viridis", len(null_ds.ensemble))))
-for ax, var in zip(axes, ("symmetry", "directionality")):
-    for ens in null_ds.ensemble.values:
-        cell = null_ds[var].sel(ensemble=ens)
-        if bool(cell.isnull().all()):
-            continue
-        q25, q50, q75 = (cell.quantile(q, dim="draw") for q in (0.25, 0.5, 0.75))
-        style = "--" if ens.endswith("head") else "-"
-        ax.plot(null_ds.d_model, q50, style, marker="o", color=palette[ens], label=ens)
-        ax.fill_between(null_ds.d_model, q25, q75, color=palette[ens], alpha=0.15)
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("$d_{model}$")
-    ax.set_title(f"{var}: median and IQR over {n_draws} draws")
-axes[0].set_ylabel("score")
-axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+head_counts = sorted({int(h) for h in null_ds.n_heads.values if h > 0})
+head_colors = dict(zip(head_counts, sns.color_palette("viridis", len(head_counts))))
+widths = null_ds.d_model.values
+positions = np.arange(len(widths))
+fig, axes = plt.subplots(2, 2, figsize=(11, 6.8), sharex=True, sharey="row")
+for row, var in enumerate(("symmetry", "directionality")):
+    for col, scope in enumerate(("layer", "head")):
+        ax = axes[row, col]
+        series = [("gaussian", "i.i.d. Gaussian", plotting.NEUTRAL_COLOR, "D")] + [
+            (f"factors H={h}, {scope}", f"H = {h}", head_colors[h], "o") for h in head_counts
+        ]
+        offsets = np.linspace(-0.3, 0.3, len(series))
+        for offset, (ens, label, color, marker) in zip(offsets, series):
+            q25, q50, q75 = (null_ds[var].sel(ensemble=ens).quantile(q, dim="draw").values for q in (0.25, 0.5, 0.75))
+            has = np.isfinite(q50)
+            ax.errorbar(
+                positions[has] + offset,
+                q50[has],
+                yerr=[q50[has] - q25[has], q75[has] - q50[has]],
+                fmt=marker,
+                ls="-",
+                lw=0.8,
+                ms=5,
+                capsize=3,
+                color=color,
+                label=label,
+            )
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xticks(positions, [str(w) for w in widths])
+        if row == 1:
+            ax.set_xlabel("$d_{model}$")
+        if col == 0:
+            ax.set_ylabel(f"{var}\n(median, IQR)")
+axes[0, 0].set_title("the layer: $W_{qk}$ summed over heads")
+axes[0, 1].set_title("one head: $W_{qk}^h$")
+handles, labels = axes[0, 0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.91, 0.5), title="ensemble")
+fig.suptitle(f"Null distributions of the scores over {n_draws} draws per point")
 plotting.savefig(fig, figures_dir / "02_null_distributions")
 plt.show()
 
@@ -322,3 +376,202 @@ dataset.attrs = results.provenance_attrs(
 )
 results.save_dataset(dataset, results_dir / "02_scores.nc")
 dataset
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a cell to complete and a locked check cell that runs it on small matrices of its own (not
+# the parameters above) and compares with `attnstruct`. Names you define start with `ex_`.
+#
+# ### Exercise 02.1: symmetry from its definition
+#
+# Write `ex_symmetry(m)`, the symmetry score of a square matrix from the definition of section 1, through
+# $M_s$ and $M_n$ (not through `attnstruct`). The check compares it with `attnstruct.scores(m).symmetry` on
+# the five example matrices of `toys.example_matrix`. Read the docstring of `attnstruct.scores` first: the
+# paper's score lies in $[-1, 1]$, while the authors' code stores $\|M_s\|^2 / \|M\|^2$ in $[0, 1]$.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-02-1", "locked": false, "schema_version": 3, "solution": true}
+def ex_symmetry(m):
+    """Symmetry score (paper convention) of a square matrix m [d, d]."""
+    ### BEGIN SOLUTION
+    m_s, m_n = (m + m.T) / 2, (m - m.T) / 2
+    return float(((m_s**2).sum() - (m_n**2).sum()) / (m**2).sum())
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-02-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+chk_gen = toys.generator(21)
+for chk_kind in toys.KINDS:
+    chk_m = toys.example_matrix(chk_kind, 24, chk_gen)
+    chk_got = float(ex_symmetry(chk_m))
+    chk_want = float(at.scores(chk_m).symmetry)
+    chk_raw = float(at.scores(chk_m, convention="raw").symmetry)
+    assert not (abs(chk_got - chk_raw) < 1e-9 < abs(chk_want - chk_raw)), (
+        f"{chk_kind}: you return the authors' raw ||M_s||^2 / ||M||^2 in [0, 1], not the paper's score in [-1, 1]"
+    )
+    assert abs(chk_got - chk_want) < 1e-10, f"{chk_kind}: yours {chk_got:+.6f}, attnstruct {chk_want:+.6f}"
+print("your symmetry score matches attnstruct on every example")
+
+# %% [markdown]
+# ### Exercise 02.2: directionality from its definition
+#
+# Write `ex_directionality(m, num_std)` from the definition of section 1: Euclidean row and column norms,
+# thresholds mean + `num_std` times the (unbiased) std of each set of norms, the summed excesses $R$ and $C$,
+# and $(R - C)/(R + C)$, or 0 when both excesses are 0. The check compares it with
+# `attnstruct.directionality_score` on the example matrices for several thresholds.
+#
+# Hint: `torch.linalg.vector_norm(m, dim=...)`; `Tensor.std()` is unbiased by default; `clamp_min(0)` keeps the
+# positive parts.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-02-2", "locked": false, "schema_version": 3, "solution": true}
+def ex_directionality(m, num_std=2.0):
+    """Directionality score (paper convention: negative = column dominance) of a square matrix m [d, d]."""
+
+    ### BEGIN SOLUTION
+    def excess(norms):
+        return (norms - (norms.mean() + num_std * norms.std())).clamp_min(0).sum()
+
+    rows = excess(torch.linalg.vector_norm(m, dim=1))
+    cols = excess(torch.linalg.vector_norm(m, dim=0))
+    return 0.0 if rows + cols == 0 else float((rows - cols) / (rows + cols))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-02-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+chk_gen = toys.generator(22)
+for chk_kind in toys.KINDS:
+    chk_m = toys.example_matrix(chk_kind, 24, chk_gen)
+    for chk_k in (1.0, 2.0, 3.0):
+        chk_got = float(ex_directionality(chk_m, num_std=chk_k))
+        chk_want = float(at.directionality_score(chk_m, num_std=chk_k))
+        chk_raw = float(at.directionality_score(chk_m, num_std=chk_k, convention="raw"))
+        assert not (abs(chk_got - chk_raw) < 1e-9 < abs(chk_want - chk_raw)), (
+            f"{chk_kind}: your sign is the authors' raw convention (C - R)/(C + R); the paper's is (R - C)/(R + C)"
+        )
+        assert abs(chk_got - chk_want) < 1e-9, (
+            f"{chk_kind}, num_std = {chk_k}: yours {chk_got:+.6f}, attnstruct {chk_want:+.6f}"
+        )
+print("your directionality matches attnstruct on every example and threshold")
+
+# %% [markdown]
+# ### Exercise 02.3: symmetric and directional at once
+#
+# Any symmetric matrix has directionality exactly 0: its $i$-th row is its $i$-th column, so the row norms are
+# the column norms and $R = C$. Yet the two scores measure different things. Write
+# `ex_symmetric_yet_directional(d)` returning a $d \times d$ matrix, for any $d \ge 8$, whose symmetry is above
+# $0.5$ **and** whose directionality is below $-0.5$: mostly symmetric, yet column-dominated. The check scores
+# your matrices with `attnstruct.scores` at a few sizes.
+#
+# Hint: start from a symmetric matrix whose rows all have the same norm, then add a non-symmetric part that
+# makes one column heavy, spread over many rows, with less energy than the symmetric part has.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-02-3", "locked": false, "schema_version": 3, "solution": true}
+def ex_symmetric_yet_directional(d):
+    """A d x d matrix (d >= 8) with symmetry above 0.5 and directionality below -0.5."""
+    ### BEGIN SOLUTION
+    m = torch.eye(d, dtype=torch.float64)  # symmetric, every row and column of norm 1
+    m[1:, 0] += (d / 2 / (d - 1)) ** 0.5  # column 0 gains energy d/2 spread evenly over rows 1..d-1
+    return m  # ||M||^2 = 3d/2 and tr(MM) = d: symmetry 2/3; one outlying column: directionality -1
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-02-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+for chk_d in (8, 32, 100):
+    chk_m = torch.as_tensor(ex_symmetric_yet_directional(chk_d), dtype=torch.float64)
+    assert tuple(chk_m.shape) == (chk_d, chk_d), f"d = {chk_d}: expected a {chk_d} x {chk_d} matrix"
+    chk_s = at.scores(chk_m)
+    assert float(chk_s.symmetry) > 0.5, f"d = {chk_d}: symmetry {float(chk_s.symmetry):+.3f}, not above 0.5"
+    assert float(chk_s.directionality) < -0.5, (
+        f"d = {chk_d}: directionality {float(chk_s.directionality):+.3f}, not below -0.5"
+    )
+print("your matrices are mostly symmetric and column-dominated at every size")
+
+# %% [markdown]
+# ### Exercise 02.4: predict the invariances
+#
+# For each transformation of a column-dominated matrix $M$, predict what happens to each score: `"same"`,
+# `"negated"` or `"changed"`. Set `ex_predictions` to a dictionary from the transformation's name to a pair
+# (symmetry, directionality). The names: `"-2 M"`, `"M^T"`, `"P M P^T"` (a permutation $P$ of the coordinates
+# on both sides), `"Q M Q^T"` (a random orthogonal $Q$) and `"P M"` (rows permuted, columns left alone), e.g.
+# `ex_predictions = {"-2 M": ("same", "changed"), ...}`. Reason first from the definitions, and only then
+# compare with section 2. The check measures both scores on random column-dominated matrices before and after
+# each transformation.
+
+# %% nbgrader={"grade": false, "grade_id": "ex-02-4", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+ex_predictions = {
+    "-2 M": ("same", "same"),  # both scores are ratios, unchanged by any nonzero scale
+    "M^T": ("same", "negated"),  # tr(M M) and ||M|| are transpose-invariant; rows and columns swap
+    "P M P^T": ("same", "same"),  # a relabelling of the coordinates permutes the row and column norms
+    "Q M Q^T": ("same", "changed"),  # traces are rotation-invariant; row/column norms are tied to the axes
+    "P M": ("changed", "same"),  # row norms permuted, columns' norms kept; but the pairing of M_ij and M_ji breaks
+}
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-02-4-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+chk_names = ("-2 M", "M^T", "P M P^T", "Q M Q^T", "P M")
+assert isinstance(ex_predictions, dict) and set(ex_predictions) == set(chk_names), (
+    f"ex_predictions needs exactly the keys {chk_names}"
+)
+chk_gen = toys.generator(24)
+chk_before, chk_after = [], {name: [] for name in chk_names}
+for _ in range(5):
+    chk_m = toys.example_matrix("columns", 32, chk_gen)
+    chk_p = torch.eye(32, dtype=torch.float64)[torch.randperm(32, generator=chk_gen)]
+    chk_q, _ = torch.linalg.qr(torch.randn(32, 32, generator=chk_gen, dtype=torch.float64))
+    chk_transformed = {
+        "-2 M": -2 * chk_m,
+        "M^T": chk_m.T,
+        "P M P^T": chk_p @ chk_m @ chk_p.T,
+        "Q M Q^T": chk_q @ chk_m @ chk_q.T,
+        "P M": chk_p @ chk_m,
+    }
+    chk_before.append([float(v) for v in at.scores(chk_m)])
+    for name, chk_t in chk_transformed.items():
+        chk_after[name].append([float(v) for v in at.scores(chk_t)])
+
+
+def chk_measured(before, after):
+    """'same', 'negated' or 'changed' over all draws (to rounding)."""
+    if np.allclose(after, before, rtol=0, atol=1e-9):
+        return "same"
+    return "negated" if np.allclose(after, -np.asarray(before), rtol=0, atol=1e-9) else "changed"
+
+
+chk_before = np.array(chk_before)
+for name in chk_names:
+    for index, score in enumerate(("symmetry", "directionality")):
+        chk_found = chk_measured(chk_before[:, index], np.array(chk_after[name])[:, index])
+        assert tuple(ex_predictions[name])[index] == chk_found, (
+            f"{name}: your prediction for {score} does not match what attnstruct measures; go back to its definition"
+        )
+print("every prediction matches the measurement")
+
+# %% [markdown]
+# ## What to take away
+#
+# * Symmetry is a property of the bilinear form itself: it is unchanged by any rotation of the embedding space.
+#   Directionality reads row and column norms, so it is tied to the coordinate axes and assumes they mean
+#   something.
+# * The two scores are independent views: a symmetric matrix always has directionality 0, yet a mostly symmetric
+#   matrix can be column-dominated (the third exercise builds one).
+# * A score means nothing without its null: unstructured matrices put symmetry near 0 with a spread that shrinks
+#   with the width, while directionality is noisy at every width, so it is read against its null and over many
+#   layers.
+# * Per-head and summed scores are different quantities, and the sign of directionality, not its size, is what
+#   survives a change of threshold.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `n_draws` up (e.g. 500): the medians and interquartile bars of the null figure settle and the jitter of the
+#   medians from one width to the next fades; the cost grows linearly.
+# * `d_models` with a larger width added (e.g. 1024, slow): symmetry's bars keep shrinking towards 0, while
+#   directionality's narrow only slowly.
+# * `num_stds` extended upwards (e.g. 5 or 6): for Gaussian matrices the spread of directionality keeps growing
+#   towards $\pm 1$, while the planted ensembles keep their sign.
+# * `tying_heads` up at fixed `tying_d_model` (it must divide it): each head gets a lower rank, and between the
+#   two ends the summed layer's lead over its heads' symmetry grows.

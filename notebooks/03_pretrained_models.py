@@ -29,11 +29,23 @@
 # Every extraction used here is proven against the models' own attention in the project's tests
 # (`tests/test_extract_*.py`), including the grouped-query pairing that the authors' code got wrong.
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * read the query/key weights of a real checkpoint (safetensors, GGUF, CTranslate2) into per-head blocks and
+#   score each layer's $W_{qk} = \sum_h W_q^h (W_k^h)^\top$, and each model by the median over its layers;
+# * say whether a model's median score is structure or chance, by placing it among random layers of the same
+#   width, head count and depth;
+# * read the structure in a matrix: mirror-image entries for symmetry, outlying column norms for
+#   directionality, and tell when a heat map cannot show it;
+# * pair query heads with their key heads under grouped-query attention, and explain what the wrong pairing
+#   does to the scores.
+
 # %% tags=["parameters"]
 models = "core"  # zoo selection: "core", "all", or a list of zoo names
 local_models = []  # extra checkpoints as [name, path, role] with role encoder, decoder or encoder-decoder
 cache_dir = None  # zoo cache folder; None means ATTNSTRUCT_CACHE or ~/.cache/attnstruct
-heatmap_layer = 1  # layer of the example W_qk heat maps (0-based)
+heatmap_layer = None  # layer of the example W_qk heat maps (0-based); None: chosen by their scores (section 6)
 heatmap_size = 50  # top-left block drawn, as in the paper's example figure
 quant_model = "minilm-l6"  # fp32 checkpoint used for the quantisation check
 quant_types = ["Q8_0", "Q5_0", "Q4_1", "Q4_0"]  # GGUF types to round its W_q, W_k through
@@ -44,18 +56,20 @@ results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
 
 # %%
+import itertools
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import torch
 
 from attnstruct import paper_comparison, plotting, pretrained, prose, results, zoo
 from attnstruct.extract import iter_blocks
+from attnstruct.scores import DEFAULT_NUM_STD, row_column_excess
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
-ROLE_MARKERS = {"encoder": "o", "decoder": "o", "encoder-decoder": "s"}
 
 # %% [markdown]
 # ## 1. Which checkpoints
@@ -165,47 +179,46 @@ for line in pretrained.null_sentences(table):
 # ## 4. Encoders versus decoders, beside the paper's numbers
 #
 # The paper's layout: median over layers with interquartile bars against the number of parameters.
-# Encoder stacks (bidirectional self-attention) in navy, decoder stacks (causal self-attention) in purple;
-# an encoder-decoder model gives one point per stack (squares). Faint open circles are the values
-# **reported by Saponati et al. (2025)** for their models (language, vision and audio, entries with a
-# known extraction problem left out), drawn for comparison; they are not our measurements.
+# Encoder stacks (bidirectional self-attention) in navy, decoder stacks (causal self-attention) in purple.
+# Our stacks are the large markers with a black edge, one marker shape per model, named in the legend (an
+# encoder-decoder model gives one point per stack, in both colours, drawn slightly apart along the size
+# axis). The small pale dots are the values **reported by Saponati et al. (2025)** for their models
+# (language, vision and audio, entries with a known extraction problem left out), drawn for comparison; they
+# are not our measurements.
 
 # %%
 reference = pretrained.reference_table()
 reported = reference[reference.caveats.isna()]
 own = table[table["attention"] == "self"]
+markers = dict(zip(dict.fromkeys(own["model"]), itertools.cycle(plotting.MODEL_MARKERS)))  # one shape per model
+dodge = {"encoder": 10**-0.03, "decoder": 10**0.03}  # the two stacks of one model, drawn slightly apart
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
-    for role, color in (("encoder", plotting.ENCODER_COLOR), ("decoder", plotting.DECODER_COLOR)):
-        plotting.reported_points(ax, reported, role, var, color)
-        mine = own[own["stack"] == role]
-        for row in mine.itertuples():
-            median, q25, q75 = getattr(row, f"{var}_median"), getattr(row, f"{var}_q25"), getattr(row, f"{var}_q75")
-            ax.errorbar(
-                row.n_params,
-                median,
-                yerr=[[median - q25], [q75 - median]],
-                fmt=ROLE_MARKERS[row.role],
-                color=color,
-                ms=8,
-                capsize=3,
-                mec="white",
-            )
-            label = row.model if row.role != "encoder-decoder" else f"{row.model} ({row.stack})"
-            ax.annotate(
-                label,
-                (row.n_params, median),
-                xytext=(8, 6 if role == "encoder" else -12),
-                textcoords="offset points",
-                fontsize=8,
-            )
-        ax.scatter([], [], marker="o", color=color, label=f"{role} stacks, this notebook")
+    for role in ("encoder", "decoder"):
+        plotting.reported_points(ax, reported, role, var, plotting.ROLE_COLORS[role], filled=True)
+    for row in own.itertuples():
+        median, q25, q75 = getattr(row, f"{var}_median"), getattr(row, f"{var}_q25"), getattr(row, f"{var}_q75")
+        ax.errorbar(
+            row.n_params * (dodge[row.stack] if (own["model"] == row.model).sum() > 1 else 1.0),
+            median,
+            yerr=[[median - q25], [q75 - median]],
+            fmt=markers[row.model],
+            color=plotting.ROLE_COLORS[row.stack],
+            ms=9,
+            mec="black",
+            mew=0.8,
+            capsize=3,
+            zorder=3,
+            label=f"{row.model}, {row.stack} stack (this notebook)",
+        )
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlabel("parameters")
     ax.set_title(f"{var} (median over layers, IQR)")
 axes[0].set_ylabel("score")
-axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+handles, labels = axes[0].get_legend_handles_labels()
+order = sorted(range(len(labels)), key=lambda i: "reported by the paper" in labels[i])  # ours first
+axes[1].legend([handles[i] for i in order], [labels[i] for i in order], loc="center left", bbox_to_anchor=(1.0, 0.5))
 plotting.savefig(fig, figures_dir / "03_encoders_vs_decoders")
 plt.show()
 
@@ -293,24 +306,98 @@ plt.show()
 # %% [markdown]
 # ## 6. What the matrices look like
 #
-# The paper's example figure: the top-left block of one layer's $W_{qk} = \sum_h W_q^h (W_k^h)^\top$ for an
-# encoder and a decoder.
+# The paper's example figure shows the top-left block of one layer's $W_{qk} = \sum_h W_q^h (W_k^h)^\top$ for
+# an encoder and a decoder. A block of an arbitrary layer shows little, so the layers here are chosen by their
+# scores: the encoder-stack layer with the highest symmetry and the decoder-stack layer with the lowest
+# directionality (the most column-dominant), over all models (with `heatmap_layer` set: among the layers of
+# that index). Each column of the figure is one layer. At the top, the top-left `heatmap_size` block, its
+# colour scale clipped at the 99th percentile of the block's $|M_{ij}|$ (entries beyond it take the end
+# colours), so that a few large entries cannot wash out the rest. Below it, the whole matrix through the lens
+# of each score:
+#
+# * **Mirror pairs** (symmetry): every entry $M_{ij}$, $i < j$, against its mirror image $M_{ji}$, both in
+#   units of the off-diagonal entries' standard deviation. A symmetric matrix puts them on the line $y = x$,
+#   an unstructured one in a round cloud.
+# * **Norm profile** (directionality): the largest column norms (solid) and row norms (dashed), each divided
+#   by its threshold, mean $+ 2$ standard deviations. Directionality is $(R - C)/(R + C)$ with $C$ the summed
+#   excess of the column norms above that threshold (the part of the solid line above 1) and $R$ the rows'.
 
 # %%
-examples = []
-for wanted in ("encoder", "decoder"):
-    for name, _, role in checkpoints:
-        candidates = [b for b in blocks[name] if b.stack == wanted and b.layer == heatmap_layer]
-        if candidates and role == wanted:
-            examples.append((name, candidates[0]))
-            break
-fig, axes = plt.subplots(1, len(examples), figsize=(5.2 * len(examples), 4.6), squeeze=False)
-for ax, (name, block) in zip(axes[0], examples, strict=True):
-    corner = pretrained.wqk_corner(block, heatmap_size)
-    limit = float(np.percentile(np.abs(corner), 99))  # a few large entries would wash out the rest
-    plotting.matrix_heatmap(ax, corner, title=f"{name}, {block.stack} layer {block.layer}", limit=limit)
+examples = []  # (the score that chose it, model, stack, layer)
+for stack, var, pick in (("encoder", "symmetry", "argmax"), ("decoder", "directionality", "argmin")):
+    if stack not in dataset["stack"].values:
+        continue
+    values = dataset[var].sel(stack=stack)
+    if heatmap_layer is not None:
+        values = values.sel(layer=[heatmap_layer])
+    if bool(values.isnull().all()):
+        continue
+    best = getattr(values, pick)(dim=["model", "layer"])  # NaN (layers a model does not have) skipped
+    examples.append((var, str(values.model[best["model"]].item()), stack, int(values.layer[best["layer"]].item())))
+matrices = {}
+for _, name, stack, layer in examples:
+    block = next(b for b in blocks[name] if b.stack == stack and b.layer == layer)
+    matrices[name, stack, layer] = pretrained.wqk_corner(block, block.w_q.shape[-1])  # the whole d x d matrix
+
+fig, axes = plt.subplots(3, len(examples), figsize=(5.6 * len(examples), 15), squeeze=False)
+mirror_r = {}
+for col, (var, name, stack, layer) in enumerate(examples):
+    m, color = matrices[name, stack, layer], plotting.ROLE_COLORS[stack]
+    corner = m[:heatmap_size, :heatmap_size]
+    extreme = "highest" if var == "symmetry" else "lowest"
+    scope = f"{stack} layers" + ("" if heatmap_layer is None else f" {heatmap_layer}")
+    score = float(dataset[var].sel(model=name, stack=stack, layer=layer))
+    plotting.matrix_heatmap(axes[0, col], corner, limit=plotting.robust_limit(corner, 99))
+    title = f"{name}, {stack} layer {layer}\n{var} {score:+.2f} ({extreme} of the {scope})"
+    axes[0, col].set_title(title, fontsize=11)
+    r = mirror_r[name, stack, layer] = plotting.mirror_pairs(axes[1, col], m, color=color, label=f"{name}")
+    lim = plotting.robust_limit(m / m[~np.eye(len(m), dtype=bool)].std(), 99.5)
+    axes[1, col].plot([-lim, lim], [-lim, lim], color="black", lw=0.8, label="$y = x$ (symmetric)")
+    axes[1, col].set(
+        xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="$M_{ij}$ / std", ylabel="$M_{ji}$ / std"
+    )
+    axes[1, col].set_title(f"mirror pairs: correlation {r:+.2f}")
+    axes[1, col].legend(loc="upper left", fontsize=8)
+    plotting.norm_profile(axes[2, col], m, color=color, label=name)
+    axes[2, col].set(xlabel="rank", ylabel="norm / (mean + 2 std)")
+    axes[2, col].set_title("largest column and row norms")
+    axes[2, col].legend(fontsize=8)
+fig.tight_layout(h_pad=2.5)
 plotting.savefig(fig, figures_dir / "03_wqk_examples")
 plt.show()
+
+# %%
+for var, name, stack, layer in examples:
+    m = matrices[name, stack, layer]
+    cols, rows = np.linalg.norm(m, axis=0), np.linalg.norm(m, axis=1)
+    score = float(dataset[var].sel(model=name, stack=stack, layer=layer))
+    head = f"**{name}, {stack} layer {layer}** ({var} {prose.signed(score)}): "
+    if var == "symmetry":
+        others = [prose.signed(r) for key, r in mirror_r.items() if key != (name, stack, layer)]
+        diagonal = float((np.diag(m) ** 2).sum() / (m**2).sum())
+        prose.show(
+            head
+            + f"an entry and its mirror image are correlated ({prose.signed(mirror_r[name, stack, layer])}"
+            + (f", against {others[0]} in the decoder layer" if others else "")
+            + f"). Its diagonal, which counts fully towards symmetry, holds {prose.percent(diagonal)} of "
+            f"$\\|M\\|_F^2$, and {prose.percent(float((np.diag(m) > 0).mean()))} of its diagonal entries are positive."
+        )
+    else:
+        over = [int((v > v.mean() + DEFAULT_NUM_STD * v.std(ddof=1)).sum()) for v in (cols, rows)]
+        r_excess, c_excess = (float(v) for v in row_column_excess(m))
+        ratio, row_ratio = cols.max() / cols.mean(), rows.max() / rows.mean()
+        prose.show(
+            head + f"{over[0]} column norms and {over[1]} row norms lie above their thresholds, with a summed excess "
+            f"$C$ = {c_excess:.3g} for the columns against $R$ = {r_excess:.3g} for the rows, and $(R - C)/(R + C)$ "
+            f"is the score. Yet its largest column norm is only {prose.number(ratio)} times the mean column norm "
+            f"(rows: {prose.number(row_ratio)} times the mean)"
+            + (
+                ", so the dominant columns hardly stand out in a heat map: directionality weighs the columns' "
+                "excess against the rows', not against the bulk of the matrix. The norm profile shows it."
+                if ratio < 2
+                else ", enough for the dominant columns to show as stripes where they fall inside the block."
+            )
+        )
 
 # %% [markdown]
 # ## 7. Encoder, decoder and cross-attention in one model
@@ -374,6 +461,53 @@ if quant_model in blocks:
 # With grouped-query attention, query head $h$ uses key head $h // (H / n_{kv})$. The authors' code paired
 # it with key head $h \bmod n_{kv}$, which multiplies unrelated heads. The paper's near-zero symmetry for its
 # grouped-query models (LLaMA-3, Mistral) was computed with that pairing.
+#
+# First the pairing itself, against a model's own attention: a tiny LLaMA with random weights, built from its
+# configuration ($H = 4$ query heads sharing $n_{kv} = 2$ key heads, width $32$, float64). With every position
+# id equal, the rotary rotation is the identity, so the model's attention probabilities must be the softmax
+# of the scaled, causally masked logits $x_i^\top W_q^h (W_k^{g(h)})^\top x_j / \sqrt{d_{head}}$ of the
+# extracted blocks, with $g(h)$ the key head that the block pairs with query head $h$.
+
+# %% tags=["nbval-check-output"]
+from transformers import LlamaConfig, LlamaForCausalLM
+
+torch.manual_seed(0)
+tiny_config = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, vocab_size=64)
+tiny = LlamaForCausalLM(
+    LlamaConfig(num_attention_heads=4, num_key_value_heads=2, attn_implementation="eager", **tiny_config)
+)
+tiny = tiny.double().eval()
+tiny_block = next(iter_blocks(tiny))
+seen = {}
+
+
+def keep_input(module, args, kwargs):
+    seen["x"] = kwargs["hidden_states"][0].double()  # [n, d]: what the attention module receives
+
+
+hook = tiny.model.layers[0].self_attn.register_forward_pre_hook(keep_input, with_kwargs=True)
+tokens = torch.randint(3, 64, (1, 6), generator=torch.Generator().manual_seed(0))
+with torch.no_grad():
+    probs = tiny(input_ids=tokens, position_ids=torch.zeros_like(tokens), output_attentions=True).attentions[0][0]
+hook.remove()
+
+
+def attention_from(block, x):
+    """[H, n, n]: softmax over j of x_i^T W_q^h W_k^h^T x_j / sqrt(d_head), keys after the query masked."""
+    logits = torch.einsum("hed,nd,hef,mf->hnm", block.w_q.double(), x, block.w_k.double(), x)
+    ahead = torch.ones(len(x), len(x), dtype=torch.bool).triu(1)
+    return (logits / block.w_q.shape[1] ** 0.5).masked_fill(ahead, float("-inf")).softmax(-1)
+
+
+for pairing, block in (
+    ("h // (H / n_kv), attnstruct's", tiny_block),
+    ("h mod n_kv, the authors' code", pretrained.authors_gqa_pairing(tiny_block)),
+):
+    error = float((attention_from(block, seen["x"]) - probs).abs().max())
+    print(f"query head h with key head {pairing}: reproduces the model's attention (max error < 1e-6): {error < 1e-6}")
+
+# %% [markdown]
+# Now the grouped-query models of this run, scored both ways:
 
 # %%
 gqa_rows = []
@@ -445,3 +579,131 @@ dataset.attrs = results.provenance_attrs(
 )
 results.save_dataset(dataset, results_dir / "03_pretrained_models.nc")
 dataset
+
+# %% [markdown]
+# ## Exercises
+#
+# Two exercises on the objects of this notebook: the dataset of per-layer scores, and the query/key weights of
+# a grouped-query model. Each check recomputes the answer its own way.
+
+# %% [markdown]
+# ### Exercise 03.1: the most column-dominant layer in the zoo
+#
+# Write `ex_most_column_dominant(ds)` that returns `(model, stack, layer)` of the self-attention layer with the
+# most column-dominant $W_{qk}$ among all models of the dataset `ds` (the `dataset` saved above, variables over
+# `(model, stack, layer)`). Leave out the `cross` stack, whose keys come from another sequence.
+#
+# Mind the sign: in the paper's convention that this project uses, column dominance is *negative*
+# directionality, $(R - C)/(R + C)$ with $C$ the columns' excess; the authors' code stores the opposite sign, in
+# which the same layer would have the highest value. Predict first: an encoder or a decoder stack? Hints:
+# `ds["directionality"].sel(stack=[...])`, and `DataArray.argmin(dim=[...])` skips the NaN of layers a model
+# does not have and returns one index per dimension.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-03-1", "locked": false, "schema_version": 3, "solution": true}
+def ex_most_column_dominant(ds):
+    ### BEGIN SOLUTION
+    values = ds["directionality"].sel(stack=[s for s in ds["stack"].values if s != "cross"])
+    at = values.argmin(dim=["model", "stack", "layer"])
+    return (
+        str(values.model[at["model"]].item()),
+        str(values["stack"][at["stack"]].item()),
+        int(values.layer[at["layer"]].item()),
+    )
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-03-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+from attnstruct.scores import directionality_score
+
+frame = dataset["directionality"].to_dataframe().reset_index()
+frame = frame[(frame["stack"] != "cross") & frame["directionality"].notna()]
+lowest = frame.loc[frame["directionality"].idxmin()]
+model, stack, layer = ex_most_column_dominant(dataset)
+assert (str(model), str(stack), int(layer)) == (lowest["model"], lowest["stack"], int(lowest["layer"])), (
+    f"got {(model, stack, layer)}; check the sign (column dominance is negative) and that cross-attention is left out"
+)
+block = next(b for b in blocks[lowest["model"]] if b.stack == lowest["stack"] and b.layer == int(lowest["layer"]))
+rescored = float(directionality_score(pretrained.wqk_corner(block, block.w_q.shape[-1])))  # from the full matrix
+assert abs(rescored - lowest["directionality"]) < 1e-8, "the dataset and the rescored layer disagree"
+print(f"{model} {stack} layer {layer}: directionality {rescored:+.3f}, rescored from its W_qk")
+
+# %% [markdown]
+# ### Exercise 03.2: the layer matrix of a grouped-query model
+#
+# A grouped-query checkpoint stores the query projection as one matrix `q_weight` of shape
+# `[n_heads * d_head, d_model]` and the key projection as `k_weight` of shape `[n_kv_heads * d_head, d_model]`
+# (the `nn.Linear` layout: $q = W_q x$). Query heads $h = 0, \dots, H - 1$ come in groups of $H / n_{kv}$
+# consecutive heads, and every head of group $g$ uses key head $g$.
+#
+# Write `ex_gqa_layer_matrix(q_weight, k_weight, n_heads, n_kv_heads)` that returns the layer matrix
+# $W_{qk} = \sum_h W_q[h]^\top W_k[h \,//\, (H / n_{kv})]$, a `[d_model, d_model]` tensor, with each $W[h]$ the
+# `[d_head, d_model]` slice of its head. Do not use `attnstruct`: the check compares your matrix with
+# `attnstruct`'s extraction of a tiny random LLaMA with $6$ query heads and $2$ key heads, where the authors'
+# pairing $h \bmod n_{kv}$ gives a different matrix.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-03-2", "locked": false, "schema_version": 3, "solution": true}
+def ex_gqa_layer_matrix(q_weight, k_weight, n_heads, n_kv_heads):
+    ### BEGIN SOLUTION
+    d_model = q_weight.shape[-1]
+    d_head = q_weight.shape[0] // n_heads
+    w_q = q_weight.reshape(n_heads, d_head, d_model)
+    w_k = k_weight.reshape(n_kv_heads, d_head, d_model)
+    group = n_heads // n_kv_heads
+    return sum(w_q[h].T @ w_k[h // group] for h in range(n_heads))
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-03-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+from transformers import LlamaConfig, LlamaForCausalLM
+
+torch.manual_seed(1)
+check_model = LlamaForCausalLM(
+    LlamaConfig(
+        hidden_size=48,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        vocab_size=64,
+    )
+)
+attention = check_model.model.layers[0].self_attn
+q_weight, k_weight = attention.q_proj.weight.detach().double(), attention.k_proj.weight.detach().double()
+yours = torch.as_tensor(ex_gqa_layer_matrix(q_weight, k_weight, 6, 2), dtype=torch.float64)
+extracted = next(iter_blocks(check_model))
+expected = pretrained.wqk_corner(extracted, 48)
+authors = pretrained.wqk_corner(pretrained.authors_gqa_pairing(extracted), 48)
+assert yours.shape == (48, 48), f"the layer matrix is d_model x d_model, got {tuple(yours.shape)}"
+assert not np.allclose(yours.numpy(), authors, atol=1e-5), "this is the authors' pairing h mod n_kv"
+assert np.allclose(yours.numpy(), expected, rtol=1e-5, atol=1e-6), "your W_qk differs from the extraction's"
+print("W_qk with query head h on key head h // (H / n_kv): matches attnstruct's extraction")
+
+# %% [markdown]
+# ## What to take away
+#
+# * A checkpoint's attention is scored layer by layer on $W_{qk} = \sum_h W_q^h (W_k^h)^\top$, and a model by
+#   the median over its layers; what the weights file stores (fused, grouped, quantised, rotary) has to be
+#   undone first, and the extraction is proven against the model's own attention.
+# * A median score is evidence only against random layers of the same width, heads and depth: symmetry's null
+#   is narrow, directionality's wide, so one model says more about symmetry than about directionality.
+# * Symmetry shows in the matrix itself (mirror-image entries, a positive diagonal); directionality is a
+#   comparison of the few outlying column norms with the few outlying row norms, which a heat map may not show
+#   at all.
+# * Grouped-query attention pairs query head $h$ with key head $h // (H / n_{kv})$; the pairing $h \bmod n_{kv}$
+#   multiplies heads that never worked together and pushes the layer matrix towards an unstructured one.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `models = "all"` (after `attnstruct fetch-models --set all`): four more checkpoints, among them two
+#   decoders with shared key heads (Gemma-3 with one, Qwen2.5 with groups), so the encoder/decoder ordering
+#   rests on more stacks and section 9 has more to compare.
+# * `heatmap_layer = 0` (or any layer index): the example matrices come from that layer instead of the layers
+#   with the extreme scores; compare how much of the structure still shows. `heatmap_size` up shows more of
+#   the matrix.
+# * `null_draws` and `null_layer_draws` up: tighter estimates of each null's percentiles and range, at the cost
+#   of more random layers (a $d^3$ product each); down to a handful, the nulls become bootstraps of few layers.
+# * `quant_types = ["Q8_0"]` or `["Q4_0"]`, or `quant_model` another fp32 checkpoint: how much coarser rounding
+#   moves each score.

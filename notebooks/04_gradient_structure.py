@@ -28,6 +28,17 @@
 # symmetric $W_{qk}$). Both tasks are shown here, side by side and with the same settings, so that neither
 # result stands alone. Every score is also set against what a random matrix of the same width scores.
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# - derive $\partial\mathcal L/\partial W_{qk}$ as a sum of outer products $\beta_{ij}\, x_i x_j^\top$, the softmax
+#   step included, and check the derivation against autograd;
+# - read an objective's pair probabilities $P(i \text{ query}, j \text{ context})$ and tell whether it uses both
+#   directions of a pair alike (masked LM) or one only (next-token prediction), where per-position counts mislead;
+# - explain why symmetric pairs are not enough: the update is symmetric only as far as $\beta_{ij} \approx
+#   \beta_{ji}$, while the self-pairs $x_i x_i^\top$ are symmetric whatever $\beta$;
+# - read a toy experiment's scores against a null and across seeds before calling a difference between objectives.
+
 # %% tags=["parameters"]
 seed = 0  # first seed; the training runs use seed, seed + 1, ...
 n_seeds = 2  # training runs per task, objective and parameterisation
@@ -106,7 +117,7 @@ for score in SCORES:
 # to its row space. `attnstruct.gradient.analytic_gradient` computes exactly this. Here is the check against
 # autograd on random float64 inputs (the tests repeat it for several heads and context sets):
 
-# %%
+# %% tags=["nbval-check-output"]
 gen = torch.Generator().manual_seed(seed)
 r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
 x, w, w_v, w_o, unembed = r(4, 9, 8), r(2, 8, 8) * 0.5, r(2, 8, 5), r(2, 5, 8), r(13, 8)
@@ -118,40 +129,88 @@ for objective in OBJECTIVES:
     G.loss(G.forward(x, w_auto, w_v, w_o, unembed, mask, 8**-0.5)[2], targets, predict).backward()
     analytic, beta = G.analytic_gradient(x, w, w_v, w_o, unembed, targets, predict, mask, 8**-0.5)
     error = float((analytic - w_auto.grad).abs().max() / w_auto.grad.abs().max())
-    print(f"{objective:<14} max relative difference analytic vs autograd: {error:.1e}")
+    print(f"{objective:<14} analytic gradient equals autograd's (max relative difference < 1e-12): {error < 1e-12}")
 
 # %% [markdown]
 # ## 2. Who is query and who is context
 #
 # Swapping the order of the double sum groups the terms by context token: $\sum_i\sum_{j\in D_i} = \sum_j
-# \sum_{i \in P_j}$, with $P_j = \{i : j \in D_i\}$ the queries that token $j$ helps. A token that is
-# context for many queries adds its embedding to the **row** space many times; a token that is a query
-# adds its embedding to the **column** space. The objective sets these role counts. Under masked LM every
-# position is context for every query, and each position is a query with the same probability. Under
-# next-token prediction, position $j$ is context for the $N - j$ later queries.
+# \sum_{i \in P_j}$, with $P_j = \{i : j \in D_i\}$ the queries that token $j$ helps. A token adds its
+# embedding to the **row** space of the update once for every term in which it is the context, and to the
+# **column** space once for every term in which it is the query. The objective sets how often each happens.
+#
+# Counting per position misleads here. Under masked LM a masked position is a single query, yet it enters $N$
+# terms, one per context token; counted that way, every position looks like context far more often than it is
+# a query. What matters for symmetry is the **pair**: the update uses both directions of a pair alike when
+# $P(i \text{ query}, j \text{ context}) = P(j \text{ query}, i \text{ context})$, that is, when the matrix of pair
+# probabilities (query position $\times$ context position) is symmetric. Masked LM has this: every position is
+# masked with the same probability and $D_i$ is every position, so $P(i \text{ query}, j \text{ context}) = P(i
+# \text{ masked})$ is the same for every pair. Next-token prediction fills only $j \le i$: its matrix is
+# lower-triangular and each pair $i \ne j$ enters in one direction only. Position $j$ (counting from $0$) is
+# context for the queries $i = j, \dots, N - 2$; the last position predicts nothing.
 #
 # One term of each sum is a self-pair, $j = i$: its matrix $x_i x_i^\top$ is symmetric whatever the
 # objective. Both objectives include it ($i \in D_i$), and section 3a measures what the self-pairs add to the
 # symmetry of the summed update.
+#
+# The pair probabilities, estimated from sampled masked-LM and next-token batches of the copy task
+# (`attnstruct.gradient.pair_frequencies`), and how far each matrix is from its transpose. The estimate is
+# made twice, from the first hundredth of the sample and from all of it: an asymmetry that shrinks as more
+# sequences are sampled is sampling noise, one that stays is structure.
+
+# %% tags=["nbval-check-output"]
+n_role_sequences = 20000  # sampled sequences for the pair probabilities (masks and targets only, no model)
+role_gen = torch.Generator().manual_seed(seed + 300)
+role_tokens = copy_task.repeated_sequences(n_role_sequences, seq_len, vocab, zipf, role_gen)
+roles, pair_probability = {}, {}
+print(f"P(i query, j context) from sampled sequences of length {seq_len}:")
+for objective in OBJECTIVES:
+    _, _, predict_o, mask_o = copy_task.batch_for(objective, role_tokens, vocab, mask_rate, role_gen)
+    as_query, as_context = G.role_counts(predict_o, mask_o)
+    roles[objective] = (as_query / n_role_sequences, as_context / n_role_sequences)
+    pair_probability[objective] = G.pair_frequencies(predict_o, mask_o).numpy()
+    asymmetry = []
+    for n_used in (n_role_sequences // 100, n_role_sequences):
+        p = G.pair_frequencies(predict_o[:n_used], mask_o).numpy()
+        asymmetry.append(f"{np.abs(p - p.T).max():.3f} from {n_used} sequences")
+    print(
+        f"{objective:<14} largest entry {pair_probability[objective].max():.3f};  max |P - P^T|: "
+        + ", ".join(asymmetry)
+    )
+
+# %% [markdown]
+# Top: per position, the number of terms $x_i x_j^\top$ per sequence in which it is the query (row sums of the
+# pair matrix) and the context (column sums). Bottom: the pair matrices themselves.
 
 # %%
-roles = {}
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharey=True)
-for ax, objective in zip(axes, OBJECTIVES, strict=True):
-    tokens = copy_task.repeated_sequences(2000, seq_len, vocab, zipf, gen)
-    _, _, predict_o, mask_o = copy_task.batch_for(objective, tokens, vocab, mask_rate, gen)
-    as_query, as_context = G.role_counts(predict_o, mask_o)
-    roles[objective] = (as_query / len(tokens), as_context / len(tokens))
-    positions = np.arange(seq_len)
-    ax.bar(positions - 0.2, roles[objective][1], width=0.4, color=OBJECTIVES[objective], label="as context")
-    ax.bar(positions + 0.2, roles[objective][0], width=0.4, color=plotting.NEUTRAL_COLOR, label="as query")
-    ax.set_title(objective)
+fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), layout="constrained")
+positions = np.arange(seq_len)
+for column, objective in enumerate(OBJECTIVES):
+    p = pair_probability[objective]
+    ax = axes[0, column]
+    ax.bar(positions - 0.2, p.sum(1), width=0.4, color=plotting.NEUTRAL_COLOR, label="as query")
+    ax.bar(positions + 0.2, p.sum(0), width=0.4, color=OBJECTIVES[objective], label="as context")
+    ax.set_title(f"{objective}: terms per position")
     ax.set_xlabel("position")
+    ax.set_ylabel("terms per sequence")
+    ax.set_ylim(0, 1.2 * max(p.sum(1).max(), p.sum(0).max()))
+    ax.legend(loc="upper center", ncol=2)
+    image = axes[1, column].imshow(p, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+    axes[1, column].set_title(f"{objective}: P(i query, j context)")
+    axes[1, column].set_xlabel("context position j")
+    axes[1, column].set_ylabel("query position i")
+    axes[1, column].set_yticks(positions[::2])
+for ax in axes.flat:
     ax.set_xticks(positions[::2])
-axes[0].set_ylabel("times per sequence")
-axes[0].legend()
+fig.colorbar(image, ax=axes[1], shrink=0.8, label="probability")
 plotting.savefig(fig, figures_dir / "04_role_counts")
 plt.show()
+
+# %% [markdown]
+# Under masked LM the two bars agree at every position up to sampling noise, as the margins of a symmetric
+# matrix must, and the pair matrix is flat. Under next-token prediction the bars mirror each other (early
+# positions are context in many terms and query in few, late positions the other way round), and the matrix
+# is a triangle.
 
 # %% [markdown]
 # ## 3. Two toy tasks
@@ -213,6 +272,7 @@ for row, task in zip(axes, TASKS, strict=True):
         )
     row[0].axhspan(*np.quantile(NULL["symmetry"], [0.025, 0.975]), color=plotting.NEUTRAL_COLOR, alpha=0.2)
     row[0].set_xscale("log", base=2)
+    row[0].set_xticks(checkpoints, [str(c) for c in checkpoints])
     row[0].set_xlabel("sequences summed")
     row[0].set_ylabel("symmetry of the summed update")
     row[0].set_title(f"{task} task")
@@ -263,9 +323,14 @@ prose.show(
 #
 # The theory treats $W_{qk}$ as the parameter and plain gradient steps. Real models train $W_q$ and $W_k$
 # separately, so an update of $W_{qk}$ is $\Delta W_q W_k^\top + W_q \Delta W_k^\top + \dots$, and Adam
-# rescales each coordinate. We train both ways, with Adam, on both tasks, and score $W_{qk}$ along the way;
-# on the copy task, one plain-SGD run per objective ($W_{qk}$ as the parameter) is added (dotted). The grey
-# bands are the central $95\%$ ranges of the null.
+# rescales each coordinate. We train both ways, with Adam, on both tasks, and score $W_{qk}$ along the way.
+#
+# In the figure, each line is the median over the `n_seeds` seeds and its shaded band the range over seeds;
+# solid lines train $W_{qk}$ as the parameter, dashed lines the factorised $W_q W_k^\top$. Directionality gets
+# one panel per parameterisation, because a single run of it can jump across its whole scale. On the copy
+# task, one plain-SGD run per objective ($W_{qk}$ as the parameter) is added to the symmetry panel (dotted).
+# The grey bands are the central $95\%$ ranges of the null. At small widths the directionality null is wide
+# (its range is printed at the top of the notebook), and a directionality line inside it carries no finding.
 
 # %%
 runs, sgd_runs = {}, {}
@@ -283,28 +348,52 @@ for objective in OBJECTIVES:
     )
     sgd_runs["copy", objective] = copy_task.train(sgd, "copy")
 training = copy_task.runs_dataset(runs)
-fig, axes = plt.subplots(2, 3, figsize=(16, 8.5), sharex=True, layout="constrained")
-for (task, objective, factorised, s), rec in runs.items():
-    row = axes[TASKS.index(task)]
-    style = "--" if factorised else "-"
-    label = f"{objective}, {'W_q W_k^T' if factorised else 'W_qk'}" if s == seed else None
-    for ax, var in zip(row, ("loss", *SCORES), strict=True):
-        ax.plot(rec["step"], rec[var], style, color=OBJECTIVES[objective], alpha=0.8, label=label)
+STYLES = {"W_qk": "-", "W_q W_k^T": "--"}
+null_band = {score: np.quantile(NULL[score], [0.025, 0.975]) for score in SCORES}
+
+
+def median_and_range(ax, values, color, style="-", label=None):
+    """Median over seeds (line) and range over seeds (band) of ``values`` ``[seed, step]``."""
+    steps_ = values.step.values
+    ax.plot(steps_, values.median("seed"), style, color=color, label=label)
+    ax.fill_between(steps_, values.min("seed"), values.max("seed"), color=color, alpha=0.15, lw=0)
+
+
+fig, axes = plt.subplots(2, 4, figsize=(20, 8.5), sharex=True, layout="constrained")
+for row, task in zip(axes, TASKS, strict=True):
+    for objective, color in OBJECTIVES.items():
+        for parameterisation, style in STYLES.items():
+            pick = training.sel(task=task, objective=objective, parameterisation=parameterisation)
+            label = f"{objective}, {parameterisation}" if task == TASKS[0] else None
+            median_and_range(row[0], pick.loss, color, style, label)
+            median_and_range(row[1], pick.symmetry, color, style)
+            median_and_range(row[2 + list(STYLES).index(parameterisation)], pick.directionality, color, style)
+    row[0].set_ylabel("loss (cross-entropy, nats)")
+    row[0].set_title(f"{task} task: loss")
+    row[1].set_title(f"{task} task: symmetry")
+    row[1].set_ylabel("symmetry of W_qk")
+    for ax, parameterisation in zip(row[2:], STYLES, strict=True):
+        ax.set_title(f"{task} task: directionality, {parameterisation}")
+        ax.set_ylabel("directionality of W_qk")
+        ax.set_ylim(-1.08, 1.08)
+    for ax, score in zip(row[1:], ("symmetry", "directionality", "directionality"), strict=True):
+        ax.axhspan(*null_band[score], color=plotting.NEUTRAL_COLOR, alpha=0.2, lw=0)
+        ax.axhline(0, color="black", lw=0.8)
 for (task, objective), rec in sgd_runs.items():
     axes[TASKS.index(task), 1].plot(
         rec["step"], rec["symmetry"], ":", color=OBJECTIVES[objective], lw=2, label=f"{objective}, W_qk, SGD"
     )
-for row, task in zip(axes, TASKS, strict=True):
-    row[0].set_ylabel("loss (cross-entropy, nats)")
-    for ax, var in zip(row, ("loss", *SCORES), strict=True):
-        ax.set_title(f"{task} task: {var}")
-    for ax, score in zip(row[1:], SCORES, strict=True):
-        ax.axhspan(*np.quantile(NULL[score], [0.025, 0.975]), color=plotting.NEUTRAL_COLOR, alpha=0.2)
-        ax.axhline(0, color="black", lw=0.8)
-        ax.set_ylabel(f"{score} of W_qk")
 for ax in axes[1]:
     ax.set_xlabel("step")
-fig.legend(*axes[0, 1].get_legend_handles_labels(), loc="outside right center")
+handles, labels = axes[0, 0].get_legend_handles_labels()
+sgd_handles, sgd_labels = axes[0, 1].get_legend_handles_labels()
+null_patch = plt.matplotlib.patches.Patch(color=plotting.NEUTRAL_COLOR, alpha=0.2, label="null, central 95%")
+fig.legend(
+    [*handles, *sgd_handles, null_patch],
+    [*labels, *sgd_labels, null_patch.get_label()],
+    loc="outside right center",
+    title=f"median over {prose.count(n_seeds, 'seed')}\n(band: range over seeds)",
+)
 plotting.savefig(fig, figures_dir / "04_training")
 plt.show()
 
@@ -396,24 +485,20 @@ prose.show(copy_task.ordering_sentence(final.symmetry) + " " + copy_task.orderin
 # $\sum_i \beta_{ii} K_{ii} + \sum_{i<j} \big[\tfrac{\beta_{ij} + \beta_{ji}}{2}(K_{ij} + K_{ij}^\top) + \tfrac{\beta_{ij} - \beta_{ji}}{2}(K_{ij} - K_{ij}^\top)\big]$,
 # with $K_{ij} = x_i x_j^\top$. Beyond the symmetric self-pair terms $K_{ii}$, the update is symmetric only to
 # the extent that $\beta_{ij} \approx \beta_{ji}$ on aggregate. As a proxy for that, we measure the symmetry
-# score of $\sum \beta$ over a batch (positions $\times$ positions) along training; $\beta_{ij} = \beta_{ji}$ would score $+1$. For the causal objective $\sum\beta$ is
-# lower-triangular, so its score comes from its diagonal, the self-pairs, alone: a high causal value says that
-# the coefficients sit on the query's own position, not that $\beta_{ij} \approx \beta_{ji}$ for $i \ne j$. If
-# the argument explains the difference between the objectives, the proxy's gap between them should match the
-# gap in the symmetry of $W_{qk}$ (`attnstruct.copy_task.proxy_reading` states the rule).
+# score of $\sum \beta$ over a batch (positions $\times$ positions) along training; $\beta_{ij} = \beta_{ji}$
+# would score $+1$. For the causal objective $\sum\beta$ is lower-triangular, so its score comes from its
+# diagonal, the self-pairs, alone: a high causal value says that the coefficients sit on the query's own
+# position, not that $\beta_{ij} \approx \beta_{ji}$ for $i \ne j$. If the argument explains the difference
+# between the objectives, the proxy's gap between them should match the gap in the symmetry of $W_{qk}$
+# (`attnstruct.copy_task.proxy_reading` states the rule). In the figure ($W_{qk}$ as the parameter), each line is
+# the median over seeds and its band the range over seeds.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharey=True, layout="constrained")
-for (task, objective, factorised, s), rec in runs.items():
-    if not factorised:
-        axes[TASKS.index(task)].plot(
-            rec["step"],
-            rec["beta_symmetry"],
-            color=OBJECTIVES[objective],
-            alpha=0.8,
-            label=objective if s == seed else None,
-        )
 for ax, task in zip(axes, TASKS, strict=True):
+    for objective, color in OBJECTIVES.items():
+        pick = training.beta_symmetry.sel(task=task, objective=objective, parameterisation="W_qk")
+        median_and_range(ax, pick, color, label=objective)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_title(f"{task} task")
     ax.set_xlabel("step")
@@ -466,18 +551,234 @@ dataset = training.assign(
         "sgd_directionality": (("objective", "step"), [sgd_runs["copy", o]["directionality"] for o in names]),
         "role_query": (("objective", "position"), [roles[o][0].numpy() for o in names]),
         "role_context": (("objective", "position"), [roles[o][1].numpy() for o in names]),
+        "pair_probability": (("objective", "position", "context_position"), [pair_probability[o] for o in names]),
         "null_symmetry": (("null_draw",), NULL["symmetry"]),
         "null_directionality": (("null_draw",), NULL["directionality"]),
     }
-).assign_coords(n_sequences=checkpoints, position=np.arange(seq_len), null_draw=np.arange(n_null))
+).assign_coords(
+    n_sequences=checkpoints,
+    position=np.arange(seq_len),
+    context_position=np.arange(seq_len),
+    null_draw=np.arange(n_null),
+)
 dataset.attrs = results.provenance_attrs(
     parameters=parameters,
     scored_matrix="W_qk of a one-layer, one-head attention model on the copy and Markov tasks (d_model x d_model); "
     "accumulated_*: the summed update -dL/dW_qk at initialisation (_without_self: the pairs j = i left out); "
-    "sgd_*: plain-SGD runs on the copy task; null_*: random single-head W_q^T W_k of width d_model",
+    "sgd_*: plain-SGD runs on the copy task; role_*: times per sequence a position is predicted (query) and "
+    "context; pair_probability: P(position query, context_position context) from sampled batches; "
+    "null_*: random single-head W_q^T W_k of width d_model",
     title="04 gradient structure: toy updates and training, bidirectional versus causal, copy and Markov tasks",
     markov_seed=copy_task.MARKOV_SEED,
     markov_concentration=copy_task.MARKOV_CONCENTRATION,
 )
 results.save_dataset(dataset, results_dir / "04_gradient_structure.nc")
 dataset
+
+# %% [markdown]
+# ## Exercises
+#
+# Each exercise has a cell for your answer and a check cell that tests it; every check runs in seconds with
+# fixed settings of its own, whatever the notebook's parameters.
+
+# %% [markdown]
+# ### Exercise 04.1: the gradient through the softmax, one row
+#
+# One query's scores $a = (a_1, \dots, a_n)$ become the attention weights $P = \operatorname{softmax}(a)$. Given
+# the upstream gradient $g_j = \partial\mathcal L/\partial P_j$, derive $\partial\mathcal L/\partial a_k$ and
+# write `ex_score_gradient(a, g)`, which returns it as a tensor of shape `[n]` (`a` and `g`: float64 tensors of
+# shape `[n]`). Hint: $\partial P_j/\partial a_k = P_j(\delta_{jk} - P_k)$. The check compares your function
+# with torch autograd on random rows, through a loss that goes via values and an unembedding as in section 1.
+# Under a causal mask a query's row holds only its context scores $a_{ij}$, $j \le i$: the same function
+# applies to that shorter row.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-04-1", "locked": false, "schema_version": 3, "solution": true}
+def ex_score_gradient(a, g):
+    """dL/da for one row of scores ``a`` [n], from the upstream gradient ``g = dL/dP`` [n]."""
+    ### BEGIN SOLUTION
+    p = torch.softmax(a, dim=-1)
+    return p * (g - (p * g).sum())
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-04-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+check_gen = torch.Generator().manual_seed(0)
+for n in (1, 2, 5, 9):
+    a = torch.randn(n, generator=check_gen, dtype=torch.float64).requires_grad_(True)
+    values, unembedding = (torch.randn(*shape, generator=check_gen, dtype=torch.float64) for shape in ((n, 4), (7, 4)))
+    weights = torch.softmax(a, dim=-1)
+    weights.retain_grad()
+    row_loss = torch.nn.functional.cross_entropy((weights @ values @ unembedding.T)[None], torch.tensor([n % 7]))
+    row_loss.backward()
+    mine = torch.as_tensor(ex_score_gradient(a.detach(), weights.grad.detach()), dtype=torch.float64)
+    assert mine.shape == a.shape, f"ex_score_gradient should return shape {tuple(a.shape)}, got {tuple(mine.shape)}"
+    assert torch.allclose(mine, a.grad, rtol=1e-9, atol=1e-12), (
+        f"row of length {n}: ex_score_gradient differs from autograd's dL/da; did you subtract the weighted mean "
+        "sum_k P_k g_k before multiplying by P?"
+    )
+print("ex_score_gradient equals autograd's dL/da on rows of length 1, 2, 5 and 9")
+
+# %% [markdown]
+# ### Exercise 04.2: which positions are context under a causal mask
+#
+# Next-token prediction on one sequence of length $n$, as `attnstruct.copy_task.batch_for` sets it up: the
+# query at position $i$ predicts token $i + 1$ from the positions $j \le i$, and the last position predicts
+# nothing. Write `ex_causal_pairs(n)`, the set of all (query $i$, context $j$) pairs as tuples `(i, j)`, and
+# `ex_times_as_context(n)`, a list whose entry $j$ is the number of those pairs in which position $j$ is the
+# context, from a formula you derive (do not count the set). The check compares both with the package's
+# batches and role counts (`attnstruct.gradient.role_counts`) for several $n$.
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-04-2", "locked": false, "schema_version": 3, "solution": true}
+def ex_causal_pairs(n):
+    """The (query, context) pairs of next-token prediction on a sequence of length ``n``."""
+    ### BEGIN SOLUTION
+    return {(i, j) for i in range(n - 1) for j in range(i + 1)}
+    ### END SOLUTION
+
+
+def ex_times_as_context(n):
+    """Entry ``j``: in how many of those pairs position ``j`` is the context."""
+    ### BEGIN SOLUTION
+    return [n - 1 - j for j in range(n)]
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-04-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+for n in (2, 3, 8, 16):
+    _, _, predict_check, mask_check = copy_task.batch_for(
+        "causal", torch.zeros(1, n, dtype=torch.int64), 1, 0.5, torch.Generator().manual_seed(0)
+    )
+    expected_pairs = {(i, j) for i in range(n) for j in range(n) if predict_check[0, i] and mask_check[i, j]}
+    mine = {tuple(int(k) for k in pair) for pair in ex_causal_pairs(n)}
+    assert mine == expected_pairs, (
+        f"n = {n}: {len(expected_pairs - mine)} (query, context) pairs missing and {len(mine - expected_pairs)} "
+        "pairs that are not (query, context) pairs; remember j <= i and that the last position predicts nothing"
+    )
+    _, as_context_check = G.role_counts(predict_check, mask_check)
+    assert [int(c) for c in ex_times_as_context(n)] == as_context_check.int().tolist(), (
+        f"n = {n}: ex_times_as_context disagrees with attnstruct.gradient.role_counts"
+    )
+print("ex_causal_pairs and ex_times_as_context agree with the package's batches for n = 2, 3, 8 and 16")
+
+# %% [markdown]
+# ### Exercise 04.3: symmetric coefficients give a symmetric update
+#
+# Write `ex_update(x, beta)`, which returns $M = \sum_{i,j} \beta_{ij}\, x_i x_j^\top$ for embeddings `x` of shape
+# `[N, d]` (rows $x_i$) and coefficients `beta` of shape `[N, N]` (NumPy arrays; hint: a product of three
+# matrices), and `ex_symmetric_part(beta)`, which returns $\tfrac12(\beta + \beta^\top)$. The check then tests
+# on random inputs that (a) a symmetric $\beta$ gives a symmetric update (symmetry score $+1$), (b) the
+# self-pairs alone, a diagonal $\beta$, give a symmetric update whatever their values, and (c) the symmetric
+# part $\tfrac12(M + M^\top)$ of any update is the update of $\tfrac12(\beta + \beta^\top)$: only the
+# antisymmetric part of $\beta$ makes an update asymmetric (section 4). Before you run it, convince yourself
+# of (c) on paper: what is the transpose of $x_i x_j^\top$?
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-04-3", "locked": false, "schema_version": 3, "solution": true}
+def ex_update(x, beta):
+    """sum_ij beta_ij x_i x_j^T, [d, d], from x [N, d] and beta [N, N]."""
+    ### BEGIN SOLUTION
+    return x.T @ beta @ x
+    ### END SOLUTION
+
+
+def ex_symmetric_part(beta):
+    """(beta + beta^T) / 2."""
+    ### BEGIN SOLUTION
+    return (beta + beta.T) / 2
+    ### END SOLUTION
+
+
+# %% nbgrader={"grade": true, "grade_id": "ex-04-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+check_rng = np.random.default_rng(0)
+x_check, beta_check = check_rng.normal(size=(6, 8)), check_rng.normal(size=(6, 6))
+reference = G.outer_product_sum(torch.tensor(beta_check)[None, None], torch.tensor(x_check)[None])[0].numpy()
+m_check = np.asarray(ex_update(x_check, beta_check))
+assert m_check.shape == (8, 8) and np.allclose(m_check, reference), (
+    "ex_update differs from attnstruct.gradient.outer_product_sum: is x_i the column factor and x_j the row factor?"
+)
+half = np.asarray(ex_symmetric_part(beta_check))
+assert np.allclose(half, half.T) and np.allclose(beta_check - half, -(beta_check - half).T), (
+    "ex_symmetric_part(beta) should be symmetric, and beta minus it antisymmetric"
+)
+symmetric_update = np.asarray(ex_update(x_check, half))
+assert np.allclose(symmetric_update, symmetric_update.T), "(a): a symmetric beta should give a symmetric update"
+assert abs(float(symmetry_score(symmetric_update)) - 1) < 1e-12, "(a): its symmetry score should be +1"
+self_pairs = np.asarray(ex_update(x_check, np.diag(check_rng.normal(size=6))))
+assert np.allclose(self_pairs, self_pairs.T), "(b): a diagonal beta (the self-pairs) should give a symmetric update"
+assert np.allclose((m_check + m_check.T) / 2, symmetric_update), (
+    "(c): the symmetric part of the update should be the update of the symmetric part of beta"
+)
+antisymmetric_update = np.asarray(ex_update(x_check, beta_check - half))
+assert np.allclose(antisymmetric_update, -antisymmetric_update.T), "(c): the rest of beta gives the antisymmetric rest"
+print(
+    "symmetry score of the update: "
+    + ", ".join(
+        f"{name} {float(symmetry_score(m)):+.2f}"
+        for name, m in (
+            ("random beta", m_check),
+            ("its symmetric part", symmetric_update),
+            ("its antisymmetric part", antisymmetric_update),
+            ("self-pairs only", self_pairs),
+        )
+    )
+)
+
+# %% [markdown]
+# ### Exercise 04.4: change the objective, predict the sign, then run it
+#
+# A tiny copy task (vocabulary $16$, sequences of length $8$, width $16$, batches of $32$, $150$ Adam steps,
+# $W_{qk}$ as the parameter, seed $0$) is trained once with masked LM and once with next-token prediction.
+# Predict the sign of (final symmetry of $W_{qk}$ under next-token prediction) minus (final symmetry under
+# masked LM), before you look at section 3b again: set `ex_predicted_sign` to `+1` or `-1` and write your
+# reason in a comment, from section 2 (which pairs the objective uses) and section 3 (what relation the copy
+# task asks for under each objective). The check trains both runs, a few seconds, and compares.
+
+# %% nbgrader={"grade": false, "grade_id": "ex-04-4", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+# Masked LM reads a token off its copy, a symmetric relation over pairs used in both directions; next-token
+# prediction needs "one after my copy", looked up backwards only, which a symmetric W_qk cannot serve.
+ex_predicted_sign = -1
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-04-4-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert ex_predicted_sign in (-1, +1), "set ex_predicted_sign to +1 or -1"
+tiny = dict(vocab=16, seq_len=8, d_model=16, steps=150, batch=32, lr=0.01, every=150, seed=0)
+tiny_symmetry = {
+    o: copy_task.train(copy_task.CopyTaskConfig(objective=o, **tiny), "copy")["symmetry"][-1] for o in OBJECTIVES
+}
+measured_sign = int(np.sign(tiny_symmetry["causal"] - tiny_symmetry["bidirectional"]))
+print(
+    f"final symmetry of W_qk: next-token prediction {tiny_symmetry['causal']:+.2f}, masked LM "
+    f"{tiny_symmetry['bidirectional']:+.2f}; sign of the difference {measured_sign:+d}"
+)
+assert ex_predicted_sign == measured_sign, (
+    "the run gives the other sign: which relation does each objective need on the copy task, and is it symmetric?"
+)
+
+# %% [markdown]
+# ## What to take away
+#
+# - The gradient of a token-prediction loss with respect to $W_{qk}$ is a sum of rank-1 terms
+#   $\beta_{ij}\, x_i x_j^\top$, one per (query, context) pair, with $\beta_{ij}$ the softmax-weighted deviation
+#   of $\delta_i \cdot v_j$ from its mean over the context.
+# - The objective decides which pairs enter and how often in each direction. The lens is the matrix of pair
+#   probabilities, not per-position counts: masked LM's is symmetric, next-token prediction's triangular.
+# - Symmetric pairs are necessary, not sufficient: only the antisymmetric part of $\beta$ makes an update
+#   asymmetric, so the update is symmetric as far as $\beta_{ij} \approx \beta_{ji}$, and the self-pairs add
+#   symmetry under any objective.
+# - Whether the bidirectional objective then ends with the more symmetric $W_{qk}$ is an empirical question per
+#   task, to be read across seeds and against the null of a random matrix of the same width.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# - `n_seeds` up (the paper profile uses more): the bands in the training figures become seed ranges worth
+#   reading, and the paired sign-flip tests can reach a verdict (with very few seeds they cannot).
+# - `d_model` up: the null bands narrow (symmetry's fast, directionality's slowly), so smaller differences
+#   stand out; training takes longer.
+# - `mask_rate` up: masked LM predicts more positions per sequence; the pair matrix stays symmetric with larger
+#   entries, and its bars grow.
+# - `n_sequences` and `steps` up: the summed update at initialisation settles (the curves of section 3a
+#   flatten), and longer training shows whether the final scores have stopped moving.

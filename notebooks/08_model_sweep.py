@@ -31,6 +31,16 @@
 # what is missing. Models that cannot be scored (not found, gated, an architecture the project does not
 # read) are listed, not fatal.
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * score a whole list of models with one resumable sweep and read its dataset over `(model, stack, layer)`;
+# * compute the paper's population statistic, the median over stacks of each stack's median over layers, per
+#   role, and ask whether the encoder/decoder ordering holds across models;
+# * compare our scores with the values the authors reported, model by model, and explain the largest
+#   disagreements by the known problems of their extraction;
+# * judge a population median against the null of random layers.
+
 # %% tags=["parameters"]
 models = "core"  # "core" or "all" (packaged zoo), "paper" (authors' list, needs hub access), a list file, or a list
 device = "auto"  # auto (CUDA when there is one), cpu or cuda
@@ -44,9 +54,10 @@ figures_dir = "../build/interactive/figures"  # where the figures go
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
-from attnstruct import paper_comparison, plotting, pretrained, results, sweep, zoo
+from attnstruct import evidence, paper_comparison, plotting, pretrained, results, sweep, zoo
 from attnstruct.block_scores import resolve_device
 
 plotting.set_style()
@@ -127,7 +138,7 @@ plt.show()
 # What the figure shows, computed from the sweep (symmetry's null spread is about $\pm 0.01$ at these
 # widths and directionality's about $\pm 0.2$ per layer, notebook 02):
 
-# %%
+# %% tags=["nbval-check-output"]
 table = paper_comparison.agreement(summary, reference)
 for line in paper_comparison.describe(summary, table):
     print(line)
@@ -198,3 +209,71 @@ dataset.attrs = results.provenance_attrs(
 )
 results.save_dataset(dataset, results_dir / "08_model_sweep.nc")
 dataset
+
+# %% [markdown]
+# ## Exercises
+#
+# One exercise on the sweep's dataset: the paper's population statistic, computed by hand, and judged against
+# random layers.
+
+# %% [markdown]
+# ### Exercise 08.1: the more symmetric role, against the null
+#
+# From `dataset` (the sweep's scores over `(model, stack, layer)`), compute for each role, `encoder` and
+# `decoder` (leave out `cross`), the median over its stacks of each stack's median symmetry over layers: one
+# number per role, the statistic behind the paper's figure. Set `ex_larger` to the role with the larger value
+# and `ex_value` to that value. Predict first which role it will be.
+#
+# Then decide whether `ex_value` lies outside the 95% range (the 2.5% and 97.5% quantiles) of `ex_null`, given
+# in the cell: the symmetries of random layers $\sum_h W_q[h]^\top W_k[h]$ with Gaussian factors, width $64$
+# and $4$ heads. A random layer's symmetry spreads less, and sits closer to 0, the wider the layer (notebook
+# 02), and every model of the zoo is wider (notebook 03's table), so this range is wider than theirs: a value
+# outside it lies outside their nulls too. Set `ex_outside` to `True` or `False`. Hints: a stack without layers
+# is all NaN in `dataset`; `DataArray.to_dataframe()` and `groupby` or `median(skipna=True)` help.
+
+# %% nbgrader={"grade": false, "grade_id": "ex-08-1", "locked": false, "schema_version": 3, "solution": true}
+ex_null = evidence.null_median_over_layers("symmetry", 64, 4, 1, n_draws=400, seed=0)  # [400] random layers
+### BEGIN SOLUTION
+ex_frame = dataset["symmetry"].to_dataframe().reset_index().dropna(subset=["symmetry"])
+ex_per_stack = ex_frame[ex_frame["stack"] != "cross"].groupby(["model", "stack"])["symmetry"].median()
+ex_per_role = ex_per_stack.groupby(level="stack").median()
+ex_larger, ex_value = ex_per_role.idxmax(), float(ex_per_role.max())
+ex_low, ex_high = np.quantile(ex_null, [0.025, 0.975])
+ex_outside = bool(ex_value < ex_low or ex_value > ex_high)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-08-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+groups = paper_comparison.group_medians(pretrained.summary(dataset)).set_index("stack")["symmetry_median"]
+assert ex_larger == groups.idxmax(), f"the larger role is {groups.idxmax()!r} by the package's group medians"
+assert abs(ex_value - groups.max()) < 1e-12, "the value differs: median over layers first, then over stacks"
+verdict = evidence.compare_with_null(ex_value, ex_null)
+assert bool(ex_outside) == verdict.outside, "compare the value with the null's 2.5% and 97.5% quantiles"
+print(
+    f"{ex_larger} stacks: median symmetry {ex_value:+.3f}; outside the null's 95% range "
+    f"[{verdict.null_low:+.3f}, {verdict.null_high:+.3f}]: {verdict.outside}"
+)
+
+# %% [markdown]
+# ## What to take away
+#
+# * The paper's claim about encoders and decoders is a claim about populations: the median over models of
+#   each model's median over layers, per role. A few models can agree with it or not; only many models test it.
+# * A sweep is a list of models scored into one dataset, resumable model by model; failures are listed, not
+#   hidden, and the dataset records where every model came from.
+# * A point-by-point comparison with published numbers needs the reasons they may be wrong: the authors'
+#   entries with a known extraction problem (grouped-query pairing, fused QKV weights, cross-attention scored
+#   as self-attention) are expected to differ from ours, so the comparison is drawn by caveat and every large
+#   disagreement carries its explanation, or says that none is known.
+# * A population median is judged like a single model's: against random layers, whose symmetry is close to 0
+#   and whose spread shrinks with the width.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `models = "all"` (after `attnstruct fetch-models --set all`): seven zoo models instead of three, more points
+#   per role, and more of them in the authors' list to compare with.
+# * `models = "paper"` on a machine with hub access (and `device = "cuda"` if it has a GPU): the authors' list
+#   of about 150 models; the first run fetches only the query/key bytes, a rerun resumes.
+# * `models = ["minilm-l6", "whisper-base"]` (or a text file of hub ids and paths): a sweep of your own list.
+# * `per_head = True`: every head's scores stored as well (larger files), to look for heads that differ from
+#   their layer; `n_disagreements` up lists more of the disagreement table.

@@ -250,3 +250,27 @@ def test_proxy_reading_compares_the_beta_gap_with_the_wqk_gap():
     assert "negative" in T.proxy_reading(0.0, 0.8)
     with pytest.raises(ValueError, match="non-zero W_qk gap"):
         T.proxy_reading(0.1, 0.0)
+
+
+def test_pair_frequencies_are_the_role_counts_pair_by_pair():
+    from attnstruct import copy_task as T
+
+    predict = torch.ones(1, 4, dtype=torch.bool)
+    predict[:, -1] = False  # next-token prediction: the last position predicts nothing
+    p = G.pair_frequencies(predict, G.context_mask(4, "causal"))
+    expected = torch.tril(torch.ones(4, 4, dtype=torch.float64))
+    expected[-1] = 0
+    assert torch.equal(p, expected)
+    tokens = T.repeated_sequences(4000, 8, 16, 1.0, torch.Generator().manual_seed(0))
+    asymmetry = {}
+    for objective in G.OBJECTIVES:
+        _, _, predict, mask = T.batch_for(objective, tokens, 16, 0.15, torch.Generator().manual_seed(1))
+        p = G.pair_frequencies(predict, mask)
+        as_query, as_context = G.role_counts(predict, mask)
+        torch.testing.assert_close(p.sum(0) * len(tokens), as_context)
+        torch.testing.assert_close(p.sum(1) * len(tokens), as_query * mask.sum(1))
+        asymmetry[objective] = float((p - p.T).abs().max())
+    # masked LM: symmetric up to sampling noise (entries near 0.26, standard error near 0.007); next-token: triangular
+    assert asymmetry["bidirectional"] < 0.05 and asymmetry["causal"] == 1.0
+    with pytest.raises(ValueError, match="predict"):
+        G.pair_frequencies(predict[0], mask)

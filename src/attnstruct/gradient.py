@@ -86,3 +86,22 @@ def role_counts(predict: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor
     as_query = predict.sum(0).to(torch.float64)
     as_context = (predict[..., None] & mask).sum((0, 1)).to(torch.float64)
     return as_query, as_context
+
+
+def pair_frequencies(predict: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``P`` ``[N, N]`` (float64): ``P[i, j]`` is the fraction of the ``B`` sequences in which position ``i`` is a
+    query and ``j`` is in its context set ``D_i``, from ``predict`` ``[B, N]`` and ``mask`` ``[N, N]`` (or
+    ``[B, N, N]``): an estimate of ``P(i query, j context)``.
+
+    Its margins count terms ``x_i x_j^T`` of the update: ``B * P.sum(0)`` is :func:`role_counts`' ``as_context``
+    and, for a mask shared by the batch, ``B * P[i].sum()`` is ``as_query[i] * |D_i|``, the terms with ``i`` as
+    the query. The two directions of a pair enter equally often when ``P = P^T``: masked LM (every position
+    equally likely to be masked, ``D_i`` every position) is symmetric in expectation, next-token prediction
+    (``j <= i``) lower-triangular.
+    """
+    if predict.ndim != 2 or mask.shape[-2:] != (predict.shape[1], predict.shape[1]):
+        raise ValueError(
+            f"need predict [B, N] and mask [N, N] or [B, N, N], got {tuple(predict.shape)}, {tuple(mask.shape)}"
+        )
+    pairs = predict[:, :, None] & mask.to(torch.bool)
+    return pairs.sum(0).to(torch.float64) / predict.shape[0]

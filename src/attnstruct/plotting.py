@@ -86,19 +86,64 @@ def matrix_heatmap(
     return image
 
 
-def reported_points(ax: mpl.axes.Axes, reference, role: str, score: str, color: str):
-    """The authors' reported medians of ``score`` for ``role`` against parameters: faint open circles, labelled as
-    reported by the paper (``reference``: :func:`attnstruct.pretrained.reference_table` or a subset)."""
+def reported_points(ax: mpl.axes.Axes, reference, role: str, score: str, color: str, *, filled: bool = False):
+    """The authors' reported medians of ``score`` for ``role`` against parameters: faint open circles (``filled``:
+    small pale filled dots, to sit behind large edged markers of ours), labelled as reported by the paper
+    (``reference``: :func:`attnstruct.pretrained.reference_table` or a subset)."""
     rows = reference[reference.role == role]
-    return ax.scatter(
-        rows.n_params,
-        rows[f"{score}_median"],
-        s=14,
-        facecolors="none",
-        edgecolors=color,
-        alpha=0.35,
-        label=f"{role}s, reported by the paper",
-    )
+    style = {"s": 16, "color": color, "alpha": 0.3, "linewidths": 0} if filled else {"s": 14, "alpha": 0.35}
+    if not filled:
+        style |= {"facecolors": "none", "edgecolors": color}
+    return ax.scatter(rows.n_params, rows[f"{score}_median"], label=f"{role}s, reported by the paper", **style)
+
+
+# Markers that stay distinguishable when filled and edged (one per model in a legend).
+MODEL_MARKERS = ("D", "s", "^", "v", "P", "X", "p", "h", "<", ">", "*", "8")
+
+
+def robust_limit(m, percentile: float = 99.0) -> float:
+    """The ``percentile`` of ``|m|`` (any shape), a colour limit that a few huge entries cannot wash out; 1.0 for
+    an all-zero ``m``."""
+    return float(np.percentile(np.abs(np.asarray(m, dtype=float)), percentile)) or 1.0
+
+
+def mirror_pairs(ax: mpl.axes.Axes, m, *, color: str, label: str, max_points: int = 20_000, seed: int = 0):
+    """Each off-diagonal entry ``M[i, j]`` (``i < j``) against its mirror ``M[j, i]``, both divided by the standard
+    deviation of the off-diagonal entries; ``m``: ``[d, d]``.
+
+    A symmetric matrix puts the points on the diagonal ``y = x``, a skew-symmetric one on ``y = -x``, an
+    unstructured one in a round cloud. Returns the Pearson correlation of the pairs, close to the symmetry score
+    of ``m`` with its diagonal set to 0 (exactly that when both triangles have mean 0 and equal spread). At most
+    ``max_points`` pairs are drawn, picked by ``np.random.default_rng(seed)`` (the correlation uses all of them);
+    the points are rasterised, so that a PDF stays small.
+    """
+    m = np.asarray(m, dtype=float)
+    upper, lower = m[np.triu_indices(len(m), 1)], m.T[np.triu_indices(len(m), 1)]
+    scale = np.concatenate([upper, lower]).std() or 1.0
+    pick = np.random.default_rng(seed).permutation(len(upper))[:max_points]
+    ax.scatter(upper[pick] / scale, lower[pick] / scale, s=2, alpha=0.15, color=color, linewidths=0, rasterized=True)
+    ax.scatter([], [], s=12, color=color, label=label)  # an opaque legend marker
+    return float(np.corrcoef(upper, lower)[0, 1])
+
+
+def norm_profile(ax: mpl.axes.Axes, m, *, color: str, label: str, num_std: float = 2.0, top: int = 40) -> None:
+    """The ``top`` largest column norms (solid) and row norms (dashed) of ``m`` ``[d, d]``, in decreasing order, each
+    divided by its own threshold ``tau = mean + num_std * std`` (unbiased std) as directionality uses it
+    (:func:`attnstruct.scores.directionality_score`): points above 1 are the outliers whose excess ``r - tau``
+    (rows, ``R``) or ``c - tau`` (columns, ``C``) enters ``(R - C) / (R + C)``."""
+    m = np.asarray(m, dtype=float)
+    for axis, style, what in ((0, "-", "columns"), (1, "--", "rows")):
+        norms = np.linalg.norm(m, axis=axis)
+        tau = norms.mean() + num_std * norms.std(ddof=1)
+        ax.plot(
+            np.arange(1, min(top, len(norms)) + 1),
+            np.sort(norms)[::-1][:top] / tau,
+            style,
+            color=color,
+            marker=".",
+            label=f"{label}: {what}",
+        )
+    ax.axhline(1.0, color="black", lw=0.8)
 
 
 def signed(value: float, digits: int = 2) -> str:
