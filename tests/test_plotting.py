@@ -45,3 +45,29 @@ def test_signed():
     assert plotting.signed(-1e-9) == "+0.00"
     assert plotting.signed(-0.126) == "-0.13"
     assert plotting.signed(0.5, 1) == "+0.5"
+
+
+def test_robust_limit_ignores_a_few_huge_entries():
+    m = np.ones((20, 10))  # 200 entries: the 99th percentile lies among the ones
+    m[0, 0] = 1e6
+    assert plotting.robust_limit(m) == 1.0 and plotting.robust_limit(m, 100) == 1e6
+    assert plotting.robust_limit(np.zeros((3, 3))) == 1.0
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_mirror_pairs_correlation_is_plus_or_minus_one_for_symmetric_and_skew(sign):
+    a = np.random.default_rng(1).standard_normal((30, 30))
+    fig, ax = plt.subplots()
+    assert plotting.mirror_pairs(ax, a + sign * a.T, color="k", label="m") == pytest.approx(sign)
+    plt.close(fig)
+
+
+def test_norm_profile_draws_norms_over_their_threshold():
+    m = np.random.default_rng(2).standard_normal((12, 12))
+    fig, ax = plt.subplots()
+    plotting.norm_profile(ax, m, color="k", label="m", top=5)
+    columns, rows = ax.lines[:2]
+    norms = np.linalg.norm(m, axis=0)
+    assert np.allclose(columns.get_ydata(), np.sort(norms)[::-1][:5] / (norms.mean() + 2 * norms.std(ddof=1)))
+    assert len(rows.get_ydata()) == 5
+    plt.close(fig)
