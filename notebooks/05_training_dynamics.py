@@ -38,6 +38,16 @@
 # shape (the null of notebook 02). A verdict reads *holds*, *does not hold* or *cannot tell at this scale*
 # (`attnstruct.evidence` states the rule).
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * train the same Transformer as a bidirectional encoder and as an autoregressive decoder, and check that both
+#   learned (their losses against the unigram entropy) before reading their scores;
+# * read symmetry and directionality over training against the null of untrained layers of the same shape;
+# * tell a transient (a rise of symmetry that training later loses) from the state at the end of training;
+# * predict from the gradient's pairs (notebook 04) which objective drives $W_{qk}$ towards symmetry, and test the
+#   prediction on tiny runs.
+
 # %% tags=["parameters"]
 objectives = ["mlm", "next-token"]  # masked LM (bidirectional) and next-token prediction (causal)
 seeds = [0, 1, 2, 3, 4]  # one run per objective and seed (5 seeds: the fewest a one-sided sign-flip test can use)
@@ -78,6 +88,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import xarray as xr
+from matplotlib.colors import CenteredNorm
 
 from attnstruct import corpus as text_corpus
 from attnstruct import evidence, pipeline, plotting, prose, results, text
@@ -198,12 +209,13 @@ targets.round(3)
 # ## Symmetry and directionality against training steps
 #
 # As in the paper's figures: the median over layers with an interquartile band (here pooled over layers and
-# seeds), with one thin line per seed. The grey band is the null: the central 95% of the median over layers of
-# untrained layers of this shape.
+# seeds), with one thin line per seed. The grey band and the dashed line are the null, the chance level: the
+# central 95% and the median of the median over layers of untrained layers of this shape.
 
 # %%
 shape = te.Shape(d_model, n_heads, n_layers)
 null = {score: shape.null(score, n_null_draws, seed=0) for score in ("symmetry", "directionality")}
+null_layer = {score: te.Shape(d_model, n_heads, 1).null(score, n_null_draws, seed=0) for score in null}  # one layer
 
 
 def band(scores: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -212,10 +224,16 @@ def band(scores: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return q[0], q[1], q[2]
 
 
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharex=True)
+def null_reference(ax, samples: np.ndarray, what: str) -> None:
+    """The null as a grey band (central 95%) and a dashed line (median), both labelled."""
+    low, high = np.quantile(samples, [0.025, 0.975])
+    ax.axhspan(low, high, color="0.88", lw=0, zorder=0, label=f"{what}: 95% band")
+    ax.axhline(np.median(samples), color="0.45", ls="--", lw=1, zorder=1, label=f"{what}: median")
+
+
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharex=True)
 for ax, score in zip(axes, ("symmetry", "directionality")):
-    low, high = np.quantile(null[score], [0.025, 0.975])
-    ax.axhspan(low, high, color="0.85", lw=0, label="null (untrained), 95%")
+    null_reference(ax, null[score], "untrained layers (null)")
     for objective in dataset.objective.values:
         scores = dataset[score].sel(objective=objective)
         q25, mid, q75 = band(scores)
@@ -223,16 +241,16 @@ for ax, score in zip(axes, ("symmetry", "directionality")):
         ax.plot(dataset.step, mid, color=COLORS[objective], lw=2, label=LABELS[objective])
         for seed in scores.seed.values:
             ax.plot(dataset.step, scores.sel(seed=seed).median("layer"), color=COLORS[objective], lw=0.7, alpha=0.5)
-    ax.axhline(0, color="0.6", lw=0.8)
     ax.set(xlabel="optimizer step", ylabel=f"{score} score", title=f"{score}: median over layers (IQR band)")
-axes[0].legend(loc="best", fontsize=8)
+axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "05_scores_over_training")
 
 # %% [markdown]
 # ## One line per layer
 #
-# The paper also draws every layer (cividis: light = deep). Seed `seeds[0]` is shown.
+# The paper also draws every layer (cividis: light = deep). Seed `seeds[0]` is shown. The grey band and dashed
+# line are the null of *one* untrained layer of this shape (wider than the band of the median over layers).
 
 # %%
 fig, axes = plt.subplots(
@@ -242,6 +260,7 @@ colors = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
 for column, objective in enumerate(dataset.objective.values):
     for row, score in enumerate(("symmetry", "directionality")):
         ax = axes[row, column]
+        null_reference(ax, null_layer[score], "one untrained layer")
         for layer in range(n_layers):
             ax.plot(
                 dataset.step,
@@ -249,11 +268,10 @@ for column, objective in enumerate(dataset.objective.values):
                 color=colors[layer],
                 label=f"layer {layer}",
             )
-        ax.axhline(0, color="0.6", lw=0.8)
         ax.set(title=f"{LABELS[objective]}: {score}", ylabel=f"{score} score" if column == 0 else None)
         if row == 1:
             ax.set_xlabel("optimizer step")
-axes[0, -1].legend(fontsize=8, loc="best")
+axes[0, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 
@@ -264,9 +282,13 @@ _ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 # (peak minus final). The final gap between the objectives depends on both: how high each rose and how fast
 # each lost it. The decay is tested per objective over seeds.
 
-# %%
+# %% tags=["nbval-check-output"]
 transient = te.transient(dataset)
 decays = te.decay_effects(dataset)
+for effect in decays:
+    print(effect.sentence())
+
+# %%
 peak = transient.groupby(level="objective").agg({"peak": "mean", "peak_step": "median", "final": "mean"})
 prose.show(
     " ".join(
@@ -276,8 +298,6 @@ prose.show(
         for o in dataset.objective.values
     )
 )
-for effect in decays:
-    print(effect.sentence())
 transient.round(3)
 
 # %% [markdown]
@@ -288,10 +308,12 @@ transient.round(3)
 # the decoder's directionality is below that of an untrained layer. The table under it gives the paired
 # encoder-minus-decoder difference of median symmetry per seed and layer.
 
-# %%
+# %% tags=["nbval-check-output"]
 claims = te.objective_effects(dataset, shape, n_draws=n_null_draws) if len(dataset.objective) > 1 else []
 for effect in claims:
     print(effect.sentence())
+
+# %%
 final = dataset.isel(step=-1)
 if claims:
     per_layer = evidence.per_unit_and_layer(
@@ -336,21 +358,29 @@ if claims:
 # %% [markdown]
 # ## Per head
 #
-# The paper scores layers with the heads summed. Per head (final step, mean over seeds):
+# The paper scores layers with the heads summed. Per head (final step, mean over seeds), each cell printed with
+# its value (up to 8 layers and 8 heads). The colour scale of each row is centred on 0 and reaches the largest
+# magnitude in that row's cells, so a small range of values uses the whole scale.
 
 # %%
-fig, axes = plt.subplots(2, len(dataset.objective), figsize=(4 * len(dataset.objective), 6), squeeze=False)
-for column, objective in enumerate(dataset.objective.values):
-    for row, (score, cmap) in enumerate((("symmetry_head", "RdBu_r"), ("directionality_head", "PuOr_r"))):
+fig, axes = plt.subplots(
+    2, len(dataset.objective), figsize=(3.2 * len(dataset.objective) + 1.2, 6), squeeze=False, layout="constrained"
+)
+annotate = max(n_layers, n_heads) <= 8  # the values are printed in the cells while they fit
+for row, (score, cmap) in enumerate((("symmetry_head", "RdBu_r"), ("directionality_head", "PuOr_r"))):
+    shown = final[score].mean("seed")  # [objective, layer, head]: the values drawn in this row
+    norm = CenteredNorm(vcenter=0.0, halfrange=max(0.01, float(np.abs(shown).max())))
+    for column, objective in enumerate(dataset.objective.values):
         ax = axes[row, column]
-        values = final[score].sel(objective=objective).mean("seed")
-        limit = max(0.05, float(np.abs(final[score]).max()))
-        image = ax.imshow(values, cmap=cmap, vmin=-limit, vmax=limit)
+        values = shown.sel(objective=objective).values
+        image = ax.imshow(values, cmap=cmap, norm=norm)
+        for (layer, head), value in np.ndenumerate(values) if annotate else ():
+            dark = abs(value) > 0.6 * norm.halfrange
+            ax.text(head, layer, f"{value:+.2f}", ha="center", va="center", fontsize=8, color="w" if dark else "k")
         ax.set(title=f"{LABELS[objective]}\n{score.replace('_head', '')}", xlabel="head", ylabel="layer")
         ax.set_xticks(range(n_heads))
         ax.set_yticks(range(n_layers))
-        fig.colorbar(image, ax=ax, shrink=0.8)
-fig.tight_layout()
+    fig.colorbar(image, ax=axes[row, :], shrink=0.8, label=f"{score.replace('_head', '')} score")
 _ = plotting.savefig(fig, figures_dir / "05_scores_per_head")
 heads = final.symmetry_head
 prose.show(
@@ -419,3 +449,142 @@ out.attrs.update(
 out.attrs["runs"] = dataset.attrs["runs"]
 results.save_dataset(out, results_dir / "05_training_dynamics.nc")
 out
+
+# %% [markdown]
+# ## Exercises
+#
+# The exercises train tiny models of their own, with the settings in `EXERCISE` below (width 32, 2 layers of 2
+# heads, 20 steps of 16 sequences of 32 tokens, a constant learning rate after a short warm-up): a few seconds per
+# run on one thread, and the same answer whatever this notebook's parameters are. `exercise_config(objective,
+# init)` builds the configuration of such a run, and `exercise_run(config)` trains it (or reuses it from
+# `results_dir/exercise_runs/`) and returns its records over `step` and `layer`, as `text.train` does.
+
+# %%
+EXERCISE = {
+    "steps": 20,
+    "batch_size": 16,
+    "seq_len": 32,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 2,
+    "lr": 0.002,
+    "warmup": 5,
+    "schedule": "constant",
+    "weight_decay": 0.01,
+    "clip": 1.0,
+    "mask_rate": 0.15,
+    "dropout": 0.0,
+    "norm": "pre",
+    "vocab_size": 500,
+    "corpus": "shakespeare",
+    "val_fraction": 0.05,
+    "log_every": 5,
+    "eval_every": 20,
+    "eval_batches": 1,
+    "checkpoint_every": 20,
+    "device": "cpu",
+    "amp": False,
+}
+exercise_dir = results_dir / "exercise_runs"
+
+
+def exercise_config(objective: str, init: str = "bert", seed: int = 0) -> text.TextConfig:
+    """A tiny exercise run: the settings of ``EXERCISE`` with this objective, initialisation and seed."""
+    return text.TextConfig(objective=objective, init=init, seed=seed, **EXERCISE)
+
+
+def exercise_run(config: text.TextConfig) -> xr.Dataset:
+    """Train a tiny run in ``results_dir/exercise_runs/`` (or reuse it there) and return its records."""
+    return text.train(config, exercise_dir / f"{config.run_name()}-{config.digest()}", cache=cache_dir)
+
+
+def median_symmetry(run: xr.Dataset) -> np.ndarray:
+    """A run's median symmetry over layers at each record step, ``[step]``."""
+    return run.symmetry.median("layer").values
+
+
+def sign_of(change: float) -> int:
+    """+1, 0 or -1 (0 for a change below 1e-9 in size)."""
+    return 0 if abs(change) < 1e-9 else int(np.sign(change))
+
+
+# %% [markdown]
+# ### Exercise 05.1: the encoder's first steps
+#
+# Build the configuration of a tiny masked-LM encoder (`objective="mlm"`) from BERT's initialisation with
+# `exercise_config`, as `ex_encoder`. Predict the sign of the change of its median symmetry over layers from step 0
+# to its last step: set `ex_sign` to `+1` (up), `0` (no change) or `-1` (down). The check trains the run and
+# compares.
+#
+# Hint: notebook 04. Under a bidirectional loss, which pairs of positions $(i, j)$ add an outer product
+# $x_i x_j^\top$ to the gradient of $W_{qk}$, and in which orders?
+
+# %% nbgrader={"grade": false, "grade_id": "ex-05-1", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+ex_encoder = exercise_config("mlm", init="bert")
+ex_sign = +1  # every pair of positions enters in both orders: the updates share a symmetric part that adds up
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-05-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert ex_encoder == exercise_config("mlm", init="bert"), "ex_encoder should be exercise_config('mlm', init='bert')"
+curve = median_symmetry(exercise_run(ex_encoder))
+assert ex_sign == sign_of(curve[-1] - curve[0]), (
+    f"you predicted {ex_sign!r}; the median symmetry went from {curve[0]:+.3f} to {curve[-1]:+.3f}"
+)
+print(f"right: the encoder's median symmetry over layers went from {curve[0]:+.2f} to {curve[-1]:+.2f}")
+
+# %% [markdown]
+# ### Exercise 05.2: from a symmetric start, which objective keeps more?
+#
+# Start both objectives from `init="symmetric-matched"`: every head has $W_q^h = W_k^h$, so every layer's
+# $W_{qk} = \sum_h W_k^h {W_k^h}^\top$ is symmetric and scores $+1$ at step 0 (notebook 06 studies this start).
+# Set `ex_starts` to a dict `{"mlm": ..., "next-token": ...}` of the two tiny configurations (`exercise_config`),
+# and predict the sign of the encoder's final median symmetry minus the decoder's as `ex_gap_sign` (`+1`, `0` or
+# `-1`). The check trains both runs.
+#
+# Hint: from a symmetric start, the question is which gradient pulls $W_{qk}$ away from symmetry faster. Under a
+# causal mask, in which orders does a pair of positions appear?
+
+# %% nbgrader={"grade": false, "grade_id": "ex-05-2", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+ex_starts = {objective: exercise_config(objective, init="symmetric-matched") for objective in ("mlm", "next-token")}
+ex_gap_sign = +1  # a causal loss adds x_i x_j^T with j <= i only: nothing holds the decoder's start symmetric
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-05-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert set(ex_starts) == {"mlm", "next-token"}, "ex_starts should have the keys 'mlm' and 'next-token'"
+for objective, config in ex_starts.items():
+    assert config == exercise_config(objective, init="symmetric-matched"), (
+        f"ex_starts[{objective!r}] should be exercise_config({objective!r}, init='symmetric-matched')"
+    )
+curves = {objective: median_symmetry(exercise_run(config)) for objective, config in ex_starts.items()}
+gap = curves["mlm"][-1] - curves["next-token"][-1]
+assert ex_gap_sign == sign_of(gap), f"you predicted {ex_gap_sign!r}; encoder minus decoder at the end is {gap:+.3f}"
+print(
+    "right: from "
+    + " and ".join(f"{curves[o][0]:+.2f}" for o in curves)
+    + f" at step 0, the encoder ends at {curves['mlm'][-1]:+.2f} and the decoder at {curves['next-token'][-1]:+.2f}"
+)
+
+# %% [markdown]
+# ## What to take away
+#
+# * The same model, text and initialisation trained with two objectives differ only in which pairs of positions
+#   enter the gradient of $W_{qk}$: both orders under masked LM, keys before queries under next-token prediction.
+# * A score over training means something only against the null of untrained layers of the same shape, and only
+#   for a model that learned (its loss well below the unigram entropy).
+# * Symmetry can rise and fall again during training: the peak and the final value are different claims, and the
+#   final value is a snapshot of wherever training stopped.
+# * The seed is the unit of evidence: one number per run, an interval over seeds, a sign-flip test, and a verdict
+#   of *cannot tell* when the seeds are too few.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `seeds`: more seeds (at least five) let the sign-flip test reach a verdict; with one seed every verdict reads
+#   *cannot tell at this scale*.
+# * `steps` and `schedule`: longer runs show more of the rise and decay of symmetry; `schedule = "constant"` keeps
+#   the learning rate up to the end, and the final ordering of the objectives can change (`docs/calibration.md`).
+# * `d_model`: a wider model has a narrower null band, so a smaller difference can be told apart from chance.
+# * `objectives`: add `"next-token-mlm-collator"` to see the authors' decoder runs, whose loss covers only the
+#   masked share of the positions.

@@ -40,6 +40,15 @@
 # (a test keeps the two notebooks' settings equal); the treated initialisations are trained for the objectives in
 # `treated_objectives`, the encoder by default, since the paper's claim is about encoders.
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * say why $W_q^h = W_k^h$ makes every head's $W_{qk}$ symmetric at step 0, and why training does not keep it so;
+# * separate the effect of a symmetric start from the confound of a larger initial scale, with a matched control;
+# * measure a speed-up on held-out loss against a placebo (two baselines that differ only in their seed), and
+#   read a verdict of *cannot tell* as what it is;
+# * predict from the initial scale and the objective how long a symmetric start lasts, and test it on tiny runs.
+
 # %% tags=["parameters"]
 inits = ["bert", "symmetric", "symmetric-matched"]  # the first is the baseline; "default-scale" adds the confound alone
 objectives = ["mlm", "next-token"]  # the baselines: encoder (masked LM) and decoder (next token), notebook 05's runs
@@ -82,6 +91,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from attnstruct import corpus as text_corpus
 from attnstruct import evidence, factor_scores, pipeline, plotting, prose, results, speedup, text
@@ -198,24 +208,44 @@ targets.round(3)
 # %% [markdown]
 # ## Validation loss, relative to the baseline
 #
-# Each initialisation's validation loss minus the baseline's of the same seed (mean over seeds, band: range over
-# seeds). Below zero, the treated run is ahead.
+# Each initialisation's validation loss minus the baseline's of the **same seed** (thick: mean over seeds; thin:
+# one line per seed). Below zero, the treated run is ahead. The grey band is the placebo of the speed-up below: a
+# baseline run minus the baseline of the next seed, the range over those pairs, which is what a change of seed alone
+# gives. A placebo pair differs in everything a seed sets (the initial weights and the order of the batches), while
+# a treated run shares its seed's batches with its baseline, so the band is a generous yardstick: a treated curve
+# inside it is no larger than the noise of the speed-up's placebo.
 
 # %%
-fig, axes = plt.subplots(1, len(treated_objectives), figsize=(5.5 * len(treated_objectives), 3.8), squeeze=False)
+fig, axes = plt.subplots(1, len(treated_objectives), figsize=(5.5 * len(treated_objectives) + 3.5, 4), squeeze=False)
 for ax, objective in zip(axes[0], treated_objectives):
+    own = baselines.val_loss.sel(objective=objective).dropna("step", how="all")
+    if len(seeds) > 1:
+        pairs = [
+            own.sel(seed=seeds[(k + 1) % len(seeds)]).drop_vars("seed") - own.sel(seed=seed).drop_vars("seed")
+            for k, seed in enumerate(seeds)
+        ]
+        placebo = xr.concat(pairs, "pair")
+        ax.fill_between(
+            placebo.step,
+            placebo.min("pair"),
+            placebo.max("pair"),
+            color="0.85",
+            lw=0,
+            label="placebo: baseline minus the next seed's (range)",
+        )
+    ax.axhline(0, color="0.3", ls="--", lw=1, label="baseline (bert), same seed")
     base = dataset.val_loss.sel(objective=objective, init="bert").dropna("step", how="all")
     for init in inits[1:]:
         diff = dataset.val_loss.sel(objective=objective, init=init).dropna("step", how="all") - base
-        ax.fill_between(diff.step, diff.min("seed"), diff.max("seed"), color=INIT_COLORS[init], alpha=0.15, lw=0)
-        ax.plot(diff.step, diff.mean("seed"), color=INIT_COLORS[init], label=init)
-    ax.axhline(0, color="0.3", ls="--", lw=1, label="baseline (bert)")
+        for seed in diff.seed.values:
+            ax.plot(diff.step, diff.sel(seed=seed), color=INIT_COLORS[init], lw=0.7, alpha=0.5)
+        ax.plot(diff.step, diff.mean("seed"), "o-", ms=3, lw=2, color=INIT_COLORS[init], label=f"{init} minus baseline")
     ax.set(
         xlabel="optimizer step",
         ylabel="validation loss minus baseline (nats)",
-        title=OBJECTIVE_NAMES.get(objective, objective),
+        title=f"{OBJECTIVE_NAMES.get(objective, objective)}: below 0 is ahead",
     )
-axes[0, 0].legend(fontsize=8)
+axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 
@@ -236,7 +266,7 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 # (a permutation test; a run that never reaches the level counts as no speed-up).
 
 
-# %%
+# %% tags=["nbval-check-output"]
 def speedups(objective: str, init: str) -> tuple[list[float], list[float]]:
     """Per seed: (robust, paper) speed-ups of ``init`` against the baseline of the same seed. For ``"bert"``
     itself, the baseline of the *next* seed is the "treated" run: a placebo that shows each metric's noise."""
@@ -281,6 +311,8 @@ speedup_table = pd.DataFrame(rows).set_index(["objective", "init"])
 speed_effects = te.speedup_effects(pd.DataFrame(long_rows)) if len(seeds) > 1 else []
 for effect in speed_effects:
     print(effect.sentence())
+
+# %%
 speedup_table
 
 # %%
@@ -345,7 +377,7 @@ persistence = pd.DataFrame(
 )
 persistence
 
-# %%
+# %% tags=["nbval-check-output"]
 ends = {init: float(final_symmetry.sel(objective=treated_objectives[0], init=init).mean()) for init in inits}
 persist = [
     evidence.paired_effect(
@@ -357,6 +389,8 @@ persist = [
 ]
 for effect in persist:
     print(effect.sentence())
+
+# %%
 prose.show(
     f"**Persistence ({OBJECTIVE_NAMES.get(treated_objectives[0], treated_objectives[0])}):** after {steps} steps the "
     "median symmetry over layers ends at "
@@ -372,10 +406,12 @@ prose.show(
 # the state in which the decay froze the weights; `docs/calibration.md` lists runs of the same model with a
 # constant rate after warm-up, whose final scores differ (printed below from `docs/calibration.csv`).
 
-# %%
+# %% tags=["nbval-check-output"]
 order = te.objective_effects(baselines, te.Shape(d_model, n_heads, n_layers))[0] if len(objectives) > 1 else None
 if order is not None:
     print(order.sentence())
+
+# %%
 calibration_file = pipeline.find_root() / "docs" / "calibration.csv"
 if calibration_file.is_file():
     calibration = pd.read_csv(calibration_file, comment="#")
@@ -432,3 +468,152 @@ out.attrs.update(
 out.attrs["runs"] = dataset.attrs["runs"]
 results.save_dataset(out, results_dir / "06_symmetric_init.nc")
 out
+
+# %% [markdown]
+# ## Exercises
+#
+# The exercises train tiny encoders of their own, with the settings in `EXERCISE` below (notebook 05's exercise
+# settings: width 32, 2 layers of 2 heads, 20 steps of 16 sequences of 32 tokens, a constant learning rate after a
+# short warm-up): a few seconds per run on one thread, and the same answer whatever this notebook's parameters are.
+# `exercise_config(objective, init)` builds the configuration of such a run, and `exercise_run(config)` trains it
+# (or reuses it from `results_dir/exercise_runs/`) and returns its records over `step` and `layer`.
+
+# %%
+EXERCISE = {
+    "steps": 20,
+    "batch_size": 16,
+    "seq_len": 32,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 2,
+    "lr": 0.002,
+    "warmup": 5,
+    "schedule": "constant",
+    "weight_decay": 0.01,
+    "clip": 1.0,
+    "mask_rate": 0.15,
+    "dropout": 0.0,
+    "norm": "pre",
+    "vocab_size": 500,
+    "corpus": "shakespeare",
+    "val_fraction": 0.05,
+    "log_every": 5,
+    "eval_every": 20,
+    "eval_batches": 1,
+    "checkpoint_every": 20,
+    "device": "cpu",
+    "amp": False,
+}
+exercise_dir = results_dir / "exercise_runs"
+
+
+def exercise_config(objective: str, init: str = "bert", seed: int = 0) -> text.TextConfig:
+    """A tiny exercise run: the settings of ``EXERCISE`` with this objective, initialisation and seed."""
+    return text.TextConfig(objective=objective, init=init, seed=seed, **EXERCISE)
+
+
+def exercise_run(config: text.TextConfig) -> xr.Dataset:
+    """Train a tiny run in ``results_dir/exercise_runs/`` (or reuse it there) and return its records."""
+    return text.train(config, exercise_dir / f"{config.run_name()}-{config.digest()}", cache=cache_dir)
+
+
+def median_symmetry(run: xr.Dataset) -> np.ndarray:
+    """A run's median symmetry over layers at each record step, ``[step]``."""
+    return run.symmetry.median("layer").values
+
+
+def sign_of(change: float) -> int:
+    """+1, 0 or -1 (0 for a change below 1e-9 in size)."""
+    return 0 if abs(change) < 1e-9 else int(np.sign(change))
+
+
+# %% [markdown]
+# ### Exercise 06.1: a tied query and key at step 0, and after
+#
+# Take the tiny encoder `exercise_config("mlm", init="symmetric-matched")`. Predict two things:
+#
+# * `ex_step0`: the symmetry score of every layer's $W_{qk} = \sum_h W_q^h {W_k^h}^\top$ at step 0 (one number);
+# * `ex_sign`: the sign of the change of the median symmetry over layers from step 0 to the last step (`+1`, `0`
+#   or `-1`).
+#
+# The check builds the model and scores it, then trains it.
+#
+# Hint: with $G = \partial L / \partial W_{qk}$, the gradients of the factors are $G W_k$ for $W_q$ and
+# $G^\top W_q$ for $W_k$ (row-vector convention). Training keeps $W_q = W_k$ only if those two are equal. Is the
+# gradient of a masked-LM loss an exactly symmetric matrix?
+
+# %% nbgrader={"grade": false, "grade_id": "ex-06-1", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+ex_step0 = 1.0  # sum_h W_k^h W_k^h^T is symmetric: its skew-symmetric part is zero
+ex_sign = -1  # G is not exactly symmetric (g_ij and g_ji differ), so W_q and W_k drift apart; +1 is the maximum
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-06-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+matched = exercise_config("mlm", init="symmetric-matched")
+step0 = np.asarray(
+    factor_scores(*query_key_factors(text.TextTask(matched, cache_dir).build_model()), sum_heads=True).symmetry
+)
+assert np.allclose(step0, ex_step0, rtol=0, atol=1e-9), (
+    f"ex_step0 = {ex_step0!r}, but the layers score {', '.join(f'{v:+.4f}' for v in step0)} at step 0"
+)
+curve = median_symmetry(exercise_run(matched))
+assert ex_sign == sign_of(curve[-1] - curve[0]), (
+    f"you predicted {ex_sign!r}; the median symmetry went from {curve[0]:+.3f} to {curve[-1]:+.3f}"
+)
+print(f"right: every layer scores {step0.min():+.2f} at step 0; after training the median is {curve[-1]:+.2f}")
+
+# %% [markdown]
+# ### Exercise 06.2: the confound, in one sign
+#
+# The paper's `symmetric` initialisation also draws $W_q$, $W_k$, $W_v$ at PyTorch's default scale,
+# $\mathcal U(\pm 1/\sqrt d)$ with standard deviation $1/\sqrt{3d}$, several times BERT's $\mathcal N(0, 0.02)$ at
+# width 32 (the table of the initialisations above measures both at this notebook's width). Build the tiny encoder
+# with the paper's initialisation as `ex_paper` (`exercise_config`), and predict the sign of its final median
+# symmetry minus that of the `symmetric-matched` encoder as `ex_confound_sign` (`+1`, `0` or `-1`). Both start at
+# $+1$; only the scale of the start differs. The check trains both.
+#
+# Hint: an Adam step moves each weight by about the learning rate, whatever the weight's size. Which start does the
+# same number of steps overwrite sooner?
+
+# %% nbgrader={"grade": false, "grade_id": "ex-06-2", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+ex_paper = exercise_config("mlm", init="symmetric")
+ex_confound_sign = +1  # the same Adam steps are small against larger weights: the symmetric start lasts longer
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-06-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+assert ex_paper == exercise_config("mlm", init="symmetric"), (
+    "ex_paper should be exercise_config('mlm', init='symmetric')"
+)
+finals = {
+    init: median_symmetry(exercise_run(exercise_config("mlm", init=init)))[-1]
+    for init in ("symmetric", "symmetric-matched")
+}
+gap = finals["symmetric"] - finals["symmetric-matched"]
+assert ex_confound_sign == sign_of(gap), (
+    f"you predicted {ex_confound_sign!r}; symmetric minus symmetric-matched at the end is {gap:+.3f}"
+)
+print(f"right: symmetric ends at {finals['symmetric']:+.2f}, symmetric-matched at {finals['symmetric-matched']:+.2f}")
+
+# %% [markdown]
+# ## What to take away
+#
+# * $W_q^h = W_k^h$ makes every head's $W_{qk}$ symmetric (positive semi-definite) at step 0; training keeps it so
+#   only if the gradient with respect to $W_{qk}$ is symmetric, which no loss makes it exactly.
+# * An initialisation changes more than one thing at a time: the paper's symmetric start also changed the scale of
+#   Q, K and V. A matched control (`symmetric-matched`) separates the symmetry from the scale.
+# * A speed-up means something only against a placebo: two baselines that differ only in their seed already reach
+#   each other's final loss sooner or later.
+# * How long a symmetric start lasts depends on how large the initial weights are against the optimiser's steps,
+#   and on whether the objective's gradient has a symmetric drive.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `inits`: add `"default-scale"` (the confound alone, no $W_q = W_k$) to see how much of the paper's speed-up the
+#   scale explains by itself.
+# * `treated_objectives`: add `"next-token"` to train the decoder from every start; a symmetric start is expected to
+#   fade faster there, since a causal loss has no symmetric drive.
+# * `seeds` and `treated_seeds`: more seeds narrow the placebo's spread and let the tests reach a verdict.
+# * `smoothing`: more evaluations in the trailing mean make the robust speed-up less sensitive to one noisy
+#   evaluation, and slower to react.

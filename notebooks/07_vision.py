@@ -39,6 +39,16 @@
 # If you have pretrained vision checkpoints on disk (ViT, DeiT, BEiT, DINOv2 in Hugging Face format), list
 # their folders in `local_models`: they are scored with the same code and drawn beside the runs.
 
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * say, for each of four vision objectives, which queries reach the loss and so which pairs of tokens enter the
+#   gradient of $W_{qk}$, and what the theory predicts from that;
+# * check that a model learned (losses against a uniform guess, accuracy against chance) before reading its scores;
+# * read symmetry and directionality over training against random matrices of the same shape;
+# * test a prediction seed by seed, and read a verdict of *cannot tell at this scale* as a statement about the
+#   number of seeds.
+
 # %% tags=["parameters"]
 objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.vision.OBJECTIVES
 seed = 0  # first seed; the runs use seed, seed + 1, ...
@@ -83,11 +93,12 @@ import pandas as pd
 import torch
 import xarray as xr
 
+from attnstruct import factor_scores, paper_comparison, pipeline, plotting, pretrained, prose, results, symmetry_score
 from attnstruct import images as I
-from attnstruct import paper_comparison, pipeline, plotting, pretrained, prose, results
 from attnstruct import vision as V
 from attnstruct import vision_verdicts as VV
 from attnstruct.extract import count_parameters
+from attnstruct.transformer import attention_layers, query_key_factors
 
 plotting.set_style()
 torch.set_num_threads(1)
@@ -169,7 +180,7 @@ for ax in axes.flat:
     ax.set_yticks([])
 for ax in axes[1][5:]:
     ax.axis("off")
-plotting.savefig(fig, figures_dir / "07_images")
+_ = plotting.savefig(fig, figures_dir / "07_images")
 plt.show()
 
 # %% [markdown]
@@ -271,51 +282,73 @@ ax.axhline(0.1, color="0.4", ls="--", lw=1, label="chance")
 ax.set(xlabel="step", ylabel="validation accuracy", ylim=(0, 1), title="classifiers: accuracy, per seed")
 ax.legend(fontsize=8)
 fig.tight_layout()
-plotting.savefig(fig, figures_dir / "07_losses")
+_ = plotting.savefig(fig, figures_dir / "07_losses")
 plt.show()
 prose.show("\n".join(VV.describe_learning(runs, levels)))
 
 # %% [markdown]
 # ## 4. Symmetry and directionality against training steps
 #
-# As in notebook 05 and the paper's figures: the median over layers with an interquartile band (pooled over
-# layers and seeds), with one thin line per seed (that seed's median over layers). The bidirectional
-# objectives are blue, the causal one purple; the grey band is the 95% range of the median over layers of
-# random matrices of this shape (section 6), where every run starts.
+# As in notebook 05 and the paper's figures: for each objective the median over layers (pooled over layers and
+# seeds) against step, with the interquartile range drawn as error bars at a few steps, shifted a little sideways
+# per objective so that they do not hide each other. The bidirectional objectives are blue, the causal one purple.
+# The grey band and the dashed line are the chance level: the central 95% and the median of the median over layers
+# of random matrices of this shape (section 6), where every run starts.
 
 
 # %%
-def band(scores: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Quartiles over layers and seeds, per step."""
-    q = scores.stack(sample=("seed", "layer")).quantile([0.25, 0.5, 0.75], dim="sample").values
+def band(scores: xr.DataArray, dims=("seed", "layer")) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Quartiles over ``dims`` (pooled), per step."""
+    q = scores.stack(sample=dims).quantile([0.25, 0.5, 0.75], dim="sample").values
     return q[0], q[1], q[2]
 
 
+def null_reference(ax, samples: np.ndarray, what: str) -> None:
+    """The null as a grey band (central 95%) and a dashed line (median), both labelled."""
+    low, high = np.quantile(samples, [0.025, 0.975])
+    ax.axhspan(low, high, color="0.88", lw=0, zorder=0, label=f"{what}: 95% band")
+    ax.axhline(np.median(samples), color="0.45", ls="--", lw=1, zorder=1, label=f"{what}: median")
+
+
+def spread_bars(ax, steps, low, mid, high, k: int, n: int, color, n_bars: int = 5) -> None:
+    """Error bars from ``low`` to ``high`` at up to ``n_bars`` of the record ``steps`` (the last included), shifted
+    sideways for the ``k``-th of ``n`` curves."""
+    steps = np.asarray(steps)
+    at = np.unique(np.linspace(0, len(steps) - 1, min(n_bars, len(steps))).round().astype(int))
+    shift = (k - (n - 1) / 2) * 0.012 * (steps[-1] - steps[0])
+    ax.errorbar(
+        steps[at] + shift,
+        mid[at],
+        yerr=[mid[at] - low[at], high[at] - mid[at]],
+        fmt="o",
+        ms=3,
+        color=color,
+        elinewidth=1,
+        capsize=2,
+    )
+
+
 pools = VV.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
-fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharex=True)
+fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharex=True)
 for ax, score in zip(axes, ("symmetry", "directionality"), strict=True):
-    low, high = np.quantile(pools[score, "median"], [0.025, 0.975])
-    ax.axhspan(low, high, color="0.85", lw=0, label="random matrices, 95%")
-    for objective in objectives:
-        scores = runs[score].sel(objective=objective)
-        low, mid, high = band(scores)
-        ax.fill_between(runs.step, low, high, color=COLORS[objective], alpha=0.15, lw=0)
+    null_reference(ax, pools[score, "median"], "random matrices")
+    for k, objective in enumerate(objectives):
+        low, mid, high = band(runs[score].sel(objective=objective))
         ax.plot(runs.step, mid, color=COLORS[objective], lw=2, label=LABELS[objective])
-        for s in scores.seed.values:
-            ax.plot(runs.step, scores.sel(seed=s).median("layer"), color=COLORS[objective], lw=0.7, alpha=0.6)
-    ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(xlabel="step", ylabel=f"{score} score", title=f"{score}: median over layers (IQR band)")
-axes[0].legend(loc="best", fontsize=8)
+        spread_bars(ax, runs.step, low, mid, high, k, len(objectives), COLORS[objective])
+    ax.set(xlabel="step", ylabel=f"{score} score", title=f"{score}: median over layers (bars: IQR)")
+axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 fig.tight_layout()
-plotting.savefig(fig, figures_dir / "07_scores_over_training")
+_ = plotting.savefig(fig, figures_dir / "07_scores_over_training")
 plt.show()
 prose.show("Median symmetry over layers, mean over seeds:\n\n" + "\n".join(VV.describe_trajectories(runs)))
 
 # %% [markdown]
 # ## 5. One line per layer
 #
-# Each layer's score against step, averaged over seeds, with a band from the lowest to the highest seed
-# (cividis, as notebook 05: light = deep). For `classify` the last layer is the one the theory singles out.
+# Each layer's score against step, averaged over seeds, with error bars from the lowest to the highest seed at a
+# few steps (cividis, as notebook 05: light = deep). The grey band and dashed line are the chance level of *one*
+# random layer of this shape. For `classify` the last layer is the one the theory singles out.
 
 # %%
 fig, axes = plt.subplots(
@@ -325,19 +358,19 @@ shades = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
 for column, objective in enumerate(objectives):
     for row, score in enumerate(("symmetry", "directionality")):
         ax = axes[row, column]
+        null_reference(ax, pools[score, "last"], "one random layer")
         for layer in runs.layer.values:
             per_seed = runs[score].sel(objective=objective, layer=layer)
-            ax.fill_between(
-                runs.step, per_seed.min("seed"), per_seed.max("seed"), color=shades[layer], alpha=0.15, lw=0
-            )
-            ax.plot(runs.step, per_seed.mean("seed"), color=shades[layer], label=f"layer {layer}")
-        ax.axhline(0, color="0.6", lw=0.8)
+            mean = per_seed.mean("seed").values
+            ax.plot(runs.step, mean, color=shades[layer], label=f"layer {layer}")
+            low, high = per_seed.min("seed").values, per_seed.max("seed").values
+            spread_bars(ax, runs.step, low, mean, high, int(layer), n_layers, shades[layer], n_bars=4)
         ax.set(title=f"{objective}: {score}", ylabel=f"{score} score" if column == 0 else None)
         if row == 1:
             ax.set_xlabel("step")
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 fig.tight_layout()
-plotting.savefig(fig, figures_dir / "07_scores_per_layer")
+_ = plotting.savefig(fig, figures_dir / "07_scores_per_layer")
 plt.show()
 prose.show("Final symmetry of each layer, mean over seeds:\n\n" + "\n".join(VV.describe_layers(runs)))
 
@@ -382,9 +415,17 @@ prose.show(
     )
 )
 
-# %%
+# %% tags=["nbval-check-output"]
 statement = "\n".join(VV.describe_effects(comparison))
-prose.show("**The predictions**, each a difference paired by seed:\n\n" + statement)
+print("The predictions, each a difference paired by seed:")
+for effect in comparison.effects:
+    print(f"- {effect.sentence()}")
+for untested in comparison.untested:
+    print(f"- not tested: {untested}")
+held = sum(effect.verdict == "holds" for effect in comparison.effects)
+print(f"Overall: {comparison.overall} ({held} of {len(comparison.effects)} tested predictions hold).")
+
+# %%
 unpredicted = VV.describe_unpredicted(summary)
 if unpredicted:
     prose.show("Where the theory predicts nothing (`classify`'s median over layers): " + " ".join(unpredicted))
@@ -461,7 +502,7 @@ axes[1].scatter([], [], facecolors="none", edgecolors=plotting.NEUTRAL_COLOR, la
 if scored is not None:
     axes[1].scatter([], [], marker="D", color=plotting.NEUTRAL_COLOR, label="local checkpoints")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.savefig(fig, figures_dir / "07_vs_paper")
+_ = plotting.savefig(fig, figures_dir / "07_vs_paper")
 plt.show()
 print(
     reported.groupby("group", sort=False)[["symmetry_median", "directionality_median"]]
@@ -510,3 +551,152 @@ dataset.attrs = {
 }
 results.save_dataset(dataset, results_dir / "07_vision.nc")
 dataset
+
+# %% [markdown]
+# ## Exercises
+#
+# The exercises build tiny models of their own, with the settings in `EXERCISE` below (width 32, 2 blocks of 2
+# heads, `patch_size = 2`, batches of 4 images), so that their answers do not depend on this notebook's parameters.
+# They train nothing and take about a second. `exercise_config(objective)` builds the configuration of such a model,
+# and `V.build_model(config)` the model, whose trunk is initialised from the seed alone (section 2).
+
+# %%
+EXERCISE = {
+    "steps": 20,
+    "batch_size": 4,
+    "lr": 0.001,
+    "warmup": 5,
+    "schedule": "constant",
+    "weight_decay": 0.05,
+    "clip": 1.0,
+    "mask_rate": 0.4,
+    "log_every": 20,
+    "eval_every": 20,
+    "checkpoint_every": 20,
+    "d_model": 32,
+    "n_layers": 2,
+    "n_heads": 2,
+    "ffn_mult": 4,
+    "norm": "pre",
+    "patch_size": 2,
+    "levels": 4,
+    "dropout": 0.0,
+    "source": "sklearn-digits",
+    "n_images": 1797,
+    "val_fraction": 0.2,
+    "device": "cpu",
+    "amp": False,
+}
+exercise_images = I.load_images(EXERCISE["source"], EXERCISE["n_images"], EXERCISE["val_fraction"])
+
+
+def exercise_config(objective: str, seed: int = 0) -> V.VisionConfig:
+    """A tiny exercise model: the settings of ``EXERCISE`` with this objective and seed."""
+    return V.VisionConfig(objective=objective, seed=seed, **EXERCISE)
+
+
+def sign_of(change: float) -> int:
+    """+1, 0 or -1 (0 for a change below 1e-9 in size)."""
+    return 0 if abs(change) < 1e-9 else int(np.sign(change))
+
+
+# %% [markdown]
+# ### Exercise 07.1: what the causal mask does at step 0
+#
+# Write `ex_median_symmetry(model)`: the median over layers of the symmetry score of each layer's
+# $W_{qk} = \sum_h W_q[h]^\top W_k[h]$ (heads summed), from the model's weights, as the training loop records it
+# (`query_key_factors` and `factor_scores` with `sum_heads=True`). Then predict, for the two tiny models
+# `V.build_model(exercise_config("masked"))` and `V.build_model(exercise_config("next-patch"))` before any training,
+# the sign of next-patch's median symmetry minus masked's, as `ex_step0_sign` (`+1`, `0` or `-1`). The check
+# compares your function with a brute-force score of each layer's matrix, and measures the sign.
+#
+# Hint: where does the causal mask act, on the weights or on the attention weights computed from them? And what
+# does the trunk's initialisation depend on?
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-07-1", "locked": false, "schema_version": 3, "solution": true}
+def ex_median_symmetry(model) -> float:
+    ### BEGIN SOLUTION
+    w_q, w_k = query_key_factors(model)  # [layer, head, d_head, d_model] each
+    return float(np.median(factor_scores(w_q, w_k, sum_heads=True).symmetry))
+    ### END SOLUTION
+
+
+### BEGIN SOLUTION
+ex_step0_sign = 0  # the mask acts on the attention weights, not on W_q and W_k; the trunk comes from the seed alone
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-07-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+step0 = {}
+for objective in ("masked", "next-patch"):
+    model = V.build_model(exercise_config(objective))
+    with torch.no_grad():
+        layers = [symmetry_score(a.query.weight.double().T @ a.key.weight.double()) for a in attention_layers(model)]
+    step0[objective] = float(np.median(layers))
+    mine = ex_median_symmetry(model)
+    assert abs(mine - step0[objective]) < 1e-9, (
+        f"ex_median_symmetry gives {mine:+.6f} for {objective}; scoring each layer's W_qk gives {step0[objective]:+.6f}"
+    )
+gap = step0["next-patch"] - step0["masked"]
+assert ex_step0_sign == sign_of(gap), (
+    f"you predicted {ex_step0_sign!r}; next-patch minus masked is {gap:+.2e} at step 0"
+)
+print(f"right: at step 0 both models score {step0['masked']:+.3f}; any difference later comes from training")
+
+# %% [markdown]
+# ### Exercise 07.2: one query in the last layer
+#
+# In `classify` only `[CLS]`'s last output reaches the loss (section 2). Take the first training batch of the tiny
+# models, `V.training_batch(config, exercise_images, 1)` (`EXERCISE["batch_size"]` images), and the gradient of the
+# mean loss with respect to the last block's query weight $W_q$ (`model.encoder.blocks[-1].attention.query.weight`,
+# all heads, `d_model` by `d_model`). Predict its rank for `classify` as `ex_rank_classify` (an expression in the
+# settings), and the sign of the rank for `classify-mean` minus the rank for `classify` as `ex_rank_sign` (`+1`, `0`
+# or `-1`). The check computes both gradients with autograd.
+#
+# Hint: $\partial L / \partial W_q = \sum_{\text{images}} \sum_i (\partial L / \partial q_i)\, x_i^\top$, one outer
+# product per query $i$ whose output reaches the loss. How many such queries does an image have in the last layer
+# of each objective?
+
+# %% nbgrader={"grade": false, "grade_id": "ex-07-2", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+ex_rank_classify = EXERCISE["batch_size"]  # one query per image ([CLS]): one outer product per image
+ex_rank_sign = +1  # classify-mean: every token's query reaches the loss, many more outer products
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-07-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+ranks = {}
+for objective in ("classify", "classify-mean"):
+    config = exercise_config(objective)
+    model = V.build_model(config)
+    total, count = V.summed_loss(model, V.training_batch(config, exercise_images, 1), objective)
+    (total / count).backward()
+    ranks[objective] = int(torch.linalg.matrix_rank(model.encoder.blocks[-1].attention.query.weight.grad))
+assert ex_rank_classify == ranks["classify"], (
+    f"you predicted rank {ex_rank_classify!r}; the gradient for classify has rank {ranks['classify']}"
+)
+assert ex_rank_sign == sign_of(ranks["classify-mean"] - ranks["classify"]), (
+    f"you predicted {ex_rank_sign!r}; the ranks are {ranks['classify-mean']} (classify-mean) and "
+    f"{ranks['classify']} (classify)"
+)
+print(f"right: rank {ranks['classify']} for classify, {ranks['classify-mean']} for classify-mean")
+
+# %% [markdown]
+# ## What to take away
+#
+# * The gradient of $W_{qk}$ is a sum of outer products, query on the left: which queries reach the loss, and in
+#   which orders pairs of tokens appear, is what the theory reads off an objective.
+# * A causal mask changes nothing in the weights at step 0; it changes which pairs enter every update after it.
+# * `classify` and `classify-mean` differ only in their pooling, yet their last layers receive different gradients:
+#   one query per image against every token.
+# * A score means something against random matrices of the same shape, and a prediction is tested over seeds:
+#   with few seeds the honest verdict is *cannot tell at this scale*.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `n_seeds`: five or more let the one-sided sign-flip test reach a verdict; with fewer every prediction reads
+#   *cannot tell at this scale*.
+# * `steps`: longer runs move the scores further from the random matrices' band, where the predicted orderings can
+#   show.
+# * `patch_size = 1`: pixels as tokens, as iGPT; the sequence grows to 65 tokens and the runs take longer.
+# * `objectives`: drop some to train faster, or keep only `classify` and `classify-mean` to look at the last layer.
