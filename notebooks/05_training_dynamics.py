@@ -453,59 +453,20 @@ out
 # %% [markdown]
 # ## Exercises
 #
-# The exercises train tiny models of their own, with the settings in `EXERCISE` below (width 32, 2 layers of 2
+# The exercises train tiny models of their own, with the settings of `attnstruct.text_exercises.EXERCISE` (width 32, 2 layers of 2
 # heads, 20 steps of 16 sequences of 32 tokens, a constant learning rate after a short warm-up): a few seconds per
 # run on one thread, and the same answer whatever this notebook's parameters are. `exercise_config(objective,
 # init)` builds the configuration of such a run, and `exercise_run(config)` trains it (or reuses it from
 # `results_dir/exercise_runs/`) and returns its records over `step` and `layer`, as `text.train` does.
 
 # %%
-EXERCISE = {
-    "steps": 20,
-    "batch_size": 16,
-    "seq_len": 32,
-    "d_model": 32,
-    "n_layers": 2,
-    "n_heads": 2,
-    "lr": 0.002,
-    "warmup": 5,
-    "schedule": "constant",
-    "weight_decay": 0.01,
-    "clip": 1.0,
-    "mask_rate": 0.15,
-    "dropout": 0.0,
-    "norm": "pre",
-    "vocab_size": 500,
-    "corpus": "shakespeare",
-    "val_fraction": 0.05,
-    "log_every": 5,
-    "eval_every": 20,
-    "eval_batches": 1,
-    "checkpoint_every": 20,
-    "device": "cpu",
-    "amp": False,
-}
-exercise_dir = results_dir / "exercise_runs"
-
-
-def exercise_config(objective: str, init: str = "bert", seed: int = 0) -> text.TextConfig:
-    """A tiny exercise run: the settings of ``EXERCISE`` with this objective, initialisation and seed."""
-    return text.TextConfig(objective=objective, init=init, seed=seed, **EXERCISE)
+from attnstruct.text_exercises import EXERCISE, exercise_config, median_symmetry, sign_of  # noqa: F401
+from attnstruct.text_exercises import exercise_run as _exercise_run
 
 
 def exercise_run(config: text.TextConfig) -> xr.Dataset:
     """Train a tiny run in ``results_dir/exercise_runs/`` (or reuse it there) and return its records."""
-    return text.train(config, exercise_dir / f"{config.run_name()}-{config.digest()}", cache=cache_dir)
-
-
-def median_symmetry(run: xr.Dataset) -> np.ndarray:
-    """A run's median symmetry over layers at each record step, ``[step]``."""
-    return run.symmetry.median("layer").values
-
-
-def sign_of(change: float) -> int:
-    """+1, 0 or -1 (0 for a change below 1e-9 in size)."""
-    return 0 if abs(change) < 1e-9 else int(np.sign(change))
+    return _exercise_run(config, results_dir / "exercise_runs", cache=cache_dir)
 
 
 # %% [markdown]
