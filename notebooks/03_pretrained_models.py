@@ -244,7 +244,7 @@ if ours.loc["encoder", "n"] and ours.loc["decoder", "n"]:
         f"in {prose.percent(p_sym)} of (encoder, decoder) pairs, "
         + (
             "the paper's ordering (section 4, the pretrained language-model figures)."
-            if p_sym > 0.5
+            if paper_comparison.is_papers_ordering(p_sym)
             else "which is not the paper's ordering (section 4, the pretrained language-model figures)."
         )
     )

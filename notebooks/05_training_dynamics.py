@@ -134,7 +134,7 @@ prose.show(
 # of a model that ignores context. A model whose loss is not well below it has not learned to use context, and
 # then its attention scores mean little.
 
-# %%
+# %% tags=["nbval-check-output"]
 data = text_corpus.load_tokens(corpus, vocab_size, val_fraction, cache=cache_dir)
 tokenizer = text_corpus.train_tokenizer(text_corpus.read_documents(corpus, cache_dir), vocab_size, cache_dir)
 unigram_entropy = data.unigram_entropy()
@@ -282,7 +282,7 @@ _ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 # (peak minus final). The final gap between the objectives depends on both: how high each rose and how fast
 # each lost it. The decay is tested per objective over seeds.
 
-# %% tags=["nbval-check-output"]
+# %%
 transient = te.transient(dataset)
 decays = te.decay_effects(dataset)
 for effect in decays:
@@ -308,7 +308,7 @@ transient.round(3)
 # the decoder's directionality is below that of an untrained layer. The table under it gives the paired
 # encoder-minus-decoder difference of median symmetry per seed and layer.
 
-# %% tags=["nbval-check-output"]
+# %%
 claims = te.objective_effects(dataset, shape, n_draws=n_null_draws) if len(dataset.objective) > 1 else []
 for effect in claims:
     print(effect.sentence())

@@ -148,7 +148,7 @@ prose.show(
 # Measured on the models themselves (seed `seeds[0]`): the weight scale of Q, K and V, the largest bias, and the
 # symmetry score of every head's $W_{qk}$ (1 for a symmetric matrix).
 
-# %%
+# %% tags=["nbval-check-output"]
 rows = []
 for init in inits:
     config = next(c for c in treated_configs if c.init == init)
@@ -168,7 +168,7 @@ for init in inits:
     )
 init_table = pd.DataFrame(rows).set_index("init")
 print(f"PyTorch's default U(±1/√d) has std 1/√(3d) = {1 / np.sqrt(3 * d_model):.4f} at d = {d_model}; BERT's is 0.02")
-init_table.round(4)
+print(init_table.round(4).to_string())
 
 # %% [markdown]
 # ## Training
@@ -266,7 +266,7 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 # (a permutation test; a run that never reaches the level counts as no speed-up).
 
 
-# %% tags=["nbval-check-output"]
+# %%
 def speedups(objective: str, init: str) -> tuple[list[float], list[float]]:
     """Per seed: (robust, paper) speed-ups of ``init`` against the baseline of the same seed. For ``"bert"``
     itself, the baseline of the *next* seed is the "treated" run: a placebo that shows each metric's noise."""
@@ -377,7 +377,7 @@ persistence = pd.DataFrame(
 )
 persistence
 
-# %% tags=["nbval-check-output"]
+# %%
 ends = {init: float(final_symmetry.sel(objective=treated_objectives[0], init=init).mean()) for init in inits}
 persist = [
     evidence.paired_effect(
@@ -406,7 +406,7 @@ prose.show(
 # the state in which the decay froze the weights; `docs/calibration.md` lists runs of the same model with a
 # constant rate after warm-up, whose final scores differ (printed below from `docs/calibration.csv`).
 
-# %% tags=["nbval-check-output"]
+# %%
 order = te.objective_effects(baselines, te.Shape(d_model, n_heads, n_layers))[0] if len(objectives) > 1 else None
 if order is not None:
     print(order.sentence())

@@ -415,7 +415,7 @@ prose.show(
     )
 )
 
-# %% tags=["nbval-check-output"]
+# %%
 statement = "\n".join(VV.describe_effects(comparison))
 print("The predictions, each a difference paired by seed:")
 for effect in comparison.effects:

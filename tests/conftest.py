@@ -1,17 +1,24 @@
 from pathlib import Path
 
+import huggingface_hub.constants
 import nbformat
 import numpy as np
 import pytest
 import torch
 import transformers as T
 from extract_models import CASES
+from huggingface_hub.utils import close_session
 from safetensors.torch import load_file
 from standin_hub import StandinHub
 
 from attnstruct import pipeline
 
+import notebook_params
+from shared_runs import SharedWork, session_folder
+
 ROOT = Path(__file__).resolve().parents[1]
+notebook_params.pin_kernel_threads()  # kernels and subprocesses: one thread each (notebook_params.KERNEL_ENVIRONMENT)
+torch.set_num_threads(1)  # and this process: the two pytest-xdist workers share the two cores
 
 
 @pytest.fixture(scope="module")
@@ -24,75 +31,74 @@ def one_torch_thread():
 
 
 @pytest.fixture(scope="session")
-def executed_build(tmp_path_factory):
-    """One build folder of notebooks executed with the tests' small parameters (``notebook_params``).
+def shared_work(tmp_path_factory) -> SharedWork:
+    """Work done once per session for every pytest-xdist worker (:class:`shared_runs.SharedWork`)."""
+    return SharedWork(session_folder(tmp_path_factory))
 
-    ``executed_build(name)`` runs notebook ``name`` there once and returns ``(RunResult, parameters)``; later
-    calls reuse the run (a failure is re-raised, not retried). The notebook tests check each run; the book,
-    exercise and browser tests read the executed notebooks, figures and datasets under
-    ``executed_build.build_dir``, laid out as ``make reproduce`` lays out ``build/quick/``.
+
+@pytest.fixture(scope="session")
+def executed_build(shared_work):
+    """One build folder of notebooks executed with the tests' parameters (:func:`notebook_params.parameters`).
+
+    ``executed_build(name)`` runs notebook ``name`` there once per session, whichever worker asks first, and
+    returns ``(RunResult, parameters)``; later calls, in any worker, reuse the run (a failure is raised again, not
+    retried). The notebook, claim, book, exercise and browser tests read the executed notebooks, figures and
+    datasets under ``executed_build.build_dir``, laid out as ``make reproduce`` lays out ``build/quick/``.
     """
-    from notebook_params import TEST_OVERRIDES
-
-    build = tmp_path_factory.mktemp("build")
-    done: dict[str, object] = {}
+    build = shared_work.folder("build")
 
     def run(name: str):
-        if name not in done:
-            quick = pipeline.load_profile(ROOT, "quick").get(name, {})
-            params = {**quick, **TEST_OVERRIDES.get(name, {})}
-            try:
-                result = pipeline.run_notebook(
-                    ROOT, pipeline.resolve_notebook(ROOT, name), params, build, profile="quick"
-                )
-                done[name] = (result, params)
-            except Exception as err:  # noqa: BLE001 - kept and re-raised for every later caller
-                done[name] = err
-        if isinstance(done[name], Exception):
-            raise done[name]
-        return done[name]
+        params = notebook_params.parameters(ROOT, name)
+
+        def execute(_folder):
+            result = pipeline.run_notebook(ROOT, pipeline.resolve_notebook(ROOT, name), params, build, profile="quick")
+            return {key: str(value) if isinstance(value, Path) else value for key, value in vars(result).items()}
+
+        done = shared_work.once(f"build-{name}", execute)
+        result = pipeline.RunResult(done["name"], Path(done["executed"]), Path(done["html"]), done["seconds"])
+        return result, params
 
     run.build_dir = build
     return run
 
 
 @pytest.fixture(scope="session")
-def student_runs(tmp_path_factory):
+def student_runs(shared_work):
     """``student_runs(name)``: the student version of notebook ``name`` (solutions stubbed,
-    :func:`attnstruct.exercises.student_version`) run once with the parameters of ``executed_build``, every
-    cell executed whatever raised before; returns ``(executed notebook, build folder)``."""
+    :func:`attnstruct.exercises.student_version`) run once per session with the parameters of ``executed_build``,
+    every cell executed whatever raised before; returns ``(executed notebook, build folder)``."""
     from attnstruct import exercises
 
-    from notebook_params import TEST_OVERRIDES
-
-    base = tmp_path_factory.mktemp("students")
-    done = {}
+    base = shared_work.folder("students")
 
     def run(name):
-        if name not in done:
+        def execute(_folder):
             source = ROOT / "notebooks" / f"{name}.py"
             student = exercises.student_version(pipeline.read_notebook(source))
-            quick = pipeline.load_profile(ROOT, "quick").get(name, {})
-            params = {**quick, **TEST_OVERRIDES.get(name, {})}
+            params = notebook_params.parameters(ROOT, name)
             result = pipeline.run_notebook(
                 ROOT, source, params, base, profile="quick", notebook=student, allow_errors=True
             )
-            done[name] = nbformat.read(result.executed, as_version=4)
-        return done[name], base
+            return str(result.executed)
+
+        executed = shared_work.once(f"student-{name}", execute)
+        return nbformat.read(executed, as_version=4), base
 
     return run
 
 
 @pytest.fixture(scope="session")
-def built_book(executed_build, tmp_path_factory):
-    """The course book built once (:func:`attnstruct.book.build_book`) from every notebook of ``executed_build``:
-    the book tests read its files, the browser tests load its pages."""
+def built_book(executed_build, shared_work):
+    """The course book built once per session (:func:`attnstruct.book.build_book`) from every notebook of
+    ``executed_build``: the book tests read its files, the browser tests load its pages."""
     from attnstruct import book
 
-    for source in pipeline.list_notebooks(ROOT):
-        executed_build(source.stem)
-    out = tmp_path_factory.mktemp("book") / "book"
-    return book.build_book(executed_build.build_dir, out, log=lambda message: None)
+    def build(folder):
+        for source in pipeline.list_notebooks(ROOT):
+            executed_build(source.stem)
+        return str(book.build_book(executed_build.build_dir, folder / "book", log=lambda message: None))
+
+    return Path(shared_work.once("book", build))
 
 
 @pytest.fixture
@@ -118,9 +124,9 @@ def tiny(name: str, seed: int = 0, **overrides):
     return T.AutoModel.from_config(config)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def repos(tmp_path_factory):
-    """Local folders of the models the stand-in hub serves, by repo id."""
+    """Local folders of the models the stand-in hub serves, by repo id (read-only: a test copies what it edits)."""
     root = tmp_path_factory.mktemp("repos")
     folders = {}
     for repo, name, kw, save in (
@@ -142,14 +148,79 @@ def repos(tmp_path_factory):
 
 
 @pytest.fixture
-def hub(repos, tmp_path, monkeypatch):
-    """A running stand-in hub with every repository of ``repos``, and the environment pointed at it."""
+def loopback_http(monkeypatch):
+    """Requests to 127.0.0.1 go straight there, whatever proxy the environment names; huggingface_hub's shared
+    client, which read the proxy settings when it was made, is made again before and after the test."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    close_session()
+    yield
+    close_session()
+
+
+@pytest.fixture
+def hub(repos, tmp_path, monkeypatch, loopback_http):
+    """A running stand-in hub with every repository of ``repos``, and the environment pointed at it.
+
+    One per test: tests add repositories, truncate transfers and count requests. Starting one costs a few
+    milliseconds; the models it serves (``repos``) are built once per session.
+    """
     with StandinHub() as server:
         for repo, folder in repos.items():
             server.add_folder(repo, folder)
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
         monkeypatch.setenv("ATTNSTRUCT_CACHE", str(tmp_path / "attnstruct-cache"))
-        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)  # online, but only to the stand-in on loopback
+        monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # read at import from the environment
         monkeypatch.setenv("HF_TOKEN", "hf_test_token_not_real")
         yield server
+
+
+# Scheduling under pytest-xdist (`make check` and `make test` run `--dist loadgroup --no-loadscope-reorder`):
+# a group of tests is run whole by one worker. The tests of one notebook (its shared-build run, its
+# student version, their checks) form one group, so two workers never wait for each other's execution of one
+# notebook; the book and its browser tests form another; every other test is grouped by its module, so a
+# module's fixtures are built once. Groups are sent in this order: the notebooks, longest first; the other
+# executions; the book, whose notebooks are built by then; the other modules, longest first. The short ones fill
+# the workers' time at the end.
+LONGEST_FIRST = (
+    "05_training_dynamics",
+    "06_symmetric_init",
+    "07_vision",
+    "04_gradient_structure",
+    "03_pretrained_models",
+    "02_scores",
+    "01_bilinear_form",
+    "08_model_sweep",
+)
+LONGEST_MODULES = ("test_text", "test_vision", "test_zoo", "test_sweep", "test_install", "test_training_evidence")
+SHARED_RUNS = {"executed_build", "student_runs"}
+
+
+def _schedule(item) -> tuple[int, int, str]:
+    """``(rank, position, group)`` of a test."""
+    name = getattr(getattr(item, "callspec", None), "params", {}).get("name")
+    module = item.path.stem
+    if name in LONGEST_FIRST and SHARED_RUNS & set(item.fixturenames):
+        return 0, LONGEST_FIRST.index(name), name
+    if module == "test_book" or (module == "test_browser" and item.name.startswith("test_book")):
+        return 2, 0, "book"
+    if item.get_closest_marker("notebook"):
+        return 1, 0, ""  # in no group: each is sent alone
+    position = LONGEST_MODULES.index(module) if module in LONGEST_MODULES else len(LONGEST_MODULES)
+    return 3, position, module
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    keys = {item.nodeid: _schedule(item) for item in items}
+    grouping = config.pluginmanager.has_plugin("xdist")
+    for item in items:
+        rank, _, group = keys[item.nodeid]
+        if group and grouping:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if rank == 2:  # the first book test may wait for every notebook of the shared build
+            item.add_marker(pytest.mark.timeout(900))
+    items.sort(key=lambda item: keys[item.nodeid][:2])

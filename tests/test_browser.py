@@ -28,7 +28,7 @@ from browser import ConsoleErrors, LabServer, OfflineGuard, chromium_executable,
 from conftest import ROOT
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
-pytestmark = pytest.mark.notebook
+pytestmark = [pytest.mark.browser, pytest.mark.notebook]  # the book of the shared build; 01 run in JupyterLab
 
 SHOTS = ROOT / "build" / "browser"
 NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
@@ -239,7 +239,9 @@ def lab_root(tmp_path):
     return root
 
 
+@pytest.mark.timeout(RUN_ALL_S + 120)
 def test_lab_runs_01_bilinear_form_through_the_ui(lab_root, tmp_path, context):
+    """Another execution of 01, at its own defaults: a student's Run All in JupyterLab, not the pipeline's."""
     ctx, _ = context
     code_cells = sum(
         c.cell_type == "code" for c in pipeline.read_notebook(lab_root / "notebooks" / f"{LAB_NOTEBOOK}.py").cells

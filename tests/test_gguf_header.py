@@ -236,10 +236,10 @@ def assert_same_blocks(got: list, want: list):
             assert (x is None and y is None) or torch.equal(x, y)
 
 
+@pytest.mark.checkpoint
 def test_real_gguf_file_reads_as_with_gguf_reader(monkeypatch):
     """smollm2-135m (Q4_1, llama: RoPE-permuted) is in the core set that `make test` fetches."""
-    if not zoo.is_fetched("smollm2-135m"):
-        pytest.skip("smollm2-135m is not fetched (run `attnstruct fetch-models --set core`)")
+    assert zoo.is_fetched("smollm2-135m"), "smollm2-135m is not fetched: run `make fetch`"
     path = zoo.path("smollm2-135m")
     header = read_gguf_header(path)
     reader = gguf.GGUFReader(path)

@@ -11,6 +11,8 @@ from attnstruct.model_scores import score_model
 
 from conftest import tiny
 
+pytestmark = pytest.mark.hub
+
 
 def test_hub_ids_parse_with_and_without_revision():
     assert parse_hub_id("org/name") == ("org/name", "main")

@@ -19,6 +19,8 @@ from extract_models import build
 
 from conftest import ROOT
 
+pytestmark = pytest.mark.install
+
 SNAPSHOT = ("pyproject.toml", "README.md", "LICENSE")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
 

@@ -9,12 +9,12 @@ import xarray as xr
 from attnstruct import pipeline, results
 
 from conftest import ROOT
-from notebook_params import SMALL_PARAMETERS
+from notebook_params import TEST_PARAMETERS
 
 NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
-pytestmark = pytest.mark.notebook
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_runs_and_writes_results(name, executed_build):
     run, params = executed_build(name)
@@ -34,9 +34,13 @@ def test_notebook_runs_and_writes_results(name, executed_build):
         assert png.with_suffix(".pdf").is_file()
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
 def test_the_paper_profile_starts_smoke_profile(name, tmp_path):
-    """The paper's shapes (``params/smoke.yaml``: the paper profile with a few steps) run to the end on a CPU."""
+    """The paper's shapes (``params/smoke.yaml``: the paper profile with a few steps) run to the end on a CPU.
+
+    A second execution of 05, 06 and 07, with other parameters than the shared build's: the paper's widths,
+    sequence lengths and vocabulary, which the tests' small parameters never reach."""
     params = pipeline.load_profile(ROOT, "smoke")[name]
     paper = pipeline.load_profile(ROOT, "paper")[name]
     assert params["d_model"] == paper["d_model"] and params.get("seq_len") == paper.get("seq_len")
@@ -47,6 +51,7 @@ def test_the_paper_profile_starts_smoke_profile(name, tmp_path):
     assert int(ds.step.max()) == params["steps"]
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_same_parameters_give_identical_data(name, executed_build, student_runs):
     """Two runs with the same parameters write the same data and figures, bit for bit: the notebook, and its
@@ -62,10 +67,12 @@ def test_same_parameters_give_identical_data(name, executed_build, student_runs)
         assert png.read_bytes() == (again / "figures" / png.name).read_bytes(), png.name
 
 
+@pytest.mark.notebook
 def test_bad_parameter_fails_without_writing_results(tmp_path):
+    """Another execution of 02 (it stops at its parameter check): a bad value must fail and write nothing."""
     source = pipeline.resolve_notebook(ROOT, "02_scores")
     with pytest.raises(pipeline.NotebookFailed, match="ValueError: n_draws must be an integer >= 2") as err:
-        pipeline.run_notebook(ROOT, source, {**SMALL_PARAMETERS["02_scores"], "n_draws": 1}, tmp_path)
+        pipeline.run_notebook(ROOT, source, {**TEST_PARAMETERS["02_scores"], "n_draws": 1}, tmp_path)
     assert err.value.name == "02_scores"
     assert not (tmp_path / "results" / "02_scores.nc").exists()
 

@@ -120,6 +120,7 @@ def test_unknown_parameter_is_refused_before_running(tmp_path):
     assert not (tmp_path / "notebooks").exists()
 
 
+@pytest.mark.notebook
 def test_failing_notebook_names_notebook_and_cell(tmp_path, monkeypatch, capsys):
     root = make_project(tmp_path, 'raise ValueError(f"value {value}\\nis bad")')
     monkeypatch.chdir(root)
@@ -131,6 +132,7 @@ def test_failing_notebook_names_notebook_and_cell(tmp_path, monkeypatch, capsys)
     assert not (tmp_path / "build" / "html").exists()
 
 
+@pytest.mark.notebook
 def test_cli_one_notebook_with_parameters(tmp_path, monkeypatch, capsys):
     root = make_project(
         tmp_path,

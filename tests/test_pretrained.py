@@ -18,6 +18,7 @@ from attnstruct.extract import iter_blocks
 from reference import directionality_paper, symmetry_paper
 
 
+@pytest.mark.checkpoint
 def test_minilm_layer_scores_match_an_independent_computation():
     assert zoo.is_fetched("minilm-l6"), "run `make fetch` (attnstruct fetch-models --set core) first"
     folder = zoo.path("minilm-l6")

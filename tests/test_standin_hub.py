@@ -22,6 +22,8 @@ from huggingface_hub.errors import (
 from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 from standin_hub import SparseFile, StandinHub, sparse_safetensors
 
+pytestmark = pytest.mark.hub
+
 REPO = "org/tiny"
 CONFIG = json.dumps({"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}).encode()
 WEIGHTS = bytes(np.arange(5000, dtype=np.uint8) * 7)
@@ -35,7 +37,7 @@ def _online_without_token(monkeypatch):
 
 
 @pytest.fixture
-def hub():
+def hub(loopback_http):
     with StandinHub() as h:
         yield h
 

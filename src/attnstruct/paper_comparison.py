@@ -119,6 +119,13 @@ def ordering_probability(summary: pd.DataFrame, score: str = "symmetry") -> floa
     return float(((diff > 0) + 0.5 * (diff == 0)).mean())
 
 
+def is_papers_ordering(probability: float) -> bool:
+    """Whether an :func:`ordering_probability` reads as the paper's ordering: the encoder stack is the larger in
+    more than half of the (encoder, decoder) pairs (False for NaN). A description of the stacks scored, not a
+    test: with a few stacks no test could reach a verdict."""
+    return bool(probability > 0.5)
+
+
 def describe(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     """Sentences that state what the sweep found, computed from ``summary`` and :func:`agreement`'s ``table``."""
     groups = group_medians(summary).set_index("stack")

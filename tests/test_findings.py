@@ -1,0 +1,182 @@
+"""The headline findings (:mod:`attnstruct.findings`).
+
+Tier ``findings`` (``make findings``): each finding on the quick-profile datasets that ``make reproduce`` wrote to
+``$ATTNSTRUCT_FINDINGS_BUILD`` (default ``build/quick``), and the same dataset with the finding flipped (the
+objectives' or the stacks' labels swapped), which must fail. It skips, with one line naming ``make reproduce``,
+when a dataset is missing; ``make test`` deselects it.
+
+The other tests run everywhere: made-up datasets shaped as the notebooks write them, with a known answer, meet
+each finding, and fail it once flipped.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from attnstruct import evidence, findings
+from attnstruct.null import NullComparison
+
+from conftest import ROOT
+
+BUILD = Path(os.environ.get("ATTNSTRUCT_FINDINGS_BUILD", ROOT / "build" / "quick"))
+BUILD = BUILD if BUILD.is_absolute() else ROOT / BUILD
+SWAPS = {
+    "05_training_dynamics": ("objective", {"mlm": "next-token", "next-token": "mlm"}),
+    "07_vision": ("objective", {"masked": "next-patch", "next-patch": "masked", "classify-mean": "classify"}),
+    "03_pretrained_models": ("stack", {"encoder": "decoder", "decoder": "encoder"}),
+}
+IDS = [f"{f.notebook}: {f.claim}" for f in findings.FINDINGS]
+
+
+def flipped(ds: xr.Dataset, notebook: str) -> xr.Dataset:
+    """``ds`` with the labels whose order the finding is about swapped (a label swapped one way only, as
+    classify-mean -> classify, is swapped both ways)."""
+    dim, swap = SWAPS[notebook]
+    swap = {**{v: k for k, v in swap.items()}, **swap}
+    return ds.assign_coords({dim: [swap.get(str(v), str(v)) for v in ds[dim].values]})
+
+
+def built(finding: findings.Finding) -> xr.Dataset:
+    path = finding.dataset_path(BUILD / "results")
+    if not path.is_file():
+        pytest.skip(f"no {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}: run `make reproduce` first")
+    from attnstruct import results
+
+    return results.load_dataset(path)
+
+
+# ---------------------------------------------------------------------------------------------- the quick profile
+
+
+@pytest.mark.findings
+@pytest.mark.parametrize("finding", findings.FINDINGS, ids=IDS)
+def test_the_finding_is_met_on_the_quick_profile(finding):
+    ds = built(finding)
+    outcome = finding.measure(ds)
+    print(f"{finding.notebook}: {outcome.line}")
+    assert outcome.met, outcome.line
+
+
+@pytest.mark.findings
+@pytest.mark.parametrize("finding", findings.FINDINGS, ids=IDS)
+def test_the_finding_fails_on_the_quick_profile_flipped(finding):
+    outcome = finding.measure(flipped(built(finding), finding.notebook))
+    assert not outcome.met, outcome.line
+
+
+# ---------------------------------------------------------------------------------------------- known answers
+
+
+def training_runs(gap: float, n_seeds: int = 5, seed: int = 0) -> xr.Dataset:
+    """Runs shaped as notebook 05 saves them: the encoder's symmetry ends ``gap`` above the decoder's."""
+    rng = np.random.default_rng(seed)
+    objectives, steps, layers = ["mlm", "next-token"], [0, 50, 100], range(4)
+    shape = (2, n_seeds, len(steps), len(layers))
+    symmetry = rng.normal(0.05, 0.01, shape)
+    symmetry[0, :, -1] += gap
+    ds = xr.Dataset(
+        {
+            "symmetry": (("objective", "seed", "step", "layer"), symmetry),
+            "directionality": (("objective", "seed", "step", "layer"), rng.normal(-0.1, 0.01, shape)),
+        },
+        coords={"objective": objectives, "seed": range(n_seeds), "step": steps, "layer": list(layers)},
+    )
+    ds.attrs["parameters"] = json.dumps({"d_model": 64, "n_heads": 4, "n_layers": 4, "n_null_draws": 200})
+    return ds
+
+
+def vision_runs(gap: float, n_seeds: int = 3, seed: int = 0) -> xr.Dataset:
+    """Runs shaped as notebook 07 saves them: the bidirectional objectives end ``gap`` more symmetric."""
+    rng = np.random.default_rng(seed)
+    objectives = ["classify", "classify-mean", "masked", "next-patch"]
+    steps, layers = [0, 100], range(4)
+    shape = (4, n_seeds, len(steps), len(layers))
+    symmetry = rng.normal(0.02, 0.01, shape)
+    symmetry[1:3, :, -1] += gap
+    loss = (("objective", "seed", "step"), rng.uniform(0.5, 1.0, shape[:3]))
+    ds = xr.Dataset(
+        {
+            "symmetry": (("objective", "seed", "step", "layer"), symmetry),
+            "directionality": (("objective", "seed", "step", "layer"), rng.normal(-0.1, 0.01, shape)),
+            "val_loss": loss,
+            "val_accuracy": loss,
+        },
+        coords={"objective": objectives, "seed": range(n_seeds), "step": steps, "layer": list(layers)},
+    )
+    ds.attrs["parameters"] = json.dumps({"d_model": 64, "n_heads": 4, "n_layers": 4, "n_null_draws": 200, "seed": 0})
+    return ds
+
+
+def pretrained_stacks(encoder: float, decoder: float) -> xr.Dataset:
+    """Scores shaped as notebook 03 saves them: one encoder-only model, one decoder-only model, one with both."""
+    models, stacks, layers = ["enc", "dec", "both"], ["encoder", "decoder"], range(3)
+    symmetry = np.full((3, 2, 3), np.nan)
+    symmetry[0, 0] = symmetry[2, 0] = encoder + np.arange(3) * 0.01
+    symmetry[1, 1] = symmetry[2, 1] = decoder + np.arange(3) * 0.01
+    return xr.Dataset(
+        {
+            "symmetry": (("model", "stack", "layer"), symmetry),
+            "directionality": (("model", "stack", "layer"), np.where(np.isnan(symmetry), np.nan, -0.1)),
+            "role": (("model", "stack"), [["encoder", ""], ["", "decoder"], ["encoder", "decoder"]]),
+            "n_params": ("model", [1e6, 2e6, 3e6]),
+        },
+        coords={"model": models, "stack": stacks, "layer": list(layers)},
+    )
+
+
+KNOWN = {
+    "05_training_dynamics": training_runs,
+    "07_vision": vision_runs,
+    "03_pretrained_models": lambda gap: pretrained_stacks(0.05 + gap, 0.05),
+}
+
+
+@pytest.mark.parametrize("finding", findings.FINDINGS, ids=IDS)
+def test_a_large_effect_meets_the_finding_and_its_flip_fails_it(finding):
+    ds = KNOWN[finding.notebook](0.5)
+    assert finding.measure(ds).met, finding.measure(ds).line
+    outcome = finding.measure(flipped(ds, finding.notebook))
+    assert not outcome.met, outcome.line
+
+
+@pytest.mark.parametrize(
+    "finding",
+    [f for f in findings.FINDINGS if f.notebook != "03_pretrained_models"],
+    ids=lambda f: f"{f.notebook}: {f.claim}",
+)
+def test_no_effect_does_not_meet_the_finding(finding):
+    outcome = finding.measure(KNOWN[finding.notebook](0.0))
+    assert not outcome.met, outcome.line
+
+
+def test_five_seeds_must_hold_and_three_seeds_the_predicted_side():
+    five = findings.training_symmetry_gap(training_runs(0.5))
+    assert five.met and "expected: holds" in five.line and "holds:" in five.line
+    three = findings.training_symmetry_gap(training_runs(0.5, n_seeds=3))
+    assert three.met and "expected: the predicted side" in three.line and "cannot tell at this scale" in three.line
+
+
+def effect(low, high, value, null_low=-0.1, null_high=0.1, sign=+1, n=3):
+    null = NullComparison(value, 50.0, 0.0, null_low, null_high, 0.0, 400)
+    return evidence.Effect(
+        "claim", "seed", value, low, high, 0.95, n, 0.125, "greater" if sign > 0 else "less", null,
+        "cannot tell at this scale", "", "sign-flip",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "low, high, value, sign, expected",
+    [
+        (0.2, 0.4, 0.3, +1, True),  # on the predicted side, beyond the null
+        (0.05, 0.09, 0.07, +1, False),  # on the predicted side, inside the null's range
+        (-0.1, 0.4, 0.3, +1, False),  # the interval includes 0
+        (-0.4, -0.2, -0.3, +1, False),  # the other side
+        (-0.4, -0.2, -0.3, -1, True),  # predicted negative
+    ],
+)
+def test_holds_but_for_the_p_value_is_every_other_condition_of_the_rule(low, high, value, sign, expected):
+    assert findings.holds_but_for_the_p_value(effect(low, high, value, sign=sign)) is expected
