@@ -1,29 +1,33 @@
+"""Fixtures shared by the test modules, and the order and groups in which pytest-xdist runs the tests.
+
+Nothing heavy is imported at module level: the pytest-xdist controller loads this file too, before it starts
+the workers, and runs no test.
+"""
+
 from pathlib import Path
 
-import huggingface_hub.constants
-import nbformat
-import numpy as np
 import pytest
-import torch
-import transformers as T
-from extract_models import CASES
-from huggingface_hub.utils import close_session
-from safetensors.torch import load_file
-from standin_hub import StandinHub
-
-from attnstruct import pipeline
 
 import notebook_params
 from shared_runs import SharedWork, session_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 notebook_params.pin_kernel_threads()  # kernels and subprocesses: one thread each (notebook_params.KERNEL_ENVIRONMENT)
-torch.set_num_threads(1)  # and this process: the two pytest-xdist workers share the two cores
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread_per_worker():
+    """One torch thread in each worker process: the two pytest-xdist workers share the two cores."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """One torch thread for a module's training runs (bit-reproducible on a CPU), restored afterwards."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -45,6 +49,8 @@ def executed_build(shared_work):
     retried). The notebook, claim, book, exercise and browser tests read the executed notebooks, figures and
     datasets under ``executed_build.build_dir``, laid out as ``make reproduce`` lays out ``build/quick/``.
     """
+    from attnstruct import pipeline
+
     build = shared_work.folder("build")
 
     def run(name: str):
@@ -67,7 +73,9 @@ def student_runs(shared_work):
     """``student_runs(name)``: the student version of notebook ``name`` (solutions stubbed,
     :func:`attnstruct.exercises.student_version`) run once per session with the parameters of ``executed_build``,
     every cell executed whatever raised before; returns ``(executed notebook, build folder)``."""
-    from attnstruct import exercises
+    import nbformat
+
+    from attnstruct import exercises, pipeline
 
     base = shared_work.folder("students")
 
@@ -91,7 +99,7 @@ def student_runs(shared_work):
 def built_book(executed_build, shared_work):
     """The course book built once per session (:func:`attnstruct.book.build_book`) from every notebook of
     ``executed_build``: the book tests read its files, the browser tests load its pages."""
-    from attnstruct import book
+    from attnstruct import book, pipeline
 
     def build(folder):
         for source in pipeline.list_notebooks(ROOT):
@@ -103,6 +111,8 @@ def built_book(executed_build, shared_work):
 
 @pytest.fixture
 def rng():
+    import numpy as np
+
     return np.random.default_rng(12345)
 
 
@@ -113,6 +123,10 @@ SEQ2SEQ = ("bart",)
 
 def tiny(name: str, seed: int = 0, **overrides):
     """A tiny model of ``name`` with its head (lm_head, tied embeddings) as a hub repository would hold it."""
+    import torch
+    import transformers as T
+    from extract_models import CASES
+
     torch.manual_seed(seed)
     config = CASES[name].config()
     for key, value in overrides.items():
@@ -127,6 +141,9 @@ def tiny(name: str, seed: int = 0, **overrides):
 @pytest.fixture(scope="session")
 def repos(tmp_path_factory):
     """Local folders of the models the stand-in hub serves, by repo id (read-only: a test copies what it edits)."""
+    import torch
+    from safetensors.torch import load_file
+
     root = tmp_path_factory.mktemp("repos")
     folders = {}
     for repo, name, kw, save in (
@@ -151,6 +168,8 @@ def repos(tmp_path_factory):
 def loopback_http(monkeypatch):
     """Requests to 127.0.0.1 go straight there, whatever proxy the environment names; huggingface_hub's shared
     client, which read the proxy settings when it was made, is made again before and after the test."""
+    from huggingface_hub.utils import close_session
+
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     close_session()
@@ -165,6 +184,9 @@ def hub(repos, tmp_path, monkeypatch, loopback_http):
     One per test: tests add repositories, truncate transfers and count requests. Starting one costs a few
     milliseconds; the models it serves (``repos``) are built once per session.
     """
+    import huggingface_hub.constants
+    from standin_hub import StandinHub
+
     with StandinHub() as server:
         for repo, folder in repos.items():
             server.add_folder(repo, folder)
