@@ -20,9 +20,10 @@ CHECK_TIERS := not (notebook or browser or install or checkpoint or findings)
 .PHONY: help install fetch reproduce notebook book exercises lab check test findings claims-refs sync lock clean
 
 help: ## list the commands
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: PROFILE=$(PROFILE) (quick|paper)  NB=$(NB)  ARGS='-p NAME VALUE ...'  VENV=$(VENV)"
 	@echo "             TORCH_PIP_ARGS='...' extra pip arguments for the torch install (e.g. another wheel index)"
+	@echo "             TEST_WORKERS=$(TEST_WORKERS) pytest-xdist workers for check and test (0: none, one process); ARGS='...' extra pytest arguments"
 
 install: $(STAMP) ## create $(VENV) and install pinned dependencies (torch first)
 
