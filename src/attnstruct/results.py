@@ -23,7 +23,7 @@ from typing import Any, Mapping
 import xarray as xr
 
 from ._version import __version__
-from .scores import CONVENTION_DESCRIPTIONS, DEFAULT_NUM_STD
+from .conventions import CONVENTION_DESCRIPTIONS, DEFAULT_NUM_STD
 
 ENGINE = "h5netcdf"
 REQUIRED_ATTRS = (

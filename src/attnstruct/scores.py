@@ -53,23 +53,10 @@ from typing import Literal, NamedTuple
 import torch
 
 from ._arrays import ArrayLike, back, check_factors, check_square, input_eps, to_float64
+from .conventions import CONVENTION_DESCRIPTIONS, CONVENTIONS, DEFAULT_NUM_STD  # noqa: F401 - public here too
 
 Convention = Literal["paper", "raw"]
 Method = Literal["auto", "factors", "matrix"]
-CONVENTIONS = ("paper", "raw")
-DEFAULT_NUM_STD = 2.0
-
-CONVENTION_DESCRIPTIONS = {
-    "paper": (
-        "symmetry = (||M_s||_F^2 - ||M_n||_F^2) / ||M||_F^2 in [-1, 1]; directionality = (R - C) / (R + C) "
-        "in [-1, 1], R and C the row and column norm excess over mean + num_std * std (unbiased); "
-        "negative = column dominance"
-    ),
-    "raw": (
-        "authors' code convention: symmetry = ||M_s||_F^2 / ||M||_F^2 in [0, 1]; directionality = "
-        "(C - R) / (C + R), positive = column dominance"
-    ),
-}
 
 
 class Scores(NamedTuple):
