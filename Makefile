@@ -46,13 +46,13 @@ notebook: install ## run one notebook: make notebook NB=02_scores ARGS='-p n_dra
 	$(BIN)/attnstruct notebook $(NB) --profile $(PROFILE) --build-dir $(BUILD) $(ARGS)
 
 book: install ## the course book from the notebooks that `make reproduce` executed (not run again): $(BUILD)/book/
-	$(BIN)/python -m attnstruct.book --build-dir $(BUILD)
+	$(BIN)/python -m attnstruct.teaching.book --build-dir $(BUILD)
 
 exercises: install ## the student notebooks (solutions removed by nbgrader) in build/exercises/
-	$(BIN)/python -m attnstruct.exercises --out build/exercises
+	$(BIN)/python -m attnstruct.teaching.exercises --out build/exercises
 
 lab: install ## JupyterLab on the notebooks (the .py sources open as notebooks; the kernel has attnstruct)
-	$(BIN)/python -m attnstruct.lab $(ARGS)
+	$(BIN)/python -m attnstruct.teaching.lab $(ARGS)
 
 check: install ## the loop after every edit: every test that needs no fetched file, notebook, browser or network (under 2 min)
 	$(PYTEST) -m "$(CHECK_TIERS)" $(ARGS)

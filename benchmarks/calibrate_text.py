@@ -1,6 +1,6 @@
 """Calibrate the text runs of notebooks 05 and 06: which settings learn, within the CPU budget?
 
-Each row of the grid is a set of :class:`attnstruct.text.TextConfig` fields (deltas from the defaults); every row
+Each row of the grid is a set of :class:`attnstruct.tasks.text.TextConfig` fields (deltas from the defaults); every row
 is trained for each objective (and seed) given, one thread per run, ``--workers`` runs side by side. For each run
 we print and write the final validation loss, the unigram entropy of that run's own tokenisation, the margin
 between them (how far below the context-free baseline the model got), the wall time, and the median symmetry
@@ -15,7 +15,7 @@ default ``grid``) is carried into the table.
     python benchmarks/calibrate_text.py --table build/calibration.jsonl --docs docs
 
 writes ``docs/calibration.csv`` and ``docs/calibration.md`` (the table of every row, with the loss targets of
-:data:`attnstruct.text.LOSS_MARGINS`).
+:data:`attnstruct.analyses.gates.LOSS_MARGINS`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def run_one(fields: dict) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from attnstruct import text
+    from attnstruct.tasks import text
 
     config = text.TextConfig(**fields)
     task = text.TextTask(config)
@@ -79,7 +79,7 @@ INTRO = """# Calibration: which text runs learn on two CPU cores
 
 Notebooks 05 and 06 train small Transformers on the packaged plays. Their scores only mean something if the
 models learn to use context, so a run must end with a validation loss below the unigram entropy of its own
-tokenisation (the loss of a model that ignores context) by `attnstruct.text.LOSS_MARGINS`: 0.3 nat for the
+tokenisation (the loss of a model that ignores context) by `attnstruct.analyses.gates.LOSS_MARGINS`: 0.3 nat for the
 masked-LM encoder, 1.0 nat for the next-token decoder. This table lists the settings tried, one run each, made
 by `benchmarks/calibrate_text.py` (the command is in its docstring) and written from its output; unlisted
 fields are `TextConfig`'s defaults at the time of the run (4 heads, sequence length 64, dropout 0, AdamW with
@@ -96,7 +96,8 @@ decay, with 5 seeds per objective in notebook 04.
 def write_table(jsonl: Path, docs: Path) -> None:
     import pandas as pd
 
-    from attnstruct import text
+    from attnstruct.analyses import gates
+    from attnstruct.tasks import text
 
     rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
     table = pd.DataFrame(rows)
@@ -104,7 +105,7 @@ def write_table(jsonl: Path, docs: Path) -> None:
     for field in ("n_layers", "d_model", "norm", "lr", "schedule", "batch_size", "steps", "vocab_size"):
         table[field] = table[field].fillna(getattr(defaults, field)) if field in table else getattr(defaults, field)
     table["purpose"] = table["purpose"].fillna("grid") if "purpose" in table else "grid"
-    table["target"] = [text.LOSS_MARGINS[o] for o in table["objective"]]
+    table["target"] = [gates.LOSS_MARGINS[o] for o in table["objective"]]
     table["met"] = table["margin"] >= table["target"]
     table = table[list(COLUMNS)]
     docs.mkdir(parents=True, exist_ok=True)

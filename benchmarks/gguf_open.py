@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/gguf_open.py [PATH] [--repeats 3]
 
 One run is what scoring a GGUF file does: ``gguf_info(path)``, then iterating every block of ``gguf_blocks(path)``
-(each opens the file). It is timed with the current open (:func:`attnstruct.extract.gguf_header.read_gguf_header`:
+(each opens the file). It is timed with the current open
+(:func:`attnstruct.checkpoints.extract.gguf_header.read_gguf_header`:
 only the metadata values the scores use are decoded, the vocabulary is skipped) and with the former one (``gguf``'s
 ``GGUFReader``, which builds Python objects for every key/value, reimplemented below and swapped in for
 ``gguf_reader._open``); everything after the open is the same code. Runs alternate between the two; the median of
@@ -27,9 +28,9 @@ import torch
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-from attnstruct import zoo
-from attnstruct.extract import gguf_reader
-from attnstruct.extract.gguf_reader import gguf_blocks, gguf_info
+from attnstruct.checkpoints import zoo
+from attnstruct.checkpoints.extract import gguf_reader
+from attnstruct.checkpoints.extract.gguf_reader import gguf_blocks, gguf_info
 
 
 class GGUFReaderHeader:

@@ -40,13 +40,13 @@ from pathlib import Path
 
 import torch
 
-from attnstruct.block_scores import block_precision, layer_factors, score_block
-from attnstruct.extract import AttentionBlock
-from attnstruct.extract.blocks import expand_kv_heads
-from attnstruct.hub import HubSettings
+from attnstruct.checkpoints.extract import AttentionBlock
+from attnstruct.checkpoints.extract.blocks import expand_kv_heads
+from attnstruct.checkpoints.hub import HubSettings
+from attnstruct.checkpoints.scoring import block_precision, layer_factors, score_block
+from attnstruct.checkpoints.sweep import run_sweep
 from attnstruct.results import load_dataset
 from attnstruct.scores import factor_scores
-from attnstruct.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

@@ -4,7 +4,7 @@
 
 At one configuration (default: 4 layers, d_model 128, 4 heads, batch 32 x seq 64, vocab 4000) and for each
 objective ("mlm", "next-token") and dropout, times the training loop's own optimiser step,
-:class:`attnstruct.engine.Step` (dropout seeding, autocast, the text task's summed loss, backward, gradient
+:class:`attnstruct.training.engine.Step` (dropout seeding, autocast, the text task's summed loss, backward, gradient
 clipping, AdamW, schedule), on our model and on ``transformers``' ``BertForMaskedLM`` / ``BertLMHeadModel``
 (``is_decoder=True``, labels = inputs, shifted inside) built from a ``BertConfig`` of the same shape, with our
 initial weights copied in, the same batches (for mlm the same corrupted inputs, labels -100 off the selected
@@ -25,8 +25,9 @@ from dataclasses import replace
 
 import torch
 
-from attnstruct import engine, records, text
-from attnstruct.extract import count_parameters
+from attnstruct.checkpoints.extract import count_parameters
+from attnstruct.tasks import text
+from attnstruct.training import engine, records
 
 GOAL_SPEED = 1.5
 GOAL_LOGGING = 2.0  # percent
@@ -103,7 +104,8 @@ class HFObjective:
 
 
 class Runner:
-    """One model, its optimiser and schedule, and the engine's training step (:class:`attnstruct.engine.Step`)."""
+    """One model, its optimiser and schedule, and the engine's training step
+    (:class:`attnstruct.training.engine.Step`)."""
 
     def __init__(self, name, task, model, batches, hf: bool):
         config = task.config

@@ -1,4 +1,4 @@
-"""Sphinx configuration of the course book, copied into each build's source tree by ``attnstruct.book``.
+"""Sphinx configuration of the course book, copied into each build's source tree by ``attnstruct.teaching.book``.
 
 Nothing here reaches the web: notebooks are not executed again, MathJax 2.7 is the copy under
 ``_static/mathjax/`` (from the ``jupyter_server_mathjax`` package, which ships the combined configuration
@@ -9,8 +9,8 @@ launch, repository and issue buttons are off.
 project = "attnstruct course book"
 author = "attnstruct contributors"
 copyright = "the attnstruct contributors"
-# attnstruct.book is also a Sphinx extension: it folds sphinx-exercise solutions of class dropdown (<details>)
-extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx_exercise", "attnstruct.book"]
+# attnstruct.teaching.book is also a Sphinx extension: it folds sphinx-exercise solutions of class dropdown (<details>)
+extensions = ["myst_nb", "sphinx.ext.mathjax", "sphinx_exercise", "attnstruct.teaching.book"]
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 
@@ -23,7 +23,7 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 myst_update_mathjax = False  # its settings are MathJax 3's; tex2jax below says what MathJax 2 typesets
 exercise_style = "solution_follow_exercise"  # a solution right below its exercise is titled "Solution"
 
-# mathjax_path (the local copy) is appended by attnstruct.book, which copies the files it names
+# mathjax_path (the local copy) is appended by attnstruct.teaching.book, which copies the files it names
 mathjax2_config = {
     "tex2jax": {
         "inlineMath": [["\\(", "\\)"]],

@@ -65,27 +65,28 @@ figures_dir = "../build/interactive/figures"  # where the figures go
 
 # %% [markdown]
 # ## Setup
-# Every computation lives in the `attnstruct` package; this notebook only calls it and draws.
+#
+# Every computation lives in the `attnstruct` package: the bilinear form and its parts in `attnstruct.bilinear`
+# (also reachable as `at.wqk`, `at.symmetric_part`, ...), the two scores in `attnstruct.scores` (`at.scores`,
+# `at.factor_scores`), and what this notebook checks and reads in `attnstruct.analyses.bilinear_form`. The cells
+# below call those functions, draw the figures and print the sentences they return; a sentence that states a
+# number is computed from the data, never typed.
 
 # %%
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import torch
-import xarray as xr
-from transformers import BertConfig, BertModel
 
 import attnstruct as at
-from attnstruct import evidence, null, pipeline, plotting, prose, results, toys
+from attnstruct import notebooks, results
+from attnstruct.analyses import bilinear_form
+from attnstruct.report import plotting, prose
 
 plotting.set_style()
-torch.manual_seed(seed)
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
-if d_model % n_heads:
-    raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-d_head = d_model // n_heads
+parameters = notebooks.notebook_parameters("01_bilinear_form", globals())  # recorded with the dataset
 
 # %% [markdown]
 # ## 1. The identity on a real attention layer
@@ -101,60 +102,17 @@ d_head = d_model // n_heads
 # and attention uses $\mathrm{softmax}_j(q_i^\top k_j/\sqrt{d_{head}})$. The first term is the bilinear form the
 # scores look at; the second and fourth are constant along $j$ and vanish in the softmax; the third, a
 # key-side bias, is a real effect that $W_{qk}$ leaves out.
+#
+# The check runs the model on a random sentence of `seq_len` tokens and keeps, for every layer, the input that
+# reaches its attention. From that input it computes the logits twice: once as the model does, by projecting to
+# queries and keys and taking $Q K^\top$, and once from the factors alone, as $X M_h X^\top$ plus the three bias
+# terms (`attnstruct.bilinear.bilinear_logits`). It then compares the softmax of the second with the attention
+# probabilities that the model itself returns. The table gives the largest absolute difference of each, over
+# every head and every pair of positions.
 
 # %%
-config = BertConfig(
-    vocab_size=200,
-    hidden_size=d_model,
-    num_hidden_layers=n_layers,
-    num_attention_heads=n_heads,
-    intermediate_size=4 * d_model,
-    max_position_embeddings=max(64, seq_len),
-    hidden_dropout_prob=0.0,
-    attention_probs_dropout_prob=0.0,
-)
-model = BertModel(config, add_pooling_layer=False).eval()
-model.set_attn_implementation("eager")  # eager attention returns the attention probabilities
-with torch.no_grad():
-    for layer in model.encoder.layer:
-        layer.attention.self.query.bias.normal_(0, 0.5)
-        layer.attention.self.key.bias.normal_(0, 0.5)
-
-tokens = torch.randint(0, config.vocab_size, (1, seq_len))
-with torch.no_grad():
-    out = model(tokens, output_hidden_states=True, output_attentions=True)
-
-
-def layer_factors(layer):
-    """Per-head query/key weights [H, d_head, d_model] and biases [H, d_head] of one BERT layer."""
-    attn = layer.attention.self
-    return (
-        at.split_heads(attn.query.weight, n_heads),
-        at.split_heads(attn.key.weight, n_heads),
-        attn.query.bias.reshape(n_heads, d_head),
-        attn.key.bias.reshape(n_heads, d_head),
-    )
-
-
-rows = []
-for index, layer in enumerate(model.encoder.layer):
-    attn = layer.attention.self
-    w_q, w_k, b_q, b_k = layer_factors(layer)
-    x = out.hidden_states[index][0].double()  # the layer's input, [N, d_model]
-    with torch.no_grad():
-        q = (x @ attn.query.weight.double().T + attn.query.bias.double()).reshape(seq_len, n_heads, d_head)
-        k = (x @ attn.key.weight.double().T + attn.key.bias.double()).reshape(seq_len, n_heads, d_head)
-    qk = torch.einsum("ihd,jhd->hij", q, k)  # Q K^T per head, [H, N, N]
-    bilinear = at.bilinear_logits(x, w_q, w_k, b_q, b_k)  # X M_h X^T + bias terms, [H, N, N]
-    probs = torch.softmax(bilinear / d_head**0.5, dim=-1)
-    rows.append(
-        {
-            "layer": index,
-            "max |QK^T - bilinear|": float((qk - bilinear).abs().max()),
-            "max |softmax - model attention|": float((probs - out.attentions[index][0].double()).abs().max()),
-        }
-    )
-check = pd.DataFrame(rows).set_index("layer")
+model, tokens = bilinear_form.toy_bert(d_model, n_heads, n_layers, seq_len, seed)
+check = bilinear_form.identity_check(model, tokens)
 check
 
 # %% [markdown]
@@ -187,24 +145,20 @@ if not (logits_agree and attention_agrees):
 #
 # Below: layer 0 of the toy BERT (summed over heads). It is untrained: BERT draws $W_q$ and $W_k$ with
 # i.i.d. Gaussian entries, so the layer is a draw of the null ensemble of notebook 02 (`factors H=h, layer`),
-# and its symmetry is compared with that ensemble's draws of the same width and head count.
+# and its symmetry is compared with that ensemble's draws of the same width and head count: `null_draws`
+# random layers, each a sum over `n_heads` heads of products of independent Gaussian factors. A value inside
+# the central 95% of those draws is what chance gives; only a value outside it would say that one part carries
+# more energy than chance lets it. The first printed line checks the energy identity on this matrix.
 
 # %%
-w_q, w_k, _, _ = layer_factors(model.encoder.layer[0])
+w_q, w_k, _, _ = bilinear_form.layer_factors(model.encoder.layer[0], n_heads)
 m_layer = at.wqk(w_q, w_k)  # sum over heads, [d_model, d_model]
 m_s, m_n = at.symmetric_part(m_layer), at.skew_part(m_layer)
-norms = {name: float((part**2).sum()) for name, part in [("M", m_layer), ("M_s", m_s), ("M_n", m_n)]}
-print(f"||M||^2 = {norms['M']:.4f}   ||M_s||^2 + ||M_n||^2 = {norms['M_s'] + norms['M_n']:.4f}")
-layer0_null = evidence.compare_with_null(
-    float(at.symmetry_score(m_layer)),
-    evidence.null_median_over_layers("symmetry", d_model, n_heads, 1, n_draws=null_draws, seed=seed),
-)
-prose.show(
-    f"Symmetry of layer 0 (untrained): {prose.signed(layer0_null.value, 3)}, percentile "
-    f"{prose.number(layer0_null.percentile, 1)} of {null_draws} random layers of the same shape (95% range "
-    f"{prose.signed(layer0_null.null_low, 3)} to {prose.signed(layer0_null.null_high, 3)}): "
-    + ("outside that range." if layer0_null.outside else "inside it, so neither part dominates beyond chance.")
-)
+energy = {name: float((part**2).sum()) for name, part in [("M", m_layer), ("M_s", m_s), ("M_n", m_n)]}
+print(f"||M||^2 = {energy['M']:.4f}   ||M_s||^2 + ||M_n||^2 = {energy['M_s'] + energy['M_n']:.4f}")
+head_scores, layer_scores = bilinear_form.head_and_layer_scores(model)
+layer_places = bilinear_form.place_layers(layer_scores, d_model, n_heads, null_draws, seed)
+prose.show(bilinear_form.describe_first_layer(layer_places, null_draws))
 
 limit = float(m_layer.abs().max())
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
@@ -218,6 +172,11 @@ plotting.savefig(fig, figures_dir / "01_decomposition")
 plt.show()
 
 # %% [markdown]
+# The three panels share one colour scale, so their entries compare directly. The symmetric part is the mirror
+# image of itself across the diagonal, the skew part the negative mirror image, with a zero diagonal. In an
+# untrained layer neither pattern stands out: the two parts carry about the same energy, which is what a
+# symmetry score near the middle of its null says.
+#
 # ## 3. What the scores see
 #
 # **Symmetry** is +1 for a symmetric matrix, -1 for a skew-symmetric one and close to 0 for a matrix with
@@ -230,22 +189,25 @@ plt.show()
 # Negative values mean **column dominance**: a few columns, that is a few key-side directions $x_j$, carry
 # outsized weight, so some tokens are attended to by everything. This is the signature the paper links to
 # autoregressive training. A symmetric matrix has identical row and column norms and scores exactly 0.
+#
+# Five example matrices of size `example_dim` show what each score responds to: one with i.i.d. Gaussian
+# entries (no structure), its symmetric and its skew-symmetric part (symmetry at its two extremes), and two
+# Gaussian matrices with three columns, or three rows, scaled up (`attnstruct.random_matrices.example_matrix`).
+# Each panel's title gives its two scores.
 
 # %%
-kinds = ("gaussian", "symmetric", "skew", "columns", "rows")
-titles = ("i.i.d. Gaussian", "symmetric", "skew-symmetric", "3 dominant columns", "3 dominant rows")
-gen = toys.generator(seed, 1)
-examples = {kind: toys.example_matrix(kind, example_dim, gen) for kind in kinds}
-example_scores = {kind: at.scores(m) for kind, m in examples.items()}
+matrices = bilinear_form.examples(example_dim, seed)
+example_scores = {kind: at.scores(m) for kind, m in matrices.items()}
 
 # One colour scale for all five panels, symmetric about 0, set by the unplanted examples' largest entry: the
-# planted columns and rows (the toys' `gain`, 8 by default, times larger) saturate it.
-limit = max(float(examples[kind].abs().max()) for kind in ("gaussian", "symmetric", "skew"))
-fig, axes = plt.subplots(1, len(kinds), figsize=(3.1 * len(kinds), 3.4))
-for ax, kind, title in zip(axes, kinds, titles):
+# planted columns and rows (the examples' `gain` times larger) saturate it.
+limit = max(float(matrices[kind].abs().max()) for kind in ("gaussian", "symmetric", "skew"))
+fig, axes = plt.subplots(1, len(matrices), figsize=(3.1 * len(matrices), 3.4))
+for ax, (kind, m) in zip(axes, matrices.items()):
     s = example_scores[kind]
-    image = plotting.matrix_heatmap(ax, examples[kind], colorbar=False, limit=limit)
-    ax.set_title(f"{title}\nsym {plotting.signed(s.symmetry)}   dir {plotting.signed(s.directionality)}", fontsize=10)
+    image = plotting.matrix_heatmap(ax, m, colorbar=False, limit=limit)
+    title = bilinear_form.EXAMPLE_TITLES[kind]
+    ax.set_title(f"{title}\nsym {prose.signed(s.symmetry)}   dir {prose.signed(s.directionality)}", fontsize=10)
 colorbar = fig.colorbar(image, ax=list(axes), fraction=0.012, pad=0.015, extend="both")
 colorbar.set_label("entry")
 plotting.savefig(fig, figures_dir / "01_examples")
@@ -258,43 +220,15 @@ plt.show()
 # A caution about directionality on unstructured matrices: whether a chance outlier row or column crosses
 # the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
 # next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads.
-# Here each example is placed among i.i.d. Gaussian matrices of its size (the `gaussian` ensemble of
-# `null.null_distribution`): only a score outside that null's 95% range says something about structure.
+# Here each example is placed among `null_draws` i.i.d. Gaussian matrices of its size (the `gaussian` ensemble
+# of `attnstruct.analyses.score_nulls.null_distribution`): only a score outside that null's 95% range says
+# something about structure. The table gives, for every example and score, the value, its percentile among the
+# random matrices, the null's range and whether the value lies outside it.
 
 # %%
-gaussian_null = null.null_distribution([example_dim], [1], null_draws, seed).sel(ensemble="gaussian")
-rows = []
-for kind in kinds:
-    for score in ("symmetry", "directionality"):
-        found = evidence.compare_with_null(float(getattr(example_scores[kind], score)), gaussian_null[score].values[0])
-        rows.append(
-            {
-                "example": kind,
-                "score": score,
-                "value": found.value,
-                "percentile": found.percentile,
-                "null_low": found.null_low,
-                "null_high": found.null_high,
-                "outside": found.outside,
-            }
-        )
-example_null = pd.DataFrame(rows).set_index(["example", "score"])
-print(example_null.round(3).to_string())
-direc = example_null.xs("directionality", level="score")
-outside = [f"{kind} ({score})" for kind, score in example_null.index[example_null.outside.astype(bool)]]
-
-
-def placed(kind):
-    row = direc.loc[kind]
-    where = "outside" if row.outside else "inside"
-    return f"{kind} {prose.signed(row.value)} (percentile {prose.number(row.percentile, 1)}, {where})"
-
-
-prose.show(
-    f"Directionality of {null_draws} Gaussian matrices of size {example_dim}: 95% range "
-    f"{prose.signed(direc.null_low.iloc[0])} to {prose.signed(direc.null_high.iloc[0])}. The examples: "
-    f"{', '.join(placed(kind) for kind in kinds)}. Outside the null's range: {', '.join(outside) or 'none'}."
-)
+example_places = bilinear_form.place_examples(matrices, null_draws, seed)
+print(example_places.round(3).to_string())
+prose.show(bilinear_form.describe_examples(example_places, null_draws, example_dim))
 
 # %% [markdown]
 # How directionality decides: the row and column norms of the "dominant columns" example, with the
@@ -307,15 +241,13 @@ prose.show(
 # excesses are far larger.
 
 # %%
-m = examples["columns"]
-row_norms, col_norms = m.norm(dim=1), m.norm(dim=0)
+m = matrices["columns"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3), sharey=True)
 for ax, values, name, color in zip(
-    axes, (row_norms, col_norms), ("row", "column"), (plotting.NEUTRAL_COLOR, plotting.DECODER_COLOR)
+    axes, (m.norm(dim=1), m.norm(dim=0)), ("row", "column"), (plotting.NEUTRAL_COLOR, plotting.DECODER_COLOR)
 ):
-    threshold = float(values.mean() + 2 * values.std())
     ax.bar(np.arange(len(values)), values.numpy(), color=color)
-    ax.axhline(threshold, color="black", lw=1, ls="--", label="mean + 2 std")
+    ax.axhline(float(values.mean() + 2 * values.std()), color="black", lw=1, ls="--", label="mean + 2 std")
     ax.set_xlabel(f"{name} index")
     ax.set_title(f"{name} norms")
 axes[0].set_ylabel("Euclidean norm")
@@ -323,10 +255,10 @@ axes[0].legend()
 plotting.savefig(fig, figures_dir / "01_directionality_norms")
 plt.show()
 for kind in ("columns", "gaussian"):
-    row_excess, col_excess = at.row_column_excess(examples[kind])
+    row_excess, col_excess = at.row_column_excess(matrices[kind])
     print(
         f"{kind:<9} R = {float(row_excess):.2f}, C = {float(col_excess):.2f}, "
-        f"(R - C)/(R + C) = {float(at.directionality_score(examples[kind])):+.3f}"
+        f"(R - C)/(R + C) = {float(at.directionality_score(matrices[kind])):+.3f}"
     )
 
 # %% [markdown]
@@ -338,11 +270,11 @@ for kind in ("columns", "gaussian"):
 # sum of matrices can be more or less symmetric than its terms. We report both throughout, named.
 #
 # A symmetric initialisation ($W_q^h = W_k^h$, notebook 06) makes every $M_h = W_k^h (W_k^h)^\top$ symmetric
-# and positive semi-definite, so every head and their sum score exactly +1 and 0.
+# and positive semi-definite, so every head and their sum score exactly +1 and 0. The printout gives each
+# layer's scores per head and summed, then those of layer 0 with its queries tied to its keys; the sentences
+# place each layer's summed scores among random layers of its shape, as section 2 did for layer 0's symmetry.
 
 # %%
-head_scores = [at.factor_scores(*layer_factors(layer)[:2]) for layer in model.encoder.layer]
-layer_scores = [at.factor_scores(*layer_factors(layer)[:2], sum_heads=True) for layer in model.encoder.layer]
 tied = at.factor_scores(w_k, w_k, sum_heads=True)
 for index, (per_head, summed) in enumerate(zip(head_scores, layer_scores)):
     print(
@@ -350,56 +282,33 @@ for index, (per_head, summed) in enumerate(zip(head_scores, layer_scores)):
         f" | summed sym {float(summed.symmetry):+.3f}, dir {float(summed.directionality):+.3f}"
     )
 print(f"W_q = W_k (layer 0 keys): sym {float(tied.symmetry):+.3f}, dir {float(tied.directionality):+.3f}")
-
-layer_null = {
-    score: evidence.null_median_over_layers(score, d_model, n_heads, 1, n_draws=null_draws, seed=seed)
-    for score in ("symmetry", "directionality")
-}
-for index, summed in enumerate(layer_scores):
-    found = {s: evidence.compare_with_null(float(getattr(summed, s)), layer_null[s]) for s in layer_null}
-    prose.show(
-        f"Layer {index}, summed over heads, against {null_draws} random layers of the same shape: "
-        + "; ".join(
-            f"{s} {prose.signed(f.value, 3)} at percentile {prose.number(f.percentile, 1)} (95% range "
-            f"{prose.signed(f.null_low, 3)} to {prose.signed(f.null_high, 3)}, {'outside' if f.outside else 'inside'})"
-            for s, f in found.items()
-        )
-        + "."
-    )
+for sentence in bilinear_form.describe_layers(layer_places, null_draws):
+    prose.show(sentence)
 
 # %% [markdown]
 # The untrained layers are draws of that null ensemble, so their scores read as chance (above: where they
 # fall in it); in particular a directionality far from 0 here is no evidence of column dominance, however
 # large it looks. Structure shows only as a score outside the null's range, as for the tied layer's
-# symmetry ($W_q = W_k$, +1) above. Pretrained encoders score around +0.5 and pretrained decoders show column
-# dominance (the paper, section 4; `docs/paper-notes.md`); notebooks 04 to 06 show how training produces this,
-# and notebook 03 compares each pretrained model with the null of its shape.
+# symmetry ($W_q = W_k$, +1) above. Pretrained encoders score well above their nulls and pretrained decoders
+# show column dominance (the paper, section 4; the numbers are in `docs/paper-notes.md`); notebooks 04 to 06
+# show how training produces this, and notebook 03 compares each pretrained model with the null of its shape.
 #
 # ## 5. Save the results
+#
+# One dataset holds what this notebook measured: each layer's scores summed over heads and per head, the example
+# matrices' scores, and the largest errors of the identity check, with the parameters and the library versions
+# that produced them in its attributes.
 
 # %%
-parameters = pipeline.notebook_parameters("01_bilinear_form", globals())
-dataset = xr.Dataset(
-    {
-        "symmetry": ("layer", [float(s.symmetry) for s in layer_scores]),
-        "directionality": ("layer", [float(s.directionality) for s in layer_scores]),
-        "head_symmetry": (("layer", "head"), np.stack([s.symmetry.numpy() for s in head_scores])),
-        "head_directionality": (("layer", "head"), np.stack([s.directionality.numpy() for s in head_scores])),
-        "example_symmetry": ("example", [float(example_scores[k].symmetry) for k in kinds]),
-        "example_directionality": ("example", [float(example_scores[k].directionality) for k in kinds]),
-        "logit_max_abs_error": ("layer", check["max |QK^T - bilinear|"].values),
-        "attention_max_abs_error": ("layer", check["max |softmax - model attention|"].values),
-    },
-    coords={"layer": np.arange(n_layers), "head": np.arange(n_heads), "example": list(kinds)},
-    attrs=results.provenance_attrs(
-        parameters=parameters,
-        scored_matrix=(
-            "symmetry/directionality: W_qk = sum_h W_q^h (W_k^h)^T per layer of an untrained toy BERT (d_model x "
-            "d_model; in nn.Linear weights sum_h W_q[h]^T W_k[h]); head_*: W_q^h (W_k^h)^T per head; example_*: the "
-            "example matrices of section 3"
-        ),
-        title="01 bilinear form: identity check and scores of a toy BERT",
+dataset = bilinear_form.dataset(head_scores, layer_scores, example_scores, check)
+dataset.attrs = results.provenance_attrs(
+    parameters=parameters,
+    scored_matrix=(
+        "symmetry/directionality: W_qk = sum_h W_q^h (W_k^h)^T per layer of an untrained toy BERT (d_model x "
+        "d_model; in nn.Linear weights sum_h W_q[h]^T W_k[h]); head_*: W_q^h (W_k^h)^T per head; example_*: the "
+        "example matrices of section 3"
     ),
+    title="01 bilinear form: identity check and scores of a toy BERT",
 )
 results.save_dataset(dataset, results_dir / "01_bilinear_form.nc")
 dataset
@@ -528,7 +437,7 @@ print("symmetry(x y^T) = cos^2(x, y) on every pair")
 #
 # Section 4 warned that the layer's sum $\sum_h W_q^h (W_k^h)^\top$ can be more symmetric than its heads. Make
 # it extreme: set `ex_w_q` and `ex_w_k`, per-head weights of shape `[H, d_head, d_model]` (the `nn.Linear`
-# layout of `layer_factors`, $H \ge 2$), such that **every head** scores symmetry exactly 0 while **the layer**
+# layout of `bilinear_form.layer_factors`, $H \ge 2$), such that **every head** scores symmetry exactly 0 while **the layer**
 # scores exactly +1. Two heads with $d_{head} = 1$ and $d_{model} = 2$ are enough.
 #
 # Hints: a head with $d_{head} = 1$ is the rank-one matrix of Exercise 01.3; when does it score 0? Then ask

@@ -51,16 +51,17 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import seaborn as sns
 import torch
-import xarray as xr
 
 import attnstruct as at
-from attnstruct import null, pipeline, plotting, prose, results, toys
+from attnstruct import notebooks, random_matrices, results
+from attnstruct.analyses import score_nulls
+from attnstruct.report import plotting, prose
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+parameters = notebooks.notebook_parameters("02_scores", globals())  # recorded with the dataset
 
 # %% [markdown]
 # ## 1. Definitions
@@ -80,22 +81,17 @@ results_dir, figures_dir = Path(results_dir), Path(figures_dir)
 # These are the values the paper plots. The authors' code *stores* $\|M_s\|^2/\|M\|^2 \in [0,1]$ and the
 # opposite sign of directionality and converts at plot time; `attnstruct` returns the plotted convention
 # and offers the stored one only by keyword (`convention="raw"`). The two are related by
-# $s_\text{paper} = 2 s_\text{raw} - 1$ and $d_\text{paper} = -d_\text{raw}$:
+# $s_\text{paper} = 2 s_\text{raw} - 1$ and $d_\text{paper} = -d_\text{raw}$. The table scores one matrix with three
+# dominant columns both ways; the two lines under it check the two relations on it.
 
 # %%
-m = toys.example_matrix("columns", 64, toys.generator(seed, 0))
-paper, raw = at.scores(m), at.scores(m, convention="raw")
-pd.DataFrame(
-    {
-        "paper (default)": [paper.symmetry.item(), paper.directionality.item()],
-        "raw (authors' storage)": [raw.symmetry.item(), raw.directionality.item()],
-    },
-    index=["symmetry", "directionality"],
-).round(4)
+conventions = score_nulls.conventions(seed)
+conventions.round(4)
 
 # %% tags=["nbval-check-output"]
-print(f"symmetry: paper = 2 raw - 1: {abs(paper.symmetry.item() - (2 * raw.symmetry.item() - 1)) < 1e-12}")
-print(f"directionality: paper = -raw: {abs(paper.directionality.item() + raw.directionality.item()) < 1e-12}")
+paper, raw = conventions["paper (default)"], conventions["raw (authors' storage)"]
+print(f"symmetry: paper = 2 raw - 1: {abs(paper['symmetry'] - (2 * raw['symmetry'] - 1)) < 1e-12}")
+print(f"directionality: paper = -raw: {abs(paper['directionality'] + raw['directionality']) < 1e-12}")
 
 # %% [markdown]
 # ## 2. Invariants
@@ -111,41 +107,25 @@ print(f"directionality: paper = -raw: {abs(paper.directionality.item() + raw.dir
 #   are tied to the coordinate axes. Directionality therefore assumes that the residual stream's
 #   coordinate basis means something (it does in trained models, where a few directions carry outsized
 #   activations), while symmetry is a property of the bilinear form itself.
+#
+# The table applies each transformation to one matrix with three dominant columns ($d = 128$), with a random
+# permutation $P$ and a random rotation $Q$, and scores the results; the four lines under it check the claims
+# above, each against the matrix $M$ itself, to rounding.
 
 # %%
-gen = toys.generator(seed, 1)
-d = 128
-m = toys.example_matrix("columns", d, gen)
-q, _ = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
-p = torch.eye(d, dtype=torch.float64)[torch.randperm(d, generator=gen)]
-transforms = {
-    "M": m,
-    "3 M": 3 * m,
-    "-0.5 M": -0.5 * m,
-    "M^T": m.T,
-    "P M P^T (permutation)": p @ m @ p.T,
-    "Q M Q^T (rotation)": q @ m @ q.T,
-}
-invariants = pd.DataFrame(
-    {
-        name: {"symmetry": at.symmetry_score(x).item(), "directionality": at.directionality_score(x).item()}
-        for name, x in transforms.items()
-    }
-).T
+invariants = score_nulls.invariants(seed)
 invariants.round(4)
 
-
 # %% tags=["nbval-check-output"]
-def unchanged(score, names, sign=1.0):
-    """Whether `score` of each transform in `names` equals `sign` times that of M (to rounding)."""
-    return all(abs(invariants.loc[n, score] - sign * invariants.loc["M", score]) < 1e-10 for n in names)
-
-
 scalings, permutation, rotation = ["3 M", "-0.5 M"], ["P M P^T (permutation)"], ["Q M Q^T (rotation)"]
-print(f"symmetry unchanged by scaling, transpose, permutation, rotation: {unchanged('symmetry', invariants.index)}")
-print(f"directionality unchanged by scaling and permutation: {unchanged('directionality', scalings + permutation)}")
-print(f"directionality flips sign under transpose: {unchanged('directionality', ['M^T'], sign=-1.0)}")
-print(f"directionality changes under rotation: {not unchanged('directionality', rotation)}")
+symmetric_ok = score_nulls.unchanged(invariants, "symmetry", invariants.index)
+print(f"symmetry unchanged by scaling, transpose, permutation, rotation: {symmetric_ok}")
+direction_ok = score_nulls.unchanged(invariants, "directionality", scalings + permutation)
+print(f"directionality unchanged by scaling and permutation: {direction_ok}")
+print(
+    f"directionality flips sign under transpose: {score_nulls.unchanged(invariants, 'directionality', ['M^T'], -1.0)}"
+)
+print(f"directionality changes under rotation: {not score_nulls.unchanged(invariants, 'directionality', rotation)}")
 
 # %% [markdown]
 # ## 3. Null distributions: what does "no structure" score?
@@ -157,16 +137,15 @@ print(f"directionality changes under rotation: {not unchanged('directionality', 
 #   `sum_h W_q[h].T @ W_k[h]`) with independent Gaussian factors and $d_{head} = d/h$, which is what an
 #   untrained layer scores;
 # * `factors H=h, head`: one head's $W_{qk}^h = W_q^h (W_k^h)^\top$ from the same draws (rank $d/h$).
+#
+# Each ensemble is drawn `n_draws` times at every width in `d_models` and, for the factor products, every head
+# count in `n_heads`. The table gives the quartiles over the draws of both scores, one row per ensemble and width
+# (a width that a head count does not divide has none). These are the distributions every later notebook reads a
+# score against: a value is evidence of structure only where such draws rarely reach it.
 
 # %%
-null_ds = null.null_distribution(d_models, n_heads, n_draws, seed)
-summary = (
-    null_ds.quantile([0.25, 0.5, 0.75], dim="draw")
-    .to_dataframe()[["symmetry", "directionality"]]
-    .unstack("quantile")
-    .round(3)
-)
-summary
+null_ds = score_nulls.null_distribution(d_models, n_heads, n_draws, seed)
+score_nulls.null_quartiles(null_ds).round(3)
 
 # %% [markdown]
 # The figure has one row per score and one column per matrix: the layer's sum over heads (left) and a single
@@ -225,49 +204,28 @@ plt.show()
 # directionality inside that range is therefore no evidence of column dominance; the paper's claims rest on
 # medians over many layers and models, and that is how they should be read (notebook 03 compares each
 # pretrained model's median over layers with the null of that median).
+#
+# The printout gives directionality's interquartile range at one width for every ensemble; the sentence under it
+# the same ranges at every width, next to symmetry's.
 
 # %%
 d_ref = 256 if 256 in d_models else d_models[len(d_models) // 2]
-spread = null_ds.directionality.sel(d_model=d_ref).quantile([0.25, 0.75], dim="draw")
 print(f"directionality IQR at d_model={d_ref}:")
-for ens in null_ds.ensemble.values:
-    lo, hi = spread.sel(ensemble=ens).values
-    if np.isfinite(lo):
-        print(f"  {ens:<22} [{lo:+.2f}, {hi:+.2f}]")
-
-layer_ensembles = [e for e in null_ds.ensemble.values if e.endswith(", layer")]
-layer_q = null_ds.sel(ensemble=layer_ensembles).quantile([0.25, 0.75], dim="draw")
-gauss_q = null_ds.sel(ensemble="gaussian").quantile([0.25, 0.75], dim="draw")
-
-
-def measured_iqr(low, high, digits=2):
-    """'low to high at $d$ = d; ...' over the widths."""
-    pairs = zip(null_ds.d_model.values, low.values, high.values, strict=True)
-    return "; ".join(f"{prose.signed(lo, digits)} to {prose.signed(hi, digits)} at $d$ = {d}" for d, lo, hi in pairs)
-
-
-def layer_iqr(var, digits=2):
-    """Per width, the lowest first and highest third quartile over the layer ensembles."""
-    q = layer_q[var]
-    return measured_iqr(q.sel(quantile=0.25).min("ensemble"), q.sel(quantile=0.75).max("ensemble"), digits)
-
-
-prose.show(
-    f"Measured in this run ({prose.count(n_draws, 'draw')} per cell), the interquartile range of one random layer's "
-    f"directionality lies within {layer_iqr('directionality')} (the lowest first and highest third quartile over "
-    f"the layer ensembles, H = {', '.join(str(h) for h in n_heads)}); for an i.i.d. Gaussian matrix it is "
-    f"{measured_iqr(gauss_q.directionality.sel(quantile=0.25), gauss_q.directionality.sel(quantile=0.75))}. "
-    f"The layer ensembles' symmetry: {layer_iqr('symmetry', 3)}."
-)
+for ensemble, row in score_nulls.directionality_spread(null_ds, d_ref).iterrows():
+    print(f"  {ensemble:<22} [{row.low:+.2f}, {row.high:+.2f}]")
+prose.show(score_nulls.describe_spread(null_ds))
 
 # %% [markdown]
 # ## 4. How much does directionality depend on its threshold?
 #
 # The threshold mean + $k$ std with $k = 2$ is a choice. We sweep $k$ for Gaussian matrices and for
-# Gaussian matrices with three planted outlier columns (or rows) scaled by a gain.
+# Gaussian matrices with three planted outlier columns (or rows) scaled by a gain. In the figure, each line is the
+# median over the draws of one ensemble and its band the interquartile range; the dotted vertical line marks the
+# paper's threshold. Purple lines plant columns (negative directionality expected), orange lines rows (positive),
+# and the grey line is the unstructured Gaussian matrix.
 
 # %%
-sweep = null.num_std_sweep(sweep_d_model, num_stds, n_draws, seed)
+sweep = score_nulls.num_std_sweep(sweep_d_model, num_stds, n_draws, seed)
 fig, ax = plt.subplots(figsize=(7, 4.2))
 colors = {"gaussian": plotting.NEUTRAL_COLOR}
 colors.update(
@@ -311,11 +269,14 @@ plt.show()
 #
 # The paper's tables score the layer matrix $\sum_h W_q^h (W_k^h)^\top$; the authors' training logs scored
 # each head. To see how the two relate, we interpolate between a symmetric initialisation and
-# independent factors: $W_q = \cos\theta\, W_k + \sin\theta\, G$ with $G$ independent of $W_k$.
+# independent factors: $W_q = \cos\theta\, W_k + \sin\theta\, G$ with $G$ independent of $W_k$. At $\theta = 0$
+# every head's $W_q^h = W_k^h$, at a right angle the two are unrelated, and in between each head is partly
+# symmetric. The figure gives the median symmetry of the layer's sum and of single heads against $\theta$; the
+# printed line the median gap between the layer and the mean of its heads.
 
 # %%
 thetas = np.linspace(0, np.pi / 2, 7)
-tying = null.tying_sweep(thetas, tying_heads, tying_d_model, n_draws, seed)
+tying = score_nulls.tying_sweep(thetas, tying_heads, tying_d_model, n_draws, seed)
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.plot(
     np.degrees(tying.theta),
@@ -338,8 +299,7 @@ ax.set_title(f"Per head versus summed ({tying_heads} heads, $d$ = {tying_d_model
 ax.legend()
 plotting.savefig(fig, figures_dir / "02_head_vs_layer")
 plt.show()
-difference = (tying.symmetry - tying.head_symmetry.mean("head")).median("draw")
-print("median (layer - mean head) symmetry by theta:", np.round(difference.values, 3))
+print("median (layer - mean head) symmetry by theta:", np.round(score_nulls.layer_minus_head(tying).values, 3))
 
 # %% [markdown]
 # Both start at exactly 1 for $W_q = W_k$ and reach 0 for independent factors, but in between the summed
@@ -349,21 +309,13 @@ print("median (layer - mean head) symmetry by theta:", np.round(difference.value
 # not mix them.
 #
 # ## 6. Save
+#
+# One dataset holds the null ensembles, the threshold sweep, the tying sweep and the invariants table, with the
+# parameters and library versions that produced them in its attributes; notebook 03 and the later notebooks draw
+# their own nulls with the same generators, shape by shape.
 
 # %%
-parameters = pipeline.notebook_parameters("02_scores", globals())
-invariants_ds = xr.Dataset.from_dataframe(invariants.rename_axis("transform")).rename(
-    symmetry="invariant_symmetry", directionality="invariant_directionality"
-)
-dataset = xr.merge(
-    [
-        null_ds,
-        sweep.rename(ensemble="planted", directionality="sweep_directionality", symmetry="sweep_symmetry"),
-        tying.rename(symmetry="tying_symmetry", head_symmetry="tying_head_symmetry"),
-        invariants_ds,
-    ],
-    combine_attrs="drop",
-)
+dataset = score_nulls.dataset(null_ds, sweep, tying, invariants)
 dataset.attrs = results.provenance_attrs(
     parameters=parameters,
     scored_matrix=(
@@ -387,7 +339,7 @@ dataset
 #
 # Write `ex_symmetry(m)`, the symmetry score of a square matrix from the definition of section 1, through
 # $M_s$ and $M_n$ (not through `attnstruct`). The check compares it with `attnstruct.scores(m).symmetry` on
-# the five example matrices of `toys.example_matrix`. Read the docstring of `attnstruct.scores` first: the
+# the five example matrices of `random_matrices.example_matrix`. Read the docstring of `attnstruct.scores` first: the
 # paper's score lies in $[-1, 1]$, while the authors' code stores $\|M_s\|^2 / \|M\|^2$ in $[0, 1]$.
 
 
@@ -401,9 +353,9 @@ def ex_symmetry(m):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex-02-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-chk_gen = toys.generator(21)
-for chk_kind in toys.KINDS:
-    chk_m = toys.example_matrix(chk_kind, 24, chk_gen)
+chk_gen = random_matrices.generator(21)
+for chk_kind in random_matrices.KINDS:
+    chk_m = random_matrices.example_matrix(chk_kind, 24, chk_gen)
     chk_got = float(ex_symmetry(chk_m))
     chk_want = float(at.scores(chk_m).symmetry)
     chk_raw = float(at.scores(chk_m, convention="raw").symmetry)
@@ -440,9 +392,9 @@ def ex_directionality(m, num_std=2.0):
 
 
 # %% nbgrader={"grade": true, "grade_id": "ex-02-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-chk_gen = toys.generator(22)
-for chk_kind in toys.KINDS:
-    chk_m = toys.example_matrix(chk_kind, 24, chk_gen)
+chk_gen = random_matrices.generator(22)
+for chk_kind in random_matrices.KINDS:
+    chk_m = random_matrices.example_matrix(chk_kind, 24, chk_gen)
     for chk_k in (1.0, 2.0, 3.0):
         chk_got = float(ex_directionality(chk_m, num_std=chk_k))
         chk_want = float(at.directionality_score(chk_m, num_std=chk_k))
@@ -461,7 +413,7 @@ print("your directionality matches attnstruct on every example and threshold")
 # Any symmetric matrix has directionality exactly 0: its $i$-th row is its $i$-th column, so the row norms are
 # the column norms and $R = C$. Yet the two scores measure different things. Write
 # `ex_symmetric_yet_directional(d)` returning a $d \times d$ matrix, for any $d \ge 8$, whose symmetry is above
-# $0.5$ **and** whose directionality is below $-0.5$: mostly symmetric, yet column-dominated. The check scores
+# `0.5` **and** whose directionality is below `-0.5`: mostly symmetric, yet column-dominated. The check scores
 # your matrices with `attnstruct.scores` at a few sizes.
 #
 # Hint: start from a symmetric matrix whose rows all have the same norm, then add a non-symmetric part that
@@ -516,10 +468,10 @@ chk_names = ("-2 M", "M^T", "P M P^T", "Q M Q^T", "P M")
 assert isinstance(ex_predictions, dict) and set(ex_predictions) == set(chk_names), (
     f"ex_predictions needs exactly the keys {chk_names}"
 )
-chk_gen = toys.generator(24)
+chk_gen = random_matrices.generator(24)
 chk_before, chk_after = [], {name: [] for name in chk_names}
 for _ in range(5):
-    chk_m = toys.example_matrix("columns", 32, chk_gen)
+    chk_m = random_matrices.example_matrix("columns", 32, chk_gen)
     chk_p = torch.eye(32, dtype=torch.float64)[torch.randperm(32, generator=chk_gen)]
     chk_q, _ = torch.linalg.qr(torch.randn(32, 32, generator=chk_gen, dtype=torch.float64))
     chk_transformed = {

@@ -23,11 +23,15 @@
 # default `core` set is one sentence encoder (all-MiniLM-L6-v2, BERT), one decoder (SmolLM2-135M, LLaMA
 # architecture, 4-bit GGUF) and one encoder-decoder (Whisper-base, CTranslate2).
 # `attnstruct fetch-models --set all` adds MPNet-base, MiniLM-L3 (ONNX), Gemma-3-270M and
-# `Qwen2.5-Coder-0.5B`; run this notebook with `-p models all` afterwards. Any local Hugging Face folder, `.gguf`, `.onnx` or CTranslate2 folder
-# can be added with the `local_models` parameter.
+# `Qwen2.5-Coder-0.5B`; run this notebook with `-p models all` afterwards. Any local Hugging Face folder,
+# `.gguf`, `.onnx` or CTranslate2 folder can be added with the `local_models` parameter.
 #
 # Every extraction used here is proven against the models' own attention in the project's tests
 # (`tests/test_extract_*.py`), including the grouped-query pairing that the authors' code got wrong.
+#
+# The notebook computes nothing itself: every table, sentence and verdict comes from the package
+# (`attnstruct.analyses.pretrained`, `example_matrices`, `extraction_checks` and `paper_comparison`), where a
+# test can reach it. What is left here is the story: what is measured, why, and how to read it.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -36,6 +40,8 @@
 #   score each layer's $W_{qk} = \sum_h W_q^h (W_k^h)^\top$, and each model by the median over its layers;
 # * say whether a model's median score is structure or chance, by placing it among random layers of the same
 #   width, head count and depth;
+# * say what a handful of models can and cannot show about encoders against decoders, and why the answer
+#   here is a description and a test that cannot reach significance, not a confirmation;
 # * read the structure in a matrix: mirror-image entries for symmetry, outlying column norms for
 #   directionality, and tell when a heat map cannot show it;
 # * pair query heads with their key heads under grouped-query attention, and explain what the wrong pairing
@@ -43,7 +49,7 @@
 
 # %% tags=["parameters"]
 models = "core"  # zoo selection: "core", "all", or a list of zoo names
-local_models = []  # extra checkpoints as [name, path, role] with role encoder, decoder or encoder-decoder
+local_models = []  # extra checkpoints as [name, path] or [name, path, role]; a role given must match the blocks'
 cache_dir = None  # zoo cache folder; None means ATTNSTRUCT_CACHE or ~/.cache/attnstruct
 heatmap_layer = None  # layer of the example W_qk heat maps (0-based); None: chosen by their scores (section 6)
 heatmap_size = 50  # top-left block drawn, as in the paper's example figure
@@ -56,17 +62,16 @@ results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
 
 # %%
-import itertools
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import torch
 
-from attnstruct import paper_comparison, plotting, pretrained, prose, results, zoo
-from attnstruct.extract import iter_blocks
-from attnstruct.scores import DEFAULT_NUM_STD, row_column_excess
+from attnstruct import reference, results
+from attnstruct.analyses import example_matrices, extraction_checks, paper_comparison, pretrained
+from attnstruct.checkpoints.extract import iter_blocks
+from attnstruct.report import plotting, prose
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
@@ -75,22 +80,20 @@ results_dir, figures_dir = Path(results_dir), Path(figures_dir)
 # ## 1. Which checkpoints
 #
 # Zoo models must have been fetched first (`make reproduce` does it for the core set). A missing one
-# stops the notebook with the command that fetches it.
+# stops the notebook with the command that fetches it. Each row of the list says where the checkpoint lies,
+# how it was had (`zoo` for a packaged checkpoint, `local` for one of `local_models`), the role its registry
+# entry (or you) gave it, and the parameter count the registry records.
+#
+# The role listed here is only a check. A model's role is decided once, for every notebook and for the sweep
+# of notebook 08, by one rule on the stacks its attention blocks belong to
+# (`attnstruct.checkpoints.tables.role_of`): a model with cross-attention, or with both an encoder and a
+# decoder self-attention stack, is an *encoder-decoder*; one with causal decoder self-attention only is a
+# *decoder*; one with bidirectional encoder self-attention only is an *encoder*. A role listed that disagrees
+# with the blocks stops the notebook instead of mislabelling the model.
 
 # %%
-entries = zoo.entries(models)
-missing = [e.name for e in entries if not zoo.is_fetched(e.name, cache_dir)]
-if missing:
-    raise RuntimeError(f"not fetched yet: {missing}; run: attnstruct fetch-models {' '.join(missing)}")
-checkpoints = [(e.name, zoo.path(e.name, cache_dir), e.role) for e in entries]
-n_params = {
-    e.name: e.n_params for e in entries
-}  # parameters stored in the file (attnstruct.extract.count_parameters), as the registry records them
-for name, path, role in local_models:
-    if role not in ("encoder", "decoder", "encoder-decoder"):
-        raise ValueError(f"local model {name}: role must be encoder, decoder or encoder-decoder, not {role!r}")
-    checkpoints.append((name, Path(path), role))
-pd.DataFrame(checkpoints, columns=["model", "path", "role"])
+checkpoints = pretrained.checkpoint_list(models, local_models, cache_dir)
+checkpoints
 
 # %% [markdown]
 # ## 2. Scores of every layer
@@ -101,15 +104,17 @@ pd.DataFrame(checkpoints, columns=["model", "path", "role"])
 # interquartile range. Besides the scores, the table gives each stack's shape (from its blocks), its
 # `attention` (`self`, or `cross` for a decoder's cross-attention) and whether it uses rotary position
 # embeddings (`rotary`, recorded by the extraction from the model's family).
+#
+# The scores land in the project's one per-model dataset (`attnstruct.checkpoints.tables.model_dataset`), the
+# same one the sweep of notebook 08 and the local checkpoints of notebook 07 build: scores over
+# `(model, stack, layer)` and `(model, stack, layer, head)`, each stack's `extras` (the logit terms the bilinear
+# form leaves out, comma-separated), and the model's `role`, `family`, `n_params`, `source` and `location` as
+# coordinates, with `relative_depth` (0 for the first layer, 1 for the last) for the profiles of section 5.
 
 # %%
-blocks = {name: list(iter_blocks(path)) for name, path, _ in checkpoints}
-per_model = [
-    pretrained.score_checkpoint(path, name=name, role=role, n_params=n_params.get(name), blocks=blocks[name])
-    for name, path, role in checkpoints
-]
-dataset = pretrained.combine(per_model)
-table = pretrained.summary(dataset).merge(pretrained.block_shapes(blocks), on=["model", "stack"], how="left")
+blocks = pretrained.read_blocks(checkpoints)
+dataset = pretrained.score_models(checkpoints, blocks)
+table = pretrained.stack_table(dataset, blocks)
 table.round(3)
 
 # %% [markdown]
@@ -141,35 +146,30 @@ table.round(3)
 # matrices (the `cross_attention_not_self` caveat of their rows).
 
 # %%
-rotary = table[table["rotary"]]
-prose.show(
-    "Rotary stacks in this run: "
-    + (", ".join(f"{r.model} ({r.stack})" for r in rotary.itertuples()) if len(rotary) else "none")
-    + ". Cross-attention stacks: "
-    + (", ".join(table.loc[table["attention"] == "cross", "model"]) or "none")
-    + "."
-)
+prose.show(pretrained.describe_caveated_stacks(table))
 
 # %% [markdown]
 # ## 3. Against random layers of the same shape
 #
 # A score says something only against what an unstructured layer of the same shape scores (notebook 02).
 # For every stack we draw random layers of its width $d$ and head count $H$ (independent Gaussian factors,
-# the ensemble of `evidence.null_median_over_layers`), take the median over as many layers as the stack
-# has, and place the stack's median scores in that null: percentile, $z$, the null's $95\%$ range, and
+# the ensemble of `stats.null_median_over_layers`), take the median over as many layers as the stack
+# has, and place the stack's median scores in that null: percentile, $z$, the null's 95% range, and
 # whether the value lies outside it. A random layer costs a $d^3$ product, so at most `null_layer_draws`
 # layers are drawn per shape; a stack whose null would need more (`null_draws` times its depth) gets a
 # bootstrap null, medians of its depth in layers resampled from those (column `null_resampled`;
-# `pretrained.median_null` documents it). The null's key heads are independent, also for the grouped-query
+# `stats.median_null` documents it). The null's key heads are independent, also for the grouped-query
 # models, whose key heads are shared.
+#
+# How to read the columns: the percentile is the share of null medians below the stack's (ties counted half),
+# so a value beyond every null draw sits at one end; $z$ is the distance from the null's mean in the null's
+# standard deviations, which grows without bound for a value far outside, so it measures how far, not how
+# likely; the null's range is where 95% of its medians fall. A median over layers spreads less than one
+# layer's score, and a wider layer spreads less than a narrow one, so each stack gets the null of its own shape.
 
 # %%
 table = table.join(pretrained.null_comparison(table, n_draws=null_draws, layer_draws=null_layer_draws, seed=null_seed))
-null_view = ["model", "stack", "attention", "d_model", "n_heads", "n_layers", "null_layers"]
-for score in pretrained.NULL_SCORES:
-    null_view += [f"{score}_median", f"{score}_percentile", f"{score}_z", f"{score}_null_low", f"{score}_null_high"]
-    null_view += [f"{score}_outside"]
-table[null_view].round(3)
+pretrained.null_view(table).round(3)
 
 # %%
 for line in pretrained.null_sentences(table):
@@ -184,118 +184,70 @@ for line in pretrained.null_sentences(table):
 # encoder-decoder model gives one point per stack, in both colours, drawn slightly apart along the size
 # axis). The small pale dots are the values **reported by Saponati et al. (2025)** for their models
 # (language, vision and audio, entries with a known extraction problem left out), drawn for comparison; they
-# are not our measurements.
+# are not our measurements. The same figure, drawn by the same function (`plotting.main_figure`), opens
+# notebook 08 for a whole list of models, there with the authors' entries that carry a caveat as well.
 
 # %%
-reference = pretrained.reference_table()
-reported = reference[reference.caveats.isna()]
-own = table[table["attention"] == "self"]
-markers = dict(zip(dict.fromkeys(own["model"]), itertools.cycle(plotting.MODEL_MARKERS)))  # one shape per model
-dodge = {"encoder": 10**-0.03, "decoder": 10**0.03}  # the two stacks of one model, drawn slightly apart
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
-for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
-    for role in ("encoder", "decoder"):
-        plotting.reported_points(ax, reported, role, var, plotting.ROLE_COLORS[role], filled=True)
-    for row in own.itertuples():
-        median, q25, q75 = getattr(row, f"{var}_median"), getattr(row, f"{var}_q25"), getattr(row, f"{var}_q75")
-        ax.errorbar(
-            row.n_params * (dodge[row.stack] if (own["model"] == row.model).sum() > 1 else 1.0),
-            median,
-            yerr=[[median - q25], [q75 - median]],
-            fmt=markers[row.model],
-            color=plotting.ROLE_COLORS[row.stack],
-            ms=9,
-            mec="black",
-            mew=0.8,
-            capsize=3,
-            zorder=3,
-            label=f"{row.model}, {row.stack} stack (this notebook)",
-        )
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("parameters")
-    ax.set_title(f"{var} (median over layers, IQR)")
-axes[0].set_ylabel("score")
-handles, labels = axes[0].get_legend_handles_labels()
-order = sorted(range(len(labels)), key=lambda i: "reported by the paper" in labels[i])  # ours first
-axes[1].legend([handles[i] for i in order], [labels[i] for i in order], loc="center left", bbox_to_anchor=(1.0, 0.5))
+authors = reference.reference_table()
+fig = plotting.main_figure(table, authors, caveat_rows=False)
 plotting.savefig(fig, figures_dir / "03_encoders_vs_decoders")
 plt.show()
 
+# %% [markdown]
+# **What a few stacks can say.** The paper's claim is about populations: encoder stacks are more symmetric
+# than decoder stacks. Two readings of our stacks follow. The first is a description: the median symmetry of
+# each role's stacks and the share of (encoder, decoder) pairs in which the encoder stack is the more
+# symmetric; it states what was measured and decides nothing. The second is the claim put to the project's one
+# rule (`attnstruct.stats`): the difference of the two roles' mean median symmetries, with a bootstrap interval
+# over stacks and a two-sample permutation test, a stack being the unit.
+#
+# A permutation test over $n$ encoder and $m$ decoder stacks can only be as small as one split in
+# $\binom{n+m}{n}$, so for a handful of stacks the rule answers *cannot tell at this scale* whatever the scores
+# are. The sentence below says whether this run is such a case, computed from its numbers of stacks, and how many
+# stacks of each role a verdict would need. Only a population, such as the authors' list scored in notebook 08,
+# can make the rule say *holds* or *does not hold*. The two stacks of one encoder-decoder model enter as one unit
+# of each role: they were trained together, which the test does not model, one more reason to read the few
+# stacks here as an illustration.
+
 # %%
-ours = paper_comparison.group_medians(own).set_index("stack")
-theirs = paper_comparison.reported_group_medians(reference, "language").set_index("stack")
-clean = paper_comparison.reported_group_medians(reference, "language", clean=True).set_index("stack")
-p_sym = paper_comparison.ordering_probability(own, "symmetry")
+prose.show(paper_comparison.describe_roles(table))
 
+# %% [markdown]
+# Beside ours, the authors' own numbers for their language models, read from the reference table that ships
+# with the package (their result files, not our measurements): the median over models of each model's median
+# symmetry, per role, with and without the entries whose extraction is suspect.
 
-def members(stack):
-    return ", ".join(own.loc[own["stack"] == stack, "model"])
-
-
-if ours.loc["encoder", "n"] and ours.loc["decoder", "n"]:
-    prose.show(
-        f"In this run the {prose.count(int(ours.loc['encoder', 'n']), 'encoder stack')} ({members('encoder')}) have "
-        f"median symmetry {prose.signed(ours.loc['encoder', 'symmetry_median'])} (median over stacks; range "
-        f"{prose.span(own.loc[own['stack'] == 'encoder', 'symmetry_median'])}) and the "
-        f"{prose.count(int(ours.loc['decoder', 'n']), 'decoder stack')} ({members('decoder')}) "
-        f"{prose.signed(ours.loc['decoder', 'symmetry_median'])} (range "
-        f"{prose.span(own.loc[own['stack'] == 'decoder', 'symmetry_median'])}); an encoder stack is the more symmetric "
-        f"in {prose.percent(p_sym)} of (encoder, decoder) pairs, "
-        + (
-            "the paper's ordering (section 4, the pretrained language-model figures)."
-            if paper_comparison.is_papers_ordering(p_sym)
-            else "which is not the paper's ordering (section 4, the pretrained language-model figures)."
-        )
-    )
-prose.show(
-    "In the authors' reported scores (authors' result files, `src/attnstruct/reference/paper_reported_pretrained.csv`,"
-    f" read by `pretrained.reference_table()`), the median of the per-model median symmetries is "
-    f"{prose.signed(theirs.loc['encoder', 'symmetry_median'])} over the {int(theirs.loc['encoder', 'n'])} "
-    f"language-encoder rows and {prose.signed(theirs.loc['decoder', 'symmetry_median'])} over the "
-    f"{int(theirs.loc['decoder', 'n'])} language-decoder rows; without the rows with a caveat, "
-    f"{prose.signed(clean.loc['encoder', 'symmetry_median'])} ({int(clean.loc['encoder', 'n'])} rows) and "
-    f"{prose.signed(clean.loc['decoder', 'symmetry_median'])} ({int(clean.loc['decoder', 'n'])} rows). Their median "
-    f"directionality: {prose.signed(theirs.loc['encoder', 'directionality_median'])} (encoders) and "
-    f"{prose.signed(theirs.loc['decoder', 'directionality_median'])} (decoders)."
-)
+# %%
+prose.show(paper_comparison.describe_reported(authors))
 
 # %% [markdown]
 # Read the symmetry panel first: it is the paper's central claim, and the one with a tight null (section 3:
 # the null's range of the median symmetry is far narrower than the gap between encoders and decoders).
 # Directionality's null is wide (section 3), so single models say little; the paper's directionality claim
-# rests on many models.
+# rests on many models. The table gives each self-attention stack's median symmetry with its quartiles over
+# layers and its median directionality, the numbers behind the markers and bars of the figure.
 
 # %%
-for row in own.sort_values(["stack", "model"]).itertuples():
-    print(
-        f"{row.model:<22} {row.stack:<8} symmetry {row.symmetry_median:+.3f} [{row.symmetry_q25:+.3f}, "
-        f"{row.symmetry_q75:+.3f}]   directionality {row.directionality_median:+.3f}"
-    )
+pretrained.stack_quartiles(table).round(3)
 
 # %% [markdown]
 # ## 5. Layer by layer
 #
-# The same scores against relative depth (0 = first layer, 1 = last), one line per model and stack.
+# The same scores against relative depth (0 = first layer, 1 = last), one line per model and stack, colour by
+# stack (navy encoder, purple decoder, teal cross-attention) and line style by model. A median over layers
+# hides how the scores change with depth: look for stacks whose early and late layers differ, and for the
+# decoder layers that reach the strongest column dominance.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharex=True)
-colors = {"encoder": plotting.ENCODER_COLOR, "decoder": plotting.DECODER_COLOR, "cross": plotting.CROSS_COLOR}
-styles = ["-", "--", ":", "-."]
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     for i, model in enumerate(dataset.model.values):
         for stack in dataset["stack"].values:
             values = dataset[var].sel(model=model, stack=stack)
-            if bool(values.isnull().all()):
-                continue
-            ax.plot(
-                dataset.relative_depth.sel(model=model),
-                values,
-                styles[i % len(styles)],
-                marker=".",
-                color=colors[str(stack)],
-                label=f"{model} ({stack})",
-            )
+            if bool(values.notnull().any()):
+                style, color = ["-", "--", ":", "-."][i % 4], plotting.ROLE_COLORS[str(stack)]
+                depth = dataset.relative_depth.sel(model=model)
+                ax.plot(depth, values, style, marker=".", color=color, label=f"{model} ({stack})")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xlabel("relative depth")
     ax.set_title(var)
@@ -323,34 +275,14 @@ plt.show()
 #   excess of the column norms above that threshold (the part of the solid line above 1) and $R$ the rows'.
 
 # %%
-examples = []  # (the score that chose it, model, stack, layer)
-for stack, var, pick in (("encoder", "symmetry", "argmax"), ("decoder", "directionality", "argmin")):
-    if stack not in dataset["stack"].values:
-        continue
-    values = dataset[var].sel(stack=stack)
-    if heatmap_layer is not None:
-        values = values.sel(layer=[heatmap_layer])
-    if bool(values.isnull().all()):
-        continue
-    best = getattr(values, pick)(dim=["model", "layer"])  # NaN (layers a model does not have) skipped
-    examples.append((var, str(values.model[best["model"]].item()), stack, int(values.layer[best["layer"]].item())))
-matrices = {}
-for _, name, stack, layer in examples:
-    block = next(b for b in blocks[name] if b.stack == stack and b.layer == layer)
-    matrices[name, stack, layer] = pretrained.wqk_corner(block, block.w_q.shape[-1])  # the whole d x d matrix
-
+examples = example_matrices.example_layers(dataset, blocks, heatmap_layer)
 fig, axes = plt.subplots(3, len(examples), figsize=(5.6 * len(examples), 15), squeeze=False)
-mirror_r = {}
-for col, (var, name, stack, layer) in enumerate(examples):
-    m, color = matrices[name, stack, layer], plotting.ROLE_COLORS[stack]
+for col, example in enumerate(examples):
+    m, color = example.matrix, plotting.ROLE_COLORS[example.stack]
     corner = m[:heatmap_size, :heatmap_size]
-    extreme = "highest" if var == "symmetry" else "lowest"
-    scope = f"{stack} layers" + ("" if heatmap_layer is None else f" {heatmap_layer}")
-    score = float(dataset[var].sel(model=name, stack=stack, layer=layer))
     plotting.matrix_heatmap(axes[0, col], corner, limit=plotting.robust_limit(corner, 99))
-    title = f"{name}, {stack} layer {layer}\n{var} {score:+.2f} ({extreme} of the {scope})"
-    axes[0, col].set_title(title, fontsize=11)
-    r = mirror_r[name, stack, layer] = plotting.mirror_pairs(axes[1, col], m, color=color, label=f"{name}")
+    axes[0, col].set_title(example.title(), fontsize=11)
+    r = plotting.mirror_pairs(axes[1, col], m, color=color, label=example.model)
     lim = plotting.robust_limit(m / m[~np.eye(len(m), dtype=bool)].std(), 99.5)
     axes[1, col].plot([-lim, lim], [-lim, lim], color="black", lw=0.8, label="$y = x$ (symmetric)")
     axes[1, col].set(
@@ -358,46 +290,23 @@ for col, (var, name, stack, layer) in enumerate(examples):
     )
     axes[1, col].set_title(f"mirror pairs: correlation {r:+.2f}")
     axes[1, col].legend(loc="upper left", fontsize=8)
-    plotting.norm_profile(axes[2, col], m, color=color, label=name)
-    axes[2, col].set(xlabel="rank", ylabel="norm / (mean + 2 std)")
-    axes[2, col].set_title("largest column and row norms")
+    plotting.norm_profile(axes[2, col], m, color=color, label=example.model)
+    axes[2, col].set(xlabel="rank", ylabel="norm / (mean + 2 std)", title="largest column and row norms")
     axes[2, col].legend(fontsize=8)
 fig.tight_layout(h_pad=2.5)
 plotting.savefig(fig, figures_dir / "03_wqk_examples")
 plt.show()
 
+# %% [markdown]
+# What each chosen layer shows, in numbers computed from its whole matrix: for the symmetric layer, how
+# strongly an entry and its mirror image go together and how much of the matrix sits on the diagonal (a
+# diagonal entry is its own mirror, so it counts fully towards symmetry); for the column-dominant layer, how
+# many column and row norms pass their thresholds, their summed excesses $C$ and $R$, and whether the largest
+# column stands out enough from the bulk to be seen in a heat map at all.
+
 # %%
-for var, name, stack, layer in examples:
-    m = matrices[name, stack, layer]
-    cols, rows = np.linalg.norm(m, axis=0), np.linalg.norm(m, axis=1)
-    score = float(dataset[var].sel(model=name, stack=stack, layer=layer))
-    head = f"**{name}, {stack} layer {layer}** ({var} {prose.signed(score)}): "
-    if var == "symmetry":
-        others = [prose.signed(r) for key, r in mirror_r.items() if key != (name, stack, layer)]
-        diagonal = float((np.diag(m) ** 2).sum() / (m**2).sum())
-        prose.show(
-            head
-            + f"an entry and its mirror image are correlated ({prose.signed(mirror_r[name, stack, layer])}"
-            + (f", against {others[0]} in the decoder layer" if others else "")
-            + f"). Its diagonal, which counts fully towards symmetry, holds {prose.percent(diagonal)} of "
-            f"$\\|M\\|_F^2$, and {prose.percent(float((np.diag(m) > 0).mean()))} of its diagonal entries are positive."
-        )
-    else:
-        over = [int((v > v.mean() + DEFAULT_NUM_STD * v.std(ddof=1)).sum()) for v in (cols, rows)]
-        r_excess, c_excess = (float(v) for v in row_column_excess(m))
-        ratio, row_ratio = cols.max() / cols.mean(), rows.max() / rows.mean()
-        prose.show(
-            head + f"{over[0]} column norms and {over[1]} row norms lie above their thresholds, with a summed excess "
-            f"$C$ = {c_excess:.3g} for the columns against $R$ = {r_excess:.3g} for the rows, and $(R - C)/(R + C)$ "
-            f"is the score. Yet its largest column norm is only {prose.number(ratio)} times the mean column norm "
-            f"(rows: {prose.number(row_ratio)} times the mean)"
-            + (
-                ", so the dominant columns hardly stand out in a heat map: directionality weighs the columns' "
-                "excess against the rows', not against the bulk of the matrix. The norm profile shows it."
-                if ratio < 2
-                else ", enough for the dominant columns to show as stripes where they fall inside the block."
-            )
-        )
+for line in example_matrices.describe_examples(examples):
+    prose.show(line)
 
 # %% [markdown]
 # ## 7. Encoder, decoder and cross-attention in one model
@@ -410,47 +319,40 @@ for var, name, stack, layer in examples:
 # self-attention stacks'.
 
 # %%
-both = [m for m in dataset.model.values if str(dataset.role.sel(model=m).values) == "encoder-decoder"]
+both = pretrained.encoder_decoder_models(dataset)
 if both:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharex=True)
     for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
         for stack in dataset["stack"].values:
             values = dataset[var].sel(model=both[0], stack=stack)
-            ax.plot(dataset.layer, values, marker="o", color=colors[str(stack)], label=str(stack))
+            ax.plot(dataset.layer, values, marker="o", color=plotting.ROLE_COLORS[str(stack)], label=str(stack))
         ax.axhline(0, color="black", lw=0.8)
         ax.set_xlabel("layer")
         ax.set_title(f"{both[0]}: {var}")
     axes[1].legend()
     plotting.savefig(fig, figures_dir / "03_encoder_decoder_cross")
     plt.show()
-    print(
-        table[table.model == both[0]][["stack", "attention", "symmetry_median", "directionality_median"]]
-        .round(3)
-        .to_string(index=False)
-    )
+
+# %% [markdown]
+# The medians over layers of the encoder-decoder models, one row per stack:
+
+# %%
+table.loc[table["model"].isin(both), ["model", "stack", "attention", "symmetry_median", "directionality_median"]].round(
+    3
+)
 
 # %% [markdown]
 # ## 8. Check: does 4- or 5-bit quantisation change the scores?
 #
 # Two of the decoders here exist only as 4/5-bit GGUF files. To see what that rounding does, we take an
-# fp32 checkpoint, round its $W_q$ and $W_k$ through each GGUF type and rescore.
+# fp32 checkpoint, round its $W_q$ and $W_k$ through each GGUF type and rescore. The table gives, per type,
+# the largest over layers of the relative Frobenius error of $W_{qk}$ and of the change of each score.
 
 # %%
 if quant_model in blocks:
-    quant = pretrained.quantization_effect(blocks[quant_model], quant_types)
-    quant["abs change symmetry"] = (quant.symmetry_quantized - quant.symmetry).abs()
-    quant["abs change directionality"] = (quant.directionality_quantized - quant.directionality).abs()
-    effect = quant.groupby("qtype", sort=False)[
-        ["wqk_relative_error", "abs change symmetry", "abs change directionality"]
-    ].max()
-    print(f"{quant_model}: largest change over its layers")
-    print(effect.round(4).to_string())
-    prose.show(
-        f"Rounding {quant_model}'s $W_q$ and $W_k$ through {', '.join(quant_types)} changes its $W_{{qk}}$ by "
-        f"{prose.span(effect.wqk_relative_error, fmt=lambda v, d: prose.percent(v, 1))} (relative Frobenius error, "
-        f"largest over layers); symmetry moves by at most {prose.number(effect['abs change symmetry'].max(), 4)}, "
-        f"directionality by at most {prose.number(effect['abs change directionality'].max(), 4)}."
-    )
+    quant = extraction_checks.quantization_summary(blocks[quant_model], quant_types)
+    prose.show(extraction_checks.describe_quantization(quant_model, quant))
+    print(quant.round(4).to_string())
 
 # %% [markdown]
 # Symmetry is a global property of the matrix, and the rounding noise is unstructured, so it barely moves.
@@ -467,74 +369,22 @@ if quant_model in blocks:
 # id equal, the rotary rotation is the identity, so the model's attention probabilities must be the softmax
 # of the scaled, causally masked logits $x_i^\top W_q^h (W_k^{g(h)})^\top x_j / \sqrt{d_{head}}$ of the
 # extracted blocks, with $g(h)$ the key head that the block pairs with query head $h$.
+# `extraction_checks.pairing_errors` computes those probabilities from the blocks of each pairing and returns
+# the largest difference from the model's own; a pairing reproduces the model when that difference is below
+# the tolerance (`tolerance = 1e-6`, rounding of the model's softmax, which runs in single precision).
 
 # %% tags=["nbval-check-output"]
-from transformers import LlamaConfig, LlamaForCausalLM
-
-torch.manual_seed(0)
-tiny_config = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, vocab_size=64)
-tiny = LlamaForCausalLM(
-    LlamaConfig(num_attention_heads=4, num_key_value_heads=2, attn_implementation="eager", **tiny_config)
-)
-tiny = tiny.double().eval()
-tiny_block = next(iter_blocks(tiny))
-seen = {}
-
-
-def keep_input(module, args, kwargs):
-    seen["x"] = kwargs["hidden_states"][0].double()  # [n, d]: what the attention module receives
-
-
-hook = tiny.model.layers[0].self_attn.register_forward_pre_hook(keep_input, with_kwargs=True)
-tokens = torch.randint(3, 64, (1, 6), generator=torch.Generator().manual_seed(0))
-with torch.no_grad():
-    probs = tiny(input_ids=tokens, position_ids=torch.zeros_like(tokens), output_attentions=True).attentions[0][0]
-hook.remove()
-
-
-def attention_from(block, x):
-    """[H, n, n]: softmax over j of x_i^T W_q^h W_k^h^T x_j / sqrt(d_head), keys after the query masked."""
-    logits = torch.einsum("hed,nd,hef,mf->hnm", block.w_q.double(), x, block.w_k.double(), x)
-    ahead = torch.ones(len(x), len(x), dtype=torch.bool).triu(1)
-    return (logits / block.w_q.shape[1] ** 0.5).masked_fill(ahead, float("-inf")).softmax(-1)
-
-
-for pairing, block in (
-    ("h // (H / n_kv), attnstruct's", tiny_block),
-    ("h mod n_kv, the authors' code", pretrained.authors_gqa_pairing(tiny_block)),
-):
-    error = float((attention_from(block, seen["x"]) - probs).abs().max())
-    print(f"query head h with key head {pairing}: reproduces the model's attention (max error < 1e-6): {error < 1e-6}")
+errors = extraction_checks.pairing_errors(n_heads=4, n_kv_heads=2, d_model=32)
+for line in extraction_checks.describe_pairing_errors(errors, tolerance=1e-6):
+    print(line)
 
 # %% [markdown]
 # Now the grouped-query models of this run, scored both ways:
 
 # %%
-gqa_rows = []
-for name, _, _ in checkpoints:
-    if blocks[name] and blocks[name][0].n_kv_heads < blocks[name][0].n_heads:
-        comparison = pretrained.gqa_comparison(blocks[name])
-        medians = comparison.median(numeric_only=True)
-        gqa_rows.append(
-            {
-                "model": name,
-                "n_heads": int(medians.n_heads),
-                "n_kv_heads": int(medians.n_kv_heads),
-                "symmetry (correct)": medians.symmetry,
-                "symmetry (authors' pairing)": medians.symmetry_authors_pairing,
-                "directionality (correct)": medians.directionality,
-                "directionality (authors' pairing)": medians.directionality_authors_pairing,
-            }
-        )
-gqa = pd.DataFrame(gqa_rows)
-for _, row in gqa.iterrows():
-    sym_right, dir_right = row["symmetry (correct)"], row["directionality (correct)"]
-    sym_wrong, dir_wrong = row["symmetry (authors' pairing)"], row["directionality (authors' pairing)"]
-    prose.show(
-        f"{row.model} ({row.n_heads} query heads, {row.n_kv_heads} key heads): median symmetry "
-        f"{prose.signed(sym_right)} with the correct pairing, {prose.signed(sym_wrong)} with the authors'; median "
-        f"directionality {prose.signed(dir_right)} and {prose.signed(dir_wrong)}."
-    )
+gqa = extraction_checks.gqa_table(blocks)
+for line in extraction_checks.describe_gqa(gqa):
+    prose.show(line)
 gqa.round(3)
 
 # %% [markdown]
@@ -544,6 +394,11 @@ gqa.round(3)
 # grouped-query model.
 #
 # ## 10. Save
+#
+# The dataset saved is the one per-model dataset of section 2 with, per model and stack, where its median
+# scores lie among random layers (section 3: `null_layers` and, per score, the percentile, $z$ and the null's
+# range), and the provenance: the parameters of this run, the matrix that was scored, and each checkpoint's
+# path.
 
 # %%
 parameters = dict(
@@ -558,25 +413,7 @@ parameters = dict(
     null_layer_draws=null_layer_draws,
     null_seed=null_seed,
 )
-null_columns = ["null_layers"] + [f"{s}_{k}" for s in pretrained.NULL_SCORES for k in pretrained.NULL_FIELDS]
-null_vars = table.set_index(["model", "stack"])[null_columns].astype(float).to_xarray()
-dataset = dataset.assign(
-    {k: null_vars[k].reindex(model=dataset.model.values, stack=dataset["stack"].values) for k in null_columns}
-)
-dataset.attrs = results.provenance_attrs(
-    parameters=parameters,
-    scored_matrix=(
-        "symmetry/directionality: W_qk = sum_h W_q^h (W_k^h)^T per attention block (d_model x d_model; in "
-        "nn.Linear weights sum_h W_q[h]^T W_k[h]); head_*: W_q^h (W_k^h)^T per head; key heads paired with query "
-        "heads as h // (n_heads / n_kv_heads); rotary blocks: the position-free part (R = I)"
-    ),
-    null_comparison=(
-        "null_layers, {score}_percentile, _z, _null_low, _null_high: the stack's median score against "
-        "pretrained.median_null (median over n_layers random layers of the same d_model and n_heads)"
-    ),
-    title="03 pretrained models: scores per model, stack, layer and head",
-    checkpoints="; ".join(f"{n}: {p}" for n, p, _ in checkpoints),
-)
+dataset = pretrained.results_dataset(dataset, table, parameters=parameters, checkpoints=checkpoints)
 results.save_dataset(dataset, results_dir / "03_pretrained_models.nc")
 dataset
 
@@ -624,7 +461,7 @@ assert (str(model), str(stack), int(layer)) == (lowest["model"], lowest["stack"]
     f"got {(model, stack, layer)}; check the sign (column dominance is negative) and that cross-attention is left out"
 )
 block = next(b for b in blocks[lowest["model"]] if b.stack == lowest["stack"] and b.layer == int(lowest["layer"]))
-rescored = float(directionality_score(pretrained.wqk_corner(block, block.w_q.shape[-1])))  # from the full matrix
+rescored = float(directionality_score(extraction_checks.wqk_corner(block, block.w_q.shape[-1])))  # from the full matrix
 assert abs(rescored - lowest["directionality"]) < 1e-8, "the dataset and the rescored layer disagree"
 print(f"{model} {stack} layer {layer}: directionality {rescored:+.3f}, rescored from its W_qk")
 
@@ -673,8 +510,8 @@ attention = check_model.model.layers[0].self_attn
 q_weight, k_weight = attention.q_proj.weight.detach().double(), attention.k_proj.weight.detach().double()
 yours = torch.as_tensor(ex_gqa_layer_matrix(q_weight, k_weight, 6, 2), dtype=torch.float64)
 extracted = next(iter_blocks(check_model))
-expected = pretrained.wqk_corner(extracted, 48)
-authors = pretrained.wqk_corner(pretrained.authors_gqa_pairing(extracted), 48)
+expected = extraction_checks.wqk_corner(extracted, 48)
+authors = extraction_checks.wqk_corner(extraction_checks.authors_gqa_pairing(extracted), 48)
 assert yours.shape == (48, 48), f"the layer matrix is d_model x d_model, got {tuple(yours.shape)}"
 assert not np.allclose(yours.numpy(), authors, atol=1e-5), "this is the authors' pairing h mod n_kv"
 assert np.allclose(yours.numpy(), expected, rtol=1e-5, atol=1e-6), "your W_qk differs from the extraction's"

@@ -27,6 +27,12 @@
 # one, a first-order Markov chain, had given the opposite ordering (next-token prediction ending with the more
 # symmetric $W_{qk}$). Both tasks are shown here, side by side and with the same settings, so that neither
 # result stands alone. Every score is also set against what a random matrix of the same width scores.
+#
+# **How to read this notebook.** The code cells call the package: what is computed lives in
+# `attnstruct.analyses.gradient_toy_runs` (the nulls, the pair probabilities, the accumulated updates and the
+# training runs, each an `xarray` dataset), and what is read from it in `attnstruct.analyses.gradient_toys` (the
+# learning criterion, the effects between the objectives and every sentence below that states a result). The
+# numbers in those sentences come from the runs of this execution: with other parameters, other numbers.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -37,6 +43,8 @@
 #   directions of a pair alike (masked LM) or one only (next-token prediction), where per-position counts mislead;
 # - explain why symmetric pairs are not enough: the update is symmetric only as far as $\beta_{ij} \approx
 #   \beta_{ji}$, while the self-pairs $x_i x_i^\top$ are symmetric whatever $\beta$;
+# - check that a toy model learned its task (its loss against that of a predictor that ignores the context)
+#   before reading anything into its scores;
 # - read a toy experiment's scores against a null and across seeds before calling a difference between objectives.
 
 # %% tags=["parameters"]
@@ -64,38 +72,38 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnstruct import copy_task, evidence, pipeline, plotting, prose, results
-from attnstruct import gradient as G
+from attnstruct import gradient, notebooks, results, stats
+from attnstruct.analyses import gradient_toy_runs, gradient_toys
+from attnstruct.report import plotting, prose
 from attnstruct.scores import symmetry_score
+from attnstruct.tasks import toy_tasks
 
 plotting.set_style()
 torch.set_num_threads(1)
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
-parameters = pipeline.notebook_parameters("04_gradient_structure", globals())  # recorded with the dataset
+parameters = notebooks.notebook_parameters("04_gradient_structure", globals())  # recorded with the dataset
 if n_seeds < 1 or steps < every or seq_len % 2 or n_sequences < 1 or n_null < 2:
     raise ValueError("need n_seeds >= 1, steps >= every, an even seq_len, n_sequences >= 1 and n_null >= 2")
 OBJECTIVES = {"bidirectional": plotting.ENCODER_COLOR, "causal": plotting.DECODER_COLOR}
-TASKS = copy_task.TASKS
-SCORES = ("symmetry", "directionality")
-# what a random single-head W_qk = W_q^T W_k of width d_model scores: the null every score below is read against
-NULL = {
-    score: evidence.null_median_over_layers(score, d_model, n_heads=1, n_layers=1, n_draws=n_null, seed=seed)
-    for score in SCORES
-}
 
+# %% [markdown]
+# **The null: what a matrix without structure scores.** Both scores of this project, symmetry and
+# directionality, take a value for any matrix, structured or not. A random $W_{qk}$ does not score zero: its
+# symmetric and skew-symmetric parts carry about the same energy, but a product $W_q^\top W_k$ of two random
+# factors leans slightly towards symmetry, and directionality at a small width swings over its whole scale from
+# one draw to the next. So a score means something only against what matrices without structure score.
+#
+# The null of this notebook is `n_null` draws of a random single-head $W_{qk} = W_q^\top W_k$ of width
+# `d_model`, Gaussian factors (`attnstruct.stats.null_median_over_layers` with one head and one layer), the
+# shape of the toy model's $W_{qk}$. We use it in two ways. One value, one run's final score say, is placed in
+# it: its percentile, and whether it lies inside the central 95% of the null's draws or above or below it. That
+# is a description: one value beyond the range can be luck, and we call nothing a finding on that alone. A
+# difference between two objectives, averaged over seeds, is read against the null of that same average (see
+# section 3b). The null's central range at this notebook's width:
 
-def against_null(value, score):
-    """Where ``value`` sits among the null's scores (percentile, z, 95% range)."""
-    return evidence.compare_with_null(value, NULL[score])
-
-
-def null_text(c):
-    return f"percentile {c.percentile:.0f} of the null, z {c.z:+.1f}"
-
-
-for score in SCORES:
-    low, high = np.quantile(NULL[score], [0.025, 0.975])
-    print(f"null ({n_null} random single-head W_qk, width {d_model}): {score} 95% range [{low:+.2f}, {high:+.2f}]")
+# %%
+nulls = gradient_toy_runs.score_nulls(d_model, n_null, seed)
+prose.show(gradient_toys.describe_nulls(nulls, d_model))
 
 # %% [markdown]
 # ## 1. The gradient, written out
@@ -105,31 +113,33 @@ for score in SCORES:
 # $$a_{ij} = s\, x_i^\top W_{qk} x_j,\qquad P_{ij} = \operatorname{softmax}_{j \in D_i}(a_{ij}),\qquad
 #   y_i = \Big(\sum_j P_{ij}\, x_j W_v\Big) W_o,\qquad \mathcal L = \tfrac{1}{|\mathcal P|}\sum_{i \in \mathcal P} \operatorname{CE}(y_i U^\top, t_i).$$
 #
-# Write $g_i = \partial\mathcal L/\partial y_i$ and $\delta_i = g_i W_o^\top$. Then
-# $\partial\mathcal L/\partial P_{ij} = \delta_i \cdot v_j$ and, through the softmax,
-# $\partial\mathcal L/\partial a_{ij} = P_{ij}\big(\delta_i\cdot v_j - \sum_k P_{ik}\, \delta_i\cdot v_k\big)$. Since
-# $\partial a_{ij}/\partial W_{qk} = s\, x_i x_j^\top$,
+# Here $s$ is the scale ($d^{-1/2}$), $W_v$ and $W_o$ the value and output maps, $U$ the unembedding, $t_i$ the
+# token position $i$ must predict and $\mathcal P$ the set of predicted positions (the masked ones under masked
+# LM, all but the last under next-token prediction).
+#
+# Write $g_i = \partial\mathcal L/\partial y_i$ and $\delta_i = g_i W_o^\top$, the gradient that reaches the
+# attention output of query $i$. With the values $v_j = x_j W_v$, the output of query $i$ is $\sum_j P_{ij} v_j$,
+# so $\partial\mathcal L/\partial P_{ij} = \delta_i \cdot v_j$: the weight on context token $j$ should grow when its
+# value points along the direction that lowers the loss. Through the softmax, whose Jacobian is
+# $\partial P_{ij}/\partial a_{ik} = P_{ij}(\mathbb 1[j = k] - P_{ik})$,
+#
+# $$\frac{\partial\mathcal L}{\partial a_{ij}} = P_{ij}\Big(\delta_i\cdot v_j - \sum_k P_{ik}\, \delta_i\cdot v_k\Big):$$
+#
+# the attention weight times how much better than the query's average value token $j$'s value does. These
+# coefficients sum to zero over each query's context. Since $\partial a_{ij}/\partial W_{qk} = s\, x_i x_j^\top$,
 #
 # $$\frac{\partial \mathcal L}{\partial W_{qk}} = \sum_i \sum_{j \in D_i} \beta_{ij}\, x_i x_j^\top,\qquad
 #   \beta_{ij} = s\,\frac{\partial\mathcal L}{\partial a_{ij}} .$$
 #
 # Each term adds the query embedding $x_i$ to the column space of the update and the context embedding $x_j$
-# to its row space. `attnstruct.gradient.analytic_gradient` computes exactly this. Here is the check against
-# autograd on random float64 inputs (the tests repeat it for several heads and context sets):
+# to its row space. `attnstruct.gradient.analytic_gradient` computes exactly this, term by term over a batch,
+# and returns the coefficients $\beta$ with it. Here is the check against autograd on random float64 inputs
+# (`gradient_toy_runs.autograd_check`: four sequences of nine positions, two heads; the tests repeat it for other
+# shapes and context sets). Relative differences at the level of float64 rounding mean the two computations
+# agree:
 
 # %% tags=["nbval-check-output"]
-gen = torch.Generator().manual_seed(seed)
-r = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
-x, w, w_v, w_o, unembed = r(4, 9, 8), r(2, 8, 8) * 0.5, r(2, 8, 5), r(2, 5, 8), r(13, 8)
-targets = torch.randint(0, 13, (4, 9), generator=gen)
-predict = torch.ones(4, 9, dtype=torch.bool)
-for objective in OBJECTIVES:
-    mask = G.context_mask(9, objective)
-    w_auto = w.clone().requires_grad_(True)
-    G.loss(G.forward(x, w_auto, w_v, w_o, unembed, mask, 8**-0.5)[2], targets, predict).backward()
-    analytic, beta = G.analytic_gradient(x, w, w_v, w_o, unembed, targets, predict, mask, 8**-0.5)
-    error = float((analytic - w_auto.grad).abs().max() / w_auto.grad.abs().max())
-    print(f"{objective:<14} analytic gradient equals autograd's (max relative difference < 1e-12): {error < 1e-12}")
+print(gradient_toys.describe_autograd_check(gradient_toy_runs.autograd_check(seed)))
 
 # %% [markdown]
 # ## 2. Who is query and who is context
@@ -153,53 +163,35 @@ for objective in OBJECTIVES:
 # objective. Both objectives include it ($i \in D_i$), and section 3a measures what the self-pairs add to the
 # symmetry of the summed update.
 #
-# The pair probabilities, estimated from sampled masked-LM and next-token batches of the copy task
-# (`attnstruct.gradient.pair_frequencies`), and how far each matrix is from its transpose. The estimate is
-# made twice, from the first hundredth of the sample and from all of it: an asymmetry that shrinks as more
-# sequences are sampled is sampling noise, one that stays is structure.
+# The pair probabilities are estimated from sampled masked-LM and next-token batches of the copy task
+# (`attnstruct.gradient.pair_frequencies` over `gradient_toy_runs.ROLE_SEQUENCES` sequences; only the masks and
+# targets matter, no model is involved). Each matrix is compared with its transpose, twice: from the first
+# hundredth of the sample and from all of it. An asymmetry that shrinks as more sequences are sampled is
+# sampling noise; one that stays is structure.
 
 # %% tags=["nbval-check-output"]
-n_role_sequences = 20000  # sampled sequences for the pair probabilities (masks and targets only, no model)
-role_gen = torch.Generator().manual_seed(seed + 300)
-role_tokens = copy_task.repeated_sequences(n_role_sequences, seq_len, vocab, zipf, role_gen)
-roles, pair_probability = {}, {}
-print(f"P(i query, j context) from sampled sequences of length {seq_len}:")
-for objective in OBJECTIVES:
-    _, _, predict_o, mask_o = copy_task.batch_for(objective, role_tokens, vocab, mask_rate, role_gen)
-    as_query, as_context = G.role_counts(predict_o, mask_o)
-    roles[objective] = (as_query / n_role_sequences, as_context / n_role_sequences)
-    pair_probability[objective] = G.pair_frequencies(predict_o, mask_o).numpy()
-    asymmetry = []
-    for n_used in (n_role_sequences // 100, n_role_sequences):
-        p = G.pair_frequencies(predict_o[:n_used], mask_o).numpy()
-        asymmetry.append(f"{np.abs(p - p.T).max():.3f} from {n_used} sequences")
-    print(
-        f"{objective:<14} largest entry {pair_probability[objective].max():.3f};  max |P - P^T|: "
-        + ", ".join(asymmetry)
-    )
+roles = gradient_toy_runs.pair_roles(seq_len, vocab, zipf, mask_rate, seed)
+print(gradient_toys.describe_pair_asymmetry(roles))
 
 # %% [markdown]
 # Top: per position, the number of terms $x_i x_j^\top$ per sequence in which it is the query (row sums of the
-# pair matrix) and the context (column sums). Bottom: the pair matrices themselves.
+# pair matrix, grey) and the context (column sums, in the objective's colour). Bottom: the pair matrices
+# themselves, query position down, context position across, white for pairs that never occur.
 
 # %%
 fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), layout="constrained")
-positions = np.arange(seq_len)
-for column, objective in enumerate(OBJECTIVES):
-    p = pair_probability[objective]
+positions = roles.position.values
+for column, (objective, color) in enumerate(OBJECTIVES.items()):
+    p = roles.pair_probability.sel(objective=objective).values
     ax = axes[0, column]
     ax.bar(positions - 0.2, p.sum(1), width=0.4, color=plotting.NEUTRAL_COLOR, label="as query")
-    ax.bar(positions + 0.2, p.sum(0), width=0.4, color=OBJECTIVES[objective], label="as context")
-    ax.set_title(f"{objective}: terms per position")
-    ax.set_xlabel("position")
-    ax.set_ylabel("terms per sequence")
+    ax.bar(positions + 0.2, p.sum(0), width=0.4, color=color, label="as context")
+    ax.set(title=f"{objective}: terms per position", xlabel="position", ylabel="terms per sequence")
     ax.set_ylim(0, 1.2 * max(p.sum(1).max(), p.sum(0).max()))
     ax.legend(loc="upper center", ncol=2)
     image = axes[1, column].imshow(p, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
-    axes[1, column].set_title(f"{objective}: P(i query, j context)")
-    axes[1, column].set_xlabel("context position j")
-    axes[1, column].set_ylabel("query position i")
-    axes[1, column].set_yticks(positions[::2])
+    axes[1, column].set(title=f"{objective}: P(i query, j context)", xlabel="context position j")
+    axes[1, column].set(ylabel="query position i", yticks=positions[::2])
 for ax in axes.flat:
     ax.set_xticks(positions[::2])
 fig.colorbar(image, ax=axes[1], shrink=0.8, label="probability")
@@ -207,10 +199,14 @@ plotting.savefig(fig, figures_dir / "04_role_counts")
 plt.show()
 
 # %% [markdown]
-# Under masked LM the two bars agree at every position up to sampling noise, as the margins of a symmetric
-# matrix must, and the pair matrix is flat. Under next-token prediction the bars mirror each other (early
-# positions are context in many terms and query in few, late positions the other way round), and the matrix
-# is a triangle.
+# **Reading the figure.** The margins of a symmetric matrix are equal, so under masked LM the two bars must
+# agree at every position up to sampling noise, and its pair matrix is flat: one shade everywhere, the self-pairs
+# included. Under next-token prediction the bars mirror each other, since early positions are context in many
+# terms and query in few, late positions the other way round; its matrix is a triangle, and the upper half,
+# the other direction of every pair, stays white. The counts behind the bars:
+
+# %%
+prose.show(gradient_toys.describe_roles(roles))
 
 # %% [markdown]
 # ## 3. Two toy tasks
@@ -225,172 +221,159 @@ plt.show()
 #
 # **Markov task.** Each sequence is a first-order Markov chain over the same vocabulary: a Zipf-distributed
 # first token, then each token drawn from the row of one fixed random transition matrix (rows drawn from a
-# Dirichlet distribution with a fixed seed, the same matrix for every run; constants printed below). A next
-# token depends only on the current one, so next-token prediction can be served by the query's own position
+# Dirichlet distribution with a fixed seed, the same matrix for every run; its constants are printed below). A
+# next token depends only on the current one, so next-token prediction can be served by the query's own position
 # (a self-pair); a masked token is read off its two neighbours, through a transition matrix that is not
 # symmetric.
 #
 # Model: one layer with token and position embeddings (plus a mask token), one head, values, output, tied
-# unembedding. Everything is trained. Both tasks use the same settings, and in a run of one seed both
-# objectives see the same token sequences at every step.
+# unembedding (`toy_tasks.OneLayer`). Everything is trained. Both tasks use the same settings, and in a run of
+# one seed both objectives see the same token sequences at every step. These runs train with a small loop of
+# their own (`toy_tasks.train`), not with the project's training engine, because they treat $W_{qk}$ itself as a
+# parameter and record the coefficients $\beta$ of the analytic gradient along the way.
 
 # %%
-transitions = copy_task.markov_transitions(vocab)
-print(
-    f"Markov task: rows Dirichlet(concentration {copy_task.MARKOV_CONCENTRATION}), seed {copy_task.MARKOV_SEED}; "
-    f"the most likely successor has probability {float(transitions.max(1).values.median()):.2f} (median over tokens); "
-    f"symmetry of the transition matrix {float(symmetry_score(transitions)):+.2f}"
-)
-for task in TASKS:
-    print(f"{task:<7} example sequence:", copy_task.sequences(task, 1, seq_len, vocab, zipf, gen)[0].tolist())
+prose.show(gradient_toys.describe_markov_task(vocab, seq_len, zipf, seed + 500))
 
 # %% [markdown]
 # ### 3a. The accumulated update at initialisation, with and without the self-pairs
 #
 # Before any training, we sum the update directions $-\partial\mathcal L/\partial W_{qk}$ over
-# `n_sequences` sequences and score the sum: once with every pair, and once without the self-pairs $j = i$
-# (`attnstruct.gradient.outer_product_sum` with `include_self=False`). Solid lines: all pairs; dashed: without
-# the self-pairs.
+# `n_sequences` sequences and score the sum after each number of sequences: once with every pair, and once
+# without the self-pairs $j = i$ (`attnstruct.gradient.outer_product_sum` with `include_self=False`). The model is
+# the untrained one-layer model of seed `seed`, with $W_{qk}$ as the parameter; its weights do not move while we
+# sum (`gradient_toy_runs.accumulated_at_initialisation`). This is the first step of training seen from close
+# up: the direction plain gradient descent would take, before it has changed anything.
+#
+# In the left panels, solid lines sum all pairs and dashed lines leave out the self-pairs; the grey band is the
+# central 95% range of the null for symmetry and the dashed grey line its median. A single sequence gives a
+# noisy sum; as more sequences are added the score settles towards that of the expected update. The heatmaps
+# show the summed coefficients $\sum \beta_{ij}$ by query position $i$ (down) and context position $j$ (across),
+# red positive and blue negative: where the update's terms come from.
 
 # %%
-checkpoints = sorted({c for c in (1, 4, 16, 64, 256) if c < n_sequences} | {n_sequences})
-accumulated = {}
-for task in TASKS:
-    for objective in OBJECTIVES:
-        model = copy_task.OneLayer(vocab, seq_len, d_model, factorised=False, gen=torch.Generator().manual_seed(seed))
-        data = copy_task.sequences(task, n_sequences, seq_len, vocab, zipf, torch.Generator().manual_seed(seed + 100))
-        accumulated[task, objective] = copy_task.accumulated_updates(
-            model, data, objective, checkpoints, mask_rate=mask_rate, gen=torch.Generator().manual_seed(seed + 200)
-        )
+accumulated = gradient_toy_runs.accumulated_at_initialisation(parameters)
+summed = accumulated.n_sequences.values
 fig, axes = plt.subplots(2, 3, figsize=(15, 8.5), layout="constrained")
-for row, task in zip(axes, TASKS, strict=True):
+for row, task in zip(axes, toy_tasks.TASKS, strict=True):
     for objective, color in OBJECTIVES.items():
-        acc = accumulated[task, objective]
-        row[0].plot(checkpoints, acc["symmetry"], marker="o", color=color, label=f"{objective}, all pairs")
+        cell = accumulated.sel(task=task, objective=objective)
+        row[0].plot(summed, cell.accumulated_symmetry, marker="o", color=color, label=f"{objective}, all pairs")
         row[0].plot(
-            checkpoints, acc["symmetry_without_self"], "--", marker="o", color=color, label=f"{objective}, j ≠ i"
+            summed, cell.accumulated_symmetry_without_self, "--", marker="o", color=color, label=f"{objective}, j ≠ i"
         )
-    row[0].axhspan(*np.quantile(NULL["symmetry"], [0.025, 0.975]), color=plotting.NEUTRAL_COLOR, alpha=0.2)
+    plotting.null_band(row[0], nulls.null_symmetry, "null")
     row[0].set_xscale("log", base=2)
-    row[0].set_xticks(checkpoints, [str(c) for c in checkpoints])
-    row[0].set_xlabel("sequences summed")
-    row[0].set_ylabel("symmetry of the summed update")
-    row[0].set_title(f"{task} task")
+    row[0].set_xticks(summed, [str(c) for c in summed])
+    row[0].set(xlabel="sequences summed", ylabel="symmetry of the summed update", title=f"{task} task")
     for ax, objective in zip(row[1:], OBJECTIVES, strict=True):
-        plotting.matrix_heatmap(ax, accumulated[task, objective]["beta"], title=f"{task}, {objective}: summed beta")
-        ax.set_xticks(np.arange(0, seq_len, 2))
-        ax.set_yticks(np.arange(0, seq_len, 2))
-        ax.set_xlabel("context position j")
-        ax.set_ylabel("query position i")
+        beta = accumulated.accumulated_beta.sel(task=task, objective=objective)
+        plotting.matrix_heatmap(ax, beta, title=f"{task}, {objective}: summed beta")
+        ax.set(xticks=positions[::2], yticks=positions[::2], xlabel="context position j", ylabel="query position i")
 axes[0, 0].legend(fontsize="small")
 plotting.savefig(fig, figures_dir / "04_accumulated_updates")
 plt.show()
-for task in TASKS:
-    for objective in OBJECTIVES:
-        acc = accumulated[task, objective]
-        for suffix, pairs in (("", "all pairs"), ("_without_self", "j ≠ i    ")):
-            scored = [
-                f"{s} {acc[s + suffix][-1]:+.3f} ({null_text(against_null(acc[s + suffix][-1], s))})" for s in SCORES
-            ]
-            print(f"{task:<7} {objective:<14} {pairs}, {n_sequences} sequences:", ";  ".join(scored))
 
 # %% [markdown]
-# The grey band is the central $95\%$ range of the null for symmetry. The heatmaps show where the
-# coefficients sit: masked LM spreads them over all pairs, next-token prediction fills only the lower
-# triangle ($j \le i$), so every pair but the self-pairs enters in one direction. What the self-pairs
-# contribute, and where the scores sit in the null:
+# **Reading the figure.** The heatmaps show where the coefficients sit: masked LM spreads them over all pairs,
+# next-token prediction fills only the lower triangle ($j \le i$), so every pair but the self-pairs enters in one
+# direction. The gap between a solid line and its dashed twin is what the self-pairs add. The self-pairs
+# $x_i x_i^\top$ are symmetric matrices, so they add symmetry to every summed update, whatever the objective; a
+# causal update can therefore score above the null without a single pair used in both directions. Where each
+# final sum sits, with and without them, in the null of one random $W_{qk}$:
 
 # %%
-lines = []
-for task in TASKS:
-    for objective in OBJECTIVES:
-        acc = accumulated[task, objective]
-        with_self, without = acc["symmetry"][-1], acc["symmetry_without_self"][-1]
-        reading = copy_task.null_reading([against_null(without, "symmetry")])
-        lines.append(
-            f"- {task} task, {objective}: the summed update's symmetry is {prose.signed(with_self)} with the "
-            f"self-pairs and {prose.signed(without)} without them (without them: {reading}); its directionality "
-            f"{prose.signed(acc['directionality'][-1])} is "
-            f"{copy_task.null_reading([against_null(acc['directionality'][-1], 'directionality')])}."
-        )
-prose.show(
-    "The self-pairs $x_i x_i^\\top$ are symmetric matrices, so they add symmetry to every summed update, "
-    "whatever the objective:\n\n" + "\n".join(lines)
-)
+prose.show(gradient_toys.describe_accumulated(accumulated, nulls))
 
 # %% [markdown]
 # ### 3b. Training, with $W_{qk}$ as the parameter and factorised as $W_q W_k^\top$
 #
 # The theory treats $W_{qk}$ as the parameter and plain gradient steps. Real models train $W_q$ and $W_k$
 # separately, so an update of $W_{qk}$ is $\Delta W_q W_k^\top + W_q \Delta W_k^\top + \dots$, and Adam
-# rescales each coordinate. We train both ways, with Adam, on both tasks, and score $W_{qk}$ along the way.
-#
-# In the figure, each line is the median over the `n_seeds` seeds and its shaded band the range over seeds;
-# solid lines train $W_{qk}$ as the parameter, dashed lines the factorised $W_q W_k^\top$. Directionality gets
-# one panel per parameterisation, because a single run of it can jump across its whole scale. On the copy
-# task, one plain-SGD run per objective ($W_{qk}$ as the parameter) is added to the symmetry panel (dotted).
-# The grey bands are the central $95\%$ ranges of the null. At small widths the directionality null is wide
-# (its range is printed at the top of the notebook), and a directionality line inside it carries no finding.
+# rescales each coordinate. We train both ways, with Adam, on both tasks, for `n_seeds` seeds each, and score
+# $W_{qk}$ every `every` steps. Two runs with plain SGD (copy task, $W_{qk}$ as the parameter, learning rate
+# `sgd_lr`, one per objective) come closest to the theory's setting. Every batch is drawn afresh from the
+# run's seed and step, so a run never sees the same sequences twice.
 
 # %%
-runs, sgd_runs = {}, {}
-for task in TASKS:
-    for objective in OBJECTIVES:
-        for factorised in (False, True):
-            for k in range(n_seeds):
-                config = copy_task.CopyTaskConfig.from_params(
-                    parameters, objective=objective, factorised=factorised, seed=seed + k, optimizer="adam"
-                )
-                runs[task, objective, factorised, seed + k] = copy_task.train(config, task)
-for objective in OBJECTIVES:
-    sgd = copy_task.CopyTaskConfig.from_params(
-        parameters, objective=objective, factorised=False, lr=sgd_lr, optimizer="sgd"
-    )
-    sgd_runs["copy", objective] = copy_task.train(sgd, "copy")
-training = copy_task.runs_dataset(runs)
+training = gradient_toy_runs.training_runs(parameters)
+
+# %% [markdown]
+# **Did the runs learn?** A score of a model that has not learned its task says nothing about the task, so we
+# check learning before reading any score. The yardstick is the loss of the best predictor that ignores the
+# context: it predicts every target with the frequencies of the target tokens, and its cross-entropy is their
+# entropy $-\sum_v p_v \log p_v$ (`toy_tasks.target_entropy`, estimated from
+# `gradient_toy_runs.YARDSTICK_SEQUENCES` sampled sequences of the task, the targets of each objective). A run
+# whose loss is not below it has learned, at most, the token frequencies. The criterion
+# (`gradient_toys.learning_table`): the final model's loss on fresh sequences it never trained on
+# (`toy_tasks.HELD_OUT_SEQUENCES` of them) lies at least `gradient_toys.LEARNING_MARGIN` nats below the yardstick.
+#
+# Why that margin: on the copy task, next-token prediction can gain at most a little more than half of the
+# yardstick, since the first half of each sequence is unpredictable; on the Markov task the best a next-token
+# predictor can do is the chain's conditional entropy. The margin asks for a clear part of that room, and lies
+# well above the sampling noise of a held-out loss over that many sequences. A run that meets it uses the
+# context. Every effect below is computed only from runs that all met it; otherwise it says that the runs did
+# not learn. The table lists each run's held-out loss, the yardstick, the distance between them (`below`) and
+# whether it met the criterion:
+
+# %%
+learning = gradient_toys.learning_table(training)
+prose.show(gradient_toys.describe_learning(learning))
+learning.round(3)
+
+# %% [markdown]
+# In the figure, each line is the median over the `n_seeds` seeds and its shaded band the range over seeds;
+# solid lines train $W_{qk}$ as the parameter, dashed lines the factorised $W_q W_k^\top$. The loss panels
+# (training loss on each step's batch) carry each objective's learning threshold, the yardstick minus the
+# margin, as a dotted line, and each run's held-out loss as a cross at the last step: a run has learned when its
+# cross lies below its threshold. Directionality gets one panel per parameterisation, because a single run of it
+# can jump across its whole scale. On the copy task, the plain-SGD runs are added to the symmetry panel (dotted). The grey bands are the central 95% ranges of the null. At small
+# widths the directionality null is wide (its range is stated at the top of the notebook), and a directionality
+# line inside it is what a random matrix of this width gives.
+
+# %%
 STYLES = {"W_qk": "-", "W_q W_k^T": "--"}
-null_band = {score: np.quantile(NULL[score], [0.025, 0.975]) for score in SCORES}
 
 
 def median_and_range(ax, values, color, style="-", label=None):
     """Median over seeds (line) and range over seeds (band) of ``values`` ``[seed, step]``."""
-    steps_ = values.step.values
-    ax.plot(steps_, values.median("seed"), style, color=color, label=label)
-    ax.fill_between(steps_, values.min("seed"), values.max("seed"), color=color, alpha=0.15, lw=0)
+    ax.plot(values.step, values.median("seed"), style, color=color, label=label)
+    ax.fill_between(values.step, values.min("seed"), values.max("seed"), color=color, alpha=0.15, lw=0)
 
 
 fig, axes = plt.subplots(2, 4, figsize=(20, 8.5), sharex=True, layout="constrained")
-for row, task in zip(axes, TASKS, strict=True):
+for row, task in zip(axes, toy_tasks.TASKS, strict=True):
     for objective, color in OBJECTIVES.items():
         for parameterisation, style in STYLES.items():
             pick = training.sel(task=task, objective=objective, parameterisation=parameterisation)
-            label = f"{objective}, {parameterisation}" if task == TASKS[0] else None
+            label = f"{objective}, {parameterisation}" if task == toy_tasks.TASKS[0] else None
             median_and_range(row[0], pick.loss, color, style, label)
+            row[0].plot([pick.step[-1]] * n_seeds, pick.held_out_loss, "x", color=color, ms=8)
             median_and_range(row[1], pick.symmetry, color, style)
             median_and_range(row[2 + list(STYLES).index(parameterisation)], pick.directionality, color, style)
-    row[0].set_ylabel("loss (cross-entropy, nats)")
-    row[0].set_title(f"{task} task: loss")
-    row[1].set_title(f"{task} task: symmetry")
-    row[1].set_ylabel("symmetry of W_qk")
+        threshold = float(training.target_entropy.sel(task=task, objective=objective)) - gradient_toys.LEARNING_MARGIN
+        row[0].axhline(threshold, color=color, ls=":", lw=1.5)
+    row[0].set(ylabel="loss (cross-entropy, nats)", title=f"{task} task: loss")
+    row[1].set(ylabel="symmetry of W_qk", title=f"{task} task: symmetry")
     for ax, parameterisation in zip(row[2:], STYLES, strict=True):
-        ax.set_title(f"{task} task: directionality, {parameterisation}")
-        ax.set_ylabel("directionality of W_qk")
+        ax.set(title=f"{task} task: directionality, {parameterisation}", ylabel="directionality of W_qk")
         ax.set_ylim(-1.08, 1.08)
     for ax, score in zip(row[1:], ("symmetry", "directionality", "directionality"), strict=True):
-        ax.axhspan(*null_band[score], color=plotting.NEUTRAL_COLOR, alpha=0.2, lw=0)
+        ax.axhspan(*np.quantile(nulls[f"null_{score}"], [0.025, 0.975]), color=plotting.NEUTRAL_COLOR, alpha=0.2, lw=0)
         ax.axhline(0, color="black", lw=0.8)
-for (task, objective), rec in sgd_runs.items():
-    axes[TASKS.index(task), 1].plot(
-        rec["step"], rec["symmetry"], ":", color=OBJECTIVES[objective], lw=2, label=f"{objective}, W_qk, SGD"
-    )
+for objective, color in OBJECTIVES.items():
+    sgd = training.sgd_symmetry.sel(objective=objective)
+    axes[0, 1].plot(sgd.step, sgd, ":", color=color, lw=2, label=f"{objective}, W_qk, SGD")
 for ax in axes[1]:
     ax.set_xlabel("step")
 handles, labels = axes[0, 0].get_legend_handles_labels()
 sgd_handles, sgd_labels = axes[0, 1].get_legend_handles_labels()
 null_patch = plt.matplotlib.patches.Patch(color=plotting.NEUTRAL_COLOR, alpha=0.2, label="null, central 95%")
+threshold_line = plt.matplotlib.lines.Line2D([], [], color="black", ls=":", label="learning threshold")
+held_out_mark = plt.matplotlib.lines.Line2D([], [], color="black", marker="x", ls="", label="held-out loss")
 fig.legend(
-    [*handles, *sgd_handles, null_patch],
-    [*labels, *sgd_labels, null_patch.get_label()],
+    [*handles, *sgd_handles, null_patch, threshold_line, held_out_mark],
+    [*labels, *sgd_labels, *(h.get_label() for h in (null_patch, threshold_line, held_out_mark))],
     loc="outside right center",
     title=f"median over {prose.count(n_seeds, 'seed')}\n(band: range over seeds)",
 )
@@ -398,180 +381,103 @@ plotting.savefig(fig, figures_dir / "04_training")
 plt.show()
 
 # %% [markdown]
-# Each run's final scores, and where each sits in the null of a random single-head $W_{qk}$ of the same width:
+# Each run's final scores, and where they sit in the null of one random single-head $W_{qk}$ of the same width.
+# These are descriptions of single runs: a score inside the null's range is what a random matrix of this width
+# gives, whichever side of zero it falls on, and a score beyond it, in one run, can still be luck.
 
 # %%
-final = training.isel(step=-1)
-for (task, objective, factorised, s), rec in runs.items():
-    scored = [f"{v} {rec[v][-1]:+.3f} ({null_text(against_null(rec[v][-1], v))})" for v in SCORES]
-    name = f"{task:<7} {objective:<14} {copy_task.PARAMETERISATIONS[factorised]:<10} seed {s}:"
-    print(name, ";  ".join(scored), f";  loss {rec['loss'][-1]:.2f}")
-for (task, objective), rec in sgd_runs.items():
-    print(
-        f"{task:<7} {objective:<14} W_qk, SGD  seed {seed}: symmetry {rec['symmetry'][-1]:+.3f}; "
-        f"directionality {rec['directionality'][-1]:+.3f};  loss {rec['loss'][-1]:.2f}"
-    )
-lines = []
-for task in TASKS:
-    for objective in OBJECTIVES:
-        for parameterisation in final.parameterisation.values:
-            where = dict(task=task, objective=objective, parameterisation=parameterisation)
-            readings = []
-            for score in SCORES:
-                values = final[score].sel(where).values
-                reading = copy_task.null_reading([against_null(v, score) for v in values])
-                readings.append(f"{score} {prose.listing(values)}, {reading}")
-            lines.append(f"- {task} task, {objective}, {parameterisation}: " + "; ".join(readings) + ".")
-direction_range = np.quantile(NULL["directionality"], [0.025, 0.975])
-prose.show(
-    f"Final scores of $W_{{qk}}$ against the null (at width {d_model}, the null's 95% range for directionality is "
-    f"{prose.span(direction_range)}):\n\n" + "\n".join(lines)
-)
+prose.show(gradient_toys.describe_final_scores(training, nulls, learning))
 
 # %% [markdown]
-# A score inside the null's range is what a random matrix of this width gives, and is not read as a finding
-# here, whichever side of zero it falls on.
-#
 # **Which objective ends the more symmetric.** The argument of section 3 of the paper predicts masked LM above
-# next-token prediction. Per task and parameterisation, the paired effect over seeds (bidirectional minus
-# causal final symmetry, paired by seed, against the difference of two random matrices), and the same for
-# directionality, where the paper's reading predicts the causal objective the more column-dominant
-# (negative):
+# next-token prediction in final symmetry, and, for directionality, the causal $W_{qk}$ the more
+# column-dominant (next-token prediction minus masked LM negative).
+#
+# *A paired effect over seeds.* In a run of seed $k$ both objectives start from the same weights and see the same
+# sequences, so the two runs of one seed form a pair, and the difference within the pair removes what the seed
+# alone decides. The effect is the mean of these differences over the `n_seeds` seeds, with three pieces of
+# evidence: a bootstrap 95% interval of that mean over seeds; a sign-flip test, whose p-value is the share of the
+# $2^n$ ways of flipping the signs of the $n$ differences that give a mean at least as far on the predicted side
+# (exact for few seeds); and the null of the mean, what the same mean difference would be between pairs of random
+# matrices of this width (`stats.null_of_the_mean`, the average of `n_seeds` draws, narrower than the null of one
+# draw by about the square root of the number of seeds).
+#
+# *The rule* (`attnstruct.stats.decide`). An effect *holds* when the interval lies on the predicted side of zero,
+# p is below alpha and the mean lies beyond the null's range on that side; it *does not hold* when the interval
+# lies on the other side and the opposite test is significant; otherwise we *cannot tell at this scale*, and the
+# reason says why. Runs that did not learn give *cannot tell at this scale* with that reason, whatever their
+# numbers. With few seeds the test cannot reach a small p at all, however large the differences are:
 
 # %%
-null_difference = {
-    score: evidence.null_difference(
-        NULL[score],
-        evidence.null_median_over_layers(score, d_model, n_heads=1, n_layers=1, n_draws=n_null, seed=seed + 1),
-        seed=seed,
-    )
-    for score in SCORES
-}
-effects = []
-for task in TASKS:
-    for parameterisation in final.parameterisation.values:
-        pick = final.sel(task=task, parameterisation=parameterisation)
-        effects.append(
-            evidence.paired_effect(
-                pick.symmetry.sel(objective="bidirectional").values,
-                pick.symmetry.sel(objective="causal").values,
-                claim=f"{task} task, {parameterisation}: final symmetry, bidirectional minus causal",
-                null_samples=null_difference["symmetry"],
-                seed=seed,
-            )
-        )
-        effects.append(
-            evidence.paired_effect(
-                pick.directionality.sel(objective="causal").values,
-                pick.directionality.sel(objective="bidirectional").values,
-                claim=f"{task} task, {parameterisation}: final directionality, causal minus bidirectional",
-                predicted_sign=-1,
-                null_samples=null_difference["directionality"],
-                seed=seed,
-            )
-        )
-prose.show("\n".join(f"- {e.sentence()}" for e in effects))
-prose.show(copy_task.ordering_sentence(final.symmetry) + " " + copy_task.ordering_sentence(final.symmetry, "W_q W_k^T"))
+prose.show(stats.describe_reach(n_seeds, what="each paired effect over these seeds"))
+effects = gradient_toys.objective_effects(training, d_model=d_model, n_null=n_null, seed=seed)
+prose.show(gradient_toys.describe_objective_effects(effects))
 
 # %% [markdown]
-# Each verdict is the one `attnstruct.evidence.paired_effect` returns, with its reason. For comparison, in the
-# authors' own training runs the 4-layer decoders ended with negative symmetry, and directionality did not
-# separate encoders from decoders cleanly (the paper's section 4, training from scratch; authors' result files,
-# `docs/paper-notes.md`).
+# Per task, the mean final symmetry of each objective (a description of the means, which alone decide nothing),
+# and the symmetry prediction read for both parameterisations together (`stats.overall`: *holds* only when each
+# effect does, *does not hold* when one effect clearly goes the other way):
+
+# %%
+prose.show(gradient_toys.describe_orderings(training, effects))
+
+# %% [markdown]
+# For comparison, in the authors' own training runs the 4-layer decoders ended with negative symmetry, and
+# directionality did not separate encoders from decoders cleanly (the paper's section 4, training from scratch;
+# authors' result files, `docs/paper-notes.md`).
 #
 # ## 4. The assumption behind "bidirectional means symmetric"
 #
 # Pairing the terms $(i, j)$ and $(j, i)$ gives
 # $\sum_i \beta_{ii} K_{ii} + \sum_{i<j} \big[\tfrac{\beta_{ij} + \beta_{ji}}{2}(K_{ij} + K_{ij}^\top) + \tfrac{\beta_{ij} - \beta_{ji}}{2}(K_{ij} - K_{ij}^\top)\big]$,
 # with $K_{ij} = x_i x_j^\top$. Beyond the symmetric self-pair terms $K_{ii}$, the update is symmetric only to
-# the extent that $\beta_{ij} \approx \beta_{ji}$ on aggregate. As a proxy for that, we measure the symmetry
-# score of $\sum \beta$ over a batch (positions $\times$ positions) along training; $\beta_{ij} = \beta_{ji}$
-# would score $+1$. For the causal objective $\sum\beta$ is lower-triangular, so its score comes from its
-# diagonal, the self-pairs, alone: a high causal value says that the coefficients sit on the query's own
-# position, not that $\beta_{ij} \approx \beta_{ji}$ for $i \ne j$. If the argument explains the difference
-# between the objectives, the proxy's gap between them should match the gap in the symmetry of $W_{qk}$
-# (`attnstruct.copy_task.proxy_reading` states the rule). In the figure ($W_{qk}$ as the parameter), each line is
-# the median over seeds and its band the range over seeds.
+# the extent that $\beta_{ij} \approx \beta_{ji}$ on aggregate: symmetric pair probabilities (section 2) say that
+# both directions of a pair enter equally often, not that they enter with equal weight. As a proxy for that, we
+# measure the symmetry score of $\sum \beta$ over a batch (positions $\times$ positions) along training;
+# $\beta_{ij} = \beta_{ji}$ would score $+1$. For the causal objective $\sum\beta$ is lower-triangular, so its
+# score comes from its diagonal, the self-pairs, alone: a high causal value says that the coefficients sit on the
+# query's own position, not that $\beta_{ij} \approx \beta_{ji}$ for $i \ne j$.
+#
+# If the argument explains the difference between the objectives, the proxy should separate them in the same
+# direction as the final symmetry of $W_{qk}$ does. We read both as paired effects over seeds: the proxy's effect
+# is each run's median over training of the proxy, masked LM minus next-token prediction (no null: a random matrix
+# has no coefficients), and the $W_{qk}$ effect is the one of section 3b. Read together with `stats.overall`, the
+# account *holds* only when both do. In the figure ($W_{qk}$ as the parameter), each line is the median over
+# seeds and its band the range over seeds.
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharey=True, layout="constrained")
-for ax, task in zip(axes, TASKS, strict=True):
+for ax, task in zip(axes, toy_tasks.TASKS, strict=True):
     for objective, color in OBJECTIVES.items():
         pick = training.beta_symmetry.sel(task=task, objective=objective, parameterisation="W_qk")
         median_and_range(ax, pick, color, label=objective)
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_title(f"{task} task")
-    ax.set_xlabel("step")
+    ax.set(title=f"{task} task", xlabel="step")
 axes[0].set_ylabel("symmetry of summed beta")
 axes[0].legend()
 plotting.savefig(fig, figures_dir / "04_beta_symmetry")
 plt.show()
 
-beta_median = training.beta_symmetry.sel(parameterisation="W_qk").median("step")  # per task, objective, seed
-lines = []
-for task in TASKS:
-    over_training = {
-        o: training.beta_symmetry.sel(task=task, objective=o, parameterisation="W_qk").values.ravel()
-        for o in OBJECTIVES
-    }
-    b, c = (np.median(over_training[o]) for o in OBJECTIVES)
-    per_seed = {o: beta_median.sel(task=task, objective=o).values for o in OBJECTIVES}
-    beta_gap = float(np.mean(per_seed["bidirectional"] - per_seed["causal"]))
-    wqk = final.symmetry.sel(task=task, parameterisation="W_qk")
-    wqk_gap = float((wqk.sel(objective="bidirectional") - wqk.sel(objective="causal")).mean("seed"))
-    text = (
-        f"- {task} task: the proxy's median over training is {prose.signed(b)} (range "
-        f"{prose.span(over_training['bidirectional'])}) under masked LM and {prose.signed(c)} (range "
-        f"{prose.span(over_training['causal'])}) under next-token prediction. Per seed, masked LM minus next-token "
-        f"prediction: {prose.signed(beta_gap)} for the proxy against {prose.signed(wqk_gap)} for the final symmetry of "
-        f"$W_{{qk}}$; {copy_task.proxy_reading(beta_gap, wqk_gap)}."
-    )
-    effect = evidence.paired_effect(
-        per_seed["bidirectional"],
-        per_seed["causal"],
-        claim=f"{task} task, median symmetry of summed beta, bidirectional minus causal",
-        seed=seed,
-    )
-    lines.append(f"{text} {effect.sentence()}.")
-prose.show("The proxy $\\beta_{ij} = \\beta_{ji}$ (symmetry of the summed $\\beta$), per task:\n\n" + "\n".join(lines))
+# %% [markdown]
+# **Reading the figure.** A masked-LM line near $+1$ would say that the coefficients of the two directions of a
+# pair match; a line near zero that they are unrelated, so that the symmetric pair probabilities do not carry over
+# into a symmetric update. A causal line is the share of the coefficients' energy on the diagonal. The proxy per
+# task, with its effect and the $W_{qk}$ effect side by side:
+
+# %%
+proxies = gradient_toys.proxy_effects(training, seed=seed)
+prose.show(gradient_toys.describe_proxy(training, proxies, effects))
 
 # %% [markdown]
 # ## 5. Save
+#
+# One dataset keeps every part of this notebook (`gradient_toy_runs.dataset`): the nulls, the pair probabilities,
+# the accumulated updates, every training run with its held-out loss and the yardsticks, with the parameters and
+# versions that made them. Every sentence above can be recomputed from it with the functions of
+# `attnstruct.analyses.gradient_toys`.
 
 # %%
-names = list(OBJECTIVES)
-accumulated_vars = {
-    f"accumulated_{v}": (("task", "objective", "n_sequences"), [[accumulated[t, o][v] for o in names] for t in TASKS])
-    for v in ("symmetry", "directionality", "symmetry_without_self", "directionality_without_self")
-}
-dataset = training.assign(
-    accumulated_vars
-    | {
-        "sgd_symmetry": (("objective", "step"), [sgd_runs["copy", o]["symmetry"] for o in names]),
-        "sgd_directionality": (("objective", "step"), [sgd_runs["copy", o]["directionality"] for o in names]),
-        "role_query": (("objective", "position"), [roles[o][0].numpy() for o in names]),
-        "role_context": (("objective", "position"), [roles[o][1].numpy() for o in names]),
-        "pair_probability": (("objective", "position", "context_position"), [pair_probability[o] for o in names]),
-        "null_symmetry": (("null_draw",), NULL["symmetry"]),
-        "null_directionality": (("null_draw",), NULL["directionality"]),
-    }
-).assign_coords(
-    n_sequences=checkpoints,
-    position=np.arange(seq_len),
-    context_position=np.arange(seq_len),
-    null_draw=np.arange(n_null),
-)
-dataset.attrs = results.provenance_attrs(
-    parameters=parameters,
-    scored_matrix="W_qk of a one-layer, one-head attention model on the copy and Markov tasks (d_model x d_model); "
-    "accumulated_*: the summed update -dL/dW_qk at initialisation (_without_self: the pairs j = i left out); "
-    "sgd_*: plain-SGD runs on the copy task; role_*: times per sequence a position is predicted (query) and "
-    "context; pair_probability: P(position query, context_position context) from sampled batches; "
-    "null_*: random single-head W_q^T W_k of width d_model",
-    title="04 gradient structure: toy updates and training, bidirectional versus causal, copy and Markov tasks",
-    markov_seed=copy_task.MARKOV_SEED,
-    markov_concentration=copy_task.MARKOV_CONCENTRATION,
-)
+dataset = gradient_toy_runs.dataset(parameters, [nulls, roles, accumulated, training])
 results.save_dataset(dataset, results_dir / "04_gradient_structure.nc")
 dataset
 
@@ -589,7 +495,7 @@ dataset
 # write `ex_score_gradient(a, g)`, which returns it as a tensor of shape `[n]` (`a` and `g`: float64 tensors of
 # shape `[n]`). Hint: $\partial P_j/\partial a_k = P_j(\delta_{jk} - P_k)$. The check compares your function
 # with torch autograd on random rows, through a loss that goes via values and an unembedding as in section 1.
-# Under a causal mask a query's row holds only its context scores $a_{ij}$, $j \le i$: the same function
+# Under a causal mask a query's row contains only its context scores $a_{ij}$, $j \le i$: the same function
 # applies to that shorter row.
 
 
@@ -622,7 +528,7 @@ print("ex_score_gradient equals autograd's dL/da on rows of length 1, 2, 5 and 9
 # %% [markdown]
 # ### Exercise 04.2: which positions are context under a causal mask
 #
-# Next-token prediction on one sequence of length $n$, as `attnstruct.copy_task.batch_for` sets it up: the
+# Next-token prediction on one sequence of length $n$, as `attnstruct.tasks.toy_tasks.batch_for` sets it up: the
 # query at position $i$ predicts token $i + 1$ from the positions $j \le i$, and the last position predicts
 # nothing. Write `ex_causal_pairs(n)`, the set of all (query $i$, context $j$) pairs as tuples `(i, j)`, and
 # `ex_times_as_context(n)`, a list whose entry $j$ is the number of those pairs in which position $j$ is the
@@ -647,7 +553,7 @@ def ex_times_as_context(n):
 
 # %% nbgrader={"grade": true, "grade_id": "ex-04-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 for n in (2, 3, 8, 16):
-    _, _, predict_check, mask_check = copy_task.batch_for(
+    _, _, predict_check, mask_check = toy_tasks.batch_for(
         "causal", torch.zeros(1, n, dtype=torch.int64), 1, 0.5, torch.Generator().manual_seed(0)
     )
     expected_pairs = {(i, j) for i in range(n) for j in range(n) if predict_check[0, i] and mask_check[i, j]}
@@ -656,7 +562,7 @@ for n in (2, 3, 8, 16):
         f"n = {n}: {len(expected_pairs - mine)} (query, context) pairs missing and {len(mine - expected_pairs)} "
         "pairs that are not (query, context) pairs; remember j <= i and that the last position predicts nothing"
     )
-    _, as_context_check = G.role_counts(predict_check, mask_check)
+    _, as_context_check = gradient.role_counts(predict_check, mask_check)
     assert [int(c) for c in ex_times_as_context(n)] == as_context_check.int().tolist(), (
         f"n = {n}: ex_times_as_context disagrees with attnstruct.gradient.role_counts"
     )
@@ -693,7 +599,7 @@ def ex_symmetric_part(beta):
 # %% nbgrader={"grade": true, "grade_id": "ex-04-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 check_rng = np.random.default_rng(0)
 x_check, beta_check = check_rng.normal(size=(6, 8)), check_rng.normal(size=(6, 6))
-reference = G.outer_product_sum(torch.tensor(beta_check)[None, None], torch.tensor(x_check)[None])[0].numpy()
+reference = gradient.outer_product_sum(torch.tensor(beta_check)[None, None], torch.tensor(x_check)[None])[0].numpy()
 m_check = np.asarray(ex_update(x_check, beta_check))
 assert m_check.shape == (8, 8) and np.allclose(m_check, reference), (
     "ex_update differs from attnstruct.gradient.outer_product_sum: is x_i the column factor and x_j the row factor?"
@@ -746,7 +652,7 @@ ex_predicted_sign = -1
 assert ex_predicted_sign in (-1, +1), "set ex_predicted_sign to +1 or -1"
 tiny = dict(vocab=16, seq_len=8, d_model=16, steps=150, batch=32, lr=0.01, every=150, seed=0)
 tiny_symmetry = {
-    o: copy_task.train(copy_task.CopyTaskConfig(objective=o, **tiny), "copy")["symmetry"][-1] for o in OBJECTIVES
+    o: toy_tasks.train(toy_tasks.CopyTaskConfig(objective=o, **tiny), "copy")["symmetry"][-1] for o in OBJECTIVES
 }
 measured_sign = int(np.sign(tiny_symmetry["causal"] - tiny_symmetry["bidirectional"]))
 print(

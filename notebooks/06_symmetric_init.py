@@ -25,20 +25,28 @@
 #
 # **The confound.** The authors' symmetric runs replaced the attention modules by fresh `nn.Linear` layers with
 # PyTorch's default initialisation, $\mathcal U(\pm 1/\sqrt d)$ with non-zero biases, while the baseline kept
-# BERT's $\mathcal N(0, 0.02)$ with zero biases: the symmetric runs also started with larger Q/K/V weights
-# and a re-drawn $W_v$. They used one seed and the noisy training loss. So we compare initialisations of the same
-# model, several seeds each, on held-out loss:
+# BERT's normal initialisation (standard deviation `0.02`) with zero biases: the symmetric runs also started with
+# larger Q/K/V weights and a re-drawn $W_v$. They used one seed and the noisy training loss. So we compare
+# initialisations of the same model, several seeds each, on held-out loss:
 #
 # | init | $W_q$, $W_k$, $W_v$ | $W_q = W_k$ at step 0 | what it tests |
 # |---|---|---|---|
-# | `bert` | $\mathcal N(0, 0.02)$, biases 0 | no | the baseline |
+# | `bert` | BERT's normal, std `0.02`, biases 0 | no | the baseline |
 # | `symmetric` | PyTorch default, biases $\ne 0$ | yes | the paper's method, confound included |
-# | `symmetric-matched` | $\mathcal N(0, 0.02)$, biases 0 | yes | symmetry alone (the control) |
+# | `symmetric-matched` | BERT's normal, std `0.02`, biases 0 | yes | symmetry alone (the control) |
 # | `default-scale` | PyTorch default, biases $\ne 0$ | no | the confound alone |
 #
 # The baseline runs are notebook 05's, reused from the same run folder when 05 ran first with the same settings
 # (a test keeps the two notebooks' settings equal); the treated initialisations are trained for the objectives in
 # `treated_objectives`, the encoder by default, since the paper's claim is about encoders.
+#
+# **Why a placebo.** A speed-up compares two runs: how much sooner one reaches the other's final loss. But two runs
+# of the *same* initialisation with different seeds already differ, one a little ahead of the other, so a speed-up
+# is never exactly zero even when nothing was changed. The placebo measures that: the same metric applied to two
+# baseline runs that differ only in their seed. A treated initialisation speeds training up only if its speed-ups
+# are larger than the placebo's, beyond what the spread of both allows; the comparison is a permutation test of
+# the two groups (each treated seed against its own baseline; each baseline seed against the next one), read by
+# the one rule of `attnstruct.stats`, and gated, as every verdict here, on the runs having learned.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -46,7 +54,8 @@
 # * say why $W_q^h = W_k^h$ makes every head's $W_{qk}$ symmetric at step 0, and why training does not keep it so;
 # * separate the effect of a symmetric start from the confound of a larger initial scale, with a matched control;
 # * measure a speed-up on held-out loss against a placebo (two baselines that differ only in their seed), and
-#   read a verdict of *cannot tell* as what it is;
+#   read a verdict of *cannot tell at this scale* as what it is: not a "no", but too little evidence for either;
+# * tell a test from a description: the values of single runs (one seed per schedule) describe, and decide nothing;
 # * predict from the initial scale and the objective how long a symmetric start lasts, and test it on tiny runs.
 
 # %% tags=["parameters"]
@@ -90,27 +99,21 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import xarray as xr
 
-from attnstruct import corpus as text_corpus
-from attnstruct import evidence, factor_scores, pipeline, plotting, prose, results, speedup, text
-from attnstruct import training_evidence as te
-from attnstruct.transformer import query_key_factors
+from attnstruct import factor_scores, notebooks, results
+from attnstruct.analyses import final_ordering, gates, symmetric_init, symmetric_start, training_dynamics
+from attnstruct.report import plotting, prose
+from attnstruct.tasks import corpus as text_corpus
+from attnstruct.tasks import text
+from attnstruct.training.model import query_key_factors
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
-if inits[0] != "bert" or len(set(inits)) != len(inits):
-    raise ValueError(f"inits must start with the baseline 'bert' and not repeat, got {inits}")
-if not set(treated_seeds) <= set(seeds):
-    raise ValueError(f"treated_seeds {treated_seeds} must be among seeds {seeds}")
-if not set(treated_objectives) <= set(objectives):
-    raise ValueError(f"treated_objectives {treated_objectives} must be among objectives {objectives}")
-if smoothing < 1:
-    raise ValueError("smoothing must be >= 1")
+symmetric_init.check_design(inits, objectives, treated_objectives, seeds, treated_seeds, smoothing)
 INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#7570b3"}
-OBJECTIVE_NAMES = {"mlm": "encoder (masked LM)", "next-token": "decoder (next token)"}
-parameters = pipeline.notebook_parameters("06_symmetric_init", globals())  # recorded with the dataset
+label = training_dynamics.label  # an objective's name in legends and sentences
+parameters = notebooks.notebook_parameters("06_symmetric_init", globals())  # recorded with the dataset
 baseline_configs = [
     text.TextConfig.from_params(parameters, objective=objective, init="bert", seed=seed)
     for objective in objectives
@@ -124,51 +127,19 @@ treated_configs = [
 ]
 
 # %%
-reported = speedup.reported()
-four = reported[(reported.n_layers == 4) & (reported["mode"] == "encoder")]
-twelve = reported[(reported.n_layers == 12) & (reported["mode"] == "encoder")]
-never = twelve[twelve.speedup.isna()]
-prose.show(
-    "**The paper's speed-ups** (authors' result files, their rule on the training loss, one seed each): 4-layer "
-    "encoders "
-    + ", ".join(f"{prose.percent(r.speedup, 1)} ({r.dataset})" for r in four.itertuples())
-    + "; 12-layer encoders "
-    + ", ".join(f"{prose.percent(r.speedup, 1)} ({r.dataset})" for r in twelve.dropna(subset=["speedup"]).itertuples())
-    + (
-        f", and none on {', '.join(never.dataset)}: that symmetric run ended above the baseline's final loss "
-        "(the authors' notebook printed it as a speed-up of 100%)."
-        if len(never)
-        else "."
-    )
-)
+prose.show(symmetric_init.describe_reported())
 
 # %% [markdown]
 # ## The initialisations at step 0
 #
-# Measured on the models themselves (seed `seeds[0]`): the weight scale of Q, K and V, the largest bias, and the
-# symmetry score of every head's $W_{qk}$ (1 for a symmetric matrix).
+# Measured on the models themselves (the first treated seed, `treated_seeds[0]`, of the first treated objective):
+# the weight scale of Q, K and V in the first layer, the largest bias there, and the symmetry score of every
+# head's $W_{qk}$ (1 for a symmetric matrix). The first line gives the standard deviation of PyTorch's default
+# initialisation at this width, which the `symmetric` and `default-scale` rows should show.
 
 # %% tags=["nbval-check-output"]
-rows = []
-for init in inits:
-    config = next(c for c in treated_configs if c.init == init)
-    model = text.build_model(config, vocab_size)
-    layer = model.encoder.blocks[0].attention
-    w_q, w_k = query_key_factors(model)
-    sym = factor_scores(w_q, w_k).symmetry
-    rows.append(
-        {
-            "init": init,
-            "std W_q": float(layer.query.weight.detach().std()),
-            "std W_k": float(layer.key.weight.detach().std()),
-            "std W_v": float(layer.value.weight.detach().std()),
-            "max |bias q,k,v|": max(float(m.bias.detach().abs().max()) for m in (layer.query, layer.key, layer.value)),
-            "head symmetry (min..max)": f"{float(sym.min()):+.2f} .. {float(sym.max()):+.2f}",
-        }
-    )
-init_table = pd.DataFrame(rows).set_index("init")
-print(f"PyTorch's default U(±1/√d) has std 1/√(3d) = {1 / np.sqrt(3 * d_model):.4f} at d = {d_model}; BERT's is 0.02")
-print(init_table.round(4).to_string())
+print(symmetric_start.describe_scales(d_model))
+print(symmetric_start.initial_state(treated_configs, vocab_size).round(4).to_string())
 
 # %% [markdown]
 # ## Training
@@ -191,18 +162,17 @@ print(dict(dataset.sizes))
 # ## Did the runs learn?
 #
 # A speed-up of a run that does not learn means nothing: every run's final validation loss must lie below the
-# unigram entropy of the text by its objective's margin (`text.LOSS_MARGINS`), as in notebook 04.
+# unigram entropy of the text by its objective's margin (`gates.LOSS_MARGINS`), as in notebook 05. A run that ends
+# short of that has barely left the context-free guess, and "reaching the baseline's final loss sooner" would
+# compare two models that have not yet learned what the comparison is about. Every verdict below names the runs it
+# rests on (the treated runs of one initialisation and the baselines of their objective, which the placebo uses
+# too) and reads *cannot tell at this scale* if any of them did not learn.
 
 # %%
 data = text_corpus.load_tokens(corpus, vocab_size, val_fraction, cache=cache_dir)
 unigram_entropy = data.unigram_entropy()
-targets = pd.concat([text.loss_targets(baseline_runs, unigram_entropy), text.loss_targets(dataset, unigram_entropy)])
-targets = targets[~targets.index.duplicated()]
-all_learned = bool(targets["met"].all())
-print(
-    f"unigram entropy of the training tokens: {unigram_entropy:.3f} nats; loss targets met in every run: "
-    f"{'yes' if all_learned else 'NO'} ({int(targets['met'].sum())} of {len(targets)})"
-)
+targets = gates.loss_targets([baseline_runs, dataset], unigram_entropy)
+prose.show(gates.describe_loss_targets(targets, unigram_entropy))
 targets.round(3)
 
 # %% [markdown]
@@ -218,13 +188,8 @@ targets.round(3)
 # %%
 fig, axes = plt.subplots(1, len(treated_objectives), figsize=(5.5 * len(treated_objectives) + 3.5, 4), squeeze=False)
 for ax, objective in zip(axes[0], treated_objectives):
-    own = baselines.val_loss.sel(objective=objective).dropna("step", how="all")
-    if len(seeds) > 1:
-        pairs = [
-            own.sel(seed=seeds[(k + 1) % len(seeds)]).drop_vars("seed") - own.sel(seed=seed).drop_vars("seed")
-            for k, seed in enumerate(seeds)
-        ]
-        placebo = xr.concat(pairs, "pair")
+    placebo = symmetric_init.placebo_curves(baselines.val_loss.sel(objective=objective))  # [pair, step], or None
+    if placebo is not None:
         ax.fill_between(
             placebo.step,
             placebo.min("pair"),
@@ -234,16 +199,15 @@ for ax, objective in zip(axes[0], treated_objectives):
             label="placebo: baseline minus the next seed's (range)",
         )
     ax.axhline(0, color="0.3", ls="--", lw=1, label="baseline (bert), same seed")
-    base = dataset.val_loss.sel(objective=objective, init="bert").dropna("step", how="all")
     for init in inits[1:]:
-        diff = dataset.val_loss.sel(objective=objective, init=init).dropna("step", how="all") - base
+        diff = symmetric_init.loss_differences(dataset, objective, init)  # [seed, step]
         for seed in diff.seed.values:
             ax.plot(diff.step, diff.sel(seed=seed), color=INIT_COLORS[init], lw=0.7, alpha=0.5)
         ax.plot(diff.step, diff.mean("seed"), "o-", ms=3, lw=2, color=INIT_COLORS[init], label=f"{init} minus baseline")
     ax.set(
         xlabel="optimizer step",
         ylabel="validation loss minus baseline (nats)",
-        title=f"{OBJECTIVE_NAMES.get(objective, objective)}: below 0 is ahead",
+        title=f"{label(objective)}: below 0 is ahead",
     )
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 fig.tight_layout()
@@ -263,224 +227,120 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 #
 # The row `bert (placebo)` applies both metrics to two baseline runs that differ only in their seed: whatever
 # speed-up it shows is noise. The verdict compares each initialisation's robust speed-ups with the placebo's
-# (a permutation test; a run that never reaches the level counts as no speed-up).
-
+# (a permutation test; a run that never reaches the level counts as no speed-up). With few seeds on either side
+# the permutation test has few ways to split the speed-ups into two groups, and its smallest attainable p may not
+# be below alpha: the last line of the paragraph below says, computed from the seeds, whether this design can
+# reach a verdict at all.
 
 # %%
-def speedups(objective: str, init: str) -> tuple[list[float], list[float]]:
-    """Per seed: (robust, paper) speed-ups of ``init`` against the baseline of the same seed. For ``"bert"``
-    itself, the baseline of the *next* seed is the "treated" run: a placebo that shows each metric's noise."""
-    robust, paper = [], []
-    for k, seed in enumerate(seeds if init == "bert" else treated_seeds):
-        if init == "bert":
-            treated = baselines.sel(objective=objective, seed=seeds[(k + 1) % len(seeds)])
-        else:
-            treated = dataset.sel(objective=objective, init=init, seed=seed)
-        baseline = baselines.sel(objective=objective, seed=seed)
-        value, _ = speedup.robust_speedup(baselines.step, treated.val_loss, baseline.val_loss, steps, smoothing)
-        robust.append(value)
-        paper.append(speedup.paper_speedup(treated.train_loss, baseline.train_loss))
-    return robust, paper
-
-
-def spread(values: list[float]) -> str:
-    values = np.asarray(values)
-    reached = values[np.isfinite(values)]
-    if len(reached) == 0:
-        return f"never (0/{len(values)} seeds)"
-    text_ = f"{np.median(reached):.0%} [{reached.min():.0%}, {reached.max():.0%}]"
-    return text_ if len(reached) == len(values) else f"{text_}, {len(values) - len(reached)} seed(s) never"
-
-
-rows, long_rows, speedup_values = [], [], {}
-for objective in treated_objectives:
-    for init in inits[1:] + (["bert"] if len(seeds) > 1 else []):
-        robust, paper = speedups(objective, init)
-        speedup_values[objective, init] = (robust, paper)
-        used = seeds if init == "bert" else treated_seeds
-        long_rows += [{"objective": objective, "init": init, "seed": s, "speedup": v} for s, v in zip(used, robust)]
-        rows.append(
-            {
-                "objective": objective,
-                "init": init if init != "bert" else "bert (placebo)",
-                "robust speed-up, median [min, max] over seeds": spread(robust),
-                "paper's metric on our runs": spread(paper),
-            }
-        )
-speedup_table = pd.DataFrame(rows).set_index(["objective", "init"])
-speed_effects = te.speedup_effects(pd.DataFrame(long_rows)) if len(seeds) > 1 else []
+speedups = symmetric_init.speedups(baselines, dataset, steps=steps, smoothing=smoothing)  # one row per run pair
+speed_effects = symmetric_init.speedup_effects(speedups, targets=targets)
 for effect in speed_effects:
     print(effect.sentence())
 
 # %%
-speedup_table
+symmetric_init.speedup_summary(speedups)
 
 # %%
-words = {
-    "holds": "reaches the baseline's final loss sooner than the placebo does",
-    "does not hold": "is slower than the placebo",
-    "cannot tell at this scale": "cannot be told apart from the placebo",
-}
-lines = []
-treated_pairs = [(objective, init) for objective in treated_objectives for init in inits[1:]]
-for (objective, init), effect in zip(treated_pairs, speed_effects):
-    robust, paper = speedup_values[objective, init]
-    placebo_paper = speedup_values[objective, "bert"][1]
-    lines.append(
-        f"- **{init}** ({OBJECTIVE_NAMES.get(objective, objective)}): {words[effect.verdict]} (robust speed-up "
-        f"{spread(robust)} against the placebo's {spread(speedup_values[objective, 'bert'][0])}; difference of the "
-        f"means {prose.signed(effect.estimate)}, 95% interval [{prose.signed(effect.low)}, "
-        f"{prose.signed(effect.high)}], permutation p = {effect.p_value:.2f}). The paper's metric gives "
-        f"{spread(paper)} on the same runs, and {spread(placebo_paper)} for the placebo."
-    )
-if lines:
-    prose.show("**The speed-up at this scale:**\n\n" + "\n".join(lines))
+prose.show(symmetric_init.describe_speedups(speedups, speed_effects))
 
 # %% [markdown]
 # ## Does the initial symmetry persist?
 #
-# Median symmetry over layers (mean over seeds) for each initialisation. A symmetric start is +1; bidirectional
-# training favours symmetric updates, autoregressive training does not, so the question is how fast training
-# erodes it. Beside them: notebook 05's decoder (the same runs as its baseline).
+# Median symmetry over layers (mean over seeds, with the range over seeds as a band) for each initialisation. A
+# symmetric start is +1; bidirectional training favours symmetric updates, autoregressive training does not, so
+# the question is how fast training erodes it. Beside them: notebook 05's decoder (the same runs as its baseline).
+#
+# The test below asks, for the first treated objective, whether each treated initialisation still ends above the
+# baseline, paired by seed: each treated seed's final median symmetry minus the baseline's of the same seed. It
+# rests on `treated_seeds` only, which may be too few for a sign-flip test to reach a verdict; the paragraph says
+# so when they are.
 
 # %%
+medians = training_dynamics.median_over_layers(dataset, "symmetry")  # [objective, init, seed, step]
 fig, axes = plt.subplots(
     1, len(treated_objectives), figsize=(5.5 * len(treated_objectives), 3.6), sharey=True, squeeze=False
 )
 for ax, objective in zip(axes[0], treated_objectives):
     for init in inits:
-        median = dataset.symmetry.sel(objective=objective, init=init).median("layer")
+        median = medians.sel(objective=objective, init=init)
         ax.fill_between(dataset.step, median.min("seed"), median.max("seed"), color=INIT_COLORS[init], alpha=0.15, lw=0)
         ax.plot(dataset.step, median.mean("seed"), color=INIT_COLORS[init], label=init)
     for other in [o for o in objectives if o != objective][:1]:
         ax.plot(
             baselines.step,
-            baselines.symmetry.sel(objective=other).median("layer").mean("seed"),
+            training_dynamics.median_over_layers(baselines, "symmetry").sel(objective=other).mean("seed"),
             ls=":",
             color=plotting.DECODER_COLOR,
-            label=f"bert, {OBJECTIVE_NAMES.get(other, other)}",
+            label=f"bert, {label(other)}",
         )
     ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(
-        xlabel="optimizer step", ylabel="median symmetry over layers", title=OBJECTIVE_NAMES.get(objective, objective)
-    )
+    ax.set(xlabel="optimizer step", ylabel="median symmetry over layers", title=label(objective))
 axes[0, 0].legend(fontsize=8)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "06_symmetry_over_training")
-final_symmetry = te.final_median(dataset, "symmetry")
-persistence = pd.DataFrame(
-    {
-        init: [f"{float(final_symmetry.sel(objective=o, init=init).mean()):+.2f}" for o in treated_objectives]
-        for init in inits
-    },
-    index=treated_objectives,
-)
-persistence
+symmetric_start.persistence_table(dataset).round(2)
 
 # %%
-ends = {init: float(final_symmetry.sel(objective=treated_objectives[0], init=init).mean()) for init in inits}
-persist = [
-    evidence.paired_effect(
-        final_symmetry.sel(objective=treated_objectives[0], init=init).values,
-        final_symmetry.sel(objective=treated_objectives[0], init="bert").values,
-        claim=f"{init} minus bert, final median symmetry ({treated_objectives[0]})",
-    )
-    for init in inits[1:]
-]
+persist = symmetric_start.persistence_effects(dataset, treated_objectives[0], targets=targets)
 for effect in persist:
     print(effect.sentence())
-
-# %%
-prose.show(
-    f"**Persistence ({OBJECTIVE_NAMES.get(treated_objectives[0], treated_objectives[0])}):** after {steps} steps the "
-    "median symmetry over layers ends at "
-    + ", ".join(f"{prose.signed(v)} ({init})" for init, v in ends.items())
-    + ". "
-    + " ".join(f"{e.claim.split(',')[0]}: {prose.signed(e.estimate)}, {e.verdict} ({e.reason})." for e in persist)
-)
+prose.show(symmetric_start.describe_persistence(dataset, persist, treated_objectives[0]))
 
 # %% [markdown]
 # ## The encoder and the decoder at the end, and the schedule
 #
-# The baselines are notebook 05's runs. With a learning rate that decays linearly to zero, the final state is
-# the state in which the decay froze the weights; `docs/calibration.md` lists runs of the same model with a
-# constant rate after warm-up, whose final scores differ (printed below from `docs/calibration.csv`).
+# The baselines are notebook 05's runs, and the first line below repeats its first claim on them (encoder minus
+# decoder final median symmetry, paired by seed, against the null of untrained layers). With a learning rate that
+# decays linearly to zero, the final state is the state in which the decay froze the weights: a run stopped
+# elsewhere in its transient (notebook 05) could end in another place.
+#
+# `docs/calibration.md` lists runs of the same model with a constant rate after warm-up. They are printed below
+# from `docs/calibration.csv` as what they are: one run per schedule and objective, so their values describe those
+# runs and carry no interval, no test and no verdict. Whether the schedule changes the final ordering of the
+# objectives is a question for several seeds per schedule (set `schedule = "constant"` in notebook 05 and compare
+# its verdicts with the linear schedule's).
 
 # %%
-order = te.objective_effects(baselines, te.Shape(d_model, n_heads, n_layers))[0] if len(objectives) > 1 else None
-if order is not None:
-    print(order.sentence())
-
-# %%
-calibration_file = pipeline.find_root() / "docs" / "calibration.csv"
-if calibration_file.is_file():
-    calibration = pd.read_csv(calibration_file, comment="#")
-    schedule_rows = calibration[calibration["purpose"] == "schedule"]
-    if len(schedule_rows):
-        table = schedule_rows.pivot_table(index="schedule", columns="objective", values="final_symmetry")
-        prose.show(
-            "Final median symmetry by schedule in the calibration runs (seed 0, the model above): "
-            + "; ".join(
-                f"{schedule}: " + ", ".join(f"{o} {prose.signed(v)}" for o, v in row.items())
-                for schedule, row in table.iterrows()
-            )
-            + ". "
-            + (
-                "The encoder ends above the decoder under one schedule and below it under the other: the final "
-                "ordering depends on the schedule."
-                if len({bool(row["mlm"] > row["next-token"]) for _, row in table.iterrows()}) > 1
-                else "The final ordering of the encoder and the decoder is the same under both schedules."
-            )
-        )
+shape = training_dynamics.Shape(d_model, n_heads, n_layers)
+order = final_ordering.ordering_effects(baselines, shape, targets=targets)
+for effect in order:
+    print(effect.sentence())
+prose.show(final_ordering.describe_schedules(final_ordering.schedule_runs()))
 
 # %% [markdown]
 # ## The dataset
+#
+# The treated runs (dims `objective`, `init`, `seed`, `step`, `layer`, `head`), with both speed-ups per treated
+# initialisation and seed (`robust_speedup`, `paper_speedup`) and the placebo's per baseline seed
+# (`placebo_robust_speedup`, `placebo_paper_speedup`); attrs carry the provenance, under `loss_targets_met` whether
+# every run learned, and under `verdicts` the speed-ups, the persistence and the ordering above.
 
 # %%
-out = dataset.copy()
-for name, index in (("robust_speedup", 0), ("paper_speedup", 1)):
-    values = np.full((len(treated_objectives), len(inits) - 1, len(treated_seeds)), np.nan)
-    for i, objective in enumerate(treated_objectives):
-        for j, init in enumerate(inits[1:]):
-            values[i, j] = speedup_values[objective, init][index]
-    out[name] = (("objective", "treated_init", "seed"), values)
-    placebo = [
-        speedup_values[o, "bert"][index] if (o, "bert") in speedup_values else [np.nan] * len(seeds)
-        for o in treated_objectives
-    ]
-    out[f"placebo_{name}"] = (("objective", "baseline_seed"), np.asarray(placebo, dtype=float))
-out = out.assign_coords(treated_init=inits[1:], baseline_seed=seeds)
-out.robust_speedup.attrs["long_name"] = (
-    "1 - step/steps at which the smoothed validation loss reaches the baseline's final one"
+out = symmetric_init.result_dataset(
+    dataset,
+    speedups,
+    baseline_seeds=seeds,
+    effects=speed_effects + persist + order,
+    parameters=parameters,
+    unigram_entropy=unigram_entropy,
+    learned=gates.learned(targets),
 )
-out.paper_speedup.attrs["long_name"] = "the authors' metric on the logged training loss (1 - index/rows)"
-out.placebo_robust_speedup.attrs["long_name"] = "the robust speed-up of the baseline of the next seed (a placebo)"
-effects = speed_effects + persist + ([order] if order is not None else [])
-out.attrs.update(
-    results.provenance_attrs(
-        parameters=parameters,
-        scored_matrix=dataset.attrs["scored_matrix"],
-        unigram_entropy=unigram_entropy,
-        loss_targets_met="yes" if all_learned else "no",
-        verdicts=evidence.verdict_table(effects).to_json(orient="index") if effects else "{}",
-    )
-)
-out.attrs["runs"] = dataset.attrs["runs"]
 results.save_dataset(out, results_dir / "06_symmetric_init.nc")
 out
 
 # %% [markdown]
 # ## Exercises
 #
-# The exercises train tiny encoders of their own, with the settings of `attnstruct.text_exercises.EXERCISE` (notebook 05's exercise
+# The exercises train tiny encoders of their own, with the settings of `attnstruct.teaching.exercise_runs.EXERCISE` (notebook 05's exercise
 # settings: width 32, 2 layers of 2 heads, 20 steps of 16 sequences of 32 tokens, a constant learning rate after a
 # short warm-up): a few seconds per run on one thread, and the same answer whatever this notebook's parameters are.
 # `exercise_config(objective, init)` builds the configuration of such a run, and `exercise_run(config)` trains it
 # (or reuses it from `results_dir/exercise_runs/`) and returns its records over `step` and `layer`.
 
 # %%
-from attnstruct.text_exercises import EXERCISE, exercise_config, median_symmetry, sign_of  # noqa: F401
-from attnstruct.text_exercises import exercise_run as _exercise_run
+from attnstruct.teaching.exercise_runs import EXERCISE, exercise_config, median_symmetry, sign_of  # noqa: F401
+from attnstruct.teaching.exercise_runs import exercise_run as _exercise_run
 
 
 def exercise_run(config: text.TextConfig) -> xr.Dataset:
@@ -527,11 +387,12 @@ print(f"right: every layer scores {step0.min():+.2f} at step 0; after training t
 # ### Exercise 06.2: the confound, in one sign
 #
 # The paper's `symmetric` initialisation also draws $W_q$, $W_k$, $W_v$ at PyTorch's default scale,
-# $\mathcal U(\pm 1/\sqrt d)$ with standard deviation $1/\sqrt{3d}$, several times BERT's $\mathcal N(0, 0.02)$ at
-# width 32 (the table of the initialisations above measures both at this notebook's width). Build the tiny encoder
-# with the paper's initialisation as `ex_paper` (`exercise_config`), and predict the sign of its final median
-# symmetry minus that of the `symmetric-matched` encoder as `ex_confound_sign` (`+1`, `0` or `-1`). Both start at
-# $+1$; only the scale of the start differs. The check trains both.
+# $\mathcal U(\pm 1/\sqrt d)$ with standard deviation $1/\sqrt{3d}$, several times the standard deviation of
+# BERT's normal initialisation (`0.02`) at width 32 (the table of the initialisations above measures both at this
+# notebook's width). Build the tiny encoder with the paper's initialisation as `ex_paper` (`exercise_config`), and
+# predict the sign of its final median symmetry minus that of the `symmetric-matched` encoder as
+# `ex_confound_sign` (`+1`, `0` or `-1`). Both start at $+1$; only the scale of the start differs. The check trains
+# both.
 #
 # Hint: an Adam step moves each weight by about the learning rate, whatever the weight's size. Which start does the
 # same number of steps overwrite sooner?
@@ -565,8 +426,9 @@ print(f"right: symmetric ends at {finals['symmetric']:+.2f}, symmetric-matched a
 #   Q, K and V. A matched control (`symmetric-matched`) separates the symmetry from the scale.
 # * A speed-up means something only against a placebo: two baselines that differ only in their seed already reach
 #   each other's final loss sooner or later.
-# * How long a symmetric start lasts depends on how large the initial weights are against the optimiser's steps,
-#   and on whether the objective's gradient has a symmetric drive.
+# * The theory predicts that a symmetric start lasts longer the larger the initial weights are against the
+#   optimiser's steps, and shorter when the objective's gradient has no symmetric drive: Exercise 06.2 and the
+#   `treated_objectives` knob put both predictions to the test.
 
 # %% [markdown]
 # ## Knobs to try

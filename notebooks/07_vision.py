@@ -35,24 +35,32 @@
 # with every key in both orders, and none where keys come before queries only (causal attention). Section 2
 # works out what that means for each objective: a `[CLS]` loss is a special case, because in the last layer
 # only one query, `[CLS]`, receives gradient; `classify-mean` is the same classifier with a loss that reaches
-# every token. Section 6 tests the predictions, seed by seed, against random matrices of the same shape.
+# every token.
+#
+# The notebook then goes step by step, and each step can stop the next one from saying anything. Section 3
+# asks whether the runs learned their task at all, by a criterion fixed before looking at the scores: a run
+# whose loss is no better than a guess that ignores the image has not learned, and a prediction that rests on
+# it gets no verdict. Sections 4 and 5 follow the scores over training, against random matrices of the same
+# shape. Section 6 tests the predictions seed by seed, and says, computed from the number of seeds, whether
+# this design can reach a verdict at all. Section 8 puts the runs beside the paper's pretrained models.
 # If you have pretrained vision checkpoints on disk (ViT, DeiT, BEiT, DINOv2 in Hugging Face format), list
-# their folders in `local_models`: they are scored with the same code and drawn beside the runs.
+# their folders in `local_models`: they are scored with the same code and drawn beside the runs (section 7).
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
 #
 # * say, for each of four vision objectives, which queries reach the loss and so which pairs of tokens enter the
 #   gradient of $W_{qk}$, and what the theory predicts from that;
-# * check that a model learned (losses against a uniform guess, accuracy against chance) before reading its scores;
+# * check that a model learned before reading its scores: its loss against the best guess that ignores the image
+#   (the entropy of the targets), and a classifier's accuracy against chance;
 # * read symmetry and directionality over training against random matrices of the same shape;
 # * test a prediction seed by seed, and read a verdict of *cannot tell at this scale* as a statement about the
-#   number of seeds.
+#   number of seeds or about runs that did not learn, not about the theory.
 
 # %% tags=["parameters"]
-objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.vision.OBJECTIVES
+objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.tasks.vision.OBJECTIVES
 seed = 0  # first seed; the runs use seed, seed + 1, ...
-n_seeds = 3  # runs per objective (5 are needed for a one-sided sign-flip test to reach p < 0.05)
+n_seeds = 3  # runs per objective (section 6 prints how many a one-sided sign-flip test needs for a verdict)
 steps = 800  # AdamW steps per run
 batch_size = 32  # images per step
 lr = 0.001  # peak learning rate (linear warm-up, cosine decay)
@@ -89,91 +97,64 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import torch
-import xarray as xr
 
-from attnstruct import factor_scores, paper_comparison, pipeline, plotting, pretrained, prose, results, symmetry_score
-from attnstruct import images as I
-from attnstruct import vision as V
-from attnstruct import vision_verdicts as VV
-from attnstruct.extract import count_parameters
-from attnstruct.transformer import attention_layers, query_key_factors
+from attnstruct import factor_scores, notebooks, reference, results, stats, symmetry_score
+from attnstruct.analyses import paper_comparison, vision_objectives, vision_results, vision_sentences
+from attnstruct.checkpoints import tables
+from attnstruct.checkpoints.extract import count_parameters
+from attnstruct.report import plotting, prose
+from attnstruct.tasks import images, vision
+from attnstruct.training.model import attention_layers, query_key_factors
 
 plotting.set_style()
 torch.set_num_threads(1)
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
-if not isinstance(n_seeds, int) or n_seeds < 1:
-    raise ValueError(f"n_seeds must be a positive integer, got {n_seeds!r}")
-unknown = sorted(set(objectives) - set(V.OBJECTIVES))
-if unknown or not objectives or len(set(objectives)) != len(objectives):
-    raise ValueError(f"objectives must be distinct names from {V.OBJECTIVES}, got {objectives!r}")
-parameters = pipeline.notebook_parameters("07_vision", globals())  # recorded with the dataset
-objectives = [o for o in V.OBJECTIVES if o in objectives]  # one order everywhere
-configs = [
-    V.VisionConfig.from_params(parameters, objective=objective, seed=seed + k)
-    for objective in objectives
-    for k in range(n_seeds)
-]
-COLORS = {
-    "classify": "#4f7fd1",
-    "classify-mean": "#35a7c9",
-    "masked": plotting.ENCODER_COLOR,
-    "next-patch": plotting.DECODER_COLOR,
-}  # blue: bidirectional
-LABELS = {
-    "classify": "classify ([CLS], bidirectional, ViT)",
-    "classify-mean": "classify-mean (pooled, bidirectional)",
-    "masked": "masked (bidirectional, BEiT)",
-    "next-patch": "next-patch (causal, iGPT)",
-}
-reported = paper_comparison.reported_vision(pretrained.reference_table())  # the authors' values
-prose.show(VV.describe_reported(reported))
+parameters = notebooks.notebook_parameters("07_vision", globals())  # recorded with the dataset
+objectives, configs = vision_results.plan_runs(parameters)  # every objective by every seed, in one order
+COLORS, LABELS = vision_results.COLORS, vision_results.LABELS
+reported = paper_comparison.reported_vision(reference.reference_table())  # the authors' values
+prose.show(vision_sentences.describe_reported(reported))
 
 # %% [markdown]
 # ## 1. Images and patches
 #
-# scikit-learn's `load_digits` (1,797 handwritten digits, 8x8 pixels, 17 grey levels, shipped inside the
+# scikit-learn's `load_digits` (1797 handwritten digits, 8x8 pixels, 17 grey levels, shipped inside the
 # scikit-learn wheel, so nothing is downloaded) is the default image set. `source = "synthetic-digits"`
 # renders digits instead: a 5x7 bitmap font under random rotation, scale, shear, shift, stroke width,
-# contrast and noise, at the same size and grey levels (`attnstruct.images.synthetic_digits`). Either way the
-# image set and its train/validation split are fixed, whatever the seed.
+# contrast and noise, at the same size and grey levels (`attnstruct.tasks.images.synthetic_digits`). Either way
+# the image set and its train/validation split are fixed, whatever the seed, so two runs that differ in their
+# seed differ in their initial weights and in the order of their batches, never in the images they learn from.
 #
 # Each image is cut into non-overlapping `patch_size` x `patch_size` patches in raster order (left to right,
-# top to bottom); a patch is one token, embedded by a linear map, as in ViT. Position 0 holds one extra
+# top to bottom); a patch is one token, embedded by a linear map, as in ViT. Position 0 carries one extra
 # learned token: `[CLS]` for `classify`, the start of the image for the others (`classify-mean` pools it
 # with the patches).
+#
+# The figure shows eight training images with their labels (top) and, for the first of them (bottom), what
+# each objective sees: the image, its patch grid, the input of `masked` (masked patches tinted, a
+# `mask_rate` share of them), the targets of the pixel objectives (each pixel binned into `levels` grey levels),
+# and the order in which `next-patch` reads the patches: patch $t$ is predicted from the patches before it.
 
 # %%
-data = I.load_images(source, n_images, val_fraction)
+data = images.load_images(source, n_images, val_fraction)
 print(f"{data.source}: {len(data.train_images)} training and {len(data.val_images)} validation images")
-example = configs[0]
-patches = I.patchify(data.train_images[:1], patch_size)
-mask = V.random_patch_mask(1, patches.shape[1], mask_rate, torch.Generator().manual_seed(seed))
+example = vision_results.example_panels(data, patch_size, levels, mask_rate, seed)
 fig, axes = plt.subplots(2, 8, figsize=(12, 3.4))
-for i, ax in enumerate(axes[0]):
-    ax.imshow(data.train_images[i], cmap="gray_r", vmin=0, vmax=1)
-    ax.set_title(f"label {int(data.train_labels[i])}", fontsize=9)
-grid = int(np.sqrt(patches.shape[1]))
-shown = {
-    "image": data.train_images[0],
-    f"{grid}x{grid} patches": data.train_images[0],
-    "masked input": I.unpatchify(torch.where(mask[..., None], torch.nan, patches), patch_size, 8, 8)[0],
-    f"{levels}-level targets": I.unpatchify(I.quantise(patches, levels).float() / (levels - 1), patch_size, 8, 8)[0],
-}
+for ax, image, label in zip(axes[0], example.images, example.labels):
+    ax.imshow(image, cmap="gray_r", vmin=0, vmax=1)
+    ax.set_title(f"label {label}", fontsize=9)
 greys = plt.get_cmap("gray_r").copy()
 greys.set_bad(plotting.ENCODER_COLOR, 0.35)  # masked patches
-for ax, (title, image) in zip(axes[1], shown.items()):
+for ax, (title, image) in zip(axes[1], example.panels.items()):
     ax.imshow(image, cmap=greys, vmin=0, vmax=1)
     ax.set_title(title, fontsize=9)
-    if "patches" in title:
-        for edge in np.arange(patch_size, 8, patch_size) - 0.5:
-            ax.axhline(edge, color=plotting.DECODER_COLOR, lw=1)
-            ax.axvline(edge, color=plotting.DECODER_COLOR, lw=1)
-order = np.arange(grid * grid).reshape(grid, grid)
-axes[1][4].imshow(order, cmap="Purples")
-for (r, c), k in np.ndenumerate(order):
-    axes[1][4].text(c, r, str(k), ha="center", va="center", fontsize=7)
+for edge in example.edges:  # the patch grid, on the second panel
+    axes[1][1].axhline(edge, color=plotting.DECODER_COLOR, lw=1)
+    axes[1][1].axvline(edge, color=plotting.DECODER_COLOR, lw=1)
+axes[1][4].imshow(example.order, cmap="Purples")
+for (row, column), k in np.ndenumerate(example.order):
+    axes[1][4].text(column, row, str(k), ha="center", va="center", fontsize=7)
 axes[1][4].set_title("causal order", fontsize=9)
 for ax in axes.flat:
     ax.set_xticks([])
@@ -226,65 +207,91 @@ plt.show()
 #   $\partial L / \partial W_{qk}^{h,\mathrm{last}} \propto \sum_{\text{images}} x_{\mathrm{cls}}\, u^\top$ with
 #   $u = \sum_j g_{\mathrm{cls},j}\, x_j$: one query per image, rows in the span of the `[CLS]` states, never
 #   both orders. The theory predicts no symmetric drive in that layer, so a last layer that stays near the
-#   random matrices' value is consistent with it, not a failure of it. Below the last layer every token reaches the loss
-#   through `[CLS]`'s attention to it (as a key and as a value), so every token is a query and both orders
-#   appear, with weights set by how much `[CLS]` attends to each token: a symmetric drive of a strength the
-#   theory does not give. It therefore orders `classify`'s last layer below `classify-mean`'s, and says
+#   random matrices' value is consistent with it, not a failure of it. Below the last layer every token reaches
+#   the loss through `[CLS]`'s attention to it (as a key and as a value), so every token is a query and both
+#   orders appear, with weights set by how much `[CLS]` attends to each token: a symmetric drive of a strength
+#   the theory does not give. It therefore orders `classify`'s last layer below `classify-mean`'s, and says
 #   nothing about `classify`'s median over layers against the other objectives.
 #
-# The comparisons that follow (each tested in section 6), then those the theory leaves open:
+# The comparisons that follow, each a difference between two objectives of the same seed and each tested in
+# section 6, then those the theory leaves open (they are described there, never given a verdict):
 
 # %%
-side = {+1: "positive", -1: "negative"}
-prose.show(
-    "**Predicted** (treated minus baseline, per seed):\n\n"
-    + "\n".join(f"- {p.claim}: {side[p.sign]}; {p.why}." for p in VV.PREDICTIONS)
-    + "\n\n**Not predicted:**\n\n"
-    + "\n".join(f"- {line}." for line in VV.NOT_PREDICTED)
+prose.show(vision_sentences.describe_predictions())
+
+# %% [markdown]
+# **Training.** The runs are trained side by side, `workers` at a time, one thread each. A run is a pure function
+# of its configuration on a CPU: the batch of step $s$ (the images, and the mask of `masked`) is drawn from
+# the seed and $s$ alone, so the same parameters give the same dataset, bit for bit. All four objectives have the
+# same sequence length (one special token and the patches); only the last linear layer differs in size.
+
+# %%
+model = vision.build_model(configs[0])
+print(
+    f"sequence length {1 + configs[0].n_patches}, {count_parameters(model):,} parameters ({configs[0].objective} head)"
 )
-
-# %%
-model = V.build_model(example)
-print(f"sequence length {1 + example.n_patches}, {count_parameters(model):,} parameters (classify head)")
 print(f"{len(configs)} runs: {', '.join(objectives)} x seeds {seed}..{seed + n_seeds - 1}, {steps} steps each")
 start = time.perf_counter()
-runs = V.train_many(configs, workers=workers)
+runs = vision.train_many(configs, workers=workers)
 print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)")
 
 # %% [markdown]
 # ## 3. Did the models learn?
 #
-# Scores of a model that does not learn mean nothing, so the losses come first. The losses are different
-# quantities (10 classes; `levels` grey levels per pixel of a masked patch or of the next patch); each
-# should fall well below a uniform guess (dashed: $\log 10$ for the classes, $\log$ `levels` per pixel), and
-# the classifiers' accuracy (last panel) well above chance (dashed: one in 10).
+# Scores of a model that does not learn mean nothing, so the losses come first, and they decide what section 6
+# may say. The losses are different quantities: the cross-entropy of the 10 classes per image for the
+# classifiers, of the `levels` grey levels per target pixel for `masked` and `next-patch`. Every run starts
+# near a uniform guess (dashed: $\log 10$ for the classes, $\log$ `levels` per pixel).
+#
+# A uniform guess is too easy a bar, though. Most pixels of a digit are background, so a model that only learned
+# how often each grey level occurs, without looking at the image, would already sit well below it. The fair
+# yardstick is the **context-free loss**: the best mean cross-entropy of a prediction that ignores the image,
+# which is the entropy $H = -\sum_c p_c \log p_c$ of the targets' frequencies $p_c$ in the training images (the
+# class frequencies of the training labels for the classifiers, the grey-level frequencies of the training pixels
+# for the pixel objectives; every pixel is a `next-patch` target, and any patch is masked with the same chance).
+#
+# **The criterion.** A run has learned when its final validation loss lies below $(1 - m) H$, a margin $m$ of
+# the context-free loss below it (`vision_objectives.LEARNING_MARGIN`, printed below as a percentage): the image
+# must explain that share of the targets' entropy. Matching the frequencies explains none of it, so a run that
+# passes used its input. The criterion is applied to every objective and seed (in each panel the context-free loss
+# is dash-dotted, the criterion's threshold dotted); a prediction of section 6 rests on the runs of its two
+# objectives, and is tested as usual only if every one of them learned. Otherwise it reads
+# *cannot tell at this scale* with the reason that the runs did not learn, whatever its scores show. The
+# classifiers' accuracy (last panel) should also stand well above chance (dashed: one in 10); it is shown, not used
+# by the criterion.
 
 # %%
+summary = vision_objectives.final_summary(runs)  # per objective and seed: final scores, validation loss and accuracy
+learning = vision_objectives.learning_table(summary, vision_objectives.context_free_losses(data, objectives, levels))
+learned = vision_objectives.learned_objectives(learning)
+criterion = vision_objectives.thresholds(learning)
 fig, axes = plt.subplots(1, len(objectives) + 1, figsize=(3.6 * (len(objectives) + 1), 3.6), sharex=True)
 for ax, objective in zip(axes, objectives):
     cell = runs.sel(objective=objective)
-    val = cell.val_loss.dropna("step", how="all")
     for s in cell.seed.values:
         ax.plot(runs.step[1:], cell.train_loss.sel(seed=s)[1:], color=COLORS[objective], lw=0.8, alpha=0.6)
-    ax.plot(val.step, val.mean("seed"), "o-", color=COLORS[objective], label="validation, mean over seeds")
-    chance = np.log(10 if objective in V.CLASSIFIERS else levels)
-    ax.axhline(chance, color="0.4", ls="--", lw=1, label="uniform guess")
+    val = cell.val_loss.dropna("step", how="all").mean("seed")
+    ax.plot(val.step, val, "o-", color=COLORS[objective], label="validation, mean over seeds")
+    ax.axhline(vision_objectives.uniform_loss(objective, levels), color="0.4", ls="--", lw=1, label="uniform guess")
+    ax.axhline(criterion.context_free[objective], color="0.4", ls="-.", lw=1, label="context-free loss")
+    ax.axhline(criterion.threshold[objective], color="0.2", ls=":", lw=1.2, label="learned below this")
     ax.set(xlabel="step", title=LABELS[objective])
 axes[0].set_ylabel("cross-entropy (nats)")
 axes[0].legend(title="thin: training, per seed", fontsize=8, title_fontsize=8, loc="center right")
 ax = axes[-1]
-for objective in [o for o in objectives if o in V.CLASSIFIERS]:
-    acc = runs.val_accuracy.sel(objective=objective).dropna("step", how="all")
-    for s in acc.seed.values:
-        ax.plot(acc.step, acc.sel(seed=s), "o-", color=COLORS[objective], lw=1, ms=3, alpha=0.7)
+for objective in [o for o in objectives if o in vision.CLASSIFIERS]:
+    accuracy = runs.val_accuracy.sel(objective=objective).dropna("step", how="all")
+    for s in accuracy.seed.values:
+        ax.plot(accuracy.step, accuracy.sel(seed=s), "o-", color=COLORS[objective], lw=1, ms=3, alpha=0.7)
     ax.plot([], [], "o-", color=COLORS[objective], label=objective)
-ax.axhline(0.1, color="0.4", ls="--", lw=1, label="chance")
+ax.axhline(1 / data.n_classes, color="0.4", ls="--", lw=1, label="chance")
 ax.set(xlabel="step", ylabel="validation accuracy", ylim=(0, 1), title="classifiers: accuracy, per seed")
 ax.legend(fontsize=8)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_losses")
 plt.show()
-prose.show("\n".join(VV.describe_learning(runs, levels)))
+prose.show(vision_sentences.describe_learning(learning, levels))
+prose.show(vision_sentences.describe_gate(learned))
 
 # %% [markdown]
 # ## 4. Symmetry and directionality against training steps
@@ -294,61 +301,37 @@ prose.show("\n".join(VV.describe_learning(runs, levels)))
 # per objective so that they do not hide each other. The bidirectional objectives are blue, the causal one purple.
 # The grey band and the dashed line are the chance level: the central 95% and the median of the median over layers
 # of random matrices of this shape (section 6), where every run starts.
-
+#
+# What to look for: whether the curves leave the band at all, in which direction, and whether the blue and purple
+# curves part. A curve inside the band is what an untrained model of this shape scores; the theory speaks of the
+# direction training pushes $W_{qk}$, so a difference between objectives only means something once the curves
+# have moved.
 
 # %%
-def band(scores: xr.DataArray, dims=("seed", "layer")) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Quartiles over ``dims`` (pooled), per step."""
-    q = scores.stack(sample=dims).quantile([0.25, 0.5, 0.75], dim="sample").values
-    return q[0], q[1], q[2]
-
-
-def null_reference(ax, samples: np.ndarray, what: str) -> None:
-    """The null as a grey band (central 95%) and a dashed line (median), both labelled."""
-    low, high = np.quantile(samples, [0.025, 0.975])
-    ax.axhspan(low, high, color="0.88", lw=0, zorder=0, label=f"{what}: 95% band")
-    ax.axhline(np.median(samples), color="0.45", ls="--", lw=1, zorder=1, label=f"{what}: median")
-
-
-def spread_bars(ax, steps, low, mid, high, k: int, n: int, color, n_bars: int = 5) -> None:
-    """Error bars from ``low`` to ``high`` at up to ``n_bars`` of the record ``steps`` (the last included), shifted
-    sideways for the ``k``-th of ``n`` curves."""
-    steps = np.asarray(steps)
-    at = np.unique(np.linspace(0, len(steps) - 1, min(n_bars, len(steps))).round().astype(int))
-    shift = (k - (n - 1) / 2) * 0.012 * (steps[-1] - steps[0])
-    ax.errorbar(
-        steps[at] + shift,
-        mid[at],
-        yerr=[mid[at] - low[at], high[at] - mid[at]],
-        fmt="o",
-        ms=3,
-        color=color,
-        elinewidth=1,
-        capsize=2,
-    )
-
-
-pools = VV.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
+pools = vision_objectives.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
 fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharex=True)
-for ax, score in zip(axes, ("symmetry", "directionality"), strict=True):
-    null_reference(ax, pools[score, "median"], "random matrices")
+for ax, score in zip(axes, vision_objectives.SCORES, strict=True):
+    plotting.null_band(ax, pools[score, "median"], "random matrices")
     for k, objective in enumerate(objectives):
-        low, mid, high = band(runs[score].sel(objective=objective))
+        low, mid, high = plotting.quartiles(runs[score].sel(objective=objective))
         ax.plot(runs.step, mid, color=COLORS[objective], lw=2, label=LABELS[objective])
-        spread_bars(ax, runs.step, low, mid, high, k, len(objectives), COLORS[objective])
+        x, y, bars = vision_results.bar_points(runs.step, low, mid, high, k, len(objectives))
+        ax.errorbar(x, y, yerr=bars, fmt="o", ms=3, color=COLORS[objective], elinewidth=1, capsize=2)
     ax.set(xlabel="step", ylabel=f"{score} score", title=f"{score}: median over layers (bars: IQR)")
 axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_scores_over_training")
 plt.show()
-prose.show("Median symmetry over layers, mean over seeds:\n\n" + "\n".join(VV.describe_trajectories(runs)))
+prose.show(vision_sentences.describe_trajectories(runs))
 
 # %% [markdown]
 # ## 5. One line per layer
 #
 # Each layer's score against step, averaged over seeds, with error bars from the lowest to the highest seed at a
 # few steps (cividis, as notebook 05: light = deep). The grey band and dashed line are the chance level of *one*
-# random layer of this shape. For `classify` the last layer is the one the theory singles out.
+# random layer of this shape, which is wider than the band of a median over layers. For `classify` the last layer
+# is the one the theory singles out: it is the only layer whose gradient has a single query per image, so it is
+# the one to compare with the same layer of `classify-mean`.
 
 # %%
 fig, axes = plt.subplots(
@@ -356,15 +339,17 @@ fig, axes = plt.subplots(
 )
 shades = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
 for column, objective in enumerate(objectives):
-    for row, score in enumerate(("symmetry", "directionality")):
+    for row, score in enumerate(vision_objectives.SCORES):
         ax = axes[row, column]
-        null_reference(ax, pools[score, "last"], "one random layer")
+        plotting.null_band(ax, pools[score, "last"], "one random layer")
+        spread = vision_results.layer_spread(runs, score, objective)
         for layer in runs.layer.values:
-            per_seed = runs[score].sel(objective=objective, layer=layer)
-            mean = per_seed.mean("seed").values
-            ax.plot(runs.step, mean, color=shades[layer], label=f"layer {layer}")
-            low, high = per_seed.min("seed").values, per_seed.max("seed").values
-            spread_bars(ax, runs.step, low, mean, high, int(layer), n_layers, shades[layer], n_bars=4)
+            curve = spread.sel(layer=layer)
+            ax.plot(runs.step, curve["mean"], color=shades[layer], label=f"layer {layer}")
+            x, y, bars = vision_results.bar_points(
+                runs.step, curve["low"], curve["mean"], curve["high"], int(layer), n_layers, n_bars=4
+            )
+            ax.errorbar(x, y, yerr=bars, fmt="o", ms=3, color=shades[layer], elinewidth=1, capsize=2)
         ax.set(title=f"{objective}: {score}", ylabel=f"{score} score" if column == 0 else None)
         if row == 1:
             ax.set_xlabel("step")
@@ -372,16 +357,16 @@ axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_scores_per_layer")
 plt.show()
-prose.show("Final symmetry of each layer, mean over seeds:\n\n" + "\n".join(VV.describe_layers(runs)))
+prose.show(vision_sentences.describe_layers(runs))
 
 # %% [markdown]
 # ## 6. Where the runs end, against random matrices and against the predictions
 #
 # The paper's statistic for each run: the median over layers of the final scores, with the quartiles, and
-# here also the last layer's scores (`symmetry_last`). One row per objective and seed.
+# here also the last layer's scores (`symmetry_last`), the final validation loss and, for the classifiers, the
+# final validation accuracy. One row per objective and seed.
 
 # %%
-summary = V.final_summary(runs)
 summary.round(3)
 
 # %% [markdown]
@@ -389,65 +374,69 @@ summary.round(3)
 # moved a score beyond what random matrices of the same width, head count and layer count give:
 # `n_null_draws` models with Gaussian factors, each scored as the runs are (the median over `n_layers`
 # layers, or one layer for the last). For each objective: the per-seed values, their percentiles in that
-# null, and how many seeds lie outside its 95% range.
-#
+# null, and how many seeds lie outside its 95% range. This is a description of each run, seed by seed; the
+# tests come next.
+
+# %%
+comparison = vision_objectives.compare_objectives(
+    summary,
+    d_model=d_model,
+    n_heads=n_heads,
+    n_layers=n_layers,
+    n_draws=n_null_draws,
+    seed=seed,
+    learned=learned,
+)
+prose.show(vision_sentences.describe_null_tables(comparison.nulls))
+
+# %% [markdown]
 # **Against the predictions.** Each prediction of section 2 is a difference between two objectives, paired
 # by seed (same initial trunk, same images): its mean over seeds with a 95% bootstrap interval, a one-sided
-# sign-flip test in the predicted direction, and the null of the same difference between random models. A
-# prediction *holds* when the interval lies on the predicted side of 0, the test's p is below `alpha = 0.05`
-# and the difference is beyond the null's 95% range; it *does not hold* when the interval lies on the other
-# side and the opposite test is significant; otherwise the runs *cannot tell at this scale*. With `n_seeds`
-# seeds a sign-flip test cannot go below $2^{-n}$, so fewer than five seeds can never reach a verdict either way.
+# sign-flip test in the predicted direction, and the null of the same mean difference between random models
+# (the null of a mean over as many seeds as the runs have, not that of one seed's value). The rule is the
+# project's one rule for every verdict:
+#
+# * a prediction resting on runs that did not learn (section 3) reads *cannot tell at this scale*, whatever the
+#   numbers;
+# * it *holds* when the interval lies on the predicted side of 0, the test's p is below `alpha = 0.05` and the
+#   difference is beyond the null's 95% range;
+# * it *does not hold* when the interval lies on the other side and the opposite test is significant;
+# * otherwise the runs *cannot tell at this scale*.
+#
+# **What the design can reach.** A sign-flip test of $n$ seeds compares the observed mean with the $2^n$ means
+# obtained by flipping the signs of the differences; even when every seed points the predicted way, the observed
+# mean is only the largest of those $2^n$, so p cannot go below $2^{-n}$. When that floor is not below `alpha`,
+# no outcome of the runs could give a verdict either way, and the honest reading is that the design is too small,
+# not that the theory failed. The line below computes the floor for this notebook's seeds, and the verdicts follow.
 
 # %%
-comparison = VV.compare_objectives(
-    summary, d_model=d_model, n_heads=n_heads, n_layers=n_layers, n_draws=n_null_draws, seed=seed
-)
-blocks = [
-    ("Final median symmetry over layers", "symmetry", "median"),
-    ("Final symmetry of the last layer", "symmetry", "last"),
-    ("Final median directionality over layers", "directionality", "median"),
-]
-prose.show(
-    "\n\n".join(
-        f"**{title}**, per objective:\n\n" + "\n".join(VV.describe_nulls(comparison.nulls, *key))
-        for title, *key in blocks
-    )
-)
+prose.show(stats.describe_reach(comparison.n_seeds, alpha=comparison.alpha, what="every prediction"))
+prose.show("\n".join(vision_sentences.describe_effects(comparison)))
+
+# %% [markdown]
+# Where the theory makes no prediction (`classify`'s median over layers against the other objectives), the runs
+# are only described: how many seeds end on each side, and the mean difference, without a test. Then the table of
+# the tested predictions: the estimate with its interval, the number of seeds, the test's p, the null's range and
+# where the estimate sits in it, and the verdict.
 
 # %%
-statement = "\n".join(VV.describe_effects(comparison))
-print("The predictions, each a difference paired by seed:")
-for effect in comparison.effects:
-    print(f"- {effect.sentence()}")
-for untested in comparison.untested:
-    print(f"- not tested: {untested}")
-held = sum(effect.verdict == "holds" for effect in comparison.effects)
-print(f"Overall: {comparison.overall} ({held} of {len(comparison.effects)} tested predictions hold).")
-
-# %%
-unpredicted = VV.describe_unpredicted(summary)
-if unpredicted:
-    prose.show("Where the theory predicts nothing (`classify`'s median over layers): " + " ".join(unpredicted))
-columns = ["estimate", "low", "high", "n", "p_value", "null_low", "null_high", "null_percentile", "verdict"]
-comparison.table()[columns].round(3) if comparison.effects else None
+prose.show(vision_sentences.describe_unpredicted(summary))
+comparison.table(vision_objectives.VERDICT_COLUMNS).round(3)
 
 # %% [markdown]
 # ## 7. Local vision checkpoints (optional)
 #
 # Any checkpoint folder the extraction code reads (ViT, DeiT, BEiT, DINOv2, ViT-MAE, ... in Hugging Face
 # format, see `attnstruct score --help`) can be scored here: its blocks are read with `iter_blocks` and scored
-# by `pretrained.score_checkpoint`, exactly as in notebook 06. A stack is an encoder unless its attention
-# is causal. Nothing is downloaded.
+# by `tables.score_checkpoint`, exactly as in notebook 03. Its role comes from its blocks (`tables.role_of`):
+# a stack with causal self-attention is a decoder, one with bidirectional self-attention an encoder. Nothing is downloaded. Each checkpoint is summarised as the runs are, by the median and quartiles
+# over layers of both scores, and drawn in section 8.
 
 # %%
-scored = pretrained.score_local_checkpoints(local_models)
-if scored is None:
-    local = pd.DataFrame()
-    print("no local checkpoints given (parameter local_models)")
-else:
-    local = pretrained.summary(scored)
-    print(local.round(3).to_string(index=False))
+scored = tables.score_local_checkpoints(local_models)
+local = vision_results.local_summary(scored)
+prose.show(vision_sentences.describe_local(local))
+None if local.empty else local.round(3)
 
 # %% [markdown]
 # ## 8. Beside the paper's vision models
@@ -456,47 +445,25 @@ else:
 # and any local checkpoints. Open circles: the values **reported by Saponati et al. (2025)** for pretrained
 # vision models, grouped by how those models were trained and placed next to the objective that imitates
 # them (entries with a known extraction problem left out). They are the authors' numbers, not ours, and
-# come from models a thousand times larger, trained on millions of images.
+# come from models a thousand times larger, trained on millions of images, so the figure shows where the small
+# runs sit on the same axes, not whether they reproduce the paper: that question is section 6's. The table under
+# the figure gives the smallest, median and largest of the paper's values per group.
 
 # %%
-groups = [
-    ("classify\n(ours)", "ours", "classify"),
-    ("classify-mean\n(ours)", "ours", "classify-mean"),
-    ("ViT, DeiT\n(paper)", "paper", "supervised (ViT, DeiT)"),
-    ("masked\n(ours)", "ours", "masked"),
-    ("BEiT, MAE,\nDiT (paper)", "paper", "masked image modelling (BEiT, MAE, DiT)"),
-    ("next-patch\n(ours)", "ours", "next-patch"),
-    ("iGPT\n(paper)", "paper", "autoregressive (iGPT)"),
-    ("DINO, GIT,\nDETR (paper)", "paper", "other encoders (DINO, DINOv2, GIT, DETR)"),
-]
-groups = [g for g in groups if g[1] != "ours" or g[2] in objectives]
-if scored is not None:
-    groups.append(("local\ncheckpoints", "local", None))
+groups = vision_results.comparison_groups(objectives, with_local=scored is not None)
+points = vision_results.comparison_points(groups, summary, reported, local)
+markers = {"ours": "o", "local": "D"}
 fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True)
-for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
-    for x, (label, kind, key) in enumerate(groups):
-        if kind == "ours":
-            rows = summary[summary.objective == key]
-            offsets = np.linspace(-0.15, 0.15, len(rows)) if len(rows) > 1 else np.zeros(1)
-            medians = rows[f"{var}_median"].to_numpy()
-            bars = [medians - rows[f"{var}_q25"].to_numpy(), rows[f"{var}_q75"].to_numpy() - medians]
-            ax.errorbar(x + offsets, medians, yerr=bars, fmt="o", color=COLORS[key], capsize=3, mec="white", ms=7)
-        elif kind == "paper":
-            rows = reported[reported.group == key]
-            color = plotting.DECODER_COLOR if (rows.role == "decoder").all() else plotting.ENCODER_COLOR
-            jitter = np.linspace(-0.2, 0.2, len(rows)) if len(rows) > 1 else np.zeros(1)
-            ax.scatter(x + jitter, rows[f"{var}_median"], s=22, facecolors="none", edgecolors=color, alpha=0.6)
+for ax, score in zip(axes, vision_objectives.SCORES, strict=True):
+    for (kind, color), rows in points[points.score == score].groupby(["kind", "color"], sort=False):
+        if kind == "paper":
+            ax.scatter(rows.x, rows["median"], s=22, facecolors="none", edgecolors=color, alpha=0.6)
         else:
-            rows = local[local["stack"] != "cross"]
-            offsets = np.linspace(-0.15, 0.15, len(rows)) if len(rows) > 1 else np.zeros(1)
-            for offset, row in zip(offsets, rows.itertuples(), strict=True):
-                color = plotting.ROLE_COLORS[row.stack]
-                median = getattr(row, f"{var}_median")
-                bars = [[median - getattr(row, f"{var}_q25")], [getattr(row, f"{var}_q75") - median]]
-                ax.errorbar(x + offset, median, yerr=bars, fmt="D", color=color, capsize=3, mec="white", ms=7)
+            bars = [rows["median"] - rows.q25, rows.q75 - rows["median"]]
+            ax.errorbar(rows.x, rows["median"], yerr=bars, fmt=markers[kind], color=color, capsize=3, mec="white", ms=7)
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(groups)), [g[0] for g in groups], fontsize=9)
-    ax.set(title=f"{var} (median over layers)", ylabel=f"{var} score")
+    ax.set_xticks(range(len(groups)), [label for label, *_ in groups], fontsize=9)
+    ax.set(title=f"{score} (median over layers)", ylabel=f"{score} score")
 axes[1].scatter([], [], marker="o", color=plotting.NEUTRAL_COLOR, label="this notebook, one per seed")
 axes[1].scatter([], [], facecolors="none", edgecolors=plotting.NEUTRAL_COLOR, label="reported by the paper")
 if scored is not None:
@@ -504,100 +471,45 @@ if scored is not None:
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 _ = plotting.savefig(fig, figures_dir / "07_vs_paper")
 plt.show()
-print(
-    reported.groupby("group", sort=False)[["symmetry_median", "directionality_median"]]
-    .agg(["min", "median", "max"])
-    .round(3)
-    .to_string()
-)
+vision_results.reported_ranges(reported)
 
 # %% [markdown]
 # ## 9. Save
 #
-# The dataset holds every run's per-layer and per-head scores over training (dims `objective`, `seed`,
-# `step`, `layer`, `head`), the losses, the final per-seed medians, the scores of any local checkpoints
-# (dims `checkpoint`, `checkpoint_layer`), and in its attributes the verdict sentences (`statement`), the
-# overall verdict and the table of effects (`verdicts`, JSON).
+# The dataset contains every run's per-layer and per-head scores over training (dims `objective`, `seed`,
+# `step`, `layer`, `head`), the losses, the final per-seed medians, whether each run learned (`learned`) and the
+# context-free loss it was measured against (`context_free_loss`), the scores of any local checkpoints (dims
+# `checkpoint`, `checkpoint_layer`), and in its attributes the verdict sentences (`statement`), the overall
+# verdict, the table of effects (`verdicts`, JSON) and the learning margin (`learning_margin`).
 
 # %%
-dataset = runs.copy()
-table = summary.set_index(["objective", "seed"])
-for var in ("symmetry", "directionality"):
-    dataset[f"final_{var}_median"] = table[f"{var}_median"].to_xarray().sel(objective=runs.objective)
-    dataset[f"final_{var}_median"].attrs["long_name"] = f"median over layers of the final {var} of each run"
-if scored is not None:
-    per_layer = scored[["symmetry", "directionality"]].max("stack", skipna=True)  # one self-attention stack each
-    per_layer = per_layer.drop_vars([c for c in per_layer.coords if c not in ("model", "layer")])
-    dataset = dataset.merge(
-        per_layer.rename(model="checkpoint", layer="checkpoint_layer", symmetry="checkpoint_symmetry").rename(
-            directionality="checkpoint_directionality"
-        )
-    )
-dataset.attrs = {
-    **runs.attrs,
-    **results.provenance_attrs(
-        parameters=parameters,
-        scored_matrix="W_qk = sum_h W_q^h (W_k^h)^T per layer (and W_q^h (W_k^h)^T per head), the paper's row-vector "
-        "form; in nn.Linear weights sum_h W_q[h]^T W_k[h]; of a vision Transformer trained from scratch, and "
-        "(checkpoint_*) of local checkpoints",
-        title="07 vision: ViT-like classification ([CLS] and pooled), masked and next-patch training, scores over "
-        "training",
-        images=data.source,
-        statement=statement,
-        verdict=comparison.overall,
-        verdicts=comparison.table().to_json(orient="index") if comparison.effects else "{}",
-        checkpoints="; ".join(str(m) for m in local_models),
-    ),
-}
+dataset = vision_results.results_dataset(
+    runs,
+    summary,
+    learning,
+    comparison,
+    parameters=parameters,
+    source=data.source,
+    scored=scored,
+    local_models=local_models,
+)
 results.save_dataset(dataset, results_dir / "07_vision.nc")
 dataset
 
 # %% [markdown]
 # ## Exercises
 #
-# The exercises build tiny models of their own, with the settings in `EXERCISE` below (width 32, 2 blocks of 2
+# The exercises build tiny models of their own, with the settings `EXERCISE` of `attnstruct.teaching.exercise_runs` (width 32, 2 blocks of 2
 # heads, `patch_size = 2`, batches of 4 images), so that their answers do not depend on this notebook's parameters.
 # They train nothing and take about a second. `exercise_config(objective)` builds the configuration of such a model,
-# and `V.build_model(config)` the model, whose trunk is initialised from the seed alone (section 2).
+# and `vision.build_model(config)` the model, whose trunk is initialised from the seed alone (section 2).
 
 # %%
-EXERCISE = {
-    "steps": 20,
-    "batch_size": 4,
-    "lr": 0.001,
-    "warmup": 5,
-    "schedule": "constant",
-    "weight_decay": 0.05,
-    "clip": 1.0,
-    "mask_rate": 0.4,
-    "log_every": 20,
-    "eval_every": 20,
-    "checkpoint_every": 20,
-    "d_model": 32,
-    "n_layers": 2,
-    "n_heads": 2,
-    "ffn_mult": 4,
-    "norm": "pre",
-    "patch_size": 2,
-    "levels": 4,
-    "dropout": 0.0,
-    "source": "sklearn-digits",
-    "n_images": 1797,
-    "val_fraction": 0.2,
-    "device": "cpu",
-    "amp": False,
-}
-exercise_images = I.load_images(EXERCISE["source"], EXERCISE["n_images"], EXERCISE["val_fraction"])
+from attnstruct.teaching.exercise_runs import VISION_EXERCISE as EXERCISE
+from attnstruct.teaching.exercise_runs import sign_of, vision_exercise_images
+from attnstruct.teaching.exercise_runs import vision_exercise_config as exercise_config
 
-
-def exercise_config(objective: str, seed: int = 0) -> V.VisionConfig:
-    """A tiny exercise model: the settings of ``EXERCISE`` with this objective and seed."""
-    return V.VisionConfig(objective=objective, seed=seed, **EXERCISE)
-
-
-def sign_of(change: float) -> int:
-    """+1, 0 or -1 (0 for a change below 1e-9 in size)."""
-    return 0 if abs(change) < 1e-9 else int(np.sign(change))
+exercise_images = vision_exercise_images()
 
 
 # %% [markdown]
@@ -606,7 +518,7 @@ def sign_of(change: float) -> int:
 # Write `ex_median_symmetry(model)`: the median over layers of the symmetry score of each layer's
 # $W_{qk} = \sum_h W_q[h]^\top W_k[h]$ (heads summed), from the model's weights, as the training loop records it
 # (`query_key_factors` and `factor_scores` with `sum_heads=True`). Then predict, for the two tiny models
-# `V.build_model(exercise_config("masked"))` and `V.build_model(exercise_config("next-patch"))` before any training,
+# `vision.build_model(exercise_config("masked"))` and `vision.build_model(exercise_config("next-patch"))` before any training,
 # the sign of next-patch's median symmetry minus masked's, as `ex_step0_sign` (`+1`, `0` or `-1`). The check
 # compares your function with a brute-force score of each layer's matrix, and measures the sign.
 #
@@ -629,7 +541,7 @@ ex_step0_sign = 0  # the mask acts on the attention weights, not on W_q and W_k;
 # %% nbgrader={"grade": true, "grade_id": "ex-07-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 step0 = {}
 for objective in ("masked", "next-patch"):
-    model = V.build_model(exercise_config(objective))
+    model = vision.build_model(exercise_config(objective))
     with torch.no_grad():
         layers = [symmetry_score(a.query.weight.double().T @ a.key.weight.double()) for a in attention_layers(model)]
     step0[objective] = float(np.median(layers))
@@ -647,7 +559,7 @@ print(f"right: at step 0 both models score {step0['masked']:+.3f}; any differenc
 # ### Exercise 07.2: one query in the last layer
 #
 # In `classify` only `[CLS]`'s last output reaches the loss (section 2). Take the first training batch of the tiny
-# models, `V.training_batch(config, exercise_images, 1)` (`EXERCISE["batch_size"]` images), and the gradient of the
+# models, `vision.training_batch(config, exercise_images, 1)` (`EXERCISE["batch_size"]` images), and the gradient of the
 # mean loss with respect to the last block's query weight $W_q$ (`model.encoder.blocks[-1].attention.query.weight`,
 # all heads, `d_model` by `d_model`). Predict its rank for `classify` as `ex_rank_classify` (an expression in the
 # settings), and the sign of the rank for `classify-mean` minus the rank for `classify` as `ex_rank_sign` (`+1`, `0`
@@ -667,8 +579,8 @@ ex_rank_sign = +1  # classify-mean: every token's query reaches the loss, many m
 ranks = {}
 for objective in ("classify", "classify-mean"):
     config = exercise_config(objective)
-    model = V.build_model(config)
-    total, count = V.summed_loss(model, V.training_batch(config, exercise_images, 1), objective)
+    model = vision.build_model(config)
+    total, count = vision.summed_loss(model, vision.training_batch(config, exercise_images, 1), objective)
     (total / count).backward()
     ranks[objective] = int(torch.linalg.matrix_rank(model.encoder.blocks[-1].attention.query.weight.grad))
 assert ex_rank_classify == ranks["classify"], (

@@ -30,13 +30,17 @@
 # The sweep is resumable: every scored model is a file under the results folder, and a rerun scores only
 # what is missing. Models that cannot be scored (not found, gated, an architecture the project does not
 # read) are listed, not fatal.
+#
+# Every table, sentence and verdict below comes from the package (`attnstruct.analyses.model_sweep`,
+# `pretrained` and `paper_comparison`, and `attnstruct.stats` for the one verdict rule); the notebook tells
+# the story and draws the figures.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
 #
 # * score a whole list of models with one resumable sweep and read its dataset over `(model, stack, layer)`;
 # * compute the paper's population statistic, the median over stacks of each stack's median over layers, per
-#   role, and ask whether the encoder/decoder ordering holds across models;
+#   role, and put the encoder/decoder ordering to a test across models, knowing how many models that test needs;
 # * compare our scores with the values the authors reported, model by model, and explain the largest
 #   disagreements by the known problems of their extraction;
 # * judge a population median against the null of random layers.
@@ -55,10 +59,12 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 
-from attnstruct import evidence, paper_comparison, plotting, pretrained, results, sweep, zoo
-from attnstruct.block_scores import resolve_device
+from attnstruct import reference, results, stats
+from attnstruct.analyses import model_sweep, paper_comparison, pretrained
+from attnstruct.checkpoints import sweep
+from attnstruct.checkpoints.scoring import resolve_device
+from attnstruct.report import plotting, prose
 
 plotting.set_style()
 results_dir, figures_dir = Path(results_dir), Path(figures_dir)
@@ -67,33 +73,30 @@ sweep_dir = results_dir / "08_model_sweep"
 # %% [markdown]
 # ## 1. The list, and the sweep
 #
-# The device is checked first: asking for `cuda` on a machine without one stops here with one line.
+# The device is checked first: asking for `cuda` on a machine without one stops here with one line. Then the
+# list is resolved (a zoo selection must have been fetched, and stops the notebook with the command that
+# fetches it otherwise) and scored: each model by the project's one scoring path, into the one per-model
+# dataset that notebooks 03 and 07 build too (`attnstruct.checkpoints.tables.model_dataset`). Its role comes
+# from the stacks of its attention blocks by one rule: cross-attention, or both an encoder and a decoder
+# self-attention stack, make an *encoder-decoder*; causal decoder self-attention alone a *decoder*;
+# bidirectional encoder self-attention alone an *encoder*. Below the count of what was scored, a table lists the
+# models that could not be, each with the kind of failure and its reason in one line.
 
 # %%
 where = resolve_device(device)
-if isinstance(models, str) and models in ("core", "all"):
-    names = [e.name for e in zoo.entries(models)]
-    missing = [n for n in names if not zoo.is_fetched(n)]
-    if missing:
-        raise RuntimeError(f"not fetched yet: {missing}; run: attnstruct fetch-models {' '.join(missing)}")
-elif isinstance(models, str):
-    names = sweep.read_model_list(models)
-else:
-    names = list(models)
+names = model_sweep.model_names(models)
 run = sweep.run_sweep(names, sweep_dir, device=where, per_head=per_head, workers=workers, progress=True)
-print(
-    f"{len(names)} models on {where}: {len(run.scored)} scored now, {len(run.skipped)} done before, "
-    f"{len(run.failures)} failed"
-)
-pd.DataFrame(run.failures, columns=["model", "kind", "reason"])
+prose.show(model_sweep.describe_run(run, names, where))
+model_sweep.failures(run)
+
+# %% [markdown]
+# The summary has one row per model and stack: its role and family, whether its attention is `self` or
+# `cross` and whether it is rotary (notebook 03, section 2, explains both caveats), its parameter count and
+# number of layers, and the median and quartiles over layers of both scores, the paper's per-model statistic.
 
 # %%
-if run.path is None:
-    raise RuntimeError(f"no model could be scored; see {sweep_dir / 'failures.csv'}")
-dataset = results.load_dataset(run.path)
-summary = pretrained.summary(dataset).merge(
-    pd.DataFrame({"model": dataset.model.values, "family": dataset.family.values}), on="model"
-)
+dataset = model_sweep.load_scores(run, sweep_dir)
+summary = pretrained.summary(dataset)
 summary.round(3)
 
 # %% [markdown]
@@ -102,46 +105,42 @@ summary.round(3)
 # Median over layers with interquartile bars, against the number of parameters (counted as
 # `model.num_parameters()` counts them, from the checkpoint's headers). Encoder stacks (bidirectional
 # self-attention) in navy, decoder stacks (causal self-attention) in purple; an encoder-decoder model gives
-# one point per stack. Faint open circles are the values **reported by Saponati et al. (2025)** for all
-# their models, drawn for comparison; they are not our measurements.
+# one point per stack, the two drawn slightly apart. Small pale dots are the values **reported by Saponati et
+# al. (2025)** for their models without a known problem, open circles their entries with a known extraction
+# problem (the caveats of section 3), all drawn for comparison; they are not our measurements. With a few
+# models each of ours has its own marker and legend entry; with many, one marker per role. The function is the
+# one notebook 03 uses (`plotting.main_figure`), there without the caveat rows.
 
 # %%
-reference = pretrained.reference_table()
-own = summary[summary["stack"] != "cross"]
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
-for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
-    for role, color in (("encoder", plotting.ENCODER_COLOR), ("decoder", plotting.DECODER_COLOR)):
-        plotting.reported_points(ax, reference, role, var, color)
-        mine = own[own["stack"] == role]
-        median = mine[f"{var}_median"]
-        ax.errorbar(
-            mine.n_params,
-            median,
-            yerr=[median - mine[f"{var}_q25"], mine[f"{var}_q75"] - median],
-            fmt="o",
-            color=color,
-            ms=7,
-            capsize=2,
-            mec="white",
-            label=f"{role} stacks, this sweep",
-        )
-    ax.axhline(0, color="black", lw=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("parameters")
-    ax.set_title(f"{var} (median over layers, IQR)")
-axes[0].set_ylabel("score")
-axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+authors = reference.reference_table()
+fig = plotting.main_figure(summary, authors, caveat_rows=True)
 plotting.savefig(fig, figures_dir / "08_population")
 plt.show()
 
 # %% [markdown]
-# What the figure shows, computed from the sweep (symmetry's null spread is about $\pm 0.01$ at these
-# widths and directionality's about $\pm 0.2$ per layer, notebook 02):
+# What the figure shows, computed from the sweep: per role, how many stacks, the median over stacks of their
+# median scores and the range, then the share of (encoder, decoder) pairs in which the encoder stack is the
+# more symmetric and the less column-dominant, and, where the authors scored the same models, how far our
+# medians lie from theirs. These are descriptions of the stacks scored, not tests. For scale: a random layer's
+# symmetry spreads far less than its directionality at these widths (notebook 02), so a gap in symmetry
+# between roles means more than one of the same size in directionality.
 
 # %% tags=["nbval-check-output"]
-table = paper_comparison.agreement(summary, reference)
+table = paper_comparison.agreement(summary, authors)
 for line in paper_comparison.describe(summary, table):
     print(line)
+
+# %% [markdown]
+# The paper's claim is about populations, so here it is put to the project's one rule (`attnstruct.stats`):
+# the difference between the encoder stacks' and the decoder stacks' mean median symmetry, with a bootstrap
+# interval over stacks and a two-sample permutation test, a stack being the unit. The rule says *holds* only
+# when the interval excludes 0 on the predicted side and the test's p is below alpha, and *cannot tell at
+# this scale* whenever the design cannot reach such a p: a permutation test of $n$ against $m$ stacks cannot
+# go below one split in $\binom{n+m}{n}$. The sentence says which applies to this run, computed from its
+# numbers of stacks; the packaged zoo is far too small for a verdict, the authors' list is not.
+
+# %%
+prose.show(paper_comparison.describe_role_effect(summary))
 
 # %% [markdown]
 # ## 3. Point by point against the authors' values
@@ -149,39 +148,28 @@ for line in paper_comparison.describe(summary, table):
 # For every model and stack that the authors also scored: our median against theirs. Points on the
 # diagonal agree. Colours mark the authors' own entries that their extraction likely got wrong: grouped-query
 # head pairing, fused QKV weights split the wrong way, and the rest (random initialisation, cross-attention
-# scored as self-attention, bidirectional "decoders").
+# scored as self-attention, bidirectional "decoders"). An entry with a caveat is expected to sit off the
+# diagonal; one without a caveat that sits far from it is a disagreement nobody has explained yet.
 
 # %%
-CAVEAT_COLORS = {
-    "": plotting.NEUTRAL_COLOR,
-    "gqa_head_pairing_suspect": "#e76f51",
-    "fused_qkv_branch_suspect": "#e9c46a",
-}
+compared = model_sweep.with_caveat_groups(table)
 fig, axes = plt.subplots(1, 2, figsize=(11, 5))
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
-    for caveat, part in table.groupby(table["caveats"].where(table["caveats"].isin(CAVEAT_COLORS), "other")):
-        ax.scatter(
-            part[f"paper_{var}"],
-            part[f"ours_{var}"],
-            s=22,
-            color=CAVEAT_COLORS.get(caveat, "#2a9d8f"),
-            label=caveat or "no known caveat",
-        )
+    for group, part in compared.groupby("caveat_group"):
+        color = plotting.CAVEAT_COLORS[group]
+        ax.scatter(part[f"paper_{var}"], part[f"ours_{var}"], s=22, color=color, label=group)
     ax.plot([-1, 1], [-1, 1], color="black", lw=0.8)
-    ax.set_xlim(-1.05, 1.05)
-    ax.set_ylim(-1.05, 1.05)
-    ax.set_xlabel("reported by the paper")
-    ax.set_ylabel("this sweep")
-    ax.set_title(var)
-    if table.empty:
+    ax.set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), xlabel="reported by the paper", ylabel="this sweep", title=var)
+    if compared.empty:
         ax.text(-0.5, 0.5, "no scored model is\nin the authors' list", ha="center", va="center")
-if not table.empty:
+if not compared.empty:
     axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 plotting.savefig(fig, figures_dir / "08_agreement")
 plt.show()
 
 # %% [markdown]
-# The largest disagreements, each with the explanation when one is known:
+# The largest disagreements, each with the explanation when one is known (ranked by the larger of the two
+# absolute differences, symmetry or directionality):
 
 # %%
 worst = paper_comparison.largest_disagreements(table, n_disagreements)
@@ -192,21 +180,14 @@ worst[
 # %% [markdown]
 # ## 4. The dataset
 #
-# One dataset over `(model, stack, layer)`, with each model's role, family, parameter count, source, revision
-# and the bytes fetched as coordinates; the sweep's own files stay under the results folder for a resumed run.
+# One dataset over `(model, stack, layer)`, with each model's role, family, parameter count, source, location,
+# revision and the bytes fetched as coordinates, each stack's `extras` (comma-separated) and each model's
+# `relative_depth`; the sweep's own files stay under the results folder for a resumed run. Its layout is the
+# one of notebook 03's dataset, so that the two can be read by the same code.
 
 # %%
-dataset.attrs = results.provenance_attrs(
-    parameters={
-        "models": models,
-        "device": device,
-        "per_head": per_head,
-        "workers": workers,
-        "n_disagreements": n_disagreements,
-    },
-    scored_matrix=dataset.attrs["scored_matrix"],
-    failures=len(run.failures),
-)
+parameters = dict(models=models, device=device, per_head=per_head, workers=workers, n_disagreements=n_disagreements)
+dataset = model_sweep.results_dataset(dataset, parameters=parameters, failures=len(run.failures))
 results.save_dataset(dataset, results_dir / "08_model_sweep.nc")
 dataset
 
@@ -224,7 +205,7 @@ dataset
 # number per role, the statistic behind the paper's figure. Set `ex_larger` to the role with the larger value
 # and `ex_value` to that value. Predict first which role it will be.
 #
-# Then decide whether `ex_value` lies outside the 95% range (the 2.5% and 97.5% quantiles) of `ex_null`, given
+# Then decide whether `ex_value` lies outside the 95% range (the `0.025` and `0.975` quantiles) of `ex_null`, given
 # in the cell: the symmetries of random layers $\sum_h W_q[h]^\top W_k[h]$ with Gaussian factors, width $64$
 # and $4$ heads. A random layer's symmetry spreads less, and sits closer to 0, the wider the layer (notebook
 # 02), and every model of the zoo is wider (notebook 03's table), so this range is wider than theirs: a value
@@ -232,7 +213,7 @@ dataset
 # is all NaN in `dataset`; `DataArray.to_dataframe()` and `groupby` or `median(skipna=True)` help.
 
 # %% nbgrader={"grade": false, "grade_id": "ex-08-1", "locked": false, "schema_version": 3, "solution": true}
-ex_null = evidence.null_median_over_layers("symmetry", 64, 4, 1, n_draws=400, seed=0)  # [400] random layers
+ex_null = stats.null_median_over_layers("symmetry", 64, 4, 1, n_draws=400, seed=0)  # [400] random layers
 ### BEGIN SOLUTION
 ex_frame = dataset["symmetry"].to_dataframe().reset_index().dropna(subset=["symmetry"])
 ex_per_stack = ex_frame[ex_frame["stack"] != "cross"].groupby(["model", "stack"])["symmetry"].median()
@@ -246,7 +227,7 @@ ex_outside = bool(ex_value < ex_low or ex_value > ex_high)
 groups = paper_comparison.group_medians(pretrained.summary(dataset)).set_index("stack")["symmetry_median"]
 assert ex_larger == groups.idxmax(), f"the larger role is {groups.idxmax()!r} by the package's group medians"
 assert abs(ex_value - groups.max()) < 1e-12, "the value differs: median over layers first, then over stacks"
-verdict = evidence.compare_with_null(ex_value, ex_null)
+verdict = stats.compare_with_null(ex_value, ex_null)
 assert bool(ex_outside) == verdict.outside, "compare the value with the null's 2.5% and 97.5% quantiles"
 print(
     f"{ex_larger} stacks: median symmetry {ex_value:+.3f}; outside the null's 95% range "

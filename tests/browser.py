@@ -1,5 +1,5 @@
 """Helpers of the browser tests (tests/test_browser.py): the system Chromium, an offline guard, a static site
-server, what one book page shows, and a JupyterLab server from ``attnstruct.lab`` on a free port."""
+server, what one book page shows, and a JupyterLab server from ``attnstruct.teaching.lab`` on a free port."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from attnstruct import lab
+from attnstruct.teaching import lab
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
 # MathJax 2 (HTML-CSS, CommonHTML, SVG) and MathJax 3 output elements.
@@ -188,7 +188,7 @@ LAB_READY_S = 180  # the server starts in ~20 s on a loaded 2-core machine
 
 
 class LabServer:
-    """A JupyterLab from :func:`attnstruct.lab.lab_command` on ``root`` (127.0.0.1, a free port, a token),
+    """A JupyterLab from :func:`attnstruct.teaching.lab.lab_command` on ``root`` (127.0.0.1, a free port, a token),
     with the user's Jupyter settings, workspaces and runtime files kept in ``scratch``."""
 
     def __init__(self, root: Path, scratch: Path, token: str):

@@ -49,7 +49,7 @@ def executed_build(shared_work):
     retried). The notebook, claim, book, exercise and browser tests read the executed notebooks, figures and
     datasets under ``executed_build.build_dir``, laid out as ``make reproduce`` lays out ``build/quick/``.
     """
-    from attnstruct import pipeline
+    from attnstruct import notebooks
 
     build = shared_work.folder("build")
 
@@ -57,11 +57,13 @@ def executed_build(shared_work):
         params = notebook_params.parameters(ROOT, name)
 
         def execute(_folder):
-            result = pipeline.run_notebook(ROOT, pipeline.resolve_notebook(ROOT, name), params, build, profile="quick")
+            result = notebooks.run_notebook(
+                ROOT, notebooks.resolve_notebook(ROOT, name), params, build, profile="quick"
+            )
             return {key: str(value) if isinstance(value, Path) else value for key, value in vars(result).items()}
 
         done = shared_work.once(f"build-{name}", execute)
-        result = pipeline.RunResult(done["name"], Path(done["executed"]), Path(done["html"]), done["seconds"])
+        result = notebooks.RunResult(done["name"], Path(done["executed"]), Path(done["html"]), done["seconds"])
         return result, params
 
     run.build_dir = build
@@ -71,20 +73,22 @@ def executed_build(shared_work):
 @pytest.fixture(scope="session")
 def student_runs(shared_work):
     """``student_runs(name)``: the student version of notebook ``name`` (solutions stubbed,
-    :func:`attnstruct.exercises.student_version`) run once per session with the parameters of ``executed_build``,
+    :func:`attnstruct.teaching.exercises.student_version`) run once per session with the parameters of
+    ``executed_build``,
     every cell executed whatever raised before; returns ``(executed notebook, build folder)``."""
     import nbformat
 
-    from attnstruct import exercises, pipeline
+    from attnstruct import notebooks
+    from attnstruct.teaching import exercises
 
     base = shared_work.folder("students")
 
     def run(name):
         def execute(_folder):
             source = ROOT / "notebooks" / f"{name}.py"
-            student = exercises.student_version(pipeline.read_notebook(source))
+            student = exercises.student_version(notebooks.read_notebook(source))
             params = notebook_params.parameters(ROOT, name)
-            result = pipeline.run_notebook(
+            result = notebooks.run_notebook(
                 ROOT, source, params, base, profile="quick", notebook=student, allow_errors=True
             )
             return str(result.executed)
@@ -97,12 +101,13 @@ def student_runs(shared_work):
 
 @pytest.fixture(scope="session")
 def built_book(executed_build, shared_work):
-    """The course book built once per session (:func:`attnstruct.book.build_book`) from every notebook of
+    """The course book built once per session (:func:`attnstruct.teaching.book.build_book`) from every notebook of
     ``executed_build``: the book tests read its files, the browser tests load its pages."""
-    from attnstruct import book, pipeline
+    from attnstruct import notebooks
+    from attnstruct.teaching import book
 
     def build(folder):
-        for source in pipeline.list_notebooks(ROOT):
+        for source in notebooks.list_notebooks(ROOT):
             executed_build(source.stem)
         return str(book.build_book(executed_build.build_dir, folder / "book", log=lambda message: None))
 

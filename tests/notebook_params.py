@@ -71,9 +71,9 @@ KERNEL_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 def parameters(root: Path, name: str) -> dict:
     """The quick profile of notebook ``name`` with the tests' small values over it."""
-    from attnstruct import pipeline
+    from attnstruct import notebooks
 
-    return {**pipeline.load_profile(root, "quick").get(name, {}), **TEST_PARAMETERS.get(name, {})}
+    return {**notebooks.load_profile(root, "quick").get(name, {}), **TEST_PARAMETERS.get(name, {})}
 
 
 def pin_kernel_threads() -> None:

@@ -30,9 +30,9 @@ def is_claim(cell) -> bool:
 
 def claim_notebooks(root: Path = ROOT) -> list[str]:
     """The notebooks that hold at least one claim cell, by stem."""
-    from attnstruct import pipeline
+    from attnstruct import notebooks
 
-    return [p.stem for p in pipeline.list_notebooks(root) if any(map(is_claim, pipeline.read_notebook(p).cells))]
+    return [p.stem for p in notebooks.list_notebooks(root) if any(map(is_claim, notebooks.read_notebook(p).cells))]
 
 
 def sanitizers(path: Path = HERE / "sanitize.cfg") -> list[tuple[re.Pattern, str]]:

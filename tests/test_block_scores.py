@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnstruct.block_scores import DeviceError, block_precision, layer_factors, resolve_device, score_block
-from attnstruct.extract import AttentionBlock, expand_kv_heads
+from attnstruct.checkpoints.extract import AttentionBlock, expand_kv_heads
+from attnstruct.checkpoints.scoring import DeviceError, block_precision, layer_factors, resolve_device, score_block
 
 from reference import directionality_paper, symmetry_paper
 

@@ -1,4 +1,4 @@
-"""The course book (``attnstruct.book``): one offline static site built from the executed notebooks.
+"""The course book (``attnstruct.teaching.book``): one offline static site built from the executed notebooks.
 
 A module fixture runs every notebook through the session's ``executed_build`` (the tests' small parameters)
 and builds the book once; the tests then read the site as a browser would: pages, links, timings, exercises,
@@ -16,13 +16,23 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
-from attnstruct import book, book_pages
+from attnstruct.teaching import book, book_contents
 
 pytestmark = pytest.mark.notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))]
 PAGES = ("index", "lecture-path", "exercises", "data", "citation")
+GUIDES = (
+    "command-line",
+    "training",
+    "teaching",
+    "architecture",
+    "performance",
+    "testing",
+    "paper-notes",
+    "calibration",
+)
 
 
 class Page(HTMLParser):
@@ -73,6 +83,8 @@ def test_every_page_exists(built):
     site, _ = built
     for page in PAGES:
         assert (site / f"{page}.html").is_file(), page
+    for guide in GUIDES:
+        assert (site / "guides" / f"{guide}.html").is_file(), guide
     for name in NOTEBOOKS:
         assert (site / "notebooks" / f"{name}.html").is_file(), name
         assert name in {
@@ -104,7 +116,7 @@ def test_lecture_path_timings_are_the_papermill_durations(built):
         for c in _executed(build, name).cells
         if c.cell_type == "code"
     )
-    if slowest > book_pages.LIVE_LIMIT_S:
+    if slowest > book_contents.LIVE_LIMIT_S:
         assert "show the stored output" in text
     assert "run live" in text
 
@@ -178,7 +190,7 @@ def test_a_notebook_missing_from_the_build_is_left_out(built, tmp_path):
     books, _ = book._collect(partial, ROOT, messages.append)
     assert [b.name for b in books] == NOTEBOOKS and [b.ran for b in books].count(True) == 2
     assert len(messages) == len(NOTEBOOKS) - 2 and all("\n" not in m and "left out" in m for m in messages)
-    table = book_pages.notebook_table(books)
+    table = book_contents.notebook_table(books)
     assert table.count("not run") >= len(NOTEBOOKS) - 2
 
 
@@ -187,7 +199,7 @@ def test_no_executed_notebooks_is_a_one_line_error_and_no_site(tmp_path):
     (empty / "notebooks").mkdir(parents=True)
     out = empty / "book"
     proc = subprocess.run(
-        [sys.executable, "-m", "attnstruct.book", "--build-dir", str(empty), "--out", str(out)],
+        [sys.executable, "-m", "attnstruct.teaching.book", "--build-dir", str(empty), "--out", str(out)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -216,13 +228,13 @@ def test_exercises_are_read_with_and_without_nbgrader_cells():
             new_markdown_cell("## What to take away\n\n* a point"),
         ]
     )
-    found = book_pages.exercises("09_x", nb)
+    found = book_contents.exercises("09_x", nb)
     assert [(e.number, e.title, e.prompt) for e in found] == [
         ("09.1", "first", "Do $x^2$."),
         ("09.2", "second", "More."),
     ]
     assert found[0].solutions == [("code", "y = 2")] and found[0].checks == ["assert y == 2"] and not found[1].checks
-    page = book_pages.for_site(nb, found)
+    page = book_contents.for_site(nb, found)
     assert page.cells[3].metadata["tags"] == ["hide-input"] and "(nb-ex-09-1)=" in page.cells[2].source
     assert "hide-input" not in nb.cells[3].metadata.get("tags", [])  # the executed notebook is left as it was
-    assert book_pages.exercises("09_x", new_notebook(cells=[new_markdown_cell("# 09"), new_code_cell("1")])) == []
+    assert book_contents.exercises("09_x", new_notebook(cells=[new_markdown_cell("# 09"), new_code_cell("1")])) == []

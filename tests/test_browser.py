@@ -1,9 +1,9 @@
 """The course book and JupyterLab in a real browser (headless system Chromium through Playwright), offline.
 
-Book: the site that ``attnstruct.book.build_book`` makes from the shared executed build (or the one that
+Book: the site that ``attnstruct.teaching.book.build_book`` makes from the shared executed build (or the one that
 ``$ATTNSTRUCT_BOOK`` names, e.g. ``build/quick/book``), served from 127.0.0.1: every page loads without a
 console error, images load, math is typeset, internal links resolve, a solution dropdown opens and closes.
-JupyterLab: ``attnstruct.lab`` on a copy of the notebooks opens ``01_bilinear_form.py`` as a notebook and
+JupyterLab: ``attnstruct.teaching.lab`` on a copy of the notebooks opens ``01_bilinear_form.py`` as a notebook and
 runs it through the UI without an error. Any request that leaves 127.0.0.1 is aborted and fails the test.
 Screenshots go to ``build/browser/``.
 """
@@ -22,7 +22,8 @@ from urllib.parse import unquote, urldefrag, urlsplit
 
 import pytest
 
-from attnstruct import lab, pipeline
+from attnstruct import notebooks
+from attnstruct.teaching import lab
 
 from browser import ConsoleErrors, LabServer, OfflineGuard, chromium_executable, page_report, site_pages, static_site
 from conftest import ROOT
@@ -31,7 +32,7 @@ playwright_sync = pytest.importorskip("playwright.sync_api")
 pytestmark = [pytest.mark.browser, pytest.mark.notebook]  # the book of the shared build; 01 run in JupyterLab
 
 SHOTS = ROOT / "build" / "browser"
-NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
+NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]
 LAB_NOTEBOOK = "01_bilinear_form"
 RUN_ALL_S = 600  # notebook 01 runs in ~16 s in a quiet kernel; the test suite shares the CPUs
 ID_ATTRIBUTE = re.compile(r"""\s(?:id|name)\s*=\s*["']([^"']+)["']""")
@@ -77,10 +78,10 @@ def crawl(book, browser):
     """Every page of the book loaded once: ``{"url", "pages": {relative path: report}, "blocked", "status"}``."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     pages = site_pages(book)
-    notebook_pages = [p for p in pages if p.startswith("notebooks/")]
+    notebook_contents = [p for p in pages if p.startswith("notebooks/")]
     shots = {"index.html": "book-index.png", "exercises.html": "book-exercises.png"}
-    if notebook_pages:
-        shots[notebook_pages[0]] = "book-notebook.png"
+    if notebook_contents:
+        shots[notebook_contents[0]] = "book-notebook.png"
     with static_site(book) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         guard = OfflineGuard(ctx)
@@ -114,12 +115,12 @@ def test_book_has_the_expected_pages(crawl):
     pages = crawl["pages"]
     expected = {"index.html", "lecture-path.html", "exercises.html", "data.html", "citation.html"}
     assert expected <= set(pages), sorted(expected - set(pages))
-    notebook_pages = {Path(p).stem for p in pages if p.startswith("notebooks/")}
-    assert set(NOTEBOOKS) <= notebook_pages, sorted(set(NOTEBOOKS) - notebook_pages)
+    notebook_contents = {Path(p).stem for p in pages if p.startswith("notebooks/")}
+    assert set(NOTEBOOKS) <= notebook_contents, sorted(set(NOTEBOOKS) - notebook_contents)
     assert not [p for p, r in pages.items() if r["status"] != 200]
 
 
-def test_book_pages_load_without_console_errors(crawl):
+def test_book_contents_load_without_console_errors(crawl):
     errors = {path: r["errors"] for path, r in crawl["pages"].items() if r["errors"]}
     assert not errors, json.dumps(errors, indent=1)[:4000]
 
@@ -235,7 +236,7 @@ def lab_root(tmp_path):
     shutil.copytree(ROOT / "notebooks", root / "notebooks", ignore=shutil.ignore_patterns("*.ipynb", ".*"))
     shutil.copytree(ROOT / "params", root / "params")
     shutil.copy(ROOT / "jupytext.toml", root / "jupytext.toml")
-    assert pipeline.find_root(root / "notebooks") == root
+    assert notebooks.find_root(root / "notebooks") == root
     return root
 
 
@@ -244,7 +245,7 @@ def test_lab_runs_01_bilinear_form_through_the_ui(lab_root, tmp_path, context):
     """Another execution of 01, at its own defaults: a student's Run All in JupyterLab, not the pipeline's."""
     ctx, _ = context
     code_cells = sum(
-        c.cell_type == "code" for c in pipeline.read_notebook(lab_root / "notebooks" / f"{LAB_NOTEBOOK}.py").cells
+        c.cell_type == "code" for c in notebooks.read_notebook(lab_root / "notebooks" / f"{LAB_NOTEBOOK}.py").cells
     )
     with LabServer(lab_root, tmp_path, secrets.token_hex(16)) as server:
         page = ctx.new_page()

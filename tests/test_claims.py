@@ -6,7 +6,7 @@ import ast
 import nbformat
 import pytest
 
-from attnstruct import pipeline
+from attnstruct import notebooks
 
 import notebook_params
 import stored_claims
@@ -23,7 +23,7 @@ def injected_parameters(nb) -> dict:
     for node in ast.parse(cell.source).body:
         (target,) = node.targets
         values[target.id] = ast.literal_eval(node.value)
-    return {k: v for k, v in values.items() if k not in pipeline.PATH_PARAMETERS and k != "profile"}
+    return {k: v for k, v in values.items() if k not in notebooks.PATH_PARAMETERS and k != "profile"}
 
 
 def test_every_notebook_with_claims_is_stored_and_nothing_else():
@@ -34,7 +34,7 @@ def test_every_notebook_with_claims_is_stored_and_nothing_else():
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
 def test_the_stored_cells_are_the_sources_cells(path):
     stored = nbformat.read(path, as_version=4)
-    source = pipeline.read_notebook(ROOT / "notebooks" / f"{path.stem}.py")
+    source = notebooks.read_notebook(ROOT / "notebooks" / f"{path.stem}.py")
     kept = [(c.cell_type, c.source) for c in stored.cells if "injected-parameters" not in c.metadata.get("tags", [])]
     assert kept == [(c.cell_type, c.source) for c in source.cells], f"{path.name} is stale: run `make claims-refs`"
 

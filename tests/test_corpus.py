@@ -1,11 +1,12 @@
-"""attnstruct.corpus: the packaged corpus comes from the registry, and its caches are written atomically."""
+"""attnstruct.tasks.corpus: the packaged corpus comes from the registry, and its caches are written atomically."""
 
 import os
 
 import pytest
 import torch
 
-from attnstruct import corpus, zoo
+from attnstruct.checkpoints import zoo
+from attnstruct.tasks import corpus
 
 TEXT = "# One\n\n" + "the quick brown fox jumps over the lazy dog. " * 40 + "\n# Two\n\n" + "a b c d e f g. " * 60
 

@@ -1,14 +1,16 @@
 """The training engine, task-free: records, the last step, the training-loss divisor, RNG hygiene, reuse keys."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 import xarray as xr
 
-from attnstruct import engine, run_files, text
-from attnstruct import vision as V
+from attnstruct.tasks import text
+from attnstruct.tasks import vision as V
+from attnstruct.training import engine, run_folder
 
 TINY = dict(
     steps=25, batch_size=8, lr=3e-3, warmup=5, log_every=10, eval_every=20, checkpoint_every=10, d_model=16,
@@ -72,7 +74,7 @@ def test_a_finished_run_is_reused_with_a_notice_and_a_stale_one_is_trained_again
     again = V.train(config, tmp_path)
     assert "reusing the finished run" in capsys.readouterr().out
     xr.testing.assert_identical(first, again)
-    monkeypatch.setattr(run_files, "code_digest", lambda: "other code")
+    monkeypatch.setattr(run_folder, "code_digest", lambda *modules_and_root: "other code")
     retrained = V.train(config, tmp_path)
     assert "made by other attnstruct code" in capsys.readouterr().out
     assert retrained.attrs["run_key"] != first.attrs["run_key"]
@@ -94,14 +96,14 @@ def test_a_checkpoint_written_by_other_code_is_set_aside(tmp_path, capsys, monke
 
     with pytest.raises(Interrupt):
         V.train(config, tmp_path, callback=stop)
-    assert (tmp_path / run_files.CHECKPOINT_FILE).is_file()
+    assert (tmp_path / run_folder.CHECKPOINT_FILE).is_file()
     steps = []
     V.train(config, tmp_path, callback=lambda step, model: steps.append(step))
     assert steps[0] == 11  # resumed after the checkpoint of step 10
-    (tmp_path / run_files.RUN_FILE).unlink()
+    (tmp_path / run_folder.RUN_FILE).unlink()
     with pytest.raises(Interrupt):
         V.train(config, tmp_path, callback=stop)
-    monkeypatch.setattr(run_files, "code_digest", lambda: "other code")
+    monkeypatch.setattr(run_folder, "code_digest", lambda *modules_and_root: "other code")
     steps.clear()
     V.train(config, tmp_path, callback=lambda step, model: steps.append(step))
     assert steps[0] == 1 and "starting the run again" in capsys.readouterr().out
@@ -144,3 +146,44 @@ def test_shared_fields_are_checked_once_for_every_task(changes, message):
     for make in (tiny, lambda **c: text.TextConfig(**c)):
         with pytest.raises(ValueError, match=message):
             make(**changes)
+
+
+def copy_of_the_package(tmp_path):
+    """A copy of the package's sources to edit, whose run keys :func:`run_folder.run_key` reads when
+    ``run_folder.PACKAGE`` points at it."""
+    import shutil
+
+    return Path(shutil.copytree(run_folder.PACKAGE, tmp_path / "attnstruct", ignore=shutil.ignore_patterns("*.pyc")))
+
+
+def edit(path, old, new):
+    text = path.read_text()
+    assert old in text, f"{old!r} is not in {path.name}"
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_only_the_code_that_trains_enters_the_reuse_key(tmp_path):
+    package, modules = copy_of_the_package(tmp_path), run_folder.code_modules(text.TextConfig())
+    assert {"attnstruct.tasks.text", "attnstruct.tasks.corpus", "attnstruct.training.engine"} <= set(modules)
+    assert not any(m.startswith(("attnstruct.teaching", "attnstruct.analyses")) for m in modules)
+    before = run_folder.code_digest(modules, package)
+    edit(package / "teaching" / "lab.py", '"""', '"""A docstring edited. ')
+    edit(package / "tasks" / "text.py", '"""', '"""Prose edited. ')
+    edit(package / "training" / "engine.py", "\nimport ", "\n# a comment added\nimport ")
+    assert run_folder.code_digest(modules, package) == before
+    edit(package / "tasks" / "text.py", "def summed_loss(", "def summed_loss_renamed(")
+    assert run_folder.code_digest(modules, package) != before
+
+
+def test_a_finished_run_survives_a_teaching_edit_and_not_a_change_of_its_loss(tmp_path, capsys, monkeypatch):
+    config = tiny(steps=5, log_every=5, eval_every=5, checkpoint_every=5)
+    first = V.train(config, tmp_path / "run")
+    package = copy_of_the_package(tmp_path / "code")
+    monkeypatch.setattr(run_folder, "PACKAGE", package)
+    assert run_folder.run_key(config) == first.attrs["run_key"]
+    edit(package / "teaching" / "exercises.py", '"""', '"""A docstring edited. ')
+    V.train(config, tmp_path / "run")
+    assert "reusing the finished run" in capsys.readouterr().out
+    edit(package / "tasks" / "vision.py", "def summed_loss(", "def summed_loss_changed(")
+    V.train(config, tmp_path / "run")
+    assert "made by other attnstruct code" in capsys.readouterr().out

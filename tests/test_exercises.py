@@ -4,11 +4,12 @@ import jupytext
 import nbformat
 import pytest
 
-from attnstruct import exercises, pipeline
+from attnstruct import notebooks
+from attnstruct.teaching import exercises
 
 from conftest import ROOT
 
-NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
+NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]
 SOLUTION = 'nbgrader={"grade": false, "grade_id": "ex-01-1", "locked": false, "schema_version": 3, "solution": true}'
 CHECK = (
     'nbgrader={"grade": true, "grade_id": "ex-01-1-check", "locked": true, "points": 1, "schema_version": 3, '
@@ -55,7 +56,7 @@ def test_the_student_version_stubs_the_solution_and_leaves_the_source_alone():
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_every_notebook_has_its_exercises(name):
-    found = exercises.exercises(pipeline.read_notebook(ROOT / "notebooks" / f"{name}.py"), name)
+    found = exercises.exercises(notebooks.read_notebook(ROOT / "notebooks" / f"{name}.py"), name)
     assert len(found) >= exercises.required_exercises(name), f"{name} has {len(found)} exercises"
     assert all(e.number.startswith(name[:2] + ".") for e in found), [e.number for e in found]
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 from transformers import WhisperConfig, WhisperModel
 
-from attnstruct.extract.blocks import AttentionBlock, ExtractionError
-from attnstruct.extract.ctranslate2_reader import ctranslate2_blocks, ctranslate2_info, read_ctranslate2
+from attnstruct.checkpoints.extract.blocks import AttentionBlock, ExtractionError
+from attnstruct.checkpoints.extract.ctranslate2_reader import ctranslate2_blocks, ctranslate2_info, read_ctranslate2
 
 N_HEADS, D_MODEL, N_LAYERS = 4, 32, 2
 D_HEAD = D_MODEL // N_HEADS
@@ -347,7 +347,7 @@ def test_wrong_version(tmp_path, model):
 
 def test_unsupported_spec(tmp_path, model):
     write_ct2(tmp_path / "model.bin", whisper_variables(model), spec="TransformerSpec")
-    _raises_one_line(tmp_path, "unsupported CTranslate2 spec 'TransformerSpec'")
+    _raises_one_line(tmp_path, "unsupported architecture: CTranslate2 spec 'TransformerSpec'")
     _raises_one_line(tmp_path, "TransformerSpec", ctranslate2_info)
     assert read_ctranslate2(tmp_path)[0] == "TransformerSpec"  # the low-level reader reads any spec
 
@@ -368,7 +368,7 @@ def test_missing_variable(tmp_path, model):
 
 def test_the_container_reader_is_importable_from_the_whisper_reader(model, tmp_path):
     """The split keeps ``ctranslate2_reader.read_header`` (parameter counts, the zoo) working."""
-    from attnstruct.extract import ctranslate2_format, ctranslate2_reader
+    from attnstruct.checkpoints.extract import ctranslate2_format, ctranslate2_reader
 
     assert ctranslate2_reader.read_header is ctranslate2_format.read_header
     assert ctranslate2_reader.read_ctranslate2 is ctranslate2_format.read_ctranslate2

@@ -6,8 +6,8 @@ import pytest
 import torch
 from extract_models import CASES, build
 
-from attnstruct.extract import AttentionBlock, ExtractionError, hf
-from attnstruct.pretrained import authors_gqa_pairing
+from attnstruct.analyses.extraction_checks import authors_gqa_pairing
+from attnstruct.checkpoints.extract import AttentionBlock, ExtractionError, hf
 
 
 def capture_attention_inputs(model, blocks: list[AttentionBlock]):
@@ -175,7 +175,7 @@ def test_reader_errors(tmp_path):
     import json
 
     (unsupported / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ExtractionError, match="unsupported architecture 'swin'; supported model types: .*bert"):
+    with pytest.raises(ExtractionError, match="^unsupported architecture: 'swin'; supported model types: .*bert"):
         hf.family_of(type("C", (), {"model_type": "swin"})())
     with torch.no_grad():
         model.encoder.layer[1].attention.self.key.weight[0, 0] = float("nan")

@@ -9,8 +9,8 @@ import torch
 import transformers
 from gguf import GGMLQuantizationType as QT
 
-from attnstruct.extract import AttentionBlock, ExtractionError
-from attnstruct.extract.gguf_reader import SUPPORTED_GGUF_ARCHITECTURES, gguf_blocks, gguf_info
+from attnstruct.checkpoints.extract import AttentionBlock, ExtractionError
+from attnstruct.checkpoints.extract.gguf_reader import SUPPORTED_GGUF_ARCHITECTURES, gguf_blocks, gguf_info
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, intermediate_size=64, vocab_size=64)
 CONFIGS = {

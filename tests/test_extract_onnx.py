@@ -12,8 +12,8 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from transformers import BertConfig, BertModel
 
-from attnstruct.extract.blocks import ExtractionError
-from attnstruct.extract.onnx_reader import ATTENTION_MATMUL_PATTERNS, onnx_blocks, onnx_info
+from attnstruct.checkpoints.extract.blocks import ExtractionError
+from attnstruct.checkpoints.extract.onnx_reader import ATTENTION_MATMUL_PATTERNS, onnx_blocks, onnx_info
 
 D_MODEL, HEADS, LAYERS = 32, 4, 2
 D_HEAD = D_MODEL // HEADS

@@ -1,4 +1,4 @@
-"""The headline findings (:mod:`attnstruct.findings`).
+"""The headline findings (:mod:`attnstruct.analyses.findings`).
 
 Tier ``findings`` (``make findings``): each finding on the quick-profile datasets that ``make reproduce`` wrote to
 ``$ATTNSTRUCT_FINDINGS_BUILD`` (default ``build/quick``), and the same dataset with the finding flipped (the
@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from attnstruct import evidence, findings
-from attnstruct.null import NullComparison
+from attnstruct.analyses import findings
+from attnstruct.stats import verdicts as evidence
+from attnstruct.stats.nulls import NullComparison
 
 from conftest import ROOT
 
@@ -71,8 +72,9 @@ def test_the_finding_fails_on_the_quick_profile_flipped(finding):
 # ---------------------------------------------------------------------------------------------- known answers
 
 
-def training_runs(gap: float, n_seeds: int = 5, seed: int = 0) -> xr.Dataset:
-    """Runs shaped as notebook 05 saves them: the encoder's symmetry ends ``gap`` above the decoder's."""
+def training_runs(gap: float, n_seeds: int = 5, seed: int = 0, learned: bool = True) -> xr.Dataset:
+    """Runs shaped as notebook 05 saves them: the encoder's symmetry ends ``gap`` above the decoder's; every run's
+    final validation loss 2 nats below the unigram entropy (learned), or at it (not)."""
     rng = np.random.default_rng(seed)
     objectives, steps, layers = ["mlm", "next-token"], [0, 50, 100], range(4)
     shape = (2, n_seeds, len(steps), len(layers))
@@ -82,15 +84,18 @@ def training_runs(gap: float, n_seeds: int = 5, seed: int = 0) -> xr.Dataset:
         {
             "symmetry": (("objective", "seed", "step", "layer"), symmetry),
             "directionality": (("objective", "seed", "step", "layer"), rng.normal(-0.1, 0.01, shape)),
+            "val_loss": (("objective", "seed", "step"), np.full(shape[:3], 5.0 - (2.0 if learned else 0.0))),
         },
         coords={"objective": objectives, "seed": range(n_seeds), "step": steps, "layer": list(layers)},
     )
     ds.attrs["parameters"] = json.dumps({"d_model": 64, "n_heads": 4, "n_layers": 4, "n_null_draws": 200})
+    ds.attrs["unigram_entropy"] = 5.0
     return ds
 
 
-def vision_runs(gap: float, n_seeds: int = 3, seed: int = 0) -> xr.Dataset:
-    """Runs shaped as notebook 07 saves them: the bidirectional objectives end ``gap`` more symmetric."""
+def vision_runs(gap: float, n_seeds: int = 3, seed: int = 0, learned: bool = True) -> xr.Dataset:
+    """Runs shaped as notebook 07 saves them: the bidirectional objectives end ``gap`` more symmetric; every run
+    learned, or none (``learned``)."""
     rng = np.random.default_rng(seed)
     objectives = ["classify", "classify-mean", "masked", "next-patch"]
     steps, layers = [0, 100], range(4)
@@ -104,6 +109,7 @@ def vision_runs(gap: float, n_seeds: int = 3, seed: int = 0) -> xr.Dataset:
             "directionality": (("objective", "seed", "step", "layer"), rng.normal(-0.1, 0.01, shape)),
             "val_loss": loss,
             "val_accuracy": loss,
+            "learned": (("objective", "seed"), np.full(shape[:2], learned)),
         },
         coords={"objective": objectives, "seed": range(n_seeds), "step": steps, "layer": list(layers)},
     )
@@ -180,3 +186,15 @@ def effect(low, high, value, null_low=-0.1, null_high=0.1, sign=+1, n=3):
 )
 def test_holds_but_for_the_p_value_is_every_other_condition_of_the_rule(low, high, value, sign, expected):
     assert findings.holds_but_for_the_p_value(effect(low, high, value, sign=sign)) is expected
+
+
+def test_a_vision_finding_on_runs_that_did_not_learn_is_not_met():
+    finding = next(f for f in findings.FINDINGS if f.notebook == "07_vision")
+    outcome = finding.measure(vision_runs(0.5, learned=False))
+    assert not outcome.met and "the runs did not learn" in outcome.line
+
+
+def test_a_training_finding_on_runs_that_did_not_learn_is_not_met():
+    finding = next(f for f in findings.FINDINGS if f.notebook == "05_training_dynamics")
+    outcome = finding.measure(training_runs(0.5, learned=False))
+    assert not outcome.met and "the runs did not learn" in outcome.line

@@ -11,10 +11,10 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFValueType as VT
 from gguf.quants import dequantize
 
-from attnstruct import zoo
-from attnstruct.extract import ExtractionError, count_parameters, gguf_reader
-from attnstruct.extract.gguf_header import read_gguf_header
-from attnstruct.extract.gguf_reader import gguf_blocks, gguf_info
+from attnstruct.checkpoints import zoo
+from attnstruct.checkpoints.extract import ExtractionError, count_parameters, gguf_reader
+from attnstruct.checkpoints.extract.gguf_header import read_gguf_header
+from attnstruct.checkpoints.extract.gguf_reader import gguf_blocks, gguf_info
 
 TOKENS = ["", "a", "\u2581the", "é✓", "x" * 300] + [f"tok{i}" for i in range(3000)]
 NESTED = {"x.nested_ints": [[1, 2], [3], [-4, 5, 6]], "x.nested_strings": [["a"], ["bc", ""], ["d\u00e9"]]}
@@ -155,7 +155,8 @@ def test_truncated_file(tmp_path, rich, part):
     for read in (read_gguf_header, gguf_info, lambda p: list(gguf_blocks(p))):
         with pytest.raises(ExtractionError) as excinfo:
             read(cut)
-        assert_one_line_error(excinfo, "cut.gguf is not a readable GGUF file: truncated", fragment)
+        assert_one_line_error(excinfo, "truncated: ", "cut.gguf is not a readable GGUF file", fragment)
+        assert excinfo.value.kind == "truncated"
 
 
 def patched(tmp_path, rich, offset: int, value: bytes):

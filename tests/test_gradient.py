@@ -54,13 +54,13 @@ def test_context_masks_and_role_counts():
 
 
 def test_toy_sequences_and_accumulated_updates_are_reproducible():
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
     def run(seed):
         gen = torch.Generator().manual_seed(seed)
-        tokens = T.repeated_sequences(40, 8, 16, 1.0, gen)
-        model = T.OneLayer(16, 8, 8, factorised=False, gen=gen)
-        out = T.accumulated_updates(
+        tokens = toy_tasks.repeated_sequences(40, 8, 16, 1.0, gen)
+        model = toy_tasks.OneLayer(16, 8, 8, factorised=False, gen=gen)
+        out = toy_tasks.accumulated_updates(
             model, tokens, "causal", [5, 20], mask_rate=0.15, gen=torch.Generator().manual_seed(1)
         )
         return tokens, out
@@ -72,37 +72,39 @@ def test_toy_sequences_and_accumulated_updates_are_reproducible():
     assert a["symmetry"] == b["symmetry"] and (a["update"] == b["update"]).all()
     assert len(a["symmetry"]) == 2 and a["update"].shape == (8, 8)
     assert (np.triu(a["beta"], 1) == 0).all(), "causal coefficients live on and below the diagonal"
-    first = T.repeated_sequences(4000, 2, 16, 1.5, torch.Generator().manual_seed(0))[:, 0]
+    first = toy_tasks.repeated_sequences(4000, 2, 16, 1.5, torch.Generator().manual_seed(0))[:, 0]
     assert int(torch.bincount(first, minlength=16).argmax()) == 0, "token 0 is the most frequent (Zipf)"
     with pytest.raises(ValueError, match="even"):
-        T.repeated_sequences(2, 7, 16, 1.0, torch.Generator())
+        toy_tasks.repeated_sequences(2, 7, 16, 1.0, torch.Generator())
 
 
 def test_masked_lm_batches():
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
-    tokens = T.repeated_sequences(30, 8, 16, 1.0, torch.Generator().manual_seed(0))
-    ids, targets, predict, mask = T.batch_for("bidirectional", tokens, 16, 0.15, torch.Generator().manual_seed(1))
+    tokens = toy_tasks.repeated_sequences(30, 8, 16, 1.0, torch.Generator().manual_seed(0))
+    ids, targets, predict, mask = toy_tasks.batch_for(
+        "bidirectional", tokens, 16, 0.15, torch.Generator().manual_seed(1)
+    )
     assert predict.any(1).all(), "every sequence predicts at least one token"
     assert (ids[predict] == 16).all() and (ids[~predict] == tokens[~predict]).all() and mask.all()
-    ids, targets, predict, mask = T.batch_for("causal", tokens, 16, 0.15, torch.Generator())
+    ids, targets, predict, mask = toy_tasks.batch_for("causal", tokens, 16, 0.15, torch.Generator())
     assert torch.equal(targets[:, :-1], tokens[:, 1:]) and not predict[:, -1].any()
 
 
 def test_toy_training_records_scores_and_is_reproducible():
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
     kw = dict(vocab=16, seq_len=8, d_model=8, steps=10, batch=8, lr=1e-2, mask_rate=0.3, zipf=1.0, every=5, seed=0)
     for factorised in (False, True):
-        rec = T.train(T.CopyTaskConfig(factorised=factorised, **kw))
+        rec = toy_tasks.train(toy_tasks.CopyTaskConfig(factorised=factorised, **kw))
         assert list(rec["step"]) == [0, 5, 10]
         assert all(-1 <= v <= 1 for v in rec["symmetry"]) and rec["wqk"].shape == (8, 8)
-    again = T.train(T.CopyTaskConfig(factorised=True, **kw))
+    again = toy_tasks.train(toy_tasks.CopyTaskConfig(factorised=True, **kw))
     assert (again["symmetry"] == rec["symmetry"]).all()
     with pytest.raises(ValueError, match="unknown optimizer 'lbfgs'"):
-        T.CopyTaskConfig(optimizer="lbfgs")
+        toy_tasks.CopyTaskConfig(optimizer="lbfgs")
     with pytest.raises(ValueError, match="CopyTaskConfig needs the parameters factorised"):
-        T.CopyTaskConfig.from_params(kw, objective="causal", optimizer="adam")
+        toy_tasks.CopyTaskConfig.from_params(kw, objective="causal", optimizer="adam")
 
 
 def test_outer_product_sum_with_and_without_the_self_pairs():
@@ -129,13 +131,13 @@ def test_outer_product_sum_with_and_without_the_self_pairs():
 
 
 def test_markov_chain_follows_its_fixed_transition_matrix():
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
-    t = T.markov_transitions(16)
+    t = toy_tasks.markov_transitions(16)
     assert t.shape == (16, 16) and torch.allclose(t.sum(1), torch.ones(16, dtype=torch.float64))
-    assert torch.equal(t, T.markov_transitions(16)), "one fixed matrix"
-    assert not torch.equal(t, T.markov_transitions(16, seed=T.MARKOV_SEED + 1))
-    tokens = T.markov_sequences(3000, 6, 16, 1.0, torch.Generator().manual_seed(0))
+    assert torch.equal(t, toy_tasks.markov_transitions(16)), "one fixed matrix"
+    assert not torch.equal(t, toy_tasks.markov_transitions(16, seed=toy_tasks.MARKOV_SEED + 1))
+    tokens = toy_tasks.markov_sequences(3000, 6, 16, 1.0, torch.Generator().manual_seed(0))
     assert tokens.shape == (3000, 6) and tokens.dtype == torch.int64
     assert 0 <= int(tokens.min()) <= int(tokens.max()) < 16
     pairs = torch.stack([tokens[:, :-1].ravel(), tokens[:, 1:].ravel()])
@@ -146,33 +148,33 @@ def test_markov_chain_follows_its_fixed_transition_matrix():
     empirical = counts[busiest] / counts[busiest].sum()
     assert float((empirical - t[busiest]).abs().max()) < 0.05, "the next token is drawn from the current token's row"
     with pytest.raises(ValueError, match="unknown task 'markow'"):
-        T.sequences("markow", 2, 4, 16, 1.0, torch.Generator())
+        toy_tasks.sequences("markow", 2, 4, 16, 1.0, torch.Generator())
 
 
 @pytest.mark.parametrize("task", ["copy", "markov"])
 @pytest.mark.parametrize("objective", ["bidirectional", "causal"])
 def test_a_training_batch_is_a_pure_function_of_seed_and_step(task, objective):
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
-    config = T.CopyTaskConfig(objective=objective, vocab=16, seq_len=8, batch=5, seed=3)
-    first = T.training_batch(config, task, 7)
-    T.training_batch(config, task, 2)  # drawing another step first changes nothing
-    again = T.training_batch(config, task, 7)
+    config = toy_tasks.CopyTaskConfig(objective=objective, vocab=16, seq_len=8, batch=5, seed=3)
+    first = toy_tasks.training_batch(config, task, 7)
+    toy_tasks.training_batch(config, task, 2)  # drawing another step first changes nothing
+    again = toy_tasks.training_batch(config, task, 7)
     ids, targets, predict, mask = first
     assert ids.shape == targets.shape == predict.shape == (5, 8) and mask.shape == (8, 8)
     assert all(torch.equal(a, b) for a, b in zip(first, again))
 
     def changed(**kw):
-        return T.CopyTaskConfig(**{**config.to_dict(), **kw})
+        return toy_tasks.CopyTaskConfig(**{**config.to_dict(), **kw})
 
-    for other in (T.training_batch(config, task, 8), T.training_batch(changed(seed=4), task, 7)):
+    for other in (toy_tasks.training_batch(config, task, 8), toy_tasks.training_batch(changed(seed=4), task, 7)):
         assert not torch.equal(other[1], targets)
 
     def sequences_of(objective_, targets_):  # the causal targets are the tokens shifted by one
         return targets_ if objective_ == "bidirectional" else torch.cat([targets_[:, -1:], targets_[:, :-1]], 1)
 
     other_objective = "causal" if objective == "bidirectional" else "bidirectional"
-    other_targets = T.training_batch(changed(objective=other_objective), task, 7)[1]
+    other_targets = toy_tasks.training_batch(changed(objective=other_objective), task, 7)[1]
     tokens = sequences_of(objective, targets)
     assert torch.equal(tokens, sequences_of(other_objective, other_targets)), "both objectives see the same sequences"
     if task == "copy":
@@ -180,80 +182,45 @@ def test_a_training_batch_is_a_pure_function_of_seed_and_step(task, objective):
 
 
 def test_markov_training_runs_and_runs_collect_into_one_dataset():
-    from types import SimpleNamespace
-
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
     kw = dict(vocab=16, seq_len=8, d_model=8, steps=10, batch=8, lr=1e-2, mask_rate=0.3, zipf=1.0, every=5)
     runs = {
-        (task, objective, False, seed): T.train(T.CopyTaskConfig(objective=objective, seed=seed, **kw), task)
-        for task in T.TASKS
+        (task, objective, False, seed): toy_tasks.train(
+            toy_tasks.CopyTaskConfig(objective=objective, seed=seed, **kw), task
+        )
+        for task in toy_tasks.TASKS
         for objective in G.OBJECTIVES
         for seed in (0, 1)
     }
-    again = T.train(T.CopyTaskConfig(objective="causal", seed=1, **kw), "markov")
+    again = toy_tasks.train(toy_tasks.CopyTaskConfig(objective="causal", seed=1, **kw), "markov")
     assert (again["symmetry"] == runs["markov", "causal", False, 1]["symmetry"]).all()
     assert not (runs["copy", "causal", False, 1]["loss"] == again["loss"]).all()
-    ds = T.runs_dataset(runs)
+    ds = toy_tasks.runs_dataset(runs)
     assert dict(ds.sizes) == {"task": 2, "objective": 2, "parameterisation": 1, "seed": 2, "step": 3}
+    held_out = ds.held_out_loss.sel(task="markov", objective="causal", parameterisation="W_qk", seed=1)
+    assert float(held_out) == again["held_out_loss"]
     assert list(ds.parameterisation.values) == ["W_qk"] and list(ds.task.values) == ["copy", "markov"]
     last = ds.symmetry.sel(task="markov", objective="causal", parameterisation="W_qk", seed=1, step=10)
     assert float(last) == again["symmetry"][-1]
     with pytest.raises(ValueError, match="unknown task"):
-        T.train(T.CopyTaskConfig(**kw), "reverse")
-    inside = "inside the null's 95% range in all 3 runs: no finding"
-    assert T.null_reading([SimpleNamespace(outside=False)] * 3) == inside
-    assert T.null_reading([SimpleNamespace(outside=True)]) == "beyond the null's 95% range"
-    assert "1 of 2 runs only" in T.null_reading([SimpleNamespace(outside=True), SimpleNamespace(outside=False)])
+        toy_tasks.train(toy_tasks.CopyTaskConfig(**kw), "reverse")
 
 
 def test_accumulated_updates_without_the_self_pairs():
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
     gen = torch.Generator().manual_seed(0)
-    model = T.OneLayer(16, 8, 8, factorised=False, gen=gen)
-    tokens = T.markov_sequences(6, 8, 16, 1.0, gen)
-    out = T.accumulated_updates(model, tokens, "causal", [2, 6], mask_rate=0.15, gen=torch.Generator())
+    model = toy_tasks.OneLayer(16, 8, 8, factorised=False, gen=gen)
+    tokens = toy_tasks.markov_sequences(6, 8, 16, 1.0, gen)
+    out = toy_tasks.accumulated_updates(model, tokens, "causal", [2, 6], mask_rate=0.15, gen=torch.Generator())
     diagonal = out["update"] - out["update_without_self"]
     np.testing.assert_allclose(diagonal, diagonal.T, atol=1e-12)
     assert len(out["symmetry_without_self"]) == 2 and out["symmetry"] != out["symmetry_without_self"]
 
 
-def test_ordering_sentence_says_which_objective_ends_more_symmetric_per_task():
-    import xarray as xr
-
-    from attnstruct import copy_task as T
-
-    def final(copy, markov):  # (bidirectional, causal) per seed, one array per task
-        values = np.asarray([copy, markov], float)[:, :, None, :]  # [task, objective, parameterisation, seed]
-        coords = {"task": ["copy", "markov"], "objective": ["bidirectional", "causal"], "parameterisation": ["W_qk"]}
-        return xr.DataArray(values, dims=("task", "objective", "parameterisation", "seed"), coords=coords)
-
-    opposite = T.ordering_sentence(final([[0.8, 0.6], [-0.2, -0.4]], [[0.5, 0.7], [0.8, 0.8]]))
-    assert opposite.startswith(
-        "Mean over 2 seeds, W_qk: copy task, bidirectional +0.70 against causal -0.30: the order"
-    )
-    assert "markov task, bidirectional +0.60 against causal +0.80: the opposite order" in opposite
-    assert opposite.endswith("decides which objective ends with the more symmetric W_qk.")
-    assert T.ordering_sentence(final([[0.8], [0.1]], [[0.5], [0.2]])).endswith("Every task gives the predicted order.")
-    assert T.ordering_sentence(final([[0.1], [0.8]], [[0.1], [0.2]])).endswith("No task gives the predicted order.")
-
-
-def test_proxy_reading_compares_the_beta_gap_with_the_wqk_gap():
-    from attnstruct import copy_task as T
-
-    assert T.proxy_reading(0.11, 1.01).endswith("is 11% of its size: a weak result for the mechanism")
-    assert T.proxy_reading(-0.5, -0.2).endswith("at 250% of its size: the proxy follows W_qk here")
-    assert T.proxy_reading(-0.1, 0.8).endswith(
-        "the other way from the gap in W_qk: a negative result for the mechanism"
-    )
-    assert "negative" in T.proxy_reading(0.0, 0.8)
-    with pytest.raises(ValueError, match="non-zero W_qk gap"):
-        T.proxy_reading(0.1, 0.0)
-
-
 def test_pair_frequencies_are_the_role_counts_pair_by_pair():
-    from attnstruct import copy_task as T
+    from attnstruct.tasks import toy_tasks
 
     predict = torch.ones(1, 4, dtype=torch.bool)
     predict[:, -1] = False  # next-token prediction: the last position predicts nothing
@@ -261,10 +228,10 @@ def test_pair_frequencies_are_the_role_counts_pair_by_pair():
     expected = torch.tril(torch.ones(4, 4, dtype=torch.float64))
     expected[-1] = 0
     assert torch.equal(p, expected)
-    tokens = T.repeated_sequences(4000, 8, 16, 1.0, torch.Generator().manual_seed(0))
+    tokens = toy_tasks.repeated_sequences(4000, 8, 16, 1.0, torch.Generator().manual_seed(0))
     asymmetry = {}
     for objective in G.OBJECTIVES:
-        _, _, predict, mask = T.batch_for(objective, tokens, 16, 0.15, torch.Generator().manual_seed(1))
+        _, _, predict, mask = toy_tasks.batch_for(objective, tokens, 16, 0.15, torch.Generator().manual_seed(1))
         p = G.pair_frequencies(predict, mask)
         as_query, as_context = G.role_counts(predict, mask)
         torch.testing.assert_close(p.sum(0) * len(tokens), as_context)

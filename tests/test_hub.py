@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from attnstruct import cli
-from attnstruct.hub import HubSettings, open_hub_model, parse_hub_id
-from attnstruct.model_scores import score_model
+from attnstruct.checkpoints.hub import HubSettings, open_hub_model, parse_hub_id
+from attnstruct.checkpoints.scoring import score_model
 
 from conftest import tiny
 
@@ -131,7 +131,7 @@ def test_truncated_transfer_is_named(hub, repos, capsys):
 def test_a_complete_snapshot_in_the_hub_cache_is_read_without_requests(hub, repos):
     from huggingface_hub import hf_hub_download
 
-    from attnstruct.checkpoints import open_checkpoint
+    from attnstruct.checkpoints.resolve import open_checkpoint
 
     settings = HubSettings.from_env()
     for file in ("config.json", "model.safetensors"):

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from attnstruct import images as I
+from attnstruct.tasks import images as I
 
 
 @pytest.mark.parametrize("p", [1, 2, 4, 8])

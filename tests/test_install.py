@@ -77,8 +77,8 @@ def test_the_installed_copy_scores_and_reads_its_reference_data(installed, tmp_p
     assert list(table["stack"]) == ["encoder", "encoder"] and table["symmetry"].between(-1, 1).all()
 
     snippet = (
-        "import json, attnstruct.pretrained as p, attnstruct.text as t\n"
-        "a, b = p.reference_table(), t.reference_dynamics()\n"
+        "import json, attnstruct.reference as p\n"
+        "a, b = p.reference_table(), p.training_dynamics()\n"
         "print(json.dumps([str(p.REFERENCE_CSV), len(a), a['model'].nunique(), len(b), sorted(b['mode'].unique())]))\n"
     )
     path, n_rows, n_models, n_steps, modes = json.loads(run([sys.executable, "-c", snippet], outside, env).stdout)

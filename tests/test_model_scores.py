@@ -1,4 +1,5 @@
-"""The one scoring path: its table, its per-head rows, its datasets, and every caller getting the same numbers."""
+"""The one scoring path: its table, its per-head rows, its datasets, the one per-model dataset with its role rule,
+and every caller getting the same numbers."""
 
 import numpy as np
 import pandas as pd
@@ -7,16 +8,10 @@ import torch
 import xarray as xr
 from extract_models import build
 
-from attnstruct import pretrained, sweep
-from attnstruct.extract import ExtractionError, iter_blocks
-from attnstruct.model_scores import (
-    blocks_dataset,
-    head_rows,
-    layer_rows,
-    score_blocks,
-    score_model,
-    scores_dataset,
-)
+from attnstruct.checkpoints import sweep, tables
+from attnstruct.checkpoints.extract import AttentionBlock, ExtractionError, iter_blocks
+from attnstruct.checkpoints.scoring import score_blocks, score_model
+from attnstruct.checkpoints.tables import blocks_dataset, head_rows, layer_rows, scores_dataset
 
 from reference import directionality_paper, symmetry_paper
 
@@ -71,11 +66,11 @@ def test_head_rows_and_layer_rows(whisper_dir):
 
 
 def test_no_blocks_is_an_unsupported_architecture():
-    with pytest.raises(ExtractionError, match="unsupported architecture: the checkpoint holds no attention blocks"):
+    with pytest.raises(
+        ExtractionError, match="^unsupported architecture: the checkpoint holds no attention blocks$"
+    ) as error:
         score_blocks([])
-    assert sweep.failure_kind("unsupported architecture: the checkpoint holds no attention blocks") == (
-        "unsupported architecture"
-    )
+    assert error.value.kind == "unsupported architecture"
 
 
 def hand_table(per_head):
@@ -131,15 +126,111 @@ def test_the_score_file_layout():
 
 
 def test_every_caller_gets_the_same_numbers(whisper_dir):
-    """score_checkpoint (notebook 03), the sweep's per-model dataset and score_model are one computation."""
+    """score_checkpoint (notebooks 03 and 07), the sweep's per-model dataset and score_model are one computation."""
     table = score_model(whisper_dir, per_head=True, precision="float64", device="cpu")
     expected = blocks_dataset(table)
-    checkpoint = pretrained.score_checkpoint(whisper_dir, name="w", role="encoder-decoder").squeeze("model")
+    checkpoint = tables.score_checkpoint(whisper_dir, name="w").squeeze("model")
     swept = sweep.score_one(
         str(whisper_dir), per_head=True, num_std=2.0, precision="auto", device=torch.device("cpu"), settings=None
     ).squeeze("model")
-    for var in ("symmetry", "directionality", "n_kv_heads", "head_symmetry", "head_directionality"):
+    for var in ("symmetry", "directionality", "n_heads", "n_kv_heads", "head_symmetry", "head_directionality"):
         xr.testing.assert_equal(checkpoint[var].reset_coords(drop=True), expected[var])
         xr.testing.assert_equal(swept[var].reset_coords(drop=True), expected[var])
-    assert "n_heads" not in checkpoint and "extras" in checkpoint.data_vars
-    assert str(swept.role.values) == "encoder-decoder" and str(swept.extras.values) == "q_bias"
+
+
+def test_every_caller_gets_the_same_coordinates_and_extras(whisper_dir):
+    checkpoint = tables.score_checkpoint(whisper_dir, name="w").squeeze("model")
+    swept = sweep.score_one(
+        str(whisper_dir), per_head=False, num_std=2.0, precision="auto", device=torch.device("cpu"), settings=None
+    ).squeeze("model")
+    for name in ("role", "family", "model_type", "n_params", "source", "location", "revision", "bytes_fetched"):
+        assert checkpoint[name].item() == swept[name].item(), name
+    assert checkpoint["role"].item() == "encoder-decoder" and checkpoint["source"].item() == "local"
+    assert checkpoint["extras"].dims == swept["extras"].dims == ("stack",)
+    assert list(swept["extras"].values) == list(checkpoint["extras"].values) == ["q_bias"] * 3
+
+
+@pytest.mark.parametrize(
+    "stacks, role",
+    [
+        (["encoder"], "encoder"),
+        (["decoder"], "decoder"),
+        (["encoder", "decoder", "cross"], "encoder-decoder"),
+        (["encoder", "decoder"], "encoder-decoder"),
+        (["decoder", "cross"], "encoder-decoder"),  # cross-attention implies an encoder, read or not
+        (["encoder", "cross"], "encoder-decoder"),
+    ],
+)
+def test_the_role_rule(stacks, role):
+    assert tables.role_of(stacks) == role
+
+
+@pytest.mark.parametrize("stacks", [[], ["encoder", "vision"]])
+def test_the_role_rule_rejects_no_stack_and_unknown_stacks(stacks):
+    with pytest.raises(ValueError, match="stacks must be"):
+        tables.role_of(stacks)
+
+
+def test_the_model_dataset_has_the_metadata_as_model_coordinates():
+    ds = tables.model_dataset(
+        "m", hand_table(per_head=False), n_params=10, source="zoo", location="/x", model_type="llama", revision="abc"
+    )
+    assert set(tables.MODEL_COORDS) <= set(ds.coords) and ds.sizes["model"] == 1
+    one = ds.squeeze("model")
+    assert (one.role.item(), one.family.item(), one.model_type.item()) == ("encoder-decoder", "LLaMA", "llama")
+    assert (one.n_params.item(), one.source.item(), one.location.item(), one.revision.item()) == (
+        10,
+        "zoo",
+        "/x",
+        "abc",
+    )
+    assert np.isnan(one.bytes_fetched.item())
+
+
+def test_the_model_dataset_marks_unknown_metadata():
+    one = tables.model_dataset("m", hand_table(per_head=False)).squeeze("model")
+    assert np.isnan(one.n_params.item()) and one.family.item() == "" and one.source.item() == ""
+
+
+def test_the_model_dataset_joins_each_stacks_extras_with_commas():
+    ds = tables.model_dataset("m", hand_table(per_head=False))
+    assert ds["extras"].dims == ("model", "stack")
+    assert ds["extras"].sel(model="m").values.tolist() == ["k_bias,q_bias", "rotary"]
+
+
+def test_relative_depth_runs_from_0_to_1_over_the_deepest_stack():
+    ds = tables.model_dataset("m", hand_table(per_head=False))  # decoder 3 layers, encoder 2
+    np.testing.assert_array_equal(ds.relative_depth.sel(model="m"), [0.0, 0.5, 1.0])
+
+
+def test_combine_pads_stacks_depths_and_extras_and_keeps_long_names():
+    deep = tables.model_dataset("deep", hand_table(per_head=False), location="/a/very/long/path/to/a/checkpoint")
+    encoder = hand_table(per_head=False).query("stack == 'encoder'")
+    shallow = tables.model_dataset("shallow", encoder, location="/b")
+    ds = tables.combine([shallow, deep], title="t")
+    assert list(ds.model.values) == ["shallow", "deep"] and list(ds["stack"].values) == ["encoder", "decoder"]
+    assert ds.role.values.tolist() == ["encoder", "encoder-decoder"]
+    assert ds["extras"].sel(model="shallow").values.tolist() == ["k_bias,q_bias", ""]
+    assert bool(ds.symmetry.sel(model="shallow", stack="decoder").isnull().all())
+    np.testing.assert_array_equal(ds.relative_depth.sel(model="shallow"), [0.0, 1.0, np.nan])
+    assert ds.location.sel(model="deep").item() == "/a/very/long/path/to/a/checkpoint"
+    assert ds.attrs == {"title": "t"}
+
+
+def made_up_blocks(stack="encoder", n_layers=2):
+    generator = torch.Generator().manual_seed(0)
+    return [
+        AttentionBlock(stack, layer, *torch.randn(2, 2, 4, 8, generator=generator), stack == "decoder", 2)
+        for layer in range(n_layers)
+    ]
+
+
+def test_score_checkpoint_raises_when_the_role_given_disagrees_with_the_blocks():
+    with pytest.raises(ValueError, match="the role given is 'decoder', its blocks make it 'encoder'"):
+        tables.score_checkpoint("made-up", blocks=made_up_blocks(), role="decoder")
+
+
+def test_score_checkpoint_of_blocks_with_a_label_looks_nothing_up():
+    one = tables.score_checkpoint("org/not-on-any-hub", name="x", blocks=made_up_blocks("decoder")).squeeze("model")
+    assert (one.role.item(), one.source.item(), one.location.item()) == ("decoder", "", "org/not-on-any-hub")
+    assert one.symmetry.dims == ("stack", "layer") and one.head_symmetry.sizes["head"] == 2

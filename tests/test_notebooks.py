@@ -6,12 +6,12 @@ import jupytext
 import pytest
 import xarray as xr
 
-from attnstruct import pipeline, results
+from attnstruct import notebooks, results
 
 from conftest import ROOT
 from notebook_params import TEST_PARAMETERS
 
-NOTEBOOKS = [p.stem for p in pipeline.list_notebooks(ROOT)]
+NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]
 
 
 @pytest.mark.notebook
@@ -41,10 +41,10 @@ def test_the_paper_profile_starts_smoke_profile(name, tmp_path):
 
     A second execution of 05, 06 and 07, with other parameters than the shared build's: the paper's widths,
     sequence lengths and vocabulary, which the tests' small parameters never reach."""
-    params = pipeline.load_profile(ROOT, "smoke")[name]
-    paper = pipeline.load_profile(ROOT, "paper")[name]
+    params = notebooks.load_profile(ROOT, "smoke")[name]
+    paper = notebooks.load_profile(ROOT, "paper")[name]
     assert params["d_model"] == paper["d_model"] and params.get("seq_len") == paper.get("seq_len")
-    pipeline.run_notebook(ROOT, pipeline.resolve_notebook(ROOT, name), params, tmp_path, profile="smoke")
+    notebooks.run_notebook(ROOT, notebooks.resolve_notebook(ROOT, name), params, tmp_path, profile="smoke")
     ds = results.load_dataset(tmp_path / "results" / f"{name}.nc")
     recorded = json.loads(ds.attrs["parameters"])
     assert recorded["d_model"] == paper["d_model"] and recorded["steps"] == params["steps"]
@@ -70,9 +70,9 @@ def test_same_parameters_give_identical_data(name, executed_build, student_runs)
 @pytest.mark.notebook
 def test_bad_parameter_fails_without_writing_results(tmp_path):
     """Another execution of 02 (it stops at its parameter check): a bad value must fail and write nothing."""
-    source = pipeline.resolve_notebook(ROOT, "02_scores")
-    with pytest.raises(pipeline.NotebookFailed, match="ValueError: n_draws must be an integer >= 2") as err:
-        pipeline.run_notebook(ROOT, source, {**TEST_PARAMETERS["02_scores"], "n_draws": 1}, tmp_path)
+    source = notebooks.resolve_notebook(ROOT, "02_scores")
+    with pytest.raises(notebooks.NotebookFailed, match="ValueError: n_draws must be an integer >= 2") as err:
+        notebooks.run_notebook(ROOT, source, {**TEST_PARAMETERS["02_scores"], "n_draws": 1}, tmp_path)
     assert err.value.name == "02_scores"
     assert not (tmp_path / "results" / "02_scores.nc").exists()
 

@@ -1,4 +1,5 @@
-"""Notebook 08's verdicts: ours against the authors', pairing, ranking, explanations and the ordering statistic."""
+"""Ours against the authors' (notebooks 03 and 08): pairing, ranking, explanations, the share of pairs in the paper's
+order (a description), and the ordering as a test through the one rule, with what few stacks can reach."""
 
 import itertools
 
@@ -6,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from attnstruct import paper_comparison as pc
-from attnstruct.pretrained import reference_table
+from attnstruct import stats
+from attnstruct.analyses import paper_comparison as pc
+from attnstruct.reference import reference_table
 
 
 def summary_rows(rows):
@@ -124,3 +126,76 @@ def test_reported_group_medians_are_the_authors_language_rows():
     by_hand = language[language.role == "decoder"].symmetry_median
     assert groups.loc["decoder", "symmetry_min"] == by_hand.min()
     assert groups.loc["decoder", "symmetry_max"] == by_hand.max()
+
+
+def stacks(encoders, decoders, cross=()):
+    """A summary of encoder, decoder and cross stacks with the given median symmetries (directionality 0)."""
+    rows = [(f"e{i}", "encoder", s, 0.0) for i, s in enumerate(encoders)]
+    rows += [(f"d{i}", "decoder", s, 0.0) for i, s in enumerate(decoders)]
+    rows += [(f"c{i}", "cross", s, 0.0) for i, s in enumerate(cross)]
+    return summary_rows(rows)
+
+
+def test_role_effect_is_the_two_sample_effect_of_the_self_attention_stacks():
+    summary = stacks([0.5, 0.45], [0.1, 0.05], cross=[0.9])
+    effect = pc.role_effect(summary)
+    expected = stats.two_sample_effect(
+        [0.5, 0.45], [0.1, 0.05], claim="encoder minus decoder stacks, median symmetry over layers", unit="stack"
+    )
+    assert effect == expected
+
+
+def test_role_effect_of_two_stacks_per_role_cannot_tell():
+    effect = pc.role_effect(stacks([0.5, 0.45], [0.1, 0.05]))
+    assert effect.verdict == stats.CANNOT_TELL and "smallest attainable p" in effect.reason
+
+
+def test_role_effect_of_many_stacks_holds_when_encoders_are_more_symmetric():
+    rng = np.random.default_rng(0)
+    effect = pc.role_effect(stacks(0.5 + 0.02 * rng.standard_normal(6), 0.1 + 0.02 * rng.standard_normal(6)))
+    assert effect.verdict == stats.HOLDS
+
+
+def test_role_effect_of_many_stacks_does_not_hold_the_other_way_round():
+    rng = np.random.default_rng(0)
+    effect = pc.role_effect(stacks(0.1 + 0.02 * rng.standard_normal(6), 0.5 + 0.02 * rng.standard_normal(6)))
+    assert effect.verdict == stats.DOES_NOT_HOLD
+
+
+def test_role_effect_needs_a_stack_of_each_role():
+    assert pc.role_effect(stacks([0.5, 0.4], [], cross=[0.1])) is None
+
+
+def test_describe_reach_says_what_the_stacks_can_show():
+    few = pc.describe_reach(stacks([0.5, 0.4], [0.1, 0.0]))
+    assert few == stats.describe_reach(
+        2, control=2, balanced=True, unit="encoder stack", control_unit="decoder stack", what="the test"
+    )
+    assert "2 encoder stacks against 2 decoder stacks" in few and "at least 4 of each" in few
+    many = pc.describe_reach(stacks([0.5] * 4, [0.1] * 5))
+    assert "can reach is 0.00794, below alpha = 0.05" in many
+    assert "nothing to compare" in pc.describe_reach(stacks([0.5], []))
+
+
+def test_describe_role_effect_is_the_effects_sentence_and_the_reach():
+    summary = stacks([0.5, 0.45], [0.1, 0.05])
+    text = pc.describe_role_effect(summary)
+    assert pc.role_effect(summary).sentence() in text and text.endswith(pc.describe_reach(summary))
+
+
+def test_describe_roles_names_the_stacks_and_the_share_of_pairs():
+    summary = stacks([0.5, 0.3], [0.4, 0.1], cross=[0.9])
+    text = pc.describe_roles(summary)
+    assert text.startswith(
+        "In this run the 2 encoder stacks (e0, e1) have median symmetry +0.40 (median over stacks; range +0.30 to "
+        "+0.50) and the 2 decoder stacks (d0, d1) +0.25 (range +0.10 to +0.40); an encoder stack is the more "
+        "symmetric in 75% of the 4 (encoder, decoder) pairs. "
+    )
+    assert text.endswith(pc.describe_role_effect(summary)) and "c0" not in text
+
+
+def test_describe_reported_quotes_the_authors_rows_with_and_without_caveats():
+    text = pc.describe_reported(REFERENCE)
+    assert "is +0.50 over the 1 language-encoder row and +0.05 over the 2 language-decoder rows" in text
+    assert "without the rows with a caveat, +0.50 (1 row) and +0.10 (1 row)" in text
+    assert text.endswith("Their median directionality: -0.10 (encoders) and -0.55 (decoders).")

@@ -1,4 +1,5 @@
-"""attnstruct.extract.count_parameters: one count, as num_parameters() of the model counts them, for models in
+"""attnstruct.checkpoints.extract.count_parameters: one count, as num_parameters() of the model counts them, for
+models in
 memory, checkpoint files and folders of every format, and hub headers."""
 
 import json
@@ -12,9 +13,9 @@ import torch
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import save_file
 
-from attnstruct.extract import count_parameters
-from attnstruct.extract.hf import JsonConfig
-from attnstruct.extract.parameters import read_safetensors_header
+from attnstruct.checkpoints.extract import count_parameters
+from attnstruct.checkpoints.extract.hf import JsonConfig
+from attnstruct.checkpoints.extract.parameters import read_safetensors_header
 
 from conftest import tiny
 

@@ -5,7 +5,8 @@ import textwrap
 import pytest
 import yaml
 
-from attnstruct import cli, pipeline, text
+from attnstruct import cli, notebooks
+from attnstruct.tasks import text
 
 from conftest import ROOT
 
@@ -32,13 +33,13 @@ def make_project(tmp_path, body):
 
 
 def test_the_quick_profile_is_the_notebook_defaults_and_the_paper_profile_holds_deltas_only():
-    quick = pipeline.load_profile(ROOT, "quick")
-    paper = pipeline.load_profile(ROOT, "paper")
-    notebooks = pipeline.list_notebooks(ROOT)
-    assert [p.stem for p in notebooks][:3] == ["01_bilinear_form", "02_scores", "03_pretrained_models"]
+    quick = notebooks.load_profile(ROOT, "quick")
+    paper = notebooks.load_profile(ROOT, "paper")
+    sources = notebooks.list_notebooks(ROOT)
+    assert [p.stem for p in sources][:3] == ["01_bilinear_form", "02_scores", "03_pretrained_models"]
     assert quick == {}, "params/quick.yaml must hold no copy of the notebook defaults"
-    for path in notebooks:
-        declared = pipeline.declared_parameters(pipeline.read_notebook(path))
+    for path in sources:
+        declared = notebooks.declared_parameters(notebooks.read_notebook(path))
         assert {"results_dir", "figures_dir"} <= set(declared), path.stem
         for name, value in paper.get(path.stem, {}).items():
             assert name in declared, f"params/paper.yaml: {path.stem} has no parameter {name}"
@@ -52,9 +53,9 @@ def _defaults(config_class) -> dict:
 @pytest.mark.parametrize(
     "notebook, config_class, plural",
     [
-        ("05_training_dynamics", "text.TextConfig", {"objective": "objectives", "seed": "seeds"}),
-        ("07_vision", "vision.VisionConfig", {}),
-        ("04_gradient_structure", "copy_task.CopyTaskConfig", {}),
+        ("05_training_dynamics", "tasks.text.TextConfig", {"objective": "objectives", "seed": "seeds"}),
+        ("07_vision", "tasks.vision.VisionConfig", {}),
+        ("04_gradient_structure", "tasks.toy_tasks.CopyTaskConfig", {}),
     ],
 )
 def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config_class, plural):
@@ -62,9 +63,9 @@ def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config
     notebook's list, e.g. ``objectives``); fields the notebook does not set are named here, so none drifts."""
     import importlib
 
-    module, name = config_class.split(".")
+    module, name = config_class.rsplit(".", 1)
     cls = getattr(importlib.import_module(f"attnstruct.{module}"), name)
-    declared = pipeline.declared_parameters(pipeline.read_notebook(pipeline.resolve_notebook(ROOT, notebook)))
+    declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook)))
     unset = []
     for field, default in _defaults(cls).items():
         if field in declared:
@@ -73,50 +74,50 @@ def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config
             assert declared[plural[field]][0] == default, f"{notebook}: {plural[field]}[0] is not {name}.{field}"
         else:
             unset.append(field)
-    expected_unset = {"text.TextConfig": ["init"], "vision.VisionConfig": ["objective"]}
+    expected_unset = {"tasks.text.TextConfig": ["init"], "tasks.vision.VisionConfig": ["objective"]}
     assert unset == expected_unset.get(config_class, ["objective", "factorised", "optimizer"]), unset
 
 
 @pytest.mark.parametrize("notebook", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
 def test_training_notebooks_declare_every_field_their_runs_take(notebook):
     """``from_params`` refuses a missing field at run time; this says so before anything runs."""
-    from attnstruct import text, vision
+    from attnstruct.tasks import text, vision
 
     cls = vision.VisionConfig if notebook == "07_vision" else text.TextConfig
-    declared = pipeline.declared_parameters(pipeline.read_notebook(pipeline.resolve_notebook(ROOT, notebook)))
+    declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook)))
     per_run = {"objective", "seed", "init"}
     assert set(cls.field_names()) - per_run <= set(declared), sorted(set(cls.field_names()) - per_run - set(declared))
 
 
 def test_profile_errors(tmp_path):
-    with pytest.raises(pipeline.PipelineError, match="no parameter profile 'huge'"):
-        pipeline.load_profile(ROOT, "huge")
+    with pytest.raises(notebooks.PipelineError, match="no parameter profile 'huge'"):
+        notebooks.load_profile(ROOT, "huge")
     bad = tmp_path / "bad.yaml"
     bad.write_text("99_nothing:\n  x: 1\n")
-    with pytest.raises(pipeline.PipelineError, match="unknown notebooks"):
-        pipeline.load_profile(ROOT, str(bad))
+    with pytest.raises(notebooks.PipelineError, match="unknown notebooks"):
+        notebooks.load_profile(ROOT, str(bad))
     bad.write_text("02_scores: [1, 2]\n")
-    with pytest.raises(pipeline.PipelineError, match="must map"):
-        pipeline.load_profile(ROOT, str(bad))
-    with pytest.raises(pipeline.PipelineError, match="unknown notebook '42'"):
-        pipeline.resolve_notebook(ROOT, "42")
-    assert pipeline.resolve_notebook(ROOT, "02").stem == "02_scores"
+    with pytest.raises(notebooks.PipelineError, match="must map"):
+        notebooks.load_profile(ROOT, str(bad))
+    with pytest.raises(notebooks.PipelineError, match="unknown notebook '42'"):
+        notebooks.resolve_notebook(ROOT, "42")
+    assert notebooks.resolve_notebook(ROOT, "02").stem == "02_scores"
 
 
 def test_a_profile_extends_another_and_overrides_its_values(tmp_path):
     root = make_project(tmp_path, "print(value)")
     (root / "params" / "base.yaml").write_text("01_toy:\n  value: 3\n  results_dir: base\n")
     (root / "params" / "small.yaml").write_text("extends: base\n01_toy:\n  value: 4\n")
-    assert pipeline.load_profile(root, "small") == {"01_toy": {"value": 4, "results_dir": "base"}}
+    assert notebooks.load_profile(root, "small") == {"01_toy": {"value": 4, "results_dir": "base"}}
     (root / "params" / "loop.yaml").write_text("extends: loop\n")
-    with pytest.raises(pipeline.PipelineError, match="extends must name another profile"):
-        pipeline.load_profile(root, "loop")
+    with pytest.raises(notebooks.PipelineError, match="extends must name another profile"):
+        notebooks.load_profile(root, "loop")
 
 
 def test_unknown_parameter_is_refused_before_running(tmp_path):
-    source = pipeline.resolve_notebook(ROOT, "02_scores")
-    with pytest.raises(pipeline.PipelineError, match="no parameters \\['n_draw'\\]"):
-        pipeline.run_notebook(ROOT, source, {"n_draw": 3}, tmp_path)
+    source = notebooks.resolve_notebook(ROOT, "02_scores")
+    with pytest.raises(notebooks.PipelineError, match="no parameters \\['n_draw'\\]"):
+        notebooks.run_notebook(ROOT, source, {"n_draw": 3}, tmp_path)
     assert not (tmp_path / "notebooks").exists()
 
 
@@ -165,7 +166,7 @@ def test_profiles_are_valid_yaml_mappings():
 
 def test_notebook_05_reuses_notebook_04s_runs_because_their_run_settings_agree():
     declared = {
-        name: pipeline.declared_parameters(pipeline.read_notebook(pipeline.resolve_notebook(ROOT, name)))
+        name: notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, name)))
         for name in ("05_training_dynamics", "06_symmetric_init")
     }
     fields = set(text.TextConfig.field_names()) - {"objective", "init", "seed"}
@@ -176,7 +177,7 @@ def test_notebook_05_reuses_notebook_04s_runs_because_their_run_settings_agree()
     }
     assert not differ, f"notebooks 05 and 06 would train different baselines: {differ}"
     assert declared["05_training_dynamics"]["seeds"] == declared["06_symmetric_init"]["seeds"]
-    paper = pipeline.load_profile(ROOT, "paper")
+    paper = notebooks.load_profile(ROOT, "paper")
     runs = {name: {**declared[name], **paper[name]} for name in declared}
     differ = {
         f: (runs["05_training_dynamics"][f], runs["06_symmetric_init"][f])

@@ -7,8 +7,9 @@ matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 
-from attnstruct import plotting  # noqa: E402
+from attnstruct.report import plotting
 
 
 def draw():
@@ -41,12 +42,6 @@ def test_savefig_rejects_unknown_format(tmp_path):
     plt.close("all")
 
 
-def test_signed():
-    assert plotting.signed(-1e-9) == "+0.00"
-    assert plotting.signed(-0.126) == "-0.13"
-    assert plotting.signed(0.5, 1) == "+0.5"
-
-
 def test_robust_limit_ignores_a_few_huge_entries():
     m = np.ones((20, 10))  # 200 entries: the 99th percentile lies among the ones
     m[0, 0] = 1e6
@@ -70,4 +65,111 @@ def test_norm_profile_draws_norms_over_their_threshold():
     norms = np.linalg.norm(m, axis=0)
     assert np.allclose(columns.get_ydata(), np.sort(norms)[::-1][:5] / (norms.mean() + 2 * norms.std(ddof=1)))
     assert len(rows.get_ydata()) == 5
+    plt.close(fig)
+
+
+def test_quartiles_pool_the_named_dims_per_step():
+    import xarray as xr
+
+    values = xr.DataArray(np.arange(24.0).reshape(2, 3, 4), dims=("seed", "layer", "step"))
+    low, mid, high = plotting.quartiles(values)
+    pooled = values.values.reshape(6, 4)
+    np.testing.assert_allclose(mid, np.median(pooled, axis=0))
+    np.testing.assert_allclose(low, np.quantile(pooled, 0.25, axis=0))
+    np.testing.assert_allclose(high, np.quantile(pooled, 0.75, axis=0))
+
+
+def test_the_null_band_spans_the_central_95_percent():
+    fig, ax = plt.subplots()
+    samples = np.arange(1001.0)
+    plotting.null_band(ax, samples, "null")
+    band, line = ax.patches[0], ax.lines[0]
+    low, high = band.get_y(), band.get_y() + band.get_height()
+    assert (low, high) == (25.0, 975.0) and line.get_ydata()[0] == 500.0
+    assert [h.get_label() for h in (band, line)] == ["null: 95% band", "null: median"]
+    plt.close(fig)
+
+
+def main_figure_inputs():
+    """Our stacks (model a: an encoder; model b: encoder, decoder and cross) and four of the authors' rows."""
+    import pandas as pd
+
+    rows = [("a", "encoder", 1e6, 0.5), ("b", "encoder", 2e6, 0.4), ("b", "decoder", 2e6, 0.1), ("b", "cross", 2e6, 0)]
+    summary = pd.DataFrame(
+        [
+            {"model": m, "stack": s, "n_params": n}
+            | {f"{score}_{k}": v + d for score in ("symmetry", "directionality") for k, d in SPREAD.items()}
+            for m, s, n, v in rows
+        ]
+    )
+    reference = pd.DataFrame(
+        {
+            "role": ["encoder", "encoder", "decoder", "decoder"],
+            "n_params": [1e7, 1e8, 1e9, 1e10],
+            "symmetry_median": [0.3, 0.6, 0.05, 0.0],
+            "directionality_median": [-0.1, 0.0, -0.3, -0.5],
+            "caveats": [None, None, None, "gqa_head_pairing_suspect"],
+        }
+    )
+    return summary, reference
+
+
+SPREAD = {"median": 0.0, "q25": -0.05, "q75": 0.1}
+
+
+def test_the_main_figure_draws_our_self_attention_stacks_with_interquartile_bars():
+    summary, reference = main_figure_inputs()
+    fig = plotting.main_figure(summary, reference)
+    ax = fig.axes[0]
+    points = [(c.lines[0].get_xdata()[0], c.lines[0].get_ydata()[0], c.lines[0].get_color()) for c in ax.containers]
+    assert points == [
+        (1e6, 0.5, plotting.ENCODER_COLOR),
+        (pytest.approx(2e6 * 10**-0.03), 0.4, plotting.ENCODER_COLOR),  # b's two stacks drawn apart
+        (pytest.approx(2e6 * 10**0.03), 0.1, plotting.DECODER_COLOR),
+    ]  # the cross stack is left out
+    bars = ax.containers[0].lines[2][0].get_segments()[0]
+    assert bars[:, 1].tolist() == [0.45, 0.6]
+    assert [a.get_title() for a in fig.axes[:2]] == [
+        "symmetry (median over layers, IQR)",
+        "directionality (median over layers, IQR)",
+    ]
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("caveat_rows, n_reported", [(False, 3), (True, 4)])
+def test_the_main_figure_draws_the_caveat_rows_only_when_asked(caveat_rows, n_reported):
+    summary, reference = main_figure_inputs()
+    fig = plotting.main_figure(summary, reference, caveat_rows=caveat_rows)
+    ax = fig.axes[1]
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]  # the errorbars are LineCollections
+    offsets = np.concatenate([c.get_offsets() for c in scatters])
+    assert len(offsets) == n_reported
+    assert ([-0.5] in offsets[:, 1:].tolist()) == caveat_rows
+    plt.close(fig)
+
+
+def test_the_main_figure_legend_lists_ours_first():
+    summary, reference = main_figure_inputs()
+    fig = plotting.main_figure(summary, reference, caveat_rows=True)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert labels[:3] == [
+        "a, encoder stack (this notebook)",
+        "b, encoder stack (this notebook)",
+        "b, decoder stack (this notebook)",
+    ]
+    assert labels[3:] == [
+        "encoders, reported by the paper",
+        "encoders with a known caveat, reported by the paper",
+        "decoders, reported by the paper",
+        "decoders with a known caveat, reported by the paper",
+    ]
+    plt.close(fig)
+
+
+def test_the_main_figure_with_one_marker_per_role_has_one_legend_entry_per_role():
+    summary, reference = main_figure_inputs()
+    fig = plotting.main_figure(summary, reference, markers_per_model=False, label="this sweep")
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert labels[:2] == ["encoder stacks (this sweep)", "decoder stacks (this sweep)"]
+    assert {c.lines[0].get_marker() for c in fig.axes[0].containers} == {"o"}
     plt.close(fig)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attnstruct.progress import hidden
+from attnstruct.report.progress import hidden
 
 
 @pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])

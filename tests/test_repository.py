@@ -42,6 +42,22 @@ def test_readme_names_the_two_commands_first_and_ci_runs_the_test_command():
     assert re.search(r"^\s*make test\b", ci, re.M)
 
 
+def test_the_readme_is_short_and_its_links_resolve():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("\n") < 200, "the README is a five-minute read; longer subjects go to docs/"
+    links = re.findall(r"\]\(((?!https?:)[^)#]+)\)", readme)
+    assert links and all((ROOT / link).is_file() for link in links), links
+    for page in ("command-line", "training", "teaching", "performance", "testing", "architecture"):
+        assert f"(docs/{page}.md)" in readme, page
+
+
+def test_every_guide_the_readme_links_is_a_page_of_the_book():
+    from attnstruct.teaching import book
+
+    linked = re.findall(r"\(docs/([\w-]+)\.md\)", (ROOT / "README.md").read_text())
+    assert linked and set(linked) <= set(book.GUIDES), sorted(set(linked) - set(book.GUIDES))
+
+
 def test_lock_pins_torch_without_a_local_build_tag():
     lock = (ROOT / "requirements" / "lock.txt").read_text().splitlines()
     torch_pins = [line for line in lock if line.startswith("torch==")]

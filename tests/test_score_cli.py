@@ -123,8 +123,8 @@ def test_score_reads_every_format_and_agrees_with_the_model(tmp_path, capsys):
     import test_extract_onnx as ox
     import transformers
 
-    from attnstruct.extract import iter_blocks
-    from attnstruct.model_scores import score_model
+    from attnstruct.checkpoints.extract import iter_blocks
+    from attnstruct.checkpoints.scoring import score_model
 
     llama = gg.tiny_model("llama")
     gg.write_gguf(tmp_path / "llama.gguf", llama, "llama")
@@ -156,7 +156,7 @@ def test_score_reads_every_format_and_agrees_with_the_model(tmp_path, capsys):
 
 
 def test_precision_choice(bert_dir):
-    from attnstruct.model_scores import block_precision, score_model
+    from attnstruct.checkpoints.scoring import block_precision, score_model
 
     folder, _ = bert_dir
     exact, single = score_model(folder, precision="float64"), score_model(folder, precision="float32")

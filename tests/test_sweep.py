@@ -1,4 +1,5 @@
-"""``attnstruct sweep``: the paper's list against a stand-in hub, resume, failures by kind, one-line bad input."""
+"""``attnstruct sweep``: the paper's list against a stand-in hub, resume, failures by kind, one-line bad input, and
+its dataset, the one per-model dataset of :mod:`attnstruct.checkpoints.tables`."""
 
 import json
 
@@ -7,9 +8,12 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from attnstruct import cli, sweep
-from attnstruct.model_scores import score_model
-from attnstruct.results import load_dataset
+from attnstruct import cli
+from attnstruct.checkpoints import sweep, tables
+from attnstruct.checkpoints.extract import FAILURE_KINDS
+from attnstruct.checkpoints.extract.blocks import STACKS
+from attnstruct.checkpoints.scoring import score_model
+from attnstruct.results import load_dataset, save_dataset
 
 pytestmark = pytest.mark.hub
 
@@ -51,7 +55,7 @@ def test_the_paper_sweep_scores_what_it_can_and_lists_every_failure(paper_hub, r
     assert kinds["openai-gpt"] == "unsupported architecture"
     assert kinds["EleutherAI/pythia-14m"] == "truncated"
     assert kinds["albert-base-v2"] == "not found"
-    assert set(kinds) <= set(sweep.FAILURE_KINDS)
+    assert set(kinds) <= set(FAILURE_KINDS)
     assert all("\n" not in r for r in failures["reason"])
     combined = load_dataset(out / "sweep.nc")
     assert list(combined.model.values) == [m for m in paper if m in PAPER_STANDINS]
@@ -93,6 +97,27 @@ def test_other_settings_rescore_and_per_head_adds_head_scores(hub, tmp_path):
     assert second.scored == ["tiny/bert"] and second.skipped == []
     ds = load_dataset(tmp_path / "sweep.nc")
     assert ds.head_symmetry.sizes["head"] == 4 and "of each head" in ds.attrs["scored_matrix"]
+
+
+def test_the_sweeps_dataset_is_the_one_per_model_dataset(hub, tmp_path):
+    ds = load_dataset(sweep.run_sweep(["tiny/bart", "tiny/gpt2"], tmp_path).path)
+    assert set(tables.MODEL_COORDS) | {"relative_depth"} <= set(ds.coords)
+    assert ds.role.values.tolist() == ["encoder-decoder", "decoder"] and tuple(ds["stack"].values) == STACKS
+    assert ds["extras"].dims == ("model", "stack") and ds["extras"].sel(model="tiny/gpt2", stack="encoder") == ""
+    assert ds.relative_depth.sel(model="tiny/gpt2").values[0] == 0.0
+
+
+def test_a_model_file_of_another_layout_is_scored_again(hub, tmp_path):
+    sweep.run_sweep(["tiny/bert"], tmp_path)
+    (path,) = (tmp_path / "models").glob("*.nc")
+    old = load_dataset(path)
+    old.attrs["parameters"] = json.dumps(
+        {k: v for k, v in json.loads(old.attrs["parameters"]).items() if k != "layout"}
+    )
+    save_dataset(old, path)
+    again = sweep.run_sweep(["tiny/bert"], tmp_path)
+    assert again.scored == ["tiny/bert"] and again.skipped == []
+    assert json.loads(load_dataset(path).attrs["parameters"])["layout"] == tables.LAYOUT
 
 
 def test_a_list_mixes_local_paths_and_hub_ids(hub, repos, tmp_path):
@@ -151,11 +176,11 @@ def test_file_stems_are_safe_and_distinct():
     assert len(stems) == 4 and all("/" not in s and not s.startswith(".") for s in stems)
 
 
-def test_the_readme_counts_the_papers_models_from_the_reference_table():
+def test_the_command_line_guide_counts_the_papers_models_from_the_reference_table():
     from conftest import ROOT
 
     n = len(sweep.read_model_list("paper"))
     assert (
         f"the {n} distinct models of `src/attnstruct/reference/paper_reported_pretrained.csv`"
-        in (ROOT / "README.md").read_text()
+        in (ROOT / "docs" / "command-line.md").read_text()
     )

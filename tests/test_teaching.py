@@ -4,11 +4,12 @@ import re
 
 import pytest
 
-from attnstruct import exercises, pipeline
+from attnstruct import notebooks
+from attnstruct.teaching import exercises
 
 from conftest import ROOT
 
-SOURCES = pipeline.list_notebooks(ROOT)
+SOURCES = notebooks.list_notebooks(ROOT)
 
 
 def markdown(nb):
@@ -17,7 +18,7 @@ def markdown(nb):
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_learning_goals_open_the_notebook_before_any_code(path):
-    nb = pipeline.read_notebook(path)
+    nb = notebooks.read_notebook(path)
     goals = [i for i, text in markdown(nb) if text.startswith("**Learning goals.**")]
     assert len(goals) == 1, "one Markdown cell starting '**Learning goals.**'"
     (i,) = goals
@@ -29,10 +30,10 @@ def test_learning_goals_open_the_notebook_before_any_code(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_it_ends_with_what_to_take_away_and_knobs_to_try(path):
-    nb = pipeline.read_notebook(path)
+    nb = notebooks.read_notebook(path)
     last_two = [c.source.split("\n", 1)[0] for c in nb.cells[-2:]]
     assert last_two == ["## What to take away", "## Knobs to try"], last_two
-    declared = pipeline.declared_parameters(nb)
+    declared = notebooks.declared_parameters(nb)
     knobs = nb.cells[-1].source
     named = [name for name in declared if re.search(rf"`{name}(`|\s*=)", knobs)]
     assert len(named) >= 2, f"the knobs name at least two parameters of the parameters cell: {named}"
@@ -40,7 +41,7 @@ def test_it_ends_with_what_to_take_away_and_knobs_to_try(path):
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_exercises_come_after_the_story_in_their_own_section(path):
-    nb = pipeline.read_notebook(path)
+    nb = notebooks.read_notebook(path)
     found = exercises.exercises(nb, path.stem)
     assert found
     (section,) = [i for i, text in markdown(nb) if text.startswith("## Exercises")]

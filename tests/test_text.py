@@ -11,8 +11,10 @@ import pytest
 import torch
 import xarray as xr
 
-from attnstruct import corpus, engine, factor_scores, text
-from attnstruct.transformer import LanguageModel, TransformerConfig, query_key_factors
+from attnstruct import factor_scores
+from attnstruct.tasks import corpus, text
+from attnstruct.training import engine
+from attnstruct.training.model import LanguageModel, TransformerConfig, query_key_factors
 
 WORDS = (
     "the king is dead long live the king and all his men who stood upon the wall at dawn "
@@ -230,7 +232,7 @@ def test_training_lowers_the_loss_and_records_the_final_scores(text_file, cache,
     final = factor_scores(w_q, w_k, sum_heads=True)
     np.testing.assert_allclose(ds.symmetry.isel(step=-1).values, final.symmetry.numpy(), atol=1e-12)
     np.testing.assert_allclose(
-        ds.directionality_head.isel(step=-1).values, factor_scores(w_q, w_k).directionality.numpy()
+        ds.head_directionality.isel(step=-1).values, factor_scores(w_q, w_k).directionality.numpy()
     )
     assert (tmp_path / "run" / "run.nc").is_file() and not (tmp_path / "run" / "checkpoint.pt").exists()
     assert text.TextConfig.from_dict(json.loads(ds.attrs["parameters"])) == config
@@ -273,7 +275,7 @@ def test_an_interrupted_run_resumes_to_the_same_dataset(text_file, cache, tmp_pa
 def test_a_killed_process_resumes_from_its_checkpoint(text_file, cache, tmp_path):
     """The command line run is killed (SIGKILL) after its first checkpoint and finishes on a second call."""
     config = tiny(text_file, steps=100, log_every=10, eval_every=50, checkpoint_every=10)  # killed at step ~10
-    args = [sys.executable, "-m", "attnstruct.train_cli", "--run-dir", str(tmp_path / "run"), "--cache-dir", str(cache)]
+    args = [sys.executable, "-m", "attnstruct.cli.train", "--run-dir", str(tmp_path / "run"), "--cache-dir", str(cache)]
     args += ["--threads", "1"] + [f"--{k.replace('_', '-')}={v}" for k, v in config.to_dict().items()]
     process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     checkpoint = tmp_path / "run" / "checkpoint.pt"
@@ -299,7 +301,7 @@ def test_two_gloo_processes_under_torchrun_match_one_process(text_file, cache, t
     config = tiny(text_file, dropout=0.0, steps=8, eval_every=4, checkpoint_every=4)
     single = text.train(config, tmp_path / "one", cache=cache, progress=False)
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    args += ["-m", "attnstruct.train_cli", "--run-dir", str(tmp_path / "two"), "--cache-dir", str(cache), "--threads=1"]
+    args += ["-m", "attnstruct.cli.train", "--run-dir", str(tmp_path / "two"), "--cache-dir", str(cache), "--threads=1"]
     args += [f"--{k.replace('_', '-')}={v}" for k, v in config.to_dict().items()]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300)
@@ -311,13 +313,13 @@ def test_two_gloo_processes_under_torchrun_match_one_process(text_file, cache, t
 
 def test_command_line_errors_are_one_line(text_file, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "attnstruct.train_cli", "--run-dir", str(tmp_path), "--objective", "clm"],
+        [sys.executable, "-m", "attnstruct.cli.train", "--run-dir", str(tmp_path), "--objective", "clm"],
         capture_output=True,
         text=True,
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown objective 'clm'" in done.stderr
     done = subprocess.run(
-        [sys.executable, "-m", "attnstruct.train_cli", "--run-dir", str(tmp_path / "run"), "--corpus", "no.txt"],
+        [sys.executable, "-m", "attnstruct.cli.train", "--run-dir", str(tmp_path / "run"), "--corpus", "no.txt"],
         capture_output=True,
         text=True,
     )
@@ -336,8 +338,6 @@ def test_combine_stacks_runs_by_objective_init_and_seed(text_file, cache, tmp_pa
     np.testing.assert_array_equal(
         ds.symmetry.sel(objective="next-token", init="bert", seed=1).values, one.symmetry.values
     )
-    summary = text.final_summary(ds)
-    assert summary.symmetry.dims == ("objective", "init", "seed")
 
 
 def test_the_tokenizer_is_trained_the_same_way_twice(text_file, tmp_path):
@@ -366,19 +366,3 @@ def test_learning_rate_schedules(schedule):
     np.testing.assert_allclose(rates[4:], after[schedule])
     with pytest.raises(ValueError, match="unknown schedule 'exponential'"):
         text.TextConfig(schedule="exponential")
-
-
-def test_loss_targets_compare_each_run_with_the_unigram_entropy_and_its_objectives_margin():
-    ds = xr.Dataset(
-        {
-            "val_loss": (
-                ("objective", "seed", "step"),
-                [[[np.nan, 5.0, 4.6], [np.nan, 5.0, 4.8]], [[6.0, 4.5, 3.9], [6.0, 4.5, 4.2]]],
-            )
-        },
-        coords={"objective": ["mlm", "next-token"], "seed": [0, 1], "step": [0, 10, 20]},
-    )
-    table = text.loss_targets(ds, unigram_entropy=5.0)
-    assert table.loc[("mlm", 0), "below_unigram"] == pytest.approx(0.4)
-    assert list(table["met"]) == [True, False, True, False]  # margins 0.3 (mlm) and 1.0 (next-token)
-    assert list(table["target"]) == [0.3, 0.3, 1.0, 1.0]

@@ -3,16 +3,15 @@
 import dataclasses
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
 import xarray as xr
 
-from attnstruct import evidence, factor_scores, paper_comparison, pretrained
-from attnstruct import images as I
-from attnstruct import vision as V
-from attnstruct import vision_verdicts as VV
-from attnstruct.transformer import query_key_factors
+from attnstruct import factor_scores
+from attnstruct.analyses import vision_objectives, vision_sentences
+from attnstruct.tasks import images as I
+from attnstruct.tasks import vision as V
+from attnstruct.training.model import query_key_factors
 
 TINY = dict(
     steps=150,
@@ -180,8 +179,8 @@ def test_scores_are_those_of_the_final_model():
     last = ds.isel(step=-1)
     np.testing.assert_array_equal(last.symmetry.values, layer.symmetry.numpy())
     np.testing.assert_array_equal(last.directionality.values, layer.directionality.numpy())
-    np.testing.assert_array_equal(last.symmetry_head.values, head.symmetry.numpy())
-    np.testing.assert_array_equal(last.directionality_head.values, head.directionality.numpy())
+    np.testing.assert_array_equal(last.head_symmetry.values, head.symmetry.numpy())
+    np.testing.assert_array_equal(last.head_directionality.values, head.directionality.numpy())
     assert ds.attrs["objective"] == "next-patch" and ds.attrs["score_convention"] == "paper"
 
 
@@ -192,7 +191,7 @@ def test_train_many_in_processes_matches_one_process(tmp_path):
     serial = V.combine([V.train(c) for c in configs])
     xr.testing.assert_equal(parallel, serial)
     assert parallel.symmetry.dims == ("objective", "seed", "step", "layer")
-    assert parallel.symmetry_head.dims == ("objective", "seed", "step", "layer", "head")
+    assert parallel.head_symmetry.dims == ("objective", "seed", "step", "layer", "head")
     assert list(parallel.objective.values) == ["classify", "next-patch"]
     assert parallel.causal.values.tolist() == [False, True]
     folder = tmp_path / "runs" / f"classify-seed0-{configs[0].digest()[:8]}"
@@ -206,118 +205,25 @@ def test_train_many_in_processes_matches_one_process(tmp_path):
 # ---------------------------------------------------------------------------------------------- summaries
 
 
-def summary_of(values, directionality=None):
-    """A final_summary-like table: ``values`` objective -> per-seed symmetry (median and last layer alike)."""
-    rows = []
-    for o, per_seed in values.items():
-        for s, v in enumerate(per_seed):
-            d = directionality[o][s] if directionality else 0.0
-            rows.append(
-                {
-                    "objective": o,
-                    "seed": s,
-                    "causal": V.CAUSAL[o],
-                    "symmetry_median": v,
-                    "symmetry_last": v,
-                    "directionality_median": d,
-                    "directionality_last": d,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-SMALL_NULL = dict(d_model=16, n_heads=2, n_layers=2, n_draws=100)
-
-
-def test_compare_objectives_follows_the_predictions_and_the_seeds():
-    up = {
-        "classify": [0.0] * 5,
-        "classify-mean": [0.6] * 5,
-        "masked": [0.6, 0.5, 0.7, 0.6, 0.55],
-        "next-patch": [0.0, 0.02, -0.01, 0.01, 0.0],
-    }
-    column = {"classify": [0.0] * 5, "classify-mean": [0.0] * 5, "masked": [0.9] * 5, "next-patch": [-0.9] * 5}
-    result = VV.compare_objectives(summary_of(up, column), **SMALL_NULL)
-    assert [e.claim for e in result.effects] == [p.claim for p in VV.PREDICTIONS]
-    assert all(e.verdict == "holds" for e in result.effects) and result.overall == "holds"
-    assert all(e.null is not None and e.null.outside for e in result.effects)
-    # the same values the other way round: a clear effect against the prediction
-    down = {o: [-v for v in vs] for o, vs in up.items()}
-    flipped = {o: [-v for v in vs] for o, vs in column.items()}
-    result = VV.compare_objectives(summary_of(down, flipped), **SMALL_NULL)
-    assert result.overall == "does not hold" and {e.verdict for e in result.effects} == {"does not hold"}
-    # three seeds cannot reach p < 0.05 with a one-sided sign-flip test
-    three = {o: vs[:3] for o, vs in up.items()}
-    result = VV.compare_objectives(summary_of(three, {o: vs[:3] for o, vs in column.items()}), **SMALL_NULL)
-    assert result.overall == "cannot tell at this scale"
-    assert all("smallest attainable p is 0.125" in e.reason for e in result.effects)
-    # a missing objective leaves its predictions untested; one seed leaves every prediction untested
-    result = VV.compare_objectives(summary_of({o: up[o] for o in ("masked", "next-patch")}), **SMALL_NULL)
-    assert [e.claim for e in result.effects] == [VV.PREDICTIONS[0].claim, VV.PREDICTIONS[3].claim]
-    assert len(result.untested) == 2 and "classify-mean" in result.untested[0]
-    result = VV.compare_objectives(summary_of({o: vs[:1] for o, vs in up.items()}), **SMALL_NULL)
-    assert not result.effects and result.overall == "cannot tell at this scale" and len(result.untested) == 4
-    assert result.table().empty
-
-
-def test_the_predictions_treat_classify_by_its_last_layer_only():
-    claims = {(p.treated, p.baseline, p.place) for p in VV.PREDICTIONS if p.score == "symmetry"}
-    assert ("classify-mean", "classify", "last") in claims
-    assert not any("classify" in (t, b) and place == "median" for t, b, place in claims)
-    assert all(V.CAUSAL[p.baseline] for p in VV.PREDICTIONS if p.score == "symmetry" and p.place == "median")
-
-
-def test_null_table_places_each_seed_in_the_null():
-    pools = VV.null_pools(16, 2, 2, n_draws=100)
-    assert set(pools) == {(s, p) for s in VV.SCORES for p in VV.PLACES}
-    np.testing.assert_array_equal(
-        pools["symmetry", "median"], evidence.null_median_over_layers("symmetry", 16, 2, 2, n_draws=100)
-    )
-    table = VV.null_table(summary_of({"masked": [0.9, 0.8], "next-patch": [-0.9, 0.0]}), pools)
-    row = table[(table.objective == "masked") & (table.score == "symmetry") & (table.place == "median")].iloc[0]
-    assert row.percentile_low == 100 and row.n_outside == 2 and row.n_above == 2 and row.n == 2
-    row = table[(table.objective == "next-patch") & (table.score == "symmetry") & (table.place == "last")].iloc[0]
-    assert row.n_outside == 1 and row.n_above == 0 and row.percentile_low == 0
-    assert "2 of 2 outside the null's 95% range" in VV.describe_nulls(table)[0]
-
-
-def test_mean_difference_null():
-    a = np.arange(100.0)
-    null = VV.mean_difference_null(a, a, 4, n_samples=2000, seed=1)
-    assert null.shape == (2000,) and abs(null.mean()) < 2
-    assert null.std() == pytest.approx(np.sqrt(2 * a.var() / 4), rel=0.1)
-    np.testing.assert_array_equal(null, VV.mean_difference_null(a, a, 4, n_samples=2000, seed=1))
-    with pytest.raises(ValueError, match="positive integer"):
-        VV.mean_difference_null(a, a, 0)
-
-
-def test_the_paper_numbers_come_from_the_reference_table():
-    text = VV.describe_reported(paper_comparison.reported_vision(pretrained.reference_table()))
-    # docs/paper-notes.md, section 3.2
-    for expected in (
-        "+0.15 to +0.52",
-        "ViT and DeiT +0.15 to +0.52",
-        "+0.19 to +0.40",
-        "iGPT, scores +0.11 to +0.18",
-        "directionality -0.14 to -0.08",
-    ):
-        assert expected in text, expected
-
-
 def test_sentences_from_tiny_runs(tiny_runs):
     runs = V.combine(list(tiny_runs.values()))
-    learning = VV.describe_learning(runs, levels=4)
-    assert len(learning) == len(V.OBJECTIVES)
-    assert "a uniform guess scores 2.30" in learning[0] and "chance 10%" in learning[1]
-    assert "a uniform guess scores 1.39" in learning[2] and "accuracy" not in learning[2]
-    assert all("highest" in line for line in VV.describe_trajectories(runs))
-    unpredicted = VV.describe_unpredicted(V.final_summary(runs))
-    assert len(unpredicted) == 3 and unpredicted[0].startswith("`classify` ends")
+    data = I.load_images("sklearn-digits", TINY["n_images"], 0.2)
+    baselines = vision_objectives.context_free_losses(data, V.OBJECTIVES, 4)
+    learning = vision_objectives.learning_table(vision_objectives.final_summary(runs), baselines)
+    lines = vision_sentences.describe_learning(learning, levels=4).splitlines()
+    assert len(lines) == len(V.OBJECTIVES)
+    assert "a uniform guess scores 2.30" in lines[0] and "chance 10%" in lines[1]
+    assert "a uniform guess scores 1.39" in lines[2] and "accuracy" not in lines[2]
+    assert "the grey-level frequencies of the training pixels" in lines[3]
+    assert vision_sentences.describe_trajectories(runs).count("highest") == len(V.OBJECTIVES)
+    assert (
+        vision_sentences.describe_unpredicted(vision_objectives.final_summary(runs)).count("`classify` ends below") == 3
+    )
 
 
 def test_final_summary(tiny_runs):
     runs = V.combine(list(tiny_runs.values()))
-    table = V.final_summary(runs)
+    table = vision_objectives.final_summary(runs)
     assert list(table.objective) == list(V.OBJECTIVES)
     row = table[table.objective == "masked"].iloc[0]
     assert row.symmetry_median == pytest.approx(float(np.median(tiny_runs["masked"].symmetry.isel(step=-1))))

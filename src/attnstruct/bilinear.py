@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ._arrays import ArrayLike, back, check_factors, check_square, to_float64
+from ._checks import ArrayLike, back, check_factors, check_square, to_float64
 
 
 def split_heads(weight: ArrayLike, n_heads: int) -> ArrayLike:

@@ -52,7 +52,7 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from ._arrays import ArrayLike, back, check_factors, check_square, input_eps, to_float64
+from ._checks import ArrayLike, back, check_factors, check_square, input_eps, to_float64
 from .conventions import CONVENTION_DESCRIPTIONS, CONVENTIONS, DEFAULT_NUM_STD  # noqa: F401 - public here too
 
 Convention = Literal["paper", "raw"]

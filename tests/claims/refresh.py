@@ -24,18 +24,18 @@ import stored_claims  # noqa: E402
 
 
 def main(names: list[str]) -> int:
-    from attnstruct import pipeline
+    from attnstruct import notebooks
 
     root = stored_claims.ROOT
     wanted = claim = stored_claims.claim_notebooks()
     if names:
-        wanted = [pipeline.resolve_notebook(root, n).stem for n in names]
+        wanted = [notebooks.resolve_notebook(root, n).stem for n in names]
     notebook_params.pin_kernel_threads()
     with tempfile.TemporaryDirectory() as tmp:
         build = Path(tmp).resolve()
         for name in wanted:
             params = notebook_params.parameters(root, name)
-            run = pipeline.run_notebook(root, pipeline.resolve_notebook(root, name), params, build, profile="quick")
+            run = notebooks.run_notebook(root, notebooks.resolve_notebook(root, name), params, build, profile="quick")
             nbformat.write(stored_claims.stored(run.executed, build), HERE / f"{name}.ipynb")
             print(f"{name}: stored in {HERE / f'{name}.ipynb'} ({run.seconds:.0f} s)")
     for old in sorted({p.stem for p in HERE.glob("*.ipynb")} - set(claim)):

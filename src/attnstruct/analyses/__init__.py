@@ -1,0 +1,8 @@
+"""What each notebook computes and decides, one module per notebook topic, each with the functions that render its
+sentences from the data (every verdict through :func:`attnstruct.stats.decide`).
+
+:mod:`.bilinear_form` (01), :mod:`.score_nulls` (02), :mod:`.pretrained` and :mod:`.extraction_checks` (03),
+:mod:`.gradient_toys` (04), :mod:`.training_dynamics` (05), :mod:`.symmetric_init` (06), :mod:`.vision_objectives`
+(07), :mod:`.paper_comparison` (the authors' values beside ours: 03, 07, 08), and :mod:`.findings` (the headline
+findings, checked on the datasets of ``make reproduce`` by ``make findings``).
+"""

@@ -1,0 +1,85 @@
+"""Notebook 06: the encoder and the decoder at the end of training, and the same model under two schedules.
+
+The final state of a run whose learning rate decays linearly to zero is where the decay froze the weights. Two
+readings of it: :func:`ordering_effects`, the verdict on notebook 05's runs (encoder minus decoder final median
+symmetry, paired by seed, against the null of untrained layers, gated on both objectives' runs having learned);
+and :func:`describe_schedules`, the calibration runs of ``docs/calibration.csv`` that trained the same model with a
+constant rate after warm-up. Those are one seed per schedule and objective, so they are described (their values),
+never judged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from .. import notebooks, stats
+from ..report import prose
+from . import gates
+from .symmetric_init import PLACEBO
+from .training_dynamics import DECODER, ENCODER, Shape, has_both, objective_effects
+
+SETTINGS = {"d_model": "width {}", "n_layers": "{} layers", "steps": "{} steps", "batch_size": "{} sequences per step"}
+
+
+def ordering_effects(
+    baselines: xr.Dataset, shape: Shape, *, targets: pd.DataFrame | None = None, n_draws: int = 400
+) -> list[stats.Effect]:
+    """The first claim of :func:`attnstruct.analyses.training_dynamics.objective_effects` (encoder minus decoder
+    final median symmetry) on the baseline runs, gated on each objective's baselines having learned (``targets``;
+    None: all learned): a list of that one effect, empty when an objective was not trained."""
+    if not has_both(baselines):
+        return []
+    learned = None
+    if targets is not None:
+        learned = {o: gates.learned(targets, objective=o, init=PLACEBO) for o in (ENCODER, DECODER)}
+    return objective_effects(baselines, shape, n_draws=n_draws, learned=learned)[:1]
+
+
+def schedule_runs(root: str | os.PathLike | None = None) -> pd.DataFrame:
+    """The calibration runs that compare learning-rate schedules (rows of ``docs/calibration.csv`` under the
+    project root ``root``, default :func:`attnstruct.notebooks.find_root`, whose ``purpose`` is ``schedule``);
+    empty when the file is not there (an installed package without the repository)."""
+    try:
+        path = Path(root or notebooks.find_root()) / "docs" / "calibration.csv"
+    except notebooks.PipelineError:
+        return pd.DataFrame()
+    if not path.is_file():
+        return pd.DataFrame()
+    table = pd.read_csv(path, comment="#")
+    return table[table["purpose"] == "schedule"].reset_index(drop=True)
+
+
+def _setting(rows: pd.DataFrame, column: str) -> str:
+    values = sorted({int(v) for v in rows[column]})
+    return " or ".join(f"{v:,}" for v in values)
+
+
+def describe_schedules(rows: pd.DataFrame) -> str:
+    """The calibration runs' final median symmetry per schedule and objective, the encoder minus the decoder per
+    schedule, their settings and seeds, and whether they met their loss targets: values of single runs, stated
+    as such, with no verdict."""
+    if rows.empty:
+        return "No calibration runs of the schedules are recorded with this copy of the project."
+    table = rows.pivot_table(index="schedule", columns="objective", values="final_symmetry", sort=False)
+    per_schedule = "; ".join(
+        f"`{schedule}`: " + ", ".join(f"{o} {prose.signed(v)}" for o, v in values.dropna().items())
+        for schedule, values in table.iterrows()
+    )
+    gaps = ""
+    if {ENCODER, DECODER} <= set(table.columns):
+        gap = table[ENCODER] - table[DECODER]
+        gaps = " Encoder minus decoder: " + ", ".join(f"`{s}` {prose.signed(v)}" for s, v in gap.items()) + "."
+    settings = ", ".join(words.format(_setting(rows, column)) for column, words in SETTINGS.items())
+    runs_per_cell = int(rows.groupby(["schedule", "objective"]).size().max())
+    seeds = ", ".join(str(int(s)) for s in sorted(set(rows["seed"])))
+    met = int(rows["met"].astype(bool).sum())
+    return (
+        f"Final median symmetry by schedule in the calibration runs ({settings}; "
+        f"{prose.count(runs_per_cell, 'run')} per schedule and objective, seed {seeds}): {per_schedule}.{gaps} "
+        f"{met} of {prose.count(len(rows), 'run')} met {'its' if len(rows) == 1 else 'their'} loss targets. Each "
+        "value is that of a single run, with no interval: these numbers describe the runs and test nothing."
+    )

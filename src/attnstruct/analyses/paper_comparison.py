@@ -1,0 +1,273 @@
+"""Our scores of many models beside the values the paper's authors reported (notebooks 03, 07 and 08).
+
+The reference table (``attnstruct/reference/paper_reported_pretrained.csv``, package data) gives, per model
+and role, the authors' median and quartiles over layers of both scores, and a ``caveats`` column that flags
+entries their extraction likely got wrong. :func:`reported_vision` groups the vision rows by how those
+models were trained (notebook 07). :func:`agreement` pairs each of our (model, stack) summaries with
+the authors' row for the same model and role; :func:`largest_disagreements` ranks the pairs and attaches the
+known explanation. A row whose caveat says the authors scored decoder *cross*-attention is paired with our
+``cross`` stack, so that like is compared with like. :func:`reported_group_medians` summarises the authors'
+rows by role, the numbers notebook 03 quotes beside its own (:func:`group_medians`, :func:`describe_reported`).
+
+Whether encoder stacks are more symmetric than decoder stacks is a test, :func:`role_effect` (the one rule of
+:mod:`attnstruct.stats`, with :func:`describe_reach` saying what the stacks of a run can show at all);
+:func:`ordering_probability`, the share of (encoder, decoder) pairs in the paper's order, only describes them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import stats
+from ..report import prose
+
+CAVEAT_EXPLANATIONS = {
+    "gqa_head_pairing_suspect": (
+        "grouped-query attention: the authors' code paired query head h with key head h mod n_kv, not "
+        "h // (H / n_kv), so their layer matrix multiplies unrelated heads"
+    ),
+    "fused_qkv_branch_suspect": (
+        "fused QKV weight: the authors' code took contiguous [q|k|v] blocks without transposing, which is not "
+        "the layer matrix (W_q^T W_k in nn.Linear weights) for per-head interleaved layouts (GPT-NeoX, "
+        "DeBERTa-v1) or for ModernBERT"
+    ),
+    "scored_random_init": "the authors scored a randomly initialised model (built from its config, no weights)",
+    "looks_random_init": "the authors' value is what a randomly initialised model gives (symmetry 0.000)",
+    "cross_attention_not_self": "the authors' 'decoder' value is the decoder's cross-attention, not self-attention",
+    "decoder_not_causal": "the authors' 'decoder' is a bidirectional stack (object queries), not an autoregressive one",
+    "vision_tower_encoder": "the authors' 'decoder' is a vision tower, a ViT encoder",
+}
+SCORES = ("symmetry", "directionality")
+
+
+def explain(caveats: str | float | None) -> str:
+    """The known explanation(s) of a reference row's caveats (``;``-separated), or ``""`` for none."""
+    if not isinstance(caveats, str) or not caveats:
+        return ""
+    return "; ".join(CAVEAT_EXPLANATIONS.get(c, c) for c in caveats.split(";"))
+
+
+def agreement(summary: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
+    """Ours against the authors', one row per (model, stack) that both have.
+
+    Args:
+        summary: :func:`attnstruct.analyses.pretrained.summary` of our scores (``model``, ``stack``, ``n_params``,
+            ``{score}_median``, ``{score}_q25``, ``{score}_q75``).
+        reference: the authors' table (:func:`attnstruct.reference.reference_table`).
+
+    Returns:
+        ``model, stack, domain, caveats, n_params``, then per score ``ours_{score}``, ``paper_{score}``,
+        ``diff_{score}`` (ours minus theirs) and our quartiles; sorted by model and stack.
+    """
+    ref = reference.copy()
+    cross = ref["caveats"].fillna("").str.contains("cross_attention_not_self")
+    ref["stack"] = np.where(cross, "cross", ref["role"])
+    ref = ref.drop_duplicates(["model", "stack"])
+    columns = {f"{s}_median": f"paper_{s}" for s in SCORES}
+    ref = ref.rename(columns={**columns, "family": "domain"})[
+        ["model", "stack", "domain", "caveats", *columns.values()]
+    ]
+    ours = summary.rename(columns={f"{s}_median": f"ours_{s}" for s in SCORES})
+    merged = ours.merge(ref, on=["model", "stack"], how="inner")
+    for s in SCORES:
+        merged[f"diff_{s}"] = merged[f"ours_{s}"] - merged[f"paper_{s}"]
+    merged["caveats"] = merged["caveats"].fillna("")
+    keep = ["model", "stack", "domain", "caveats", "n_params"]
+    keep += [f"{p}_{s}" for s in SCORES for p in ("ours", "paper", "diff")]
+    keep += [f"{s}_{q}" for s in SCORES for q in ("q25", "q75")]
+    return merged[keep].sort_values(["model", "stack"]).reset_index(drop=True)
+
+
+def largest_disagreements(table: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    """The ``n`` rows of :func:`agreement` with the largest ``max(|diff_symmetry|, |diff_directionality|)``, with
+    ``explanation`` (from the caveats; ``"none known"`` where there is none)."""
+    gap = table[[f"diff_{s}" for s in SCORES]].abs().max(axis=1)
+    out = table.assign(largest_gap=gap).sort_values("largest_gap", ascending=False).head(n)
+    explanation = out["caveats"].map(explain).replace("", "none known")
+    return out.assign(explanation=explanation).reset_index(drop=True)
+
+
+def group_medians(summary: pd.DataFrame) -> pd.DataFrame:
+    """Per stack (``encoder``, ``decoder``; cross-attention left out): how many model stacks, and the median,
+    minimum and maximum of their median scores."""
+    rows = []
+    for stack in ("encoder", "decoder"):
+        part = summary[summary["stack"] == stack]
+        row = {"stack": stack, "n": len(part)}
+        for s in SCORES:
+            values = part[f"{s}_median"]
+            row |= {f"{s}_median": values.median(), f"{s}_min": values.min(), f"{s}_max": values.max()}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def reported_group_medians(reference: pd.DataFrame, family: str = "language", *, clean: bool = False) -> pd.DataFrame:
+    """The authors' rows of ``family`` by role (``encoder``, ``decoder``), as :func:`group_medians` gives ours:
+    ``stack`` (the authors' role), ``n`` and the median, minimum and maximum of their per-model median scores.
+
+    ``clean``: leave out the rows with a caveat. These are the authors' result files' numbers
+    (:func:`attnstruct.reference.reference_table`), not measurements of this project.
+    """
+    rows = reference[reference["family"] == family]
+    if clean:
+        rows = rows[rows["caveats"].isna()]
+    return group_medians(rows.assign(stack=rows["role"]))
+
+
+def ordering_probability(summary: pd.DataFrame, score: str = "symmetry") -> float:
+    """Fraction of (encoder stack, decoder stack) pairs in which the encoder's median ``score`` is the larger
+    (ties count half); NaN without both. A description of the stacks scored, not a test: the test of the same
+    ordering is :func:`role_effect`."""
+    enc = summary.loc[summary["stack"] == "encoder", f"{score}_median"].to_numpy()
+    dec = summary.loc[summary["stack"] == "decoder", f"{score}_median"].to_numpy()
+    if not len(enc) or not len(dec):
+        return float("nan")
+    diff = enc[:, None] - dec[None, :]
+    return float(((diff > 0) + 0.5 * (diff == 0)).mean())
+
+
+ALPHA = 0.05
+
+
+def role_values(summary: pd.DataFrame, score: str = "symmetry") -> tuple[np.ndarray, np.ndarray]:
+    """The median ``score`` over layers of each encoder and each decoder self-attention stack of ``summary``
+    (cross-attention left out): two arrays, one value per stack."""
+    return tuple(summary.loc[summary["stack"] == s, f"{score}_median"].to_numpy(float) for s in ("encoder", "decoder"))
+
+
+def role_effect(summary: pd.DataFrame, score: str = "symmetry", *, alpha: float = ALPHA, seed: int = 0):
+    """The paper's ordering as a test: encoder stacks minus decoder stacks, in their median ``score`` over layers
+    (:func:`role_values`), by :func:`attnstruct.stats.two_sample_effect` (unit: a stack; predicted positive for both
+    scores: encoders more symmetric and less column-dominant). None without a stack of each role.
+
+    The two stacks of one encoder-decoder model are one unit of each group; the verdict is the one rule's, whose
+    smallest attainable p here is :func:`smallest_two_sample_p`. Pretrained checkpoints learned their task, so no
+    gating on learning applies.
+    """
+    encoders, decoders = role_values(summary, score)
+    if not len(encoders) or not len(decoders):
+        return None
+    claim = f"encoder minus decoder stacks, median {score} over layers"
+    return stats.two_sample_effect(encoders, decoders, claim=claim, unit="stack", alpha=alpha, seed=seed)
+
+
+def describe_reach(summary: pd.DataFrame, alpha: float = ALPHA) -> str:
+    """What the stacks of ``summary`` can show (:func:`attnstruct.stats.describe_reach` of the encoder stacks against
+    the decoder stacks): the permutation test's smallest attainable p against ``alpha``, and how many stacks of each
+    role it takes to go below it."""
+    n, m = (len(v) for v in role_values(summary))
+    if not n or not m:
+        return "Without an encoder and a decoder stack there is nothing to compare."
+    return stats.describe_reach(
+        n, control=m, balanced=True, alpha=alpha, unit="encoder stack", control_unit="decoder stack", what="the test"
+    )
+
+
+def describe_role_effect(summary: pd.DataFrame, score: str = "symmetry") -> str:
+    """:func:`role_effect`'s sentence (estimate, interval, p and the verdict of the one rule) and
+    :func:`describe_reach`."""
+    effect = role_effect(summary, score)
+    if effect is None:
+        return describe_reach(summary)
+    return f"As a test over stacks, {effect.sentence()}. {describe_reach(summary)}"
+
+
+def describe_roles(summary: pd.DataFrame) -> str:
+    """Notebook 03's comparison of its self-attention stacks: each role's stacks (names, median over stacks and
+    range of their median symmetries), the share of (encoder, decoder) pairs in which the encoder is the more
+    symmetric (:func:`ordering_probability`, a description), then :func:`describe_role_effect`."""
+    own = summary[summary["stack"].isin(("encoder", "decoder"))]
+    groups = group_medians(own).set_index("stack")
+    if not groups.loc["encoder", "n"] or not groups.loc["decoder", "n"]:
+        return describe_reach(own)
+    names = {s: ", ".join(own.loc[own["stack"] == s, "model"]) for s in ("encoder", "decoder")}
+    spans = {s: prose.span(own.loc[own["stack"] == s, "symmetry_median"]) for s in ("encoder", "decoder")}
+    count = {s: prose.count(int(groups.loc[s, "n"]), f"{s} stack") for s in ("encoder", "decoder")}
+    median = {s: prose.signed(groups.loc[s, "symmetry_median"]) for s in ("encoder", "decoder")}
+    pairs = int(groups.loc["encoder", "n"] * groups.loc["decoder", "n"])
+    return (
+        f"In this run the {count['encoder']} ({names['encoder']}) have median symmetry {median['encoder']} (median "
+        f"over stacks; range {spans['encoder']}) and the {count['decoder']} ({names['decoder']}) {median['decoder']} "
+        f"(range {spans['decoder']}); an encoder stack is the more symmetric in "
+        f"{prose.percent(ordering_probability(own, 'symmetry'))} of the {pairs} (encoder, decoder) pairs. "
+        + describe_role_effect(own)
+    )
+
+
+def describe_reported(reference: pd.DataFrame, family: str = "language") -> str:
+    """The authors' reported numbers for ``family`` (:func:`reported_group_medians`): median of the per-model median
+    symmetries per role, with and without the rows with a caveat, and the median directionality per role."""
+    theirs = reported_group_medians(reference, family).set_index("stack")
+    clean = reported_group_medians(reference, family, clean=True).set_index("stack")
+    enc, dec = theirs.loc["encoder"], theirs.loc["decoder"]
+    clean_enc, clean_dec = clean.loc["encoder"], clean.loc["decoder"]
+    return (
+        "In the authors' reported scores (their result files, `src/attnstruct/reference/paper_reported_pretrained.csv`,"
+        f" read by `reference.reference_table()`), the median of the per-model median symmetries is "
+        f"{prose.signed(enc['symmetry_median'])} over the {prose.count(int(enc['n']), f'{family}-encoder row')} and "
+        f"{prose.signed(dec['symmetry_median'])} over the {prose.count(int(dec['n']), f'{family}-decoder row')}; "
+        f"without the rows with a caveat, {prose.signed(clean_enc['symmetry_median'])} "
+        f"({prose.count(int(clean_enc['n']), 'row')}) and {prose.signed(clean_dec['symmetry_median'])} "
+        f"({prose.count(int(clean_dec['n']), 'row')}). Their median directionality: "
+        f"{prose.signed(enc['directionality_median'])} (encoders) and {prose.signed(dec['directionality_median'])} "
+        "(decoders)."
+    )
+
+
+def describe(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    """Sentences that state what the sweep found, computed from ``summary`` and :func:`agreement`'s ``table``."""
+    groups = group_medians(summary).set_index("stack")
+    lines = []
+    for stack in ("encoder", "decoder"):
+        g = groups.loc[stack]
+        if g["n"]:
+            lines.append(
+                f"{int(g['n'])} {stack} stacks: median symmetry {g['symmetry_median']:+.2f} (range "
+                f"{g['symmetry_min']:+.2f} to {g['symmetry_max']:+.2f}), median directionality "
+                f"{g['directionality_median']:+.2f} (range {g['directionality_min']:+.2f} to "
+                f"{g['directionality_max']:+.2f})."
+            )
+    p_sym, p_dir = ordering_probability(summary, "symmetry"), ordering_probability(summary, "directionality")
+    if p_sym == p_sym:
+        lines.append(
+            f"An encoder stack is more symmetric than a decoder stack in {p_sym:.0%} of (encoder, decoder) pairs, "
+            f"and less column-dominant (higher directionality) in {p_dir:.0%}."
+        )
+    if len(table):
+        clean = table[table["caveats"] == ""]
+        for name, part in (("without a known caveat", clean), ("with a caveat", table[table["caveats"] != ""])):
+            if len(part):
+                lines.append(
+                    f"{len(part)} stacks also reported by the authors {name}: median |ours - theirs| "
+                    f"{part['diff_symmetry'].abs().median():.3f} in symmetry, "
+                    f"{part['diff_directionality'].abs().median():.3f} in directionality."
+                )
+    else:
+        lines.append(
+            "None of the scored models is in the authors' list, so there is nothing to compare point by point."
+        )
+    return lines
+
+
+# The authors' vision models grouped by how they were trained (the reference table's names).
+REPORTED_GROUPS = (
+    ("supervised (ViT, DeiT)", "classify", ("google/vit-", "facebook/deit-")),
+    ("masked image modelling (BEiT, MAE, DiT)", "masked", ("microsoft/beit-", "facebook/vit-mae-", "microsoft/dit-")),
+    ("autoregressive (iGPT)", "next-patch", ("openai/imagegpt-",)),
+    ("other encoders (DINO, DINOv2, GIT, DETR)", None, ("facebook/dino", "microsoft/git-", "facebook/detr-")),
+)
+
+
+def reported_vision(reference: pd.DataFrame) -> pd.DataFrame:
+    """The vision rows of the authors' reported table without caveats, with a ``group`` and the matching
+    ``objective`` of :mod:`attnstruct.tasks.vision` (None for encoders trained otherwise). These are the paper's
+    numbers."""
+    vision = reference[(reference.family == "vision") & reference.caveats.isna()].copy()
+    group, objective = [], []
+    for model in vision.model:
+        match = next((g for g in REPORTED_GROUPS if model.startswith(g[2])), ("other", None, ()))
+        group.append(match[0])
+        objective.append(match[1])
+    vision["group"], vision["objective"] = group, objective
+    return vision.reset_index(drop=True)

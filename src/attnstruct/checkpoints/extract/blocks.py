@@ -1,0 +1,123 @@
+"""The unit every reader yields: one attention block's per-head query and key weights.
+
+Whatever the source (a model in memory, a Hugging Face folder, GGUF, ONNX, CTranslate2), extraction ends in
+:class:`AttentionBlock` objects with weights in one layout, the ``nn.Linear`` one: ``q_h = W_q[h] x + b_q[h]``.
+Under grouped-query attention the key heads are already paired with the query heads: query head ``h``
+uses key head ``h // (n_heads / n_kv_heads)`` (the pairing of Hugging Face's ``repeat_kv``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+STACKS = ("encoder", "decoder", "cross")
+
+
+FAILURE_KINDS = ("not found", "gated", "unsupported architecture", "truncated", "offline", "rate limited", "error")
+
+
+class ExtractionError(ValueError):
+    """A checkpoint that cannot be had or read, with its ``kind`` (one of :data:`FAILURE_KINDS`).
+
+    ``kind``: ``not found`` (no such file, repository, revision or packaged checkpoint), ``gated`` (a licence and a
+    token needed), ``unsupported architecture`` (a family, format or layout attnstruct does not read), ``truncated``
+    (a file or transfer that ends early), ``offline`` (not in the cache, and the hub may not be asked), ``rate
+    limited`` (the hub answered 429), ``error`` (anything else: a malformed file, a bad tensor). ``detail`` names the
+    problem in one line; the message is ``"{kind}: {detail}"`` (just the detail for ``error``), the line that
+    ``attnstruct score`` prints before it exits 2 and that ``attnstruct sweep`` lists beside the kind.
+    """
+
+    def __init__(self, detail: str, kind: str = "error"):
+        if kind not in FAILURE_KINDS:
+            raise ValueError(f"unknown failure kind {kind!r}; choose one of {', '.join(FAILURE_KINDS)}")
+        self.detail, self.kind = " ".join(str(detail).split()), kind
+        super().__init__(self.detail if kind == "error" else f"{kind}: {self.detail}")
+
+    def __reduce__(self):
+        return type(self), (self.detail, self.kind)
+
+
+def one_line(exc: BaseException) -> str:
+    """``TypeName: message`` with the message's whitespace, newlines included, collapsed to single spaces."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def check_finite(tensor: torch.Tensor, name: str) -> torch.Tensor:
+    """Return ``tensor`` or raise :class:`ExtractionError` if it holds NaN or inf."""
+    # The sum is finite when every entry is (a NaN or inf entry makes it non-finite), and costs a tenth of the
+    # elementwise test; only a non-finite sum (or an overflow) needs the exact check.
+    if not bool(torch.isfinite(tensor.sum())) and not bool(torch.isfinite(tensor).all()):
+        raise ExtractionError(f"tensor {name} contains NaN or inf")
+    return tensor
+
+
+# Terms of the attention logit that the bilinear form W_q^h W_k^h^T leaves out, as recorded in ``extras``.
+EXTRA_TERMS = {
+    "q_bias": "query bias: adds b_q^T W_k^h x_j (key side, changes attention) and a constant",
+    "k_bias": "key bias: adds x_i^T W_q[h]^T b_k, constant along j, so softmax ignores it",
+    "rotary": "rotary position embedding: the logit is x_i^T W_q^T R_(j-i) W_k x_j; scores use R = I",
+    "qk_norm": "RMS/LayerNorm on queries and keys after the projection: a nonlinear rescaling per token",
+    "relative_position": "learned relative position bias or disentangled position terms added to the logits",
+    "alibi": "ALiBi linear distance penalty added to the logits",
+}
+
+
+@dataclass(frozen=True)
+class AttentionBlock:
+    """Query/key weights of one attention block.
+
+    Attributes:
+        stack: ``"encoder"`` (bidirectional self-attention), ``"decoder"`` (self-attention of a decoder) or
+            ``"cross"`` (decoder queries on encoder keys).
+        layer: 0-based layer index within the stack.
+        w_q: ``[n_heads, d_head, d_model]``.
+        w_k: ``[n_heads, d_head, d_model]``, key heads expanded to pair with query heads.
+        causal: whether the block attends only to earlier positions.
+        n_kv_heads: distinct key heads before expansion (``n_heads`` without grouped-query attention).
+        b_q, b_k: ``[n_heads, d_head]`` biases, or None.
+        extras: keys of :data:`EXTRA_TERMS` that apply to this block.
+        source_name: the tensor name the query weight was read from (for messages and tests).
+    """
+
+    stack: str
+    layer: int
+    w_q: torch.Tensor
+    w_k: torch.Tensor
+    causal: bool
+    n_kv_heads: int
+    b_q: torch.Tensor | None = None
+    b_k: torch.Tensor | None = None
+    extras: tuple[str, ...] = field(default=())
+    source_name: str = ""
+
+    def __post_init__(self):
+        if self.stack not in STACKS:
+            raise ValueError(f"stack must be one of {STACKS}, got {self.stack!r}")
+        if self.w_q.ndim != 3 or self.w_q.shape != self.w_k.shape:
+            raise ValueError(
+                f"w_q and w_k must both be [heads, d_head, d_model], got {tuple(self.w_q.shape)} and "
+                f"{tuple(self.w_k.shape)}"
+            )
+        unknown = set(self.extras) - set(EXTRA_TERMS)
+        if unknown:
+            raise ValueError(f"unknown extra terms {sorted(unknown)}")
+
+    @property
+    def n_heads(self) -> int:
+        return self.w_q.shape[0]
+
+
+def bias_extras(b_q: torch.Tensor | None, b_k: torch.Tensor | None) -> tuple[str, ...]:
+    """``("q_bias", "k_bias")`` for the biases that are present and not all zero."""
+    return tuple(term for term, b in (("q_bias", b_q), ("k_bias", b_k)) if b is not None and bool(b.any()))
+
+
+def expand_kv_heads(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """``[n_kv, ...] -> [n_heads, ...]`` so that query head ``h`` gets key head ``h // (n_heads / n_kv)``."""
+    n_kv = w.shape[0]
+    if n_kv < 1 or n_heads % n_kv:
+        raise ValueError(f"{n_heads} query heads cannot share {n_kv} key heads evenly")
+    return w.repeat_interleave(n_heads // n_kv, dim=0)

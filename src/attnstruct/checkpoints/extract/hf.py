@@ -1,0 +1,287 @@
+"""Hugging Face models and checkpoints: in memory, or a local folder read tensor by tensor.
+
+Sources give tensor names, single tensors and the model config. :func:`hf_blocks` finds each family's
+query/key tensors by name (:mod:`attnstruct.checkpoints.extract.families`), loads one layer at a time, splits fused
+layouts and heads, and pairs key heads with query heads.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Protocol
+
+import torch
+
+from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads
+from .families import FAMILY_BY_MODEL_TYPE, SUPPORTED_MODEL_TYPES, Family, StackSpec
+
+
+class TensorSource(Protocol):
+    config: object  # a transformers PretrainedConfig (in memory) or a JsonConfig (read from config.json)
+    description: str
+
+    def names(self) -> list[str]: ...
+
+    def get(self, name: str) -> torch.Tensor: ...
+
+
+class ModuleSource:
+    """A transformers model in memory; tensors are its parameters (no copy)."""
+
+    def __init__(self, model: torch.nn.Module):
+        if not hasattr(model, "config"):
+            raise ExtractionError(f"{type(model).__name__} has no .config: pass a transformers model")
+        self.config = model.config
+        self.description = type(model).__name__
+        self._state = model.state_dict(keep_vars=False)
+
+    def names(self) -> list[str]:
+        return list(self._state)
+
+    def get(self, name: str) -> torch.Tensor:
+        return self._state[name].detach()
+
+
+class JsonConfig(SimpleNamespace):
+    """A checkpoint's ``config.json`` as attributes; absent keys read as None (no transformers import needed)."""
+
+    def __getattr__(self, name):
+        return None
+
+
+def _load_config(folder: Path) -> JsonConfig:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ExtractionError(
+            f"no config.json in {folder}: the model type and head counts are unknown", "unsupported architecture"
+        )
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ExtractionError(f"cannot read {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ExtractionError(f"{path} does not hold a JSON object")
+    return JsonConfig(**data)
+
+
+class SafetensorsSource:
+    """A folder with ``model.safetensors`` (or shards with ``model.safetensors.index.json``), or one file.
+
+    Tensors are read one at a time; nothing else is loaded.
+    """
+
+    def __init__(self, path: str | Path):
+        from safetensors import safe_open
+
+        path = Path(path)
+        folder = path if path.is_dir() else path.parent
+        self.config = _load_config(folder)
+        self.description = str(path)
+        if path.is_file():
+            files = [path]
+        elif (folder / "model.safetensors.index.json").is_file():
+            weight_map = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+            files = sorted({folder / f for f in weight_map.values()})
+        else:
+            files = sorted(folder.glob("*.safetensors"))
+        if not files:
+            raise ExtractionError(f"no .safetensors files in {folder}")
+        self._where: dict[str, Path] = {}
+        for file in files:
+            if not file.is_file():
+                raise ExtractionError(f"checkpoint shard {file}", "not found")
+            try:
+                with safe_open(str(file), framework="pt") as handle:
+                    self._where.update(dict.fromkeys(handle.keys(), file))
+            except Exception as err:  # safetensors raises its own error types for bad or truncated files
+                raise ExtractionError(f"cannot read {file.name}: {' '.join(str(err).split())} (truncated?)") from None
+
+    def names(self) -> list[str]:
+        return list(self._where)
+
+    def get(self, name: str) -> torch.Tensor:
+        """Read one tensor; the file is mapped only for this read, so resident memory stays at one layer."""
+        from safetensors import safe_open
+
+        try:
+            with safe_open(str(self._where[name]), framework="pt") as handle:
+                return handle.get_tensor(name)
+        except Exception as err:
+            raise ExtractionError(f"cannot read tensor {name}: {' '.join(str(err).split())}") from None
+
+
+class TorchBinSource:
+    """A folder with ``pytorch_model.bin`` (or shards with an index), loaded memory-mapped, weights only."""
+
+    def __init__(self, folder: str | Path):
+        folder = Path(folder)
+        self.config = _load_config(folder)
+        self.description = str(folder)
+        index = folder / "pytorch_model.bin.index.json"
+        if index.is_file():
+            files = sorted({folder / f for f in json.loads(index.read_text())["weight_map"].values()})
+        else:
+            files = [folder / "pytorch_model.bin"]
+        self._state = {}
+        for file in files:
+            try:
+                self._state.update(torch.load(file, map_location="cpu", mmap=True, weights_only=True))
+            except FileNotFoundError:
+                raise ExtractionError(f"checkpoint file {file}", "not found") from None
+            except Exception as err:
+                raise ExtractionError(f"cannot read {file.name}: {' '.join(str(err).split())}") from None
+
+    def names(self) -> list[str]:
+        return list(self._state)
+
+    def get(self, name: str) -> torch.Tensor:
+        return self._state[name]
+
+
+def family_of(config) -> Family:
+    model_type = getattr(config, "model_type", None)
+    if model_type not in FAMILY_BY_MODEL_TYPE:
+        raise ExtractionError(
+            f"{model_type!r}; supported model types: {', '.join(SUPPORTED_MODEL_TYPES)}", "unsupported architecture"
+        )
+    return FAMILY_BY_MODEL_TYPE[model_type]
+
+
+def _config_int(config, keys: tuple[str, ...]) -> int | None:
+    for key in keys:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _match_layers(names: list[str], patterns: tuple[str, ...]) -> dict[int, str]:
+    """``{layer: tensor name}`` for the first pattern that matches anything; refuse ambiguous matches."""
+    for pattern in patterns:
+        found: dict[int, str] = {}
+        regex = re.compile(pattern)
+        for name in names:
+            m = regex.search(name)
+            if m:
+                layer = int(m.group("layer"))
+                if layer in found:
+                    raise ExtractionError(f"ambiguous tensors for layer {layer}: {found[layer]} and {name}")
+                found[layer] = name
+        if found:
+            return found
+    return {}
+
+
+def _bias(source: TensorSource, names: set[str], weight_name: str) -> torch.Tensor | None:
+    name = weight_name[: -len("weight")] + "bias"
+    return check_finite(source.get(name).float(), name) if name in names else None
+
+
+def _split_fused(spec: StackSpec, w: torch.Tensor, b: torch.Tensor | None, n_heads: int, config):
+    """Fused weight (and bias) -> ``(w_q, w_k, b_q, b_k)`` as ``[rows, d_model]`` / ``[rows]``."""
+    if spec.fused == "gpt2_conv1d":
+        d = w.shape[0]
+        w = w.T
+        return w[:d], w[d : 2 * d], *((b[:d], b[d : 2 * d]) if b is not None else (None, None))
+    if spec.fused == "neox_per_head":
+        d_model = w.shape[1]
+        heads = w.view(n_heads, 3, -1, d_model)
+        q, k = heads[:, 0].reshape(-1, d_model), heads[:, 1].reshape(-1, d_model)
+        if b is None:
+            return q, k, None, None
+        bh = b.view(n_heads, 3, -1)
+        return q, k, bh[:, 0].reshape(-1), bh[:, 1].reshape(-1)
+    if spec.fused == "qkv_contiguous":
+        d_model = w.shape[1]
+        n_kv = _config_int(config, spec.kv_heads) or n_heads
+        d_head = _config_int(config, ("head_dim",)) or d_model // n_heads
+        nq, nk = n_heads * d_head, n_kv * d_head
+        if w.shape[0] != nq + 2 * nk:
+            raise ExtractionError(f"fused qkv has {w.shape[0]} rows, expected {nq + 2 * nk}")
+        return w[:nq], w[nq : nq + nk], *((b[:nq], b[nq : nq + nk]) if b is not None else (None, None))
+    raise ExtractionError(f"unknown fused layout {spec.fused!r}")
+
+
+def _per_head(w_q, w_k, b_q, b_k, n_heads: int, what: str):
+    """``[H d_head, d]`` and ``[n_kv d_head, d]`` -> ``[H, d_head, d]`` each, key heads expanded."""
+    if w_q.shape[0] % n_heads:
+        raise ExtractionError(f"{what}: {w_q.shape[0]} query rows do not split into {n_heads} heads")
+    d_head = w_q.shape[0] // n_heads
+    if w_k.shape[0] % d_head or n_heads % (w_k.shape[0] // d_head):
+        raise ExtractionError(f"{what}: {w_k.shape[0]} key rows do not form key heads of size {d_head}")
+    n_kv = w_k.shape[0] // d_head
+    q = w_q.reshape(n_heads, d_head, -1)
+    k = expand_kv_heads(w_k.reshape(n_kv, d_head, -1), n_heads)
+    bq = b_q.reshape(n_heads, d_head) if b_q is not None else None
+    bk = expand_kv_heads(b_k.reshape(n_kv, d_head), n_heads) if b_k is not None else None
+    return q, k, bq, bk, n_kv
+
+
+def stack_layers(source: TensorSource) -> list[tuple[StackSpec, dict[int, str]]]:
+    """For every stack of the source's family, the query tensor name of each layer (nothing is loaded)."""
+    family = family_of(source.config)
+    names = source.names()
+    found = [(spec, _match_layers(names, spec.q)) for spec in family.stacks]
+    if not any(layers for _, layers in found):
+        raise ExtractionError(
+            f"no {family.name} query weights found in {source.description} (looked for {family.stacks[0].q[0]})"
+        )
+    return found
+
+
+def query_key_names(source: TensorSource) -> list[str]:
+    """The tensors :func:`hf_blocks` reads (query/key weights and their biases), in the order it reads them."""
+    names = source.names()
+    present = set(names)
+    ordered = []
+    for spec, layers in stack_layers(source):
+        k_layers = _match_layers(names, spec.k) if spec.k else {}
+        for layer in sorted(layers):
+            for weight in (layers[layer], k_layers.get(layer)):
+                if weight is not None:
+                    bias = weight[: -len("weight")] + "bias"
+                    ordered += [weight, bias] if bias in present else [weight]
+    return ordered
+
+
+def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
+    """Yield the attention blocks of a Hugging Face source, one layer's tensors in memory at a time."""
+    names = set(source.names())
+    for spec, layers in stack_layers(source):
+        n_heads = _config_int(source.config, spec.heads)
+        if n_heads is None:
+            raise ExtractionError(f"config has none of {spec.heads}: cannot split {spec.stack} heads")
+        k_layers = _match_layers(list(names), spec.k) if spec.k else {}
+        norm_layers = _match_layers(list(names), spec.qk_norm) if spec.qk_norm else {}
+        for layer in sorted(layers):
+            q_name = layers[layer]
+            w = check_finite(source.get(q_name).float(), q_name)
+            b = _bias(source, names, q_name)
+            if spec.fused:
+                w_q, w_k, b_q, b_k = _split_fused(spec, w, b, n_heads, source.config)
+            else:
+                if layer not in k_layers:
+                    raise ExtractionError(f"no key weight for {spec.stack} layer {layer} (query {q_name})")
+                k_name = k_layers[layer]
+                w_q, b_q = w, b
+                w_k, b_k = check_finite(source.get(k_name).float(), k_name), _bias(source, names, k_name)
+            q, k, bq, bk, n_kv = _per_head(w_q, w_k, b_q, b_k, n_heads, q_name)
+            extras = [*spec.extras, *bias_extras(bq, bk)]
+            if layer in norm_layers:
+                extras.append("qk_norm")
+            yield AttentionBlock(
+                stack=spec.stack,
+                layer=layer,
+                w_q=q,
+                w_k=k,
+                causal=spec.causal,
+                n_kv_heads=n_kv,
+                b_q=bq,
+                b_k=bk,
+                extras=tuple(extras),
+                source_name=q_name,
+            )

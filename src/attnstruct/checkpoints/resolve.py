@@ -1,0 +1,158 @@
+"""One way to open whatever a user names: a model in memory, a local checkpoint, a packaged one, or a hub id.
+
+:func:`open_checkpoint` resolves ``source`` in this order, and the first that applies wins:
+
+1. a ``torch.nn.Module`` (a transformers model in memory);
+2. an existing file or folder (:func:`attnstruct.checkpoints.extract.iter_blocks` recognises the format);
+3. the name of a packaged checkpoint of the model zoo (``minilm-l6``), which must have been fetched;
+4. a hub id ``ORG/NAME[@REVISION]`` (:mod:`attnstruct.checkpoints.hub`: only the query/key bytes of safetensors
+repositories).
+
+The :class:`Checkpoint` it yields gives the blocks, how many there are when that is known without reading
+weights (for progress bars), and what the sweep records: the model type, the parameter count, the revision and
+the bytes that came over the network.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from .extract import AttentionBlock, ExtractionError, count_parameters, iter_blocks
+from .extract.hf import ModuleSource, hf_blocks, query_key_names, stack_layers
+from .extract.sources import count_blocks
+
+
+@dataclass
+class Checkpoint:
+    """An opened source. ``blocks()`` reads the attention blocks layer by layer; ``n_blocks`` may be None."""
+
+    name: str
+    kind: str  # module, local, zoo, snapshot, ranges, download
+    blocks: Callable[[], Iterator[AttentionBlock]]
+    n_blocks: int | None = None
+    model_type: str = ""
+    n_params: int | None = None
+    revision: str = ""
+    location: str = ""
+    bytes_fetched: Callable[[], int] = field(default=lambda: 0)
+
+
+def _model_type(path: Path) -> str:
+    """The architecture a local checkpoint declares: ``config.json``'s model_type, or GGUF's architecture."""
+    import json
+
+    folder = path if path.is_dir() else path.parent
+    if path.suffix == ".gguf":
+        from .extract.gguf_reader import gguf_info
+
+        return str(gguf_info(path)["architecture"])
+    config = folder / "config.json"
+    if config.is_file():
+        with contextlib.suppress(ValueError, OSError):
+            return str(json.loads(config.read_text()).get("model_type") or "")
+    return ""
+
+
+def _local(name: str, path: Path, kind: str, n_heads: int | None, n_params: int | None) -> Checkpoint:
+    if n_params is None:
+        with contextlib.suppress(Exception):
+            n_params = count_parameters(path)
+    return Checkpoint(
+        name=name,
+        kind=kind,
+        blocks=lambda: iter_blocks(path, n_heads=n_heads),
+        n_blocks=count_blocks(path),
+        model_type=_model_type(path),
+        n_params=n_params,
+        location=str(path),
+    )
+
+
+def _zoo(name: str, n_heads: int | None) -> Checkpoint | None:
+    from . import zoo
+
+    registry = zoo.load_registry()
+    if name not in registry or registry[name].format not in zoo.FORMATS:
+        return None
+    if not zoo.is_fetched(name):
+        raise ExtractionError(
+            f"packaged checkpoint {name} is not fetched yet; run: attnstruct fetch-models {name}", "not found"
+        )
+    checkpoint = _local(name, zoo.path(name), "zoo", n_heads, registry[name].n_params)
+    checkpoint.model_type = checkpoint.model_type or registry[name].model_type
+    return checkpoint
+
+
+def _module(model: torch.nn.Module) -> Checkpoint:
+    source = ModuleSource(model)
+    n_params = model.num_parameters() if hasattr(model, "num_parameters") else None
+    return Checkpoint(
+        name=type(model).__name__,
+        kind="module",
+        blocks=lambda: hf_blocks(source),
+        n_blocks=sum(len(layers) for _, layers in stack_layers(source)),
+        model_type=str(getattr(model.config, "model_type", "") or ""),
+        n_params=n_params,
+    )
+
+
+def _snapshot_parameters(model) -> int | None:
+    """``num_parameters()``-style count of a hub snapshot's safetensors, as for range-read models; else None."""
+    from .extract.hf import _load_config
+
+    folder = Path(model.source)
+    if model.kind != "snapshot" or not any(folder.glob("*.safetensors")):
+        return None
+    return count_parameters(folder, config=_load_config(folder))
+
+
+@contextlib.contextmanager
+def open_checkpoint(source, *, n_heads: int | None = None, settings=None, workers: int = 4) -> Iterator[Checkpoint]:
+    """Open ``source`` (module docstring); network threads of a hub model are closed on exit.
+
+    Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` (one line) for a missing file, an unfetched packaged
+    checkpoint, a hub model that cannot be had, or an unsupported architecture.
+    """
+    if isinstance(source, torch.nn.Module):
+        yield _module(source)
+        return
+    text = str(source)
+    path = Path(text).expanduser()
+    if path.exists():
+        yield _local(text, path, "local", n_heads, None)
+        return
+    packaged = _zoo(text, n_heads)
+    if packaged is not None:
+        yield packaged
+        return
+    from .hub import looks_like_hub_id, open_hub_model
+
+    if not looks_like_hub_id(text):
+        raise ExtractionError(f"no such file or folder, packaged checkpoint or hub id: {text}", "not found")
+    model = open_hub_model(text, settings=settings, workers=workers)
+    try:
+        if model.kind == "ranges":
+            remote = model.source
+            order = query_key_names(remote)
+            remote.prefetch(order)
+            checkpoint = Checkpoint(
+                name=text,
+                kind="ranges",
+                blocks=lambda: hf_blocks(remote),
+                n_blocks=sum(len(layers) for _, layers in stack_layers(remote)),
+                model_type=str(remote.config.model_type or ""),
+                n_params=model.n_params,
+            )
+        else:
+            checkpoint = _local(text, Path(model.source), model.kind, n_heads, _snapshot_parameters(model))
+        checkpoint.revision = model.commit
+        checkpoint.location = f"{model.repo}@{model.commit}"
+        checkpoint.bytes_fetched = lambda: model.bytes_fetched
+        yield checkpoint
+    finally:
+        model.close()

@@ -1,0 +1,237 @@
+"""``attnstruct sweep``: score many models, one dataset each, resumable, with the failures listed.
+
+Layout of the output folder ``DIR``:
+
+* ``DIR/models/<model>.nc``: one dataset per scored model, written atomically; a model whose file exists is not
+  scored again, so an interrupted sweep resumes where it stopped;
+* ``DIR/failures.csv``: ``model, kind, reason`` for each model of this run that could not be scored, ``kind``
+  one of :data:`attnstruct.checkpoints.extract.blocks.FAILURE_KINDS`, read from the error (never parsed from its
+  text); the sweep goes on past them, and a rerun tries them again;
+* ``DIR/sweep.nc``: every scored model of the list along ``model``
+  (:func:`attnstruct.checkpoints.tables.combine`).
+
+Each model is scored by the project's one scoring path (:func:`attnstruct.checkpoints.scoring.score_blocks`) and its
+table turned into the one per-model dataset (:func:`attnstruct.checkpoints.tables.checkpoint_dataset`, whose role
+rule and coordinates notebooks 03 and 07 share). A file written with another layout of that dataset
+(:data:`attnstruct.checkpoints.tables.LAYOUT`) is scored again rather than combined with newer ones.
+Models are scored in worker threads: fetching (network) and the products (torch, GIL released) overlap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+from tqdm import tqdm
+
+from ..report.progress import hidden
+from ..results import load_dataset, provenance_attrs, save_dataset, write_atomically
+from ..scores import DEFAULT_NUM_STD
+from .extract.blocks import ExtractionError, one_line
+from .resolve import open_checkpoint
+from .scoring import block_precision, resolve_device, score_blocks
+from .tables import HEAD_MATRIX as _HEAD_MATRIX
+from .tables import LAYER_MATRIX, LAYOUT, checkpoint_dataset, combine
+
+HEAD_MATRIX = f"{_HEAD_MATRIX}, in head_symmetry/head_directionality"
+
+
+class SweepError(ValueError):
+    """Bad input to the sweep itself (list, output folder, workers): one line, exit status 2."""
+
+
+@dataclass
+class SweepResult:
+    scored: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failures: list[dict] = field(default_factory=list)
+    path: Path | None = None
+    datasets: dict = field(default_factory=dict, repr=False)  # this run's per-model datasets, by model
+
+
+def read_model_list(spec: str) -> list[str]:
+    """Model ids or paths: ``paper`` (the authors' list, first appearance order), a ``.csv`` with a ``model``
+    column, or a text file with one per line (``#`` starts a comment)."""
+    if spec == "paper":
+        from ..reference import reference_table
+
+        return list(dict.fromkeys(reference_table()["model"]))
+    path = Path(spec)
+    if not path.is_file():
+        raise SweepError(f"model list {spec} is not a file (give a text/CSV file of model ids or paths, or 'paper')")
+    if path.suffix == ".csv":
+        table = pd.read_csv(path, dtype=str)
+        if "model" not in table.columns:
+            raise SweepError(f"{path}: a CSV model list needs a 'model' column, found {list(table.columns)}")
+        models = [m.strip() for m in table["model"].dropna()]
+    else:
+        lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+        models = [line for line in lines if line]
+    if not models:
+        raise SweepError(f"model list {path} names no model")
+    return list(dict.fromkeys(models))
+
+
+def file_stem(model: str) -> str:
+    """A file name for ``model`` that is safe on every file system and unique (a hash of the full name)."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "--", model).strip("-.")[:80] or "model"
+    return f"{readable}.{hashlib.sha1(model.encode()).hexdigest()[:8]}"
+
+
+def score_one(
+    model: str, *, per_head: bool, num_std: float, precision: str, device, settings, bar_position=None, progress=False
+) -> xr.Dataset:
+    """Open ``model`` (:func:`attnstruct.checkpoints.resolve.open_checkpoint`) and score every block on ``device``.
+
+    Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` (one line) when the model cannot be had or read.
+    """
+    with open_checkpoint(model, settings=settings) as checkpoint:
+        table = score_blocks(
+            checkpoint.blocks(),
+            per_head=per_head,
+            num_std=num_std,
+            precision=precision,
+            device=device,
+            progress=progress,
+            total=checkpoint.n_blocks,
+            desc=model[-40:],
+            position=bar_position,
+        )
+        attrs = provenance_attrs(
+            parameters={
+                "model": model,
+                "per_head": per_head,
+                "num_std": num_std,
+                "precision": precision,
+                "device": str(device),
+                "layout": LAYOUT,
+            },
+            scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
+            num_std=num_std,
+            precision=",".join(sorted(set(table["precision"]))),
+        )
+        return checkpoint_dataset(model, checkpoint, table, attrs=attrs)
+
+
+def _done(path: Path, settings: dict) -> bool:
+    """Whether ``path`` holds a model scored with the same settings (others are scored again)."""
+    if not path.is_file():
+        return False
+    try:
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            recorded = json.loads(ds.attrs.get("parameters", "{}"))
+    except (OSError, ValueError):
+        return False
+    return all(recorded.get(k) == v for k, v in settings.items())
+
+
+def _write_failures(path: Path, failures: list[dict]) -> None:
+    table = pd.DataFrame(failures, columns=["model", "kind", "reason"])
+    write_atomically(path, lambda tmp: table.to_csv(tmp, index=False))
+
+
+def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar) -> None:
+    """Save each finished model's dataset; record a failure, whatever it is, and go on."""
+    for future in as_completed(futures):
+        model = futures[future]
+        try:
+            dataset = future.result()
+            save_dataset(dataset, folder / f"{file_stem(model)}.nc")
+            result.scored.append(model)
+            result.datasets[model] = dataset
+        except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
+            kind, reason = (err.kind, err.detail) if isinstance(err, ExtractionError) else ("error", one_line(err))
+            result.failures.append({"model": model, "kind": kind, "reason": reason})
+            _write_failures(out / "failures.csv", result.failures)
+        bar.update(1)
+
+
+def run_sweep(
+    models: Sequence[str],
+    out: str | Path,
+    *,
+    device="auto",
+    per_head: bool = False,
+    workers: int = 2,
+    num_std: float = DEFAULT_NUM_STD,
+    precision: str = "auto",
+    settings=None,
+    progress: bool = False,
+) -> SweepResult:
+    """Score ``models`` into ``out`` (module docstring); returns what was scored, skipped and failed."""
+    if workers < 1:
+        raise SweepError(f"--workers must be at least 1, got {workers}")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"--out {out} exists and is not a folder")
+    where = resolve_device(device)
+    block_precision(1, precision)
+    folder = out / "models"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = SweepResult()
+    todo = []
+    settings_now = {"per_head": per_head, "num_std": num_std, "precision": precision, "layout": LAYOUT}
+    for model in models:
+        (result.skipped if _done(folder / f"{file_stem(model)}.nc", settings_now) else todo).append(model)
+    positions = list(range(workers, 0, -1))
+    lock = threading.Lock()
+
+    def task(model):
+        with lock:
+            position = positions.pop()
+        try:
+            return score_one(
+                model,
+                per_head=per_head,
+                num_std=num_std,
+                precision=precision,
+                device=where,
+                settings=settings,
+                bar_position=position,
+                progress=progress,
+            )
+        finally:
+            with lock:
+                positions.append(position)
+
+    bar = tqdm(
+        total=len(models),
+        initial=len(result.skipped),
+        desc="models",
+        unit="model",
+        disable=hidden(progress),
+        position=0,
+    )
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-sweep") as pool:
+        futures = {pool.submit(task, model): model for model in todo}
+        try:
+            _collect(futures, folder, out, result, bar)
+        except BaseException:  # Ctrl-C: stop now, not after the queued models; finished files stay for a resume
+            for future in futures:
+                future.cancel()
+            raise
+    bar.close()
+    _write_failures(out / "failures.csv", result.failures)
+    done = []
+    for model in models:  # this run's datasets are in memory; only the skipped ones are read back
+        path = folder / f"{file_stem(model)}.nc"
+        if model in result.datasets:
+            done.append(result.datasets[model])
+        elif model in result.skipped:
+            done.append(load_dataset(path))
+    if done:
+        attrs = provenance_attrs(
+            parameters={"models": list(models), "per_head": per_head, "num_std": num_std, "precision": precision},
+            scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
+            num_std=num_std,
+        )
+        result.path = save_dataset(combine(done, **attrs), out / "sweep.nc")
+    return result

@@ -1,0 +1,348 @@
+"""The scores of attention blocks as rows, files and datasets, and the one per-model dataset with its role rule.
+
+Two halves. The table of :func:`attnstruct.checkpoints.scoring.score_blocks` (one row per block) as rows
+(:func:`layer_rows`, :func:`head_rows`), as a dataset over ``(stack, layer[, head])`` (:func:`blocks_dataset`) and as
+the file of ``attnstruct score --out`` (:func:`scores_dataset`, :func:`write_scores`). Then the per-model dataset
+that every notebook and the sweep build, by one function (:func:`model_dataset`): the scores over
+``(model=1, stack, layer[, head])`` with the model's metadata as coordinates (:data:`MODEL_COORDS`), its role by one
+rule (:func:`role_of`), and :func:`combine` to put models side by side. :func:`score_checkpoint` and
+:func:`score_local_checkpoints` score checkpoints into it for notebooks 03 and 07; the sweep
+(:mod:`attnstruct.checkpoints.sweep`) goes through :func:`checkpoint_dataset`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import xarray as xr
+
+from ..results import provenance_attrs, save_dataset, write_atomically
+from .extract import AttentionBlock, iter_blocks
+from .extract.blocks import STACKS
+from .extract.families import FAMILY_BY_MODEL_TYPE
+from .resolve import Checkpoint, open_checkpoint
+from .scoring import score_blocks
+
+COLUMNS = ("stack", "layer", "symmetry", "directionality")
+
+
+META_COLUMNS = ("n_heads", "n_kv_heads", "causal", "extras", "precision")
+
+
+HEAD_COLUMNS = ("head_symmetry", "head_directionality")
+
+
+LAYER_MATRIX = "sum over heads of W_q^h W_k^h^T per attention block (d_model x d_model)"
+
+
+HEAD_MATRIX = "W_q^h W_k^h^T of each head (d_model x d_model)"
+
+
+def has_heads(table: pd.DataFrame) -> bool:
+    """Whether the table holds per-head scores (it was scored with ``per_head``)."""
+    return HEAD_COLUMNS[0] in table.columns
+
+
+def layer_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per block: ``stack layer symmetry directionality n_heads n_kv_heads causal extras precision``."""
+    return table[[*COLUMNS, *META_COLUMNS]]
+
+
+def head_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per block and head: ``stack layer head symmetry directionality`` (that head's scores) and the
+    block's metadata. Raises ``ValueError`` for a table scored without ``per_head``."""
+    if not has_heads(table):
+        raise ValueError("the table holds no per-head scores; score it with per_head=True")
+    rows = []
+    for block in table.itertuples(index=False):
+        meta = {k: getattr(block, k) for k in META_COLUMNS}
+        for h, (sym, direc) in enumerate(zip(block.head_symmetry, block.head_directionality, strict=True)):
+            rows.append(
+                {
+                    "stack": block.stack,
+                    "layer": block.layer,
+                    "head": h,
+                    "symmetry": float(sym),
+                    "directionality": float(direc),
+                    **meta,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _grid(table: pd.DataFrame, stacks: list[str], n_layers: int, column: str) -> np.ndarray:
+    """``column`` over ``[stack, layer]`` as float64, NaN where a stack has no such layer."""
+    values = np.full((len(stacks), n_layers), np.nan)
+    values[table["stack"].map(stacks.index).to_numpy(), table["layer"].to_numpy()] = table[column].to_numpy(float)
+    return values
+
+
+def blocks_dataset(table: pd.DataFrame) -> xr.Dataset:
+    """The table over ``(stack, layer[, head])``, stacks in the order encoder, decoder, cross.
+
+    Variables: ``symmetry``, ``directionality``, ``n_heads``, ``n_kv_heads`` over ``(stack, layer)``, float64 with
+    NaN where a stack has fewer layers; with per-head scores, ``head_symmetry`` and ``head_directionality`` over
+    ``(stack, layer, head)``, ``head`` running to the largest head count, NaN beyond a block's own; ``extras``
+    over ``stack``, the sorted union of its blocks' extras, comma-separated (``""`` for none).
+    """
+    stacks = [s for s in STACKS if s in set(table["stack"])]
+    n_layers = int(table["layer"].max()) + 1
+    variables = {
+        k: (("stack", "layer"), _grid(table, stacks, n_layers, k))
+        for k in ("symmetry", "directionality", "n_heads", "n_kv_heads")
+    }
+    coords = {"stack": stacks, "layer": np.arange(n_layers)}
+    if has_heads(table):
+        n_heads = max(len(v) for v in table["head_symmetry"])
+        where = list(zip(table["stack"].map(stacks.index), table["layer"], strict=True))
+        for k in HEAD_COLUMNS:
+            values = np.full((len(stacks), n_layers, n_heads), np.nan)
+            for (i, layer), scores in zip(where, table[k], strict=True):
+                values[i, layer, : len(scores)] = scores
+            variables[k] = (("stack", "layer", "head"), values)
+        coords["head"] = np.arange(n_heads)
+    extras = [
+        ",".join(sorted({e for x in table.loc[table["stack"] == s, "extras"] for e in x.split(",") if e}))
+        for s in stacks
+    ]
+    variables["extras"] = ("stack", extras)
+    return xr.Dataset(variables, coords=coords)
+
+
+def scores_dataset(table: pd.DataFrame, *, source: str, per_head: bool, num_std: float) -> xr.Dataset:
+    """The ``attnstruct score --out FILE.nc`` file: :func:`blocks_dataset` with ``symmetry``/``directionality``
+    over ``(stack, layer)``, or, with ``per_head``, each head's over ``(stack, layer, head)``; ``n_heads`` and
+    ``n_kv_heads`` over ``(stack, layer)``, integers unless a stack has fewer layers (then float with NaN);
+    stacks in alphabetical order (the layout of the files this command has always written); provenance attrs.
+    """
+    full = blocks_dataset(table)
+    if per_head:
+        scores = full[list(HEAD_COLUMNS)].rename(head_symmetry="symmetry", head_directionality="directionality")
+    else:
+        scores = full[["symmetry", "directionality"]]
+    ds = xr.merge([scores, full[["n_heads", "n_kv_heads"]]], combine_attrs="drop").sortby("stack")
+    for name in ("n_heads", "n_kv_heads"):
+        if bool(ds[name].notnull().all()):
+            ds[name] = ds[name].astype(np.int64)
+    ds.attrs = provenance_attrs(
+        parameters={"source": str(source), "per_head": per_head, "num_std": num_std},
+        scored_matrix=HEAD_MATRIX if per_head else LAYER_MATRIX,
+        num_std=num_std,
+        source=str(source),
+        precision=",".join(sorted(set(table["precision"]))),
+        block_extras="; ".join(f"{r.stack} {r.layer}: {r.extras}" for r in table.itertuples() if r.extras),
+    )
+    return ds
+
+
+def write_scores(table: pd.DataFrame, out: str | os.PathLike, *, source: str, per_head: bool, num_std: float) -> Path:
+    """Write the table to ``out`` atomically: ``.csv`` as :func:`head_rows` (``per_head``) or :func:`layer_rows`,
+    scores with 6 decimals; ``.nc`` as :func:`scores_dataset`. Raises ``ValueError`` for any other suffix."""
+    out = Path(out)
+    if out.suffix == ".nc":
+        return save_dataset(scores_dataset(table, source=source, per_head=per_head, num_std=num_std), out)
+    if out.suffix != ".csv":
+        raise ValueError(f"--out must end in .csv or .nc, got {out.name}")
+    rows = head_rows(table) if per_head else layer_rows(table)
+    return write_atomically(out, lambda tmp: rows.to_csv(tmp, index=False, float_format="%.6f"))
+
+
+ROLES = ("encoder", "decoder", "encoder-decoder")
+
+
+def role_of(stacks: Iterable[str]) -> str:
+    """A model's role from the stacks of its attention blocks (:attr:`AttentionBlock.stack`).
+
+    * ``encoder-decoder``: it has cross-attention (``cross``: decoder queries on encoder keys, so there is an
+      encoder even where its blocks were not read), or both an ``encoder`` and a ``decoder`` self-attention stack;
+    * ``decoder``: decoder self-attention only (causal: every reader labels causal self-attention ``decoder``);
+    * ``encoder``: encoder self-attention only (bidirectional).
+
+    Raises ``ValueError`` for no stack or a name outside :data:`attnstruct.checkpoints.extract.blocks.STACKS`.
+    """
+    present = {str(s) for s in stacks}
+    if not present or present - set(STACKS):
+        raise ValueError(f"stacks must be a non-empty selection of {STACKS}, got {sorted(present)}")
+    if "cross" in present or {"encoder", "decoder"} <= present:
+        return "encoder-decoder"
+    return "decoder" if "decoder" in present else "encoder"
+
+
+# Coordinates along ``model`` of every per-model dataset, and their value where unknown.
+MODEL_COORDS = {
+    "role": "",
+    "family": "",
+    "model_type": "",
+    "n_params": math.nan,
+    "source": "",
+    "location": "",
+    "revision": "",
+    "bytes_fetched": math.nan,
+}
+# Recorded in the sweep's per-model files (``parameters``): a file of another layout is scored again, not combined.
+LAYOUT = "model_dataset/2"
+
+
+def _relative_depth(symmetry: xr.DataArray) -> np.ndarray:
+    """``[model, layer]``: ``layer / (n_layers - 1)``, ``n_layers`` each model's deepest stack's; NaN beyond it."""
+    n_layers = symmetry.notnull().any("stack").sum("layer").values[:, None]
+    layer = symmetry["layer"].values[None, :]
+    return np.where(layer < n_layers, layer / np.maximum(n_layers - 1, 1), np.nan)
+
+
+def model_dataset(
+    name: str,
+    table: pd.DataFrame,
+    *,
+    n_params: float | None = None,
+    source: str = "",
+    location: str = "",
+    model_type: str = "",
+    revision: str = "",
+    bytes_fetched: float = math.nan,
+    attrs: Mapping | None = None,
+) -> xr.Dataset:
+    """The one per-model dataset: ``table`` (:func:`attnstruct.checkpoints.scoring.score_blocks` of one model's
+    blocks) over ``(model=1, stack, layer[, head])``.
+
+    Variables (:func:`blocks_dataset`): ``symmetry``, ``directionality``, ``n_heads``, ``n_kv_heads`` over
+    ``(model, stack, layer)``; with per-head scores ``head_symmetry``, ``head_directionality`` over ``(model, stack,
+    layer, head)``; ``extras`` over ``(model, stack)``, the sorted union of the stack's blocks' extra logit terms,
+    comma-separated (``""`` for none). Coordinates: :data:`MODEL_COORDS` along ``model`` (``role`` by
+    :func:`role_of`; ``family`` the extraction family of ``model_type``, else ``model_type``; ``n_params`` NaN for
+    None or 0; ``source`` how the checkpoint was had: ``zoo``, ``local``, ``module``, ``ranges``, ...; ``location``
+    where) and ``relative_depth`` over ``(model, layer)``, ``layer / (n_layers - 1)`` of the deepest stack.
+    """
+    ds = blocks_dataset(table).expand_dims(model=[name])
+    family = FAMILY_BY_MODEL_TYPE.get(model_type)
+    values = {
+        "role": role_of(ds["stack"].values),
+        "family": family.name if family else model_type,
+        "model_type": model_type,
+        "n_params": float(n_params) if n_params else math.nan,
+        "source": source,
+        "location": location,
+        "revision": revision,
+        "bytes_fetched": float(bytes_fetched),
+    }
+    ds = ds.assign_coords({k: ("model", [values[k]]) for k in MODEL_COORDS})
+    ds = ds.assign_coords(relative_depth=(("model", "layer"), _relative_depth(ds["symmetry"])))
+    ds.attrs = dict(attrs or {})
+    return ds
+
+
+def checkpoint_dataset(
+    name: str, checkpoint: Checkpoint, table: pd.DataFrame, *, attrs: Mapping | None = None
+) -> xr.Dataset:
+    """:func:`model_dataset` with the metadata of an opened checkpoint
+    (:func:`attnstruct.checkpoints.resolve.open_checkpoint`)."""
+    return model_dataset(
+        name,
+        table,
+        n_params=checkpoint.n_params,
+        source=checkpoint.kind,
+        location=checkpoint.location,
+        model_type=checkpoint.model_type,
+        revision=checkpoint.revision,
+        bytes_fetched=checkpoint.bytes_fetched(),
+        attrs=attrs,
+    )
+
+
+def _strings_as_objects(ds: xr.Dataset) -> xr.Dataset:
+    """Fixed-width string coordinates as Python strings, so that concatenation cannot cut longer names short."""
+    return ds.assign_coords({k: ds[k].astype(object) for k in ds.coords if ds[k].dtype.kind == "U"})
+
+
+def combine(datasets: Sequence[xr.Dataset], **attrs) -> xr.Dataset:
+    """Per-model datasets (:func:`model_dataset`) along ``model``: NaN where stacks, depths or head counts differ,
+    ``extras`` ``""`` for a stack a model lacks, stacks in the order encoder, decoder, cross, ``relative_depth``
+    recomputed per model (NaN beyond its depth); ``attrs`` become the result's attributes."""
+    combined = xr.concat(
+        [_strings_as_objects(ds.drop_vars("relative_depth", errors="ignore")) for ds in datasets],
+        dim="model",
+        join="outer",
+        combine_attrs="drop",
+        coords="different",
+        compat="equals",
+    )
+    combined = combined.reindex(stack=[s for s in STACKS if s in combined["stack"].values])
+    combined["extras"] = combined["extras"].fillna("").astype(str)
+    combined = combined.assign_coords(relative_depth=(("model", "layer"), _relative_depth(combined["symmetry"])))
+    combined.attrs = attrs
+    return combined
+
+
+def _opened(source, blocks):
+    """``open_checkpoint(source)``, or, with ``blocks`` given and ``source`` neither a model in memory nor a file or
+    folder, a checkpoint of those blocks that only names the source (nothing is looked up on a hub)."""
+    if blocks is not None and not isinstance(source, torch.nn.Module) and not Path(str(source)).expanduser().exists():
+        return contextlib.nullcontext(Checkpoint(name=str(source), kind="", blocks=lambda: iter(blocks)))
+    return open_checkpoint(source)
+
+
+def score_checkpoint(
+    source,
+    *,
+    name: str | None = None,
+    blocks: Sequence[AttentionBlock] | None = None,
+    role: str | None = None,
+    n_params: float | None = None,
+    kind: str | None = None,
+    model_type: str = "",
+) -> xr.Dataset:
+    """Scores of one checkpoint, per layer and per head, float64 on the CPU: :func:`checkpoint_dataset`.
+
+    ``source``: what :func:`attnstruct.checkpoints.resolve.open_checkpoint` opens (a model in memory, a path, a
+    packaged name, a hub id). ``blocks``: its blocks if they were read already (then a ``source`` that is not a
+    model in memory or a file or folder only names it). ``role``: the role the caller expects (a registry's);
+    ``ValueError`` when :func:`role_of` the blocks says otherwise. ``n_params`` and ``kind`` (recorded as
+    ``source``) replace what the checkpoint says, and ``model_type`` stands in where it says none, e.g. a packaged
+    checkpoint read by path with its registry entry's values (as :func:`open_checkpoint` does by name).
+    """
+    with _opened(source, blocks) as checkpoint:
+        table = score_blocks(
+            blocks if blocks is not None else checkpoint.blocks(), per_head=True, precision="float64", device="cpu"
+        )
+        checkpoint.n_params = n_params or checkpoint.n_params
+        checkpoint.kind = kind or checkpoint.kind
+        checkpoint.model_type = checkpoint.model_type or model_type
+        checkpoint.location = checkpoint.location or (str(source) if blocks is not None else "")
+        ds = checkpoint_dataset(name or checkpoint.name, checkpoint, table)
+    if role is not None and role != str(ds["role"].item()):
+        raise ValueError(f"{ds.model.item()}: the role given is {role!r}, its blocks make it {ds['role'].item()!r}")
+    return ds
+
+
+def _local_entry(entry) -> tuple[str, Path]:
+    if isinstance(entry, (list, tuple)) and len(entry) == 2:
+        return str(entry[0]), Path(entry[1])
+    if isinstance(entry, (str, os.PathLike)):
+        return Path(entry).name, Path(entry)
+    raise ValueError(f"a local model must be a path or a [name, path] pair, got {entry!r}")
+
+
+def score_local_checkpoints(entries: Sequence) -> xr.Dataset | None:
+    """Scores of local checkpoints (:func:`combine` of :func:`score_checkpoint`), None if ``entries`` is empty.
+
+    Each entry is a checkpoint path (named after its folder) or a ``[name, path]`` pair; any source that
+    :func:`attnstruct.checkpoints.extract.iter_blocks` reads works (for vision: ViT, DeiT, BEiT, DINOv2, ViT-MAE
+    folders). The role is :func:`role_of` its blocks' stacks. Nothing is downloaded.
+
+    Raises ``ValueError`` for one path instead of a list, an entry that is neither, or two entries of one name.
+    """
+    if isinstance(entries, (str, os.PathLike)):
+        raise ValueError("local_models must be a list of paths or [name, path] pairs, not one path")
+    named = [_local_entry(entry) for entry in entries]
+    names = [name for name, _ in named]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two local models have the same name: {names}; name them with [name, path] pairs")
+    scored = [score_checkpoint(path, name=name, blocks=list(iter_blocks(path))) for name, path in named]
+    return combine(scored) if scored else None

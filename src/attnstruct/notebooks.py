@@ -1,0 +1,270 @@
+"""Run the numbered notebooks with papermill and a parameter profile; render them to HTML.
+
+Layout of a run (``build_dir``, default ``build/<profile>``)::
+
+    notebooks/NN_topic.ipynb   executed notebooks (papermill records the parameters in their metadata)
+    html/NN_topic.html         static renders
+    results/*.nc               datasets written by the notebooks
+    figures/*.png, *.pdf       figures written by the notebooks
+
+The ``.py`` files under ``notebooks/`` (jupytext percent format) are the only sources; they are read with
+jupytext and handed to papermill as in-memory notebooks. Profiles are ``params/<profile>.yaml`` with one
+mapping of parameter overrides per notebook name.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+NOTEBOOK_GLOB = "[0-9][0-9]_*.py"
+PATH_PARAMETERS = ("results_dir", "figures_dir")  # injected as build_dir/results, build_dir/figures
+KERNEL_NAME = "python3"
+
+
+class PipelineError(Exception):
+    """Bad input to the pipeline: unknown notebook, profile or parameter."""
+
+
+class NotebookFailed(Exception):
+    """A notebook raised; carries the notebook name, the failing cell and the error line."""
+
+    def __init__(self, name: str, cell: str, error: str, executed: Path):
+        self.name, self.cell, self.error, self.executed = name, cell, error, executed
+        super().__init__(f"notebook {name} failed at {cell}: {error} (executed notebook: {executed})")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    name: str
+    executed: Path
+    html: Path
+    seconds: float
+
+
+def find_root(start: str | os.PathLike | None = None) -> Path:
+    """The nearest folder at or above ``start`` (default: cwd) that holds ``notebooks/`` and ``params/``."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "notebooks").is_dir() and (folder / "params").is_dir():
+            return folder
+    raise PipelineError(f"no project root (a folder with notebooks/ and params/) at or above {here}")
+
+
+def list_notebooks(root: Path) -> list[Path]:
+    """The numbered notebook sources ``notebooks/NN_topic.py`` in reading order."""
+    return sorted((root / "notebooks").glob(NOTEBOOK_GLOB))
+
+
+def resolve_notebook(root: Path, name: str) -> Path:
+    """Find a notebook by stem (``02_scores``), number (``02``) or path."""
+    candidates = list_notebooks(root)
+    stem = Path(name).stem
+    matches = [p for p in candidates if p.stem == stem or p.stem.split("_", 1)[0] == stem]
+    if len(matches) != 1:
+        known = ", ".join(p.stem for p in candidates)
+        raise PipelineError(f"unknown notebook {name!r}; known notebooks: {known}")
+    return matches[0]
+
+
+def load_profile(root: Path, profile: str, _seen: tuple[str, ...] = ()) -> dict[str, dict[str, Any]]:
+    """Read ``params/<profile>.yaml`` (or a YAML path): ``{notebook stem: {parameter: value}}``.
+
+    A profile may start from another with a top-level ``extends: <profile>``: its notebooks' parameters are
+    then the other profile's, updated with its own (``smoke`` is ``paper`` with a few steps).
+    """
+    path = Path(profile) if profile.endswith((".yaml", ".yml")) else root / "params" / f"{profile}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in (root / "params").glob("*.yaml")))
+        raise PipelineError(f"no parameter profile {profile!r} (looked for {path}); known profiles: {known}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise PipelineError(f"profile {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise PipelineError(f"profile {path} must map notebook names to mappings of parameters")
+    base: dict[str, dict[str, Any]] = {}
+    if "extends" in data:
+        parent = data.pop("extends")
+        if not isinstance(parent, str) or parent in _seen + (path.stem,):
+            raise PipelineError(f"profile {path}: extends must name another profile, got {parent!r}")
+        base = load_profile(root, parent, _seen + (path.stem,))
+    stems = {p.stem for p in list_notebooks(root)}
+    if not all(isinstance(v, dict) for v in data.values()):
+        raise PipelineError(f"profile {path} must map notebook names to mappings of parameters")
+    unknown = sorted(set(data) - stems)
+    if unknown:
+        raise PipelineError(f"profile {path} names unknown notebooks {unknown}; known: {sorted(stems)}")
+    return {name: {**base.get(name, {}), **data.get(name, {})} for name in {**base, **data}}
+
+
+def read_notebook(path: Path):
+    """The notebook as an ``nbformat`` node, read from its jupytext percent source."""
+    import jupytext
+
+    return jupytext.read(path)
+
+
+def declared_parameters(nb) -> dict[str, Any]:
+    """Names and default values assigned in the cell tagged ``parameters`` (literals only)."""
+    cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    if len(cells) != 1:
+        raise PipelineError(f"expected exactly one cell tagged 'parameters', found {len(cells)}")
+    params = {}
+    for node in ast.parse(cells[0].source).body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    params[target.id] = ast.literal_eval(node.value)
+    return params
+
+
+def notebook_parameters(name: str, namespace: dict[str, Any], root: str | os.PathLike | None = None) -> dict:
+    """The values in ``namespace`` (a notebook's ``globals()``) of every parameter that notebook ``name``
+    declares in its parameters cell, output folders left out: what its dataset records as ``parameters``.
+
+    The names come from the notebook's source, so a parameter added to the cell is recorded without a second
+    list to keep in step.
+    """
+    source = resolve_notebook(find_root(root or Path.cwd()), name)
+    names = [n for n in declared_parameters(read_notebook(source)) if n not in PATH_PARAMETERS]
+    missing = [n for n in names if n not in namespace]
+    if missing:
+        raise PipelineError(f"notebook {source.stem}: parameters {missing} are not defined in this namespace")
+    return {n: namespace[n] for n in names}
+
+
+def _kernel_environment(build_dir: Path) -> None:
+    """Point the ``python3`` kernel at this interpreter, whatever kernelspecs the machine has (papermill#761)."""
+    spec_dir = build_dir / ".jupyter" / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [
+            sys.executable,
+            "-m",
+            "ipykernel_launcher",
+            "-f",
+            "{connection_file}",
+            "--IPKernelApp.log_level=ERROR",
+        ],
+        "display_name": "Python 3 (attnstruct)",
+        "language": "python",
+    }
+    from .results import write_atomically
+
+    write_atomically(spec_dir / "kernel.json", lambda tmp: Path(tmp).write_text(json.dumps(spec, indent=1)))
+    jupyter_path = str(build_dir / ".jupyter")
+    existing = os.environ.get("JUPYTER_PATH", "")
+    if jupyter_path not in existing.split(os.pathsep):
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (jupyter_path, existing) if p)
+
+
+@contextlib.contextmanager
+def _no_progress_bars_in_outputs():
+    """Run the kernel with ``TQDM_DISABLE=1``: a stored notebook holds no progress-bar widgets, which a static
+    page (HTML, the course book) could not draw offline. Interactive kernels (``make lab``) keep their bars."""
+    before = os.environ.get("TQDM_DISABLE")
+    os.environ["TQDM_DISABLE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TQDM_DISABLE", None)
+        else:
+            os.environ["TQDM_DISABLE"] = before
+
+
+def _render_html(executed: Path, html: Path) -> None:
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    from .results import write_atomically
+
+    write_atomically(html, lambda tmp: Path(tmp).write_text(body, encoding="utf-8"))
+
+
+def run_notebook(
+    root: Path,
+    source: Path,
+    parameters: dict[str, Any],
+    build_dir: Path,
+    *,
+    profile: str | None = None,
+    progress: bool = False,
+    notebook=None,
+    allow_errors: bool = False,
+) -> RunResult:
+    """Execute one notebook with ``parameters`` (checked against its parameters cell) and render it.
+
+    The output paths (``results_dir``, ``figures_dir``) and the ``profile`` name are injected when the
+    notebook declares them and ``parameters`` does not set them. ``notebook`` replaces the source's cells (a
+    student version, :func:`attnstruct.teaching.exercises.student_version`); with ``allow_errors`` every cell runs
+    whatever the ones before raised, the errors stay in the executed notebook and no HTML is rendered.
+    """
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+
+    nb = read_notebook(source) if notebook is None else notebook
+    declared = declared_parameters(nb)
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise PipelineError(f"notebook {source.stem} has no parameters {unknown}; it has {sorted(declared)}")
+    build_dir = build_dir.resolve()
+    injected = {k: str(build_dir / k.removesuffix("_dir")) for k in PATH_PARAMETERS if k in declared}
+    if profile is not None and "profile" in declared:
+        injected["profile"] = profile
+    injected.update(parameters)
+    executed = build_dir / "notebooks" / f"{source.stem}.ipynb"
+    html = build_dir / "html" / f"{source.stem}.html"
+    executed.parent.mkdir(parents=True, exist_ok=True)
+    _kernel_environment(build_dir)
+    start = time.perf_counter()
+    try:
+        with _no_progress_bars_in_outputs():
+            pm.execute_notebook(
+                nb,
+                str(executed),
+                parameters=injected,
+                kernel_name=KERNEL_NAME,
+                cwd=str(root),
+                progress_bar=progress,
+                log_output=False,
+                allow_errors=allow_errors,
+            )
+    except PapermillExecutionError as err:
+        if allow_errors:
+            return RunResult(source.stem, executed, html, time.perf_counter() - start)
+        cell = f"cell {err.cell_index} (execution count {err.exec_count})"
+        error = " ".join(f"{err.ename}: {err.evalue}".split())  # one line, whatever the exception message holds
+        raise NotebookFailed(source.stem, cell, error, executed) from None
+    seconds = time.perf_counter() - start
+    _render_html(executed, html)
+    return RunResult(source.stem, executed, html, seconds)
+
+
+def reproduce(
+    root: Path, profile: str, build_dir: Path, *, only: list[str] | None = None, progress: bool = False, log=print
+) -> list[RunResult]:
+    """Run every notebook (or those in ``only``) in order with ``profile``; stop at the first failure."""
+    overrides = load_profile(root, profile)
+    sources = [resolve_notebook(root, n) for n in only] if only else list_notebooks(root)
+    results = []
+    for i, source in enumerate(sources, 1):
+        log(f"[{i}/{len(sources)}] {source.stem} ({profile}) ...", flush=True)
+        result = run_notebook(
+            root, source, overrides.get(source.stem, {}), build_dir, profile=Path(profile).stem, progress=progress
+        )
+        log(f"[{i}/{len(sources)}] {source.stem} done in {result.seconds:.1f} s -> {result.html}", flush=True)
+        results.append(result)
+    return results

@@ -1,0 +1,256 @@
+"""One figure style for the whole project, and byte-reproducible figure files.
+
+Colours follow the paper: navy for encoders (bidirectional), purple for decoders (autoregressive).
+``savefig`` strips the creation date and software version from PNG and PDF metadata, so a rerun with the
+same data writes identical files.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib as mpl
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+from ..results import write_atomically
+
+ENCODER_COLOR = "#1f2f7a"  # navy
+DECODER_COLOR = "#7b2f9e"  # purple
+CROSS_COLOR = "#2a9d8f"  # teal, for encoder-decoder cross-attention
+NEUTRAL_COLOR = "#7f7f7f"
+ROLE_COLORS = {"encoder": ENCODER_COLOR, "decoder": DECODER_COLOR, "cross": CROSS_COLOR}
+MATRIX_CMAP = "RdBu_r"  # diverging, centred on 0
+
+_METADATA = {
+    "png": {"Software": None},
+    "pdf": {"Creator": None, "Producer": None, "CreationDate": None},
+    "svg": {"Date": None, "Creator": None},
+}
+
+
+def set_style(context: str = "paper", font_scale: float = 1.2) -> None:
+    """Apply the project style; ``context="talk"`` scales it up for lecture slides."""
+    sns.set_theme(
+        context=context,
+        style="ticks",
+        palette=[ENCODER_COLOR, DECODER_COLOR, CROSS_COLOR, NEUTRAL_COLOR],
+        font_scale=font_scale,
+        rc={
+            "figure.dpi": 100,
+            "savefig.dpi": 150,
+            "savefig.bbox": "tight",
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.titleweight": "bold",
+            "image.cmap": MATRIX_CMAP,
+            "svg.hashsalt": "attnstruct",
+            "legend.frameon": False,
+        },
+    )
+
+
+def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
+    """Save ``fig`` as ``path`` with each suffix in ``formats``, with fixed metadata, each file written atomically
+    (:func:`attnstruct.results.write_atomically`); returns the files written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in formats:
+        if fmt not in _METADATA:
+            raise ValueError(f"unsupported figure format {fmt!r}; choose from {sorted(_METADATA)}")
+        target = path.with_suffix(f".{fmt}")
+        write_atomically(target, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=_METADATA[fmt]))
+        written.append(target)
+    return written
+
+
+def matrix_heatmap(
+    ax: mpl.axes.Axes, m, *, title: str | None = None, colorbar: bool = True, limit: float | None = None
+):
+    """Draw a square matrix with a diverging map centred on 0 (symmetric colour limits)."""
+    m = np.asarray(m, dtype=float)
+    vmax = limit if limit is not None else float(np.abs(m).max()) or 1.0
+    image = ax.imshow(m, cmap=MATRIX_CMAP, vmin=-vmax, vmax=vmax, interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return image
+
+
+def reported_points(ax: mpl.axes.Axes, reference, role: str, score: str, color: str, *, filled: bool = False):
+    """The authors' reported medians of ``score`` for ``role`` against parameters: faint open circles (``filled``:
+    small pale filled dots, to sit behind large edged markers of ours), labelled as reported by the paper
+    (``reference``: :func:`attnstruct.reference.reference_table` or a subset)."""
+    rows = reference[reference.role == role]
+    style = {"s": 16, "color": color, "alpha": 0.3, "linewidths": 0} if filled else {"s": 14, "alpha": 0.35}
+    if not filled:
+        style |= {"facecolors": "none", "edgecolors": color}
+    return ax.scatter(rows.n_params, rows[f"{score}_median"], label=f"{role}s, reported by the paper", **style)
+
+
+# Markers that stay distinguishable when filled and edged (one per model in a legend).
+MODEL_MARKERS = ("D", "s", "^", "v", "P", "X", "p", "h", "<", ">", "*", "8")
+
+
+# The paper's two self-attention roles, in the order they are drawn.
+MAIN_ROLES = ("encoder", "decoder")
+# Two stacks of one model (an encoder-decoder) drawn this factor apart along the log size axis.
+STACK_DODGE = {"encoder": 10**-0.03, "decoder": 10**0.03}
+
+
+def _our_stacks(ax: mpl.axes.Axes, own, score: str, markers: dict, label: str) -> None:
+    """Our stacks ``own`` (encoder and decoder rows, drawn in their order) as edged markers with interquartile bars;
+    ``markers`` per model (one legend entry per stack) or empty (circles and one legend entry per role)."""
+    stacks_of = own.groupby("model")["stack"].nunique() if len(own) else {}
+    for row in own.itertuples():
+        median, q25, q75 = (getattr(row, f"{score}_{k}") for k in ("median", "q25", "q75"))
+        dodge = STACK_DODGE[row.stack] if stacks_of[row.model] > 1 else 1.0
+        ax.errorbar(
+            row.n_params * dodge,
+            median,
+            yerr=[[median - q25], [q75 - median]],
+            fmt=markers.get(row.model, "o"),
+            color=ROLE_COLORS[row.stack],
+            ms=9 if markers else 7,
+            mec="black",
+            mew=0.8,
+            capsize=3,
+            zorder=3,
+            label=f"{row.model}, {row.stack} stack ({label})" if markers else f"{row.stack} stacks ({label})",
+        )
+
+
+def main_figure(
+    summary,
+    reference,
+    *,
+    caveat_rows: bool = False,
+    markers_per_model: bool | None = None,
+    label: str = "this notebook",
+) -> mpl.figure.Figure:
+    """The paper's main figure: per stack, the median score over layers with interquartile bars against the number
+    of parameters, symmetry left and directionality right, encoders navy and decoders purple, and the authors'
+    reported values drawn behind ours.
+
+    Args:
+        summary: our stacks, one row each (:func:`attnstruct.analyses.pretrained.summary`: ``model``, ``stack``,
+            ``n_params``, ``{score}_median``, ``{score}_q25``, ``{score}_q75``); ``cross`` rows are left out.
+            The two self-attention stacks of one model are drawn :data:`STACK_DODGE` apart.
+        reference: the authors' rows (:func:`attnstruct.reference.reference_table`: ``role``, ``n_params``,
+            ``{score}_median``, ``caveats``), all families: those without a caveat as small pale dots.
+        caveat_rows: also draw the rows with a known caveat (open circles, labelled as such); else leave them out.
+        markers_per_model: one marker shape per model of ours (:data:`MODEL_MARKERS`) and a legend entry per stack;
+            else circles and one legend entry per role. None: per model when there are at most as many models as
+            shapes.
+        label: how our points are labelled in the legend.
+
+    Returns the figure (two axes sharing the log size axis), its legend right of the second axis, ours first.
+    """
+    own = summary[summary["stack"].isin(MAIN_ROLES)]
+    models = list(dict.fromkeys(own["model"]))
+    if markers_per_model is None:
+        markers_per_model = len(models) <= len(MODEL_MARKERS)
+    markers = dict(zip(models, itertools.cycle(MODEL_MARKERS))) if markers_per_model else {}
+    caveated = reference["caveats"].notna()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharex=True)
+    for ax, score in zip(axes, ("symmetry", "directionality"), strict=True):
+        for role in MAIN_ROLES:
+            reported_points(ax, reference[~caveated], role, score, ROLE_COLORS[role], filled=True)
+            if caveat_rows:
+                points = reported_points(ax, reference[caveated], role, score, ROLE_COLORS[role])
+                points.set_label(f"{role}s with a known caveat, reported by the paper")
+        _our_stacks(ax, own, score, markers, label)
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("parameters")
+        ax.set_title(f"{score} (median over layers, IQR)")
+    axes[0].set_ylabel("score")
+    handles, labels = axes[0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles))  # one entry per label (a role's stacks share theirs)
+    order = sorted(unique, key=lambda text: "reported by the paper" in text)  # ours first
+    axes[1].legend([unique[t] for t in order], order, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    return fig
+
+
+# Colours of the authors' entries by caveat, in the point-by-point comparison with theirs (notebook 08).
+CAVEAT_COLORS = {
+    "no known caveat": NEUTRAL_COLOR,
+    "gqa_head_pairing_suspect": "#e76f51",
+    "fused_qkv_branch_suspect": "#e9c46a",
+    "other caveat": CROSS_COLOR,
+}
+
+
+def robust_limit(m, percentile: float = 99.0) -> float:
+    """The ``percentile`` of ``|m|`` (any shape), a colour limit that a few huge entries cannot wash out; 1.0 for
+    an all-zero ``m``."""
+    return float(np.percentile(np.abs(np.asarray(m, dtype=float)), percentile)) or 1.0
+
+
+def mirror_pairs(ax: mpl.axes.Axes, m, *, color: str, label: str, max_points: int = 20_000, seed: int = 0):
+    """Each off-diagonal entry ``M[i, j]`` (``i < j``) against its mirror ``M[j, i]``, both divided by the standard
+    deviation of the off-diagonal entries; ``m``: ``[d, d]``.
+
+    A symmetric matrix puts the points on the diagonal ``y = x``, a skew-symmetric one on ``y = -x``, an
+    unstructured one in a round cloud. Returns the Pearson correlation of the pairs, close to the symmetry score
+    of ``m`` with its diagonal set to 0 (exactly that when both triangles have mean 0 and equal spread). At most
+    ``max_points`` pairs are drawn, picked by ``np.random.default_rng(seed)`` (the correlation uses all of them);
+    the points are rasterised, so that a PDF stays small.
+    """
+    m = np.asarray(m, dtype=float)
+    upper, lower = m[np.triu_indices(len(m), 1)], m.T[np.triu_indices(len(m), 1)]
+    scale = np.concatenate([upper, lower]).std() or 1.0
+    pick = np.random.default_rng(seed).permutation(len(upper))[:max_points]
+    ax.scatter(upper[pick] / scale, lower[pick] / scale, s=2, alpha=0.15, color=color, linewidths=0, rasterized=True)
+    ax.scatter([], [], s=12, color=color, label=label)  # an opaque legend marker
+    return float(np.corrcoef(upper, lower)[0, 1])
+
+
+def norm_profile(ax: mpl.axes.Axes, m, *, color: str, label: str, num_std: float = 2.0, top: int = 40) -> None:
+    """The ``top`` largest column norms (solid) and row norms (dashed) of ``m`` ``[d, d]``, in decreasing order, each
+    divided by its own threshold ``tau = mean + num_std * std`` (unbiased std) as directionality uses it
+    (:func:`attnstruct.scores.directionality_score`): points above 1 are the outliers whose excess ``r - tau``
+    (rows, ``R``) or ``c - tau`` (columns, ``C``) enters ``(R - C) / (R + C)``."""
+    m = np.asarray(m, dtype=float)
+    for axis, style, what in ((0, "-", "columns"), (1, "--", "rows")):
+        norms = np.linalg.norm(m, axis=axis)
+        tau = norms.mean() + num_std * norms.std(ddof=1)
+        ax.plot(
+            np.arange(1, min(top, len(norms)) + 1),
+            np.sort(norms)[::-1][:top] / tau,
+            style,
+            color=color,
+            marker=".",
+            label=f"{label}: {what}",
+        )
+    ax.axhline(1.0, color="black", lw=0.8)
+
+
+def quartiles(values, over: Sequence[str] = ("seed", "layer")) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 25%, 50% and 75% quantiles of an ``xarray.DataArray`` pooled over the dims ``over``, along the dim left
+    (``step``, say): three arrays, the band and its middle line of a score over training."""
+    q = values.stack(sample=tuple(over)).quantile([0.25, 0.5, 0.75], dim="sample").values
+    return q[0], q[1], q[2]
+
+
+def null_band(ax: mpl.axes.Axes, samples, label: str) -> None:
+    """The null ``samples`` ``[k]`` as a grey band (central 95%) and a dashed line (median), both labelled with
+    ``label``: the chance level a score is read against."""
+    low, high = np.quantile(samples, [0.025, 0.975])
+    ax.axhspan(low, high, color="0.88", lw=0, zorder=0, label=f"{label}: 95% band")
+    ax.axhline(np.median(samples), color="0.45", ls="--", lw=1, zorder=1, label=f"{label}: median")
+
+
+def close(fig: mpl.figure.Figure) -> None:
+    """Close a figure once it is shown and saved (keeps notebook memory flat)."""
+    plt.close(fig)

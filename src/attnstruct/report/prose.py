@@ -1,0 +1,64 @@
+"""Sentences rendered from data: the notebooks state results through these, never as typed numbers.
+
+A notebook computes a string from its dataset and shows it as Markdown (:func:`show`); the formatters keep one
+style everywhere: scores signed with two decimals (``+0.35``), fractions as percentages, ranges as ``low to high``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def signed(value: float, digits: int = 2) -> str:
+    """``+0.35`` / ``-0.12``, rounded first, so that a tiny negative prints ``+0.00``, never ``-0.00``; ``nan`` for a
+    missing value."""
+    value = float(value)
+    return "nan" if not np.isfinite(value) else f"{round(value, digits) + 0.0:+.{digits}f}"
+
+
+def number(value: float, digits: int = 2) -> str:
+    """``6.02``; ``nan`` for a missing value."""
+    value = float(value)
+    return "nan" if not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def percent(fraction: float, digits: int = 0) -> str:
+    """A fraction as a percentage: ``0.259 -> '26%'``; ``never`` for NaN (a run that never got there)."""
+    fraction = float(fraction)
+    return "never" if not np.isfinite(fraction) else f"{100 * fraction:.{digits}f}%"
+
+
+def span(values: Iterable[float], digits: int = 2, fmt=signed) -> str:
+    """``'+0.14 to +0.24'``: the smallest and largest finite value (one value: just it; none: ``'none'``)."""
+    finite = [float(v) for v in np.ravel(np.asarray(list(values), dtype=float)) if np.isfinite(v)]
+    if not finite:
+        return "none"
+    low, high = min(finite), max(finite)
+    return fmt(low, digits) if fmt(low, digits) == fmt(high, digits) else f"{fmt(low, digits)} to {fmt(high, digits)}"
+
+
+def listing(values: Iterable[float], digits: int = 2, fmt=signed) -> str:
+    """``'+0.21, +0.12 and +0.13'``."""
+    parts = [fmt(v, digits) for v in values]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1] if parts else "none"
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """``'1 seed'``, ``'3 seeds'``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def show(text: str) -> None:
+    """Display ``text`` as Markdown in a notebook (plain print elsewhere)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:  # pragma: no cover - IPython is a dependency of the notebooks
+        print(text)
+        return
+    if get_ipython() is None:
+        print(text)
+    else:
+        display(Markdown(text))

@@ -1,0 +1,265 @@
+"""Language modelling from scratch: the BERT-like model of :mod:`attnstruct.training.model` as encoder or decoder.
+
+The paper's two training modes (its section 4, models trained from scratch), on the same text, tokenizer,
+initialisation and hyperparameters; the loop is :func:`attnstruct.training.engine.train`:
+
+* ``"mlm"``: masked language modelling with bidirectional attention. 15% of positions are selected; of those 80%
+  become ``[MASK]``, 10% a random token, 10% stay; the loss covers the selected positions.
+* ``"next-token"``: causal attention and a next-token loss at *every* position. The authors' decoder runs used
+  the masked-LM collator (a loss on about 15% of positions, with corrupted inputs); that flaw is corrected here
+  and can be reproduced with ``"next-token-mlm-collator"`` for comparison.
+
+Initialisations (:func:`initialise`, the paper's symmetric initialisation experiment and its controls):
+``bert``, ``symmetric``, ``symmetric-matched``, ``default-scale``.
+
+The batch of step ``s`` (windows and masks) is drawn from a generator seeded with ``(seed, s)`` only
+(:func:`make_batch`); validation uses the same held-out windows and masks at every evaluation.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import xarray as xr
+from torch.nn import functional as F
+
+from ..training import engine
+from ..training import processes as many_runs
+from ..training.config import one_of, positive_integers
+from ..training.model import LanguageModel, TransformerConfig, attention_layers
+from . import corpus
+
+OBJECTIVES = ("mlm", "next-token", "next-token-mlm-collator")
+INITS = ("bert", "symmetric", "symmetric-matched", "default-scale")
+CAUSAL = {"mlm": False, "next-token": True, "next-token-mlm-collator": True}
+VAL_SEED = 20250214  # the validation windows and masks are the same for every run
+
+
+@dataclass(frozen=True)
+class TextConfig(engine.RunConfig):
+    """Everything that determines a text run: the shared fields of :class:`attnstruct.training.engine.RunConfig`
+    (whose defaults are notebook 05's quick profile) and the text's own below."""
+
+    KIND: ClassVar[str] = "training"
+    OBJECTIVES: ClassVar[tuple[str, ...]] = OBJECTIVES
+    CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
+    RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "init", "seed")
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
+
+    objective: str = "mlm"
+    init: str = "bert"
+    seq_len: int = 64
+    eval_batches: int = 4
+    corpus: str = "shakespeare"
+    vocab_size: int = 500
+    val_fraction: float = 0.05
+
+    def validate_task(self) -> None:
+        one_of(self.init, INITS, "init")
+        positive_integers(self, ("seq_len", "eval_batches"))
+        if not isinstance(self.vocab_size, int) or self.vocab_size < 300:
+            raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + merges), got {self.vocab_size!r}")
+        if not 0.0 < self.val_fraction < 0.5:
+            raise ValueError(f"val_fraction must be in (0, 0.5), got {self.val_fraction!r}")
+        if not isinstance(self.corpus, (str, os.PathLike)):
+            raise ValueError(f"corpus must be a packaged corpus name or a path, got {self.corpus!r}")
+
+    def model_config(self, vocab_size: int) -> TransformerConfig:
+        return self.transformer_config(vocab_size=vocab_size, max_len=self.seq_len)
+
+
+# ---------------------------------------------------------------------------------------------- batches
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Model inputs ``[B, T]``, the positions that carry a loss (bool ``[B, T]``) and their targets ``[n]``."""
+
+    inputs: torch.Tensor
+    selected: torch.Tensor
+    targets: torch.Tensor
+
+    def rows(self, start: int, step: int) -> Batch:
+        """The rows ``start::step`` (one process's share of a global batch)."""
+        if step == 1:
+            return self
+        row_of_target = self.selected.nonzero()[:, 0]
+        keep = (row_of_target % step) == start
+        return Batch(self.inputs[start::step], self.selected[start::step], self.targets[keep])
+
+    def to(self, device) -> Batch:
+        return Batch(self.inputs.to(device), self.selected.to(device), self.targets.to(device))
+
+
+def draw_windows(ids: torch.Tensor, n: int, length: int, generator: torch.Generator) -> torch.Tensor:
+    """``n`` random windows of ``length`` consecutive tokens, ``[n, length]``."""
+    if len(ids) <= length:
+        raise ValueError(f"the text has {len(ids)} tokens, fewer than one window of {length + 1}")
+    starts = torch.randint(0, len(ids) - length, (n,), generator=generator)
+    return ids[starts[:, None] + torch.arange(length)]
+
+
+def mask_for_mlm(
+    tokens: torch.Tensor, mask_id: int, vocab_size: int, n_special: int, rate: float, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's corruption: select ``rate`` of positions (at least one per row); 80% -> [MASK], 10% random, 10% kept.
+
+    Returns the corrupted inputs ``[B, T]`` and the selection ``[B, T]`` (bool).
+    """
+    draws = torch.rand(tokens.shape, generator=generator)
+    selected = draws < rate
+    selected[torch.arange(len(tokens)), draws.argmin(1)] = True
+    action = torch.rand(tokens.shape, generator=generator)
+    random_tokens = torch.randint(n_special, vocab_size, tokens.shape, generator=generator)
+    inputs = torch.where(selected & (action < 0.8), mask_id, tokens)
+    inputs = torch.where(selected & (action >= 0.8) & (action < 0.9), random_tokens, inputs)
+    return inputs, selected
+
+
+def make_batch(config: TextConfig, data: corpus.TokenData, ids: torch.Tensor, n: int, *seeds: int) -> Batch:
+    """The batch for one step (or one validation batch), a pure function of the seeds."""
+    generator = engine.seeded_generator(*seeds)
+    windows = draw_windows(ids, n, config.seq_len + 1, generator)
+    if config.objective == "mlm":
+        tokens = windows[:, :-1]
+        inputs, selected = mask_for_mlm(
+            tokens, data.mask_id, data.vocab_size, data.n_special, config.mask_rate, generator
+        )
+        return Batch(inputs, selected, tokens[selected])
+    inputs, following = windows[:, :-1], windows[:, 1:]
+    if config.objective == "next-token":
+        return Batch(inputs, torch.ones_like(inputs, dtype=torch.bool), following.reshape(-1))
+    # The authors' decoder runs: MLM-corrupted inputs, a next-token loss only where the next token was selected.
+    corrupted, chosen = mask_for_mlm(
+        windows, data.mask_id, data.vocab_size, data.n_special, config.mask_rate, generator
+    )
+    selected = chosen[:, 1:]
+    return Batch(corrupted[:, :-1], selected, following[selected])
+
+
+# ---------------------------------------------------------------------------------------------- the model
+
+
+def initialise(model: LanguageModel, init: str, generator: torch.Generator) -> None:
+    """Apply an initialisation variant on top of BERT's (the paper's symmetric initialisation, section 4).
+
+    * ``"bert"``: BERT's ``N(0, 0.02)`` weights, zero biases (the baseline).
+    * ``"symmetric"``: the authors' method. Q, K and V of every layer are re-created with PyTorch's default
+      ``nn.Linear`` initialisation (weights and biases ``U(+-1/sqrt(d))``), then ``W_q := W_k``. This also
+      changes the Q/K/V scale and re-draws V: the confound.
+    * ``"symmetric-matched"``: BERT's initialisation, then ``W_q := W_k`` per layer (so per head). Every weight
+      keeps the baseline's distribution; only the Q-K coupling differs. The control that removes the confound.
+    * ``"default-scale"``: Q, K, V re-created as in ``"symmetric"`` but without ``W_q := W_k``: the confound alone.
+    """
+    one_of(init, INITS, "init")
+    if init == "bert":
+        return
+    with torch.no_grad():
+        for layer in attention_layers(model):
+            if init in ("symmetric", "default-scale"):
+                for linear in (layer.query, layer.key, layer.value):
+                    bound = 1.0 / math.sqrt(linear.in_features)  # nn.Linear.reset_parameters' distribution
+                    linear.weight.uniform_(-bound, bound, generator=generator)
+                    linear.bias.uniform_(-bound, bound, generator=generator)
+            if init in ("symmetric", "symmetric-matched"):
+                layer.query.weight.copy_(layer.key.weight)
+
+
+def build_model(config: TextConfig, vocab_size: int) -> LanguageModel:
+    """The model of a run, initialised from ``config.seed`` alone; the global RNG is left as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(config.seed)  # the construction's draws, then BERT's initialisation, from the seed
+        model = LanguageModel(config.model_config(vocab_size))
+    initialise(model, config.init, engine.seeded_generator(config.seed, 7))
+    return model
+
+
+def summed_loss(model: LanguageModel, batch: Batch, causal: bool) -> tuple[torch.Tensor, int]:
+    """Sum of the cross-entropies over the selected positions, and their number.
+
+    Only the selected positions go through the output projection (the LM head is the most expensive layer).
+    """
+    hidden = model.hidden(batch.inputs, causal)
+    every_position = batch.selected.numel() == len(batch.targets)
+    logits = model.head(hidden.flatten(0, 1) if every_position else hidden[batch.selected])
+    return F.cross_entropy(logits.float(), batch.targets, reduction="sum"), len(batch.targets)
+
+
+# ---------------------------------------------------------------------------------------------- the task
+
+
+@functools.lru_cache(maxsize=4)
+def _tokens(source, vocab_size: int, val_fraction: float, cache) -> corpus.TokenData:
+    """:func:`attnstruct.tasks.corpus.load_tokens`, once per process for the runs that share a text and tokenizer."""
+    return corpus.load_tokens(source, vocab_size, val_fraction, cache)
+
+
+class TextTask:
+    """The engine's task for one text run (:class:`attnstruct.training.engine.Task`).
+
+    ``cache``: the attnstruct cache holding the packaged corpus and the trained tokenizers (None: the default).
+    """
+
+    EVALUATIONS: ClassVar[dict[str, str]] = {"val_loss": "loss on fixed held-out windows (NaN between evaluations)"}
+
+    def __init__(self, config: TextConfig, cache: str | os.PathLike | None = None):
+        self.config, self.cache = config, cache
+
+    def __getstate__(self) -> dict:  # a spawned worker loads the (cached) tokens itself
+        return {"config": self.config, "cache": self.cache}
+
+    @functools.cached_property
+    def data(self) -> corpus.TokenData:
+        return _tokens(self.config.corpus, self.config.vocab_size, self.config.val_fraction, self.cache)
+
+    @functools.cached_property
+    def validation(self) -> list[Batch]:
+        config, data = self.config, self.data
+        return [make_batch(config, data, data.val, config.batch_size, VAL_SEED, i) for i in range(config.eval_batches)]
+
+    def prepare(self) -> None:
+        self.data  # noqa: B018  (tokenise once, and fail here on a bad corpus)
+
+    def build_model(self) -> LanguageModel:
+        return build_model(self.config, self.data.vocab_size)
+
+    def batch(self, step: int) -> Batch:
+        return make_batch(self.config, self.data, self.data.train, self.config.batch_size, self.config.seed, step)
+
+    def loss(self, model: LanguageModel, batch: Batch) -> tuple[torch.Tensor, int]:
+        return summed_loss(model, batch, self.config.causal)
+
+    def evaluate(self, model: LanguageModel, device) -> dict[str, float]:
+        return {"val_loss": engine.mean_loss(self, model, self.validation, device)}
+
+    def attrs(self) -> dict:
+        data = self.data
+        return {"corpus": data.source, "corpus_tokens": f"{len(data.train)} train / {len(data.val)} validation"}
+
+
+def train(config: TextConfig, run_dir=None, *, cache=None, progress: bool = False, callback=None) -> xr.Dataset:
+    """:func:`attnstruct.training.engine.train` of one :class:`TextTask`."""
+    return engine.train(TextTask(config, cache), run_dir, progress=progress, callback=callback)
+
+
+def train_many(
+    configs: Sequence[TextConfig],
+    out_dir,
+    *,
+    workers: int = 2,
+    threads_per_worker: int = 1,
+    cache=None,
+    progress: bool = True,
+) -> xr.Dataset:
+    """:func:`attnstruct.training.processes.train_many` of one :class:`TextTask` per configuration; each run lives in
+    ``out_dir/<run_name>/`` (resumable)."""
+    tasks = [TextTask(config, cache) for config in configs]
+    return many_runs.train_many(
+        tasks, out_dir, workers=workers, threads_per_worker=threads_per_worker, progress=progress
+    )

@@ -1,0 +1,164 @@
+"""The notebooks' exercises in nbgrader's markup, and the student version generated from them.
+
+An exercise is three consecutive cells of a notebook source (``notebooks/NN_topic.py``)::
+
+    ### Exercise NN.k: title          Markdown: the prompt
+    nbgrader.solution, grade_id ex-NN-k       code: the solution between ### BEGIN SOLUTION / ### END SOLUTION
+    nbgrader.grade,    grade_id ex-NN-k-check code: the autograder check (asserts)
+
+The notebook as committed is the solution version: ``make reproduce`` runs every check against its solution.
+:func:`student_version` applies nbgrader's own preprocessors (``ClearSolutions`` replaces each solution region
+with ``raise NotImplementedError()``, ``ClearHiddenTests``, ``ClearOutput``, ``LockCells``), so the student copy
+is generated, never kept by hand; ``make exercises`` writes one per notebook (:func:`write_student_notebooks`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..notebooks import PipelineError, find_root, list_notebooks, read_notebook
+
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+PROMPT = re.compile(r"^#{2,4}\s+Exercise\s+(\d{2})\.(\d+)\s*:\s*(.+)$", re.M)
+THEORY_NOTEBOOKS = ("01", "02", "04")  # the bilinear form, the scores, the gradient: at least three exercises each
+MIN_EXERCISES = {"theory": 3, "other": 1}
+
+
+class ExerciseError(ValueError):
+    """A notebook's exercise markup is incomplete: names the notebook, the exercise and what is missing."""
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise of a notebook: its cells' indices and sources."""
+
+    notebook: str
+    grade_id: str
+    number: str  # "NN.k"
+    title: str
+    prompt: str
+    solution: str
+    check: str
+    cells: tuple[int, int, int]  # (prompt, solution, check) indices in the notebook
+
+
+def _nbgrader(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def is_solution(cell) -> bool:
+    return bool(_nbgrader(cell).get("solution"))
+
+
+def is_check(cell) -> bool:
+    return bool(_nbgrader(cell).get("grade")) and cell.get("cell_type") == "code"
+
+
+def exercises(nb, name: str = "notebook") -> list[Exercise]:
+    """The exercises of ``nb`` in order, each validated: a prompt heading ``Exercise NN.k: title`` right before
+    its solution cell, the solution region's markers, and a check cell ``<grade_id>-check`` right after it.
+
+    Raises :class:`ExerciseError` (one line) for a solution without prompt, markers or check.
+    """
+    found = []
+    cells = nb.cells
+    for i, cell in enumerate(cells):
+        if not is_solution(cell):
+            continue
+        grade_id = _nbgrader(cell).get("grade_id", "")
+        where = f"{name}: exercise {grade_id or f'at cell {i}'}"
+        if cell.cell_type != "code" or BEGIN not in cell.source or END not in cell.source:
+            raise ExerciseError(f"{where}: the solution cell has no '{BEGIN}' ... '{END}' region")
+        prompt = cells[i - 1] if i > 0 else None
+        heading = PROMPT.search(prompt.source) if prompt is not None and prompt.cell_type == "markdown" else None
+        if heading is None:
+            raise ExerciseError(f"{where}: no Markdown prompt '### Exercise NN.k: title' right before the solution")
+        check = cells[i + 1] if i + 1 < len(cells) else None
+        if check is None or not is_check(check) or _nbgrader(check).get("grade_id") != f"{grade_id}-check":
+            raise ExerciseError(f"{where}: no check cell with grade_id '{grade_id}-check' right after the solution")
+        number = f"{heading.group(1)}.{heading.group(2)}"
+        found.append(
+            Exercise(
+                name,
+                grade_id,
+                number,
+                heading.group(3).strip(),
+                prompt.source,
+                cell.source,
+                check.source,
+                (i - 1, i, i + 1),
+            )
+        )
+    ids = [e.grade_id for e in found]
+    if len(set(ids)) != len(ids):
+        raise ExerciseError(f"{name}: grade_ids repeat: {sorted(g for g in ids if ids.count(g) > 1)}")
+    return found
+
+
+def required_exercises(name: str) -> int:
+    """The least number of exercises notebook ``name`` must hold (three for the theory notebooks, else one)."""
+    return MIN_EXERCISES["theory" if name[:2] in THEORY_NOTEBOOKS else "other"]
+
+
+def student_version(nb):
+    """A copy of ``nb`` with every solution region replaced by a stub, hidden tests and outputs removed and the
+    prompt and check cells locked, by nbgrader's preprocessors (the solution version is left untouched)."""
+    from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions, LockCells
+
+    student = copy.deepcopy(nb)
+    resources = {"language": "python"}
+    for step in (ClearSolutions(enforce_metadata=True), ClearHiddenTests(), ClearOutput(), LockCells()):
+        student, resources = step.preprocess(student, resources)
+    for cell in student.cells:
+        cell.metadata.pop("papermill", None)
+    return student
+
+
+def write_student_notebooks(root: Path, out: Path) -> list[Path]:
+    """Write ``out/NN_topic.ipynb``, the student version of every notebook of ``root`` that has exercises.
+
+    Every notebook is validated first (:func:`exercises`), so a markup error writes nothing.
+    """
+    import nbformat
+
+    from ..results import write_atomically
+
+    sources = list_notebooks(root)
+    notebooks = [(s, read_notebook(s)) for s in sources]
+    with_exercises = [(s, nb) for s, nb in notebooks if exercises(nb, s.stem)]
+    if not with_exercises:
+        raise ExerciseError(f"no notebook under {root / 'notebooks'} has an exercise")
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for source, nb in with_exercises:
+        target = out / f"{source.stem}.ipynb"
+        student = student_version(nb)
+        write_atomically(target, lambda tmp, nb=student: nbformat.write(nb, str(tmp)))
+        written.append(target)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m attnstruct.teaching.exercises [--out build/exercises]``: write the student notebooks."""
+    parser = argparse.ArgumentParser(prog="python -m attnstruct.teaching.exercises", description=main.__doc__)
+    parser.add_argument("--out", default=None, help="folder for the student notebooks (default: build/exercises)")
+    args = parser.parse_args(argv)
+    try:
+        root = find_root()
+        out = Path(args.out) if args.out else root / "build" / "exercises"
+        written = write_student_notebooks(root, out)
+    except (ExerciseError, PipelineError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

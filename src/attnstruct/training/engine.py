@@ -1,0 +1,387 @@
+"""The one training loop of the project: any task, one process or many, resumable, logging the scores of ``W_qk``.
+
+In the spirit of minGPT's task-free trainer: the loop knows nothing of text or images. A *task*
+(:class:`Task`; :mod:`attnstruct.tasks.text` and :mod:`attnstruct.tasks.vision` hold the project's) supplies
+
+* ``config``: a :class:`RunConfig` (the fields every run shares, validated once here, plus the task's own);
+* ``prepare()``: load its data once, in the parent process, failing early on bad input;
+* ``build_model()``: the model, initialised from ``config.seed`` alone (the global RNG is not reseeded);
+* ``batch(step)``: the global batch of ``step``, a pure function of ``(config.seed, step)``, with ``.to(device)``
+  and ``.rows(rank, world)`` (one process's share);
+* ``loss(model, batch) -> (total, count)``: the summed loss over the batch's targets and their number;
+* ``evaluate(model, device) -> dict``: the evaluations named by ``EVALUATIONS`` (name -> description);
+* ``attrs()``: what the run's dataset should record about the data.
+
+The loop (:func:`train`) draws ``batch(step)``, reseeds dropout from ``(seed, step)``, takes an AdamW step on
+``total / count`` (:class:`Step`), records the scores every ``log_every`` steps and at the last step
+(:mod:`attnstruct.training.records`), evaluates every ``eval_every`` steps and at the last step, and writes a
+checkpoint at the first record step past each multiple of ``checkpoint_every`` (:mod:`attnstruct.training.run_folder`),
+so that a resumed run ends with the dataset of an uninterrupted one.
+
+Scale-out: under ``torchrun`` (an initialised process group) every rank draws the same global batch and takes
+rows ``rank::world``; the model and the task's loss are wrapped in DistributedDataParallel once
+(:class:`Objective`), and the loss is divided by the global number of targets over the number of processes,
+so that DDP's gradient average is the one-process gradient. ``amp=True`` runs the forward pass under bfloat16
+autocast on CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+import torch
+import xarray as xr
+from torch import nn
+
+from .. import results
+from ..checkpoints.extract import count_parameters
+from ..checkpoints.scoring import resolve_device
+from ..conventions import DEVICES
+from . import run_folder
+from .config import Settings, one_of, positive_integers
+from .model import TransformerConfig
+from .records import SCORED_MATRIX, Records, record_scores
+
+SCHEDULES = ("constant", "linear", "cosine")
+
+
+def seeded_generator(*seeds: int) -> torch.Generator:
+    """A CPU generator seeded by a fixed mix of the integers (e.g. ``(seed, step)``): same seeds, same draws."""
+    mixed = 0
+    for value in seeds:
+        mixed = (mixed * 1_000_003 + int(value)) % (2**63 - 1)
+    return torch.Generator().manual_seed(mixed)
+
+
+@dataclass(frozen=True)
+class RunConfig(Settings):
+    """The fields every training run shares, with one validation. Tasks subclass it and add their own.
+
+    The defaults are notebook 05's quick profile (a test checks it); :class:`attnstruct.tasks.vision.VisionConfig`
+    overrides those that notebook 07 sets otherwise. Subclasses name their objectives in ``OBJECTIVES``, which
+    objectives attend causally in ``CAUSAL``, the fields that tell runs apart in ``RUN_KEYS``, and check their
+    own fields in :meth:`validate_task`.
+    """
+
+    OBJECTIVES: ClassVar[tuple[str, ...]] = ()
+    CAUSAL: ClassVar[Mapping[str, bool]] = {}
+    RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "seed")
+    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # the order of each run key's values in combined runs
+
+    objective: str = ""
+    seed: int = 0
+    steps: int = 600
+    batch_size: int = 64
+    lr: float = 0.002
+    warmup: int = 100
+    schedule: str = "linear"
+    weight_decay: float = 0.01
+    clip: float = 1.0
+    mask_rate: float = 0.15
+    log_every: int = 25
+    eval_every: int = 25
+    checkpoint_every: int = 300
+    d_model: int = 64
+    n_layers: int = 4
+    n_heads: int = 4
+    dropout: float = 0.0
+    norm: str = "pre"
+    device: str = "cpu"
+    amp: bool = False
+
+    def __post_init__(self):
+        one_of(self.objective, self.OBJECTIVES, "objective")
+        positive_integers(self, ("steps", "batch_size", "log_every", "eval_every", "checkpoint_every"))
+        positive_integers(self, ("d_model", "n_layers", "n_heads"))
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.eval_every % self.log_every:
+            raise ValueError(f"eval_every ({self.eval_every}) must be a multiple of log_every ({self.log_every})")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
+        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"lr must be a positive number, got {self.lr!r}")
+        one_of(self.schedule, SCHEDULES, "schedule")
+        if not isinstance(self.warmup, int) or self.warmup < 0 or self.clip <= 0 or self.weight_decay < 0:
+            raise ValueError("warmup (an integer) and weight_decay must be >= 0 and clip > 0")
+        if not 0.0 < self.mask_rate < 1.0:
+            raise ValueError(f"mask_rate must be in (0, 1), got {self.mask_rate!r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        one_of(self.norm, ("post", "pre"), "norm")
+        if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES:
+            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
+        if not isinstance(self.amp, bool):
+            raise ValueError(f"amp must be true or false, got {self.amp!r}")
+        self.validate_task()
+
+    def validate_task(self) -> None:
+        """The task's own checks (raise ValueError with one line)."""
+
+    @property
+    def causal(self) -> bool:
+        return self.CAUSAL[self.objective]
+
+    def transformer_config(self, **shape) -> TransformerConfig:
+        """The model's :class:`~attnstruct.training.model.TransformerConfig`: this run's width, depth, heads,
+        dropout and norm, with the task's ``vocab_size``, ``max_len`` (and ``ffn_mult``) in ``shape``."""
+        return TransformerConfig(
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            n_heads=self.n_heads,
+            dropout=self.dropout,
+            norm=self.norm,
+            **shape,
+        )
+
+    def run_name(self) -> str:
+        return "-".join(f"seed{self.seed}" if key == "seed" else str(getattr(self, key)) for key in self.RUN_KEYS)
+
+
+class Task(Protocol):
+    """What a task gives the loop (module docstring)."""
+
+    config: RunConfig
+    EVALUATIONS: ClassVar[Mapping[str, str]]
+
+    def prepare(self) -> None: ...
+    def build_model(self) -> nn.Module: ...
+    def batch(self, step: int) -> Any: ...
+    def loss(self, model: nn.Module, batch) -> tuple[torch.Tensor, int | torch.Tensor]: ...
+    def evaluate(self, model: nn.Module, device: torch.device) -> dict[str, float]: ...
+    def attrs(self) -> dict: ...
+
+
+def build_optimizer(config: RunConfig, model: nn.Module):
+    """AdamW (no weight decay on biases, LayerNorms and other 1-D parameters, as BERT) and the learning-rate
+    schedule: a linear warm-up over ``warmup`` steps, then ``constant``, ``linear`` decay to 0 at the last step
+    (Hugging Face's default), or ``cosine`` decay to 0 at the last step. A short run with ``constant`` sees the
+    rate of the first steps of a long run."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        (no_decay if parameter.ndim < 2 or "norm" in name else decay).append(parameter)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+    )
+
+    def factor(step: int) -> float:
+        if step < config.warmup:
+            return (step + 1) / config.warmup
+        if config.schedule == "constant":
+            return 1.0
+        if config.schedule == "linear":
+            return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup))
+        progress = (step - config.warmup) / max(1, config.steps - config.warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+class Objective(nn.Module):
+    """A model and its task's loss as one module: ``forward(batch) -> (total, count)``.
+
+    DistributedDataParallel wraps this once, so the task's loss may call any part of the model (e.g. a head
+    applied to the masked positions only) and the model itself is never unwrapped.
+    """
+
+    def __init__(self, task: Task, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.loss = task.loss
+
+    def forward(self, batch):
+        return self.loss(self.model, batch)
+
+
+def distributed() -> tuple[int, int]:
+    """(rank, world size) of an initialised process group, else (0, 1)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+@dataclass
+class Step:
+    """One optimiser step of a run (also what ``benchmarks/train_throughput.py`` times).
+
+    ``runner(batch) -> (total, count)`` is an :class:`Objective`, possibly inside DDP. The loss is
+    ``total / (count_global / world)``: the mean over the global batch's targets once DDP averages gradients.
+    """
+
+    runner: Callable
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    config: RunConfig
+    device: torch.device
+    world: int = 1
+
+    def __call__(self, batch, step: int) -> torch.Tensor:
+        torch.manual_seed(seeded_generator(self.config.seed, step, 1).initial_seed())  # dropout of this step
+        autocast = (
+            torch.autocast(self.device.type, dtype=torch.bfloat16)
+            if self.config.amp and self.device.type == "cuda"
+            else contextlib.nullcontext()
+        )
+        with autocast:
+            total, count = self.runner(batch)
+        if self.world > 1:
+            count = torch.as_tensor(count, device=total.device, dtype=torch.float64)
+            torch.distributed.all_reduce(count)
+            count = float(count) / self.world
+        loss = total / count
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        return loss.detach()
+
+
+def _record(task: Task, model, records: Records, step: int, train_loss: float, scheduler, device) -> None:
+    config = task.config
+    start = time.perf_counter()
+    records.step.append(step)
+    record_scores(model, records)
+    records.score_seconds += time.perf_counter() - start
+    records.train_loss.append(train_loss)
+    records.lr.append(float(scheduler.get_last_lr()[0]))
+    evaluate = step % config.eval_every == 0 or step == config.steps
+    records.add_evaluation(task.EVALUATIONS, task.evaluate(model, device) if evaluate else None)
+
+
+@contextlib.contextmanager
+def evaluation_mode(model: nn.Module):
+    """``model.eval()`` and no gradients inside, the previous mode restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
+
+
+def mean_loss(task: Task, model: nn.Module, batches, device) -> float:
+    """Mean loss per target over ``batches`` (summed in float64 over the batches), in evaluation mode."""
+    total, count = 0.0, 0
+    with evaluation_mode(model):
+        for batch in batches:
+            batch_total, batch_count = task.loss(model, batch.to(device))
+            total += float(batch_total)
+            count += int(batch_count)
+    return total / count
+
+
+def to_dataset(task: Task, records: Records, model: nn.Module, **attrs) -> xr.Dataset:
+    """One run's records as a dataset over ``step``, ``layer``, ``head`` (float64), with provenance attrs."""
+    config = task.config
+    ds = records.to_dataset(config.n_layers, config.n_heads, task.EVALUATIONS)
+    keys = {key: getattr(config, key) for key in config.RUN_KEYS}
+    ds.attrs.update(
+        results.provenance_attrs(
+            parameters=config.to_dict(),
+            scored_matrix=SCORED_MATRIX,
+            **keys,
+            n_params=count_parameters(model),
+            run_key=run_folder.run_key(config),
+            **task.attrs(),
+            **attrs,
+        )
+    )
+    return ds
+
+
+def _progress_bar(config: RunConfig, start: int, show: bool):
+    from ..report.progress import hidden
+
+    if hidden(show):
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=config.steps, initial=start, desc=config.run_name(), unit="step", file=sys.stderr)
+
+
+def train(
+    task: Task,
+    run_dir: str | os.PathLike | None = None,
+    *,
+    progress: bool = False,
+    callback: Callable[[int, nn.Module], None] | None = None,
+) -> xr.Dataset:
+    """Train one run of ``task`` and return its dataset.
+
+    With ``run_dir``: resume from ``run_dir/checkpoint.pt`` if present, save ``run_dir/run.nc`` atomically at
+    the end, and reuse a finished run made by the same code with the same parameters (a notice says so;
+    :func:`attnstruct.training.run_folder.finished_run`). ``callback(step, model)`` runs after every optimiser step
+    (tests use it to interrupt). Under ``torchrun`` only rank 0 writes files. The global RNG state is the same
+    after the call as before.
+    """
+    config = task.config
+    rank, world = distributed()
+    if config.batch_size % world:
+        raise ValueError(f"batch_size {config.batch_size} is not divisible by the {world} processes")
+    done = run_folder.finished_run(config, run_dir, log=print if rank == 0 else lambda _: None)
+    if done is not None:
+        return done
+    device = resolve_device(config.device)
+    task.prepare()
+    if run_dir is not None:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        return _train(task, run_dir, device, rank, world, progress, callback)
+
+
+def _train(task: Task, run_dir, device, rank: int, world: int, progress: bool, callback) -> xr.Dataset:
+    config = task.config
+    model = task.build_model().to(device)
+    optimizer, scheduler = build_optimizer(config, model)
+    start, records = run_folder.resume(run_dir, config, model, optimizer, scheduler)
+    runner = Objective(task, model)
+    if world > 1:
+        runner = nn.parallel.DistributedDataParallel(
+            runner, **({"device_ids": [device.index]} if device.type == "cuda" else {})
+        )
+    step_once = Step(runner, model, optimizer, scheduler, config, device, world)
+    if start == 0:
+        _record(task, model, records, 0, float("nan"), scheduler, device)
+    running_loss = torch.zeros((), device=device)
+    bar = _progress_bar(config, start, progress and rank == 0)
+    model.train()
+    for step in range(start + 1, config.steps + 1):
+        running_loss += step_once(task.batch(step).rows(rank, world).to(device), step)
+        if callback is not None:
+            callback(step, model)
+        if step % config.log_every == 0 or step == config.steps:
+            previous = records.step[-1]
+            train_loss = running_loss / (step - previous)
+            if world > 1:
+                torch.distributed.all_reduce(train_loss)
+                train_loss /= world
+            _record(task, model, records, step, float(train_loss), scheduler, device)
+            running_loss.zero_()
+            if bar is not None:
+                bar.set_postfix(loss=f"{float(train_loss):.3f}", sym=f"{np.median(records.symmetry_layer[-1]):+.2f}")
+            crossed = step // config.checkpoint_every > previous // config.checkpoint_every
+            if run_dir is not None and crossed and step < config.steps and rank == 0:
+                run_folder.save_checkpoint(run_dir, config, step, model, optimizer, scheduler, records)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    ds = to_dataset(task, records, model, processes=world, device=str(device))
+    if rank == 0 and run_dir is not None:
+        results.save_dataset(ds, Path(run_dir) / run_folder.RUN_FILE)
+        run_folder.remove_checkpoint(run_dir)
+    return ds

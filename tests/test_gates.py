@@ -1,0 +1,77 @@
+"""The two gates of the training notebooks' verdicts, on made-up runs: did the runs learn, can the design decide."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from attnstruct import stats
+from attnstruct.analyses import gates
+
+
+def runs(final_losses: dict, inits=None) -> xr.Dataset:
+    """Runs whose last validation loss is ``final_losses[objective][seed]`` (two evaluations, the first NaN)."""
+    objectives = list(final_losses)
+    values = np.array([[[np.nan, v] for v in final_losses[o]] for o in objectives])
+    dims, coords = ("objective", "seed", "step"), {"objective": objectives, "seed": range(values.shape[1])}
+    if inits is not None:
+        values, dims, coords = values[:, None], ("objective", "init", "seed", "step"), coords | {"init": inits}
+    return xr.Dataset({"val_loss": (dims, values)}, coords=coords | {"step": [0, 10]})
+
+
+def test_a_run_learned_when_its_loss_ends_below_the_unigram_entropy_by_its_margin():
+    targets = gates.loss_targets(runs({"mlm": [4.6, 4.8], "next-token": [3.9, 4.2]}), unigram_entropy=5.0)
+    assert gates.learned_by(targets, "objective") == {"mlm": False, "next-token": False}
+    assert gates.learned(targets, objective="mlm", seed=0) and gates.learned(targets, objective="next-token", seed=0)
+    assert not gates.learned(targets)
+
+
+def test_learned_is_false_when_no_run_matches():
+    targets = gates.loss_targets(runs({"mlm": [4.0]}), unigram_entropy=5.0)
+    assert gates.learned(targets, objective="mlm") and not gates.learned(targets, objective="next-token")
+
+
+def test_an_unknown_run_key_is_named():
+    targets = gates.loss_targets(runs({"mlm": [4.0]}), unigram_entropy=5.0)
+    with pytest.raises(ValueError, match="no key 'init'"):
+        gates.learned(targets, init="bert")
+
+
+def test_a_run_shared_by_two_datasets_is_counted_once():
+    baselines = runs({"mlm": [4.0, 4.0]}, inits=["bert"])
+    treated = runs({"mlm": [4.0, 4.0]}, inits=["symmetric"])
+    both = gates.loss_targets([baselines, treated, baselines], unigram_entropy=5.0)
+    assert len(both) == 4 and both.index.names == ["objective", "init", "seed"]
+
+
+def test_the_loss_target_sentence_names_the_runs_short_of_their_target():
+    targets = gates.loss_targets(runs({"mlm": [4.6, 4.8]}), unigram_entropy=5.0)
+    sentence = gates.describe_loss_targets(targets, 5.0)
+    assert "met in every run: no** (1 of 2 runs" in sentence
+    assert "`mlm` seed 1 ended 0.20 nats below it (0.3 below asked)" in sentence
+    assert stats.NOT_LEARNED in sentence and "seed 0 ended" not in sentence
+
+
+def test_a_run_above_the_unigram_entropy_is_said_to_end_above_it():
+    sentence = gates.describe_loss_targets(gates.loss_targets(runs({"mlm": [5.5]}), 5.0), 5.0)
+    assert "`mlm` seed 0 ended 0.50 nats above it" in sentence
+
+
+def test_the_loss_target_sentence_says_yes_when_every_run_learned():
+    sentence = gates.describe_loss_targets(gates.loss_targets(runs({"mlm": [4.0]}), 5.0), 5.0)
+    assert "met in every run: yes** (1 of 1 run;" in sentence and stats.NOT_LEARNED not in sentence
+
+
+def test_loss_targets_compare_each_run_with_the_unigram_entropy_and_its_objectives_margin():
+    ds = xr.Dataset(
+        {
+            "val_loss": (
+                ("objective", "seed", "step"),
+                [[[np.nan, 5.0, 4.6], [np.nan, 5.0, 4.8]], [[6.0, 4.5, 3.9], [6.0, 4.5, 4.2]]],
+            )
+        },
+        coords={"objective": ["mlm", "next-token"], "seed": [0, 1], "step": [0, 10, 20]},
+    )
+    table = gates.loss_targets(ds, unigram_entropy=5.0)
+    assert table.loc[("mlm", 0), "below_unigram"] == pytest.approx(0.4)
+    assert list(table["met"]) == [True, False, True, False]  # margins 0.3 (mlm) and 1.0 (next-token)
+    assert list(table["target"]) == [0.3, 0.3, 1.0, 1.0]
