@@ -55,7 +55,7 @@ def test_the_wheel_holds_every_module_and_the_package_data(installed):
     source, wheel, _, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     modules = {p.relative_to(source / "src").as_posix() for p in (source / "src" / "attnstruct").rglob("*.py")}
-    assert len(modules) > 30 and "attnstruct/extract/ctranslate2_format.py" in modules
+    assert len(modules) > 30 and "attnstruct/checkpoints/extract/ctranslate2_format.py" in modules
     assert modules <= names, sorted(modules - names)
     for name in ("paper_reported_pretrained.csv", "paper_training_dynamics.csv", "README.md"):
         assert f"attnstruct/reference/{name}" in names
