@@ -54,7 +54,7 @@ exercises: install ## the student notebooks (solutions removed by nbgrader) in b
 lab: install ## JupyterLab on the notebooks (the .py sources open as notebooks; the kernel has attnstruct)
 	$(BIN)/python -m attnstruct.teaching.lab $(ARGS)
 
-check: install ## the loop after every edit: every test that needs no fetched file, notebook, browser or network (under 2 min)
+check: install ## the loop after every edit: every test that needs no fetched file, notebook, browser or network (about 2 min)
 	$(PYTEST) -m "$(CHECK_TIERS)" $(ARGS)
 
 test: install ## the whole suite: fetches the checkpoints, installs Chromium if missing, executes every notebook once
