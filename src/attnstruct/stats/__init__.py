@@ -4,12 +4,16 @@
   enumeration is affordable;
 * :mod:`.nulls`: where a value sits among random layers of the same shape, and the nulls the verdicts read;
 * :mod:`.verdicts`: :func:`decide`, the rule that says *holds*, *does not hold* or *cannot tell at this scale*, and
-  the effects it judges.
+  the effects it judges;
+* :mod:`.plans`: a notebook's pre-registered claims (unit, statistic, test, null, primary or secondary) and Holm's
+  correction over its primary claims;
+* :mod:`.families`: the pretrained population with one unit per model family.
 
 The names a notebook or an analysis uses are importable from here: ``from attnstruct import stats;
 stats.paired_effect(...)``.
 """
 
+from .families import family_effect, family_values, model_family
 from .nulls import (
     SCORES,
     NullComparison,
@@ -17,7 +21,11 @@ from .nulls import (
     median_null,
     null_median_over_layers,
     null_of_the_mean,
+    paired_null,
+    peak_minus_final,
+    peak_null,
 )
+from .plans import Claim, Plan, holm
 from .resampling import (
     ALTERNATIVES,
     EXACT_SIGN_FLIP_N,
@@ -58,13 +66,19 @@ __all__ = [
     "EXACT_SPLITS",
     "SCORES",
     "VERDICTS",
+    "Claim",
     "Effect",
+    "Plan",
     "Interval",
     "NullComparison",
     "bootstrap_interval",
     "compare_with_null",
     "fewest_units",
     "decide",
+    "family_effect",
+    "family_values",
+    "holm",
+    "model_family",
     "describe_reach",
     "median_null",
     "null_median_over_layers",
@@ -72,6 +86,9 @@ __all__ = [
     "ordering",
     "overall",
     "paired_effect",
+    "paired_null",
+    "peak_minus_final",
+    "peak_null",
     "per_unit_and_layer",
     "sign_flip_test",
     "single_unit",

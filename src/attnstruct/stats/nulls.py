@@ -6,12 +6,17 @@
 * :func:`null_of_the_mean`: the null of a mean over ``n`` units, of one pool or of the difference of two. A verdict
   on a mean over ``n`` seeds is read against this, never against the null of one seed's value, which is about
   ``sqrt(n)`` times as wide.
+* :func:`paired_null`: the null of a mean paired difference when the two labels are exchangeable within a unit (runs
+  that share their initialisation).
+* :func:`peak_null`: the null of "peaks, then decays" (the mean of peak minus final value), from the same
+  trajectories with their time order taken away.
 * :func:`compare_with_null`: where a value sits in a null sample (percentile, ``z``, the 95% range).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,3 +147,57 @@ def null_of_the_mean(pool, n: int, *, minus=None, n_samples: int = 4000, seed: i
         b = finite_vector(minus, "minus")
         draws = draws - b[rng.integers(0, len(b), (int(n_samples), int(n)))]
     return draws.mean(1)
+
+
+def paired_null(differences, *, n_samples: int = 4000, seed: int = 0, exact: bool | None = None) -> np.ndarray:
+    """The null of the mean of ``differences`` ``[n]`` (treated minus baseline, paired by unit) when the two labels
+    are exchangeable within each unit: the mean of ``s_i d_i`` over the ``2**n`` sign patterns ``s`` (all of them,
+    each once, when ``exact`` or ``n <= 12``), else ``n_samples`` patterns from ``np.random.default_rng(seed)``.
+
+    This is the null of "do the two conditions differ?" for runs that share their initialisation (an encoder and a
+    decoder started from one seed's weights), for which the untrained difference is 0 by construction and the null
+    of two independent untrained draws (:func:`null_of_the_mean` with ``minus``) does not apply.
+    """
+    d = finite_vector(differences, "differences", min_n=1)
+    if exact is None:
+        exact = len(d) <= 12
+    if exact:
+        patterns = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    else:
+        if int(n_samples) != n_samples or n_samples < 2:
+            raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+        patterns = 2.0 * np.random.default_rng(seed).integers(0, 2, size=(int(n_samples), len(d))) - 1.0
+    return patterns @ d / len(d)
+
+
+def peak_minus_final(trajectories) -> np.ndarray:
+    """``max_t x[u, t] - x[u, -1]`` for each unit's trajectory, ``trajectories`` ``[n_units, n_steps]`` (finite,
+    ``n_steps >= 2``): how far the final value lies below the trajectory's peak (``>= 0`` by construction)."""
+    x = np.asarray(trajectories, dtype=float)
+    if x.ndim != 2 or x.shape[1] < 2 or x.shape[0] < 1 or not np.all(np.isfinite(x)):
+        raise ValueError(f"trajectories must be finite [n_units, n_steps >= 2], got shape {x.shape}")
+    return x.max(axis=1) - x[:, -1]
+
+
+def peak_null(trajectories, *, n_samples: int = 4000, seed: int = 0, exact: bool | None = None) -> np.ndarray:
+    """The null of the mean over units of :func:`peak_minus_final` when each trajectory's time order carries no
+    information (its steps exchangeable): ``[k]`` draws of ``mean_u (max_t x[u, t] - x[u, T_u])``.
+
+    Shuffling a trajectory leaves its peak where it was in value and makes the final value uniform over its ``n_steps``
+    values, so the null draws one final index ``T_u`` per unit: all ``n_steps ** n_units`` choices, each once, when
+    ``exact`` (default: when there are at most 100,000), else ``n_samples`` from ``np.random.default_rng(seed)``.
+    Peak minus final is ``>= 0`` whatever the dynamics, so "the score peaks and then decays" is read against this
+    null, never against 0.
+    """
+    peak_minus_final(trajectories)  # validates the shape and values
+    x = np.asarray(trajectories, dtype=float)
+    gaps, (n_units, n_steps) = x.max(axis=1, keepdims=True) - x, x.shape
+    if exact is None:
+        exact = n_steps**n_units <= 100_000
+    if exact:
+        picks = np.array(list(itertools.product(range(n_steps), repeat=n_units)))
+    else:
+        if int(n_samples) != n_samples or n_samples < 2:
+            raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+        picks = np.random.default_rng(seed).integers(0, n_steps, size=(int(n_samples), n_units))
+    return gaps[np.arange(n_units), picks].mean(axis=1)

@@ -71,6 +71,8 @@ class Effect:
     test: str = "sign-flip"
     smallest: float = 1.0  # the smallest p the test could reach with these units (1.0: no test)
     learned: bool = True  # whether the runs behind the numbers learned (rule 0 of decide)
+    p_opposite: float = math.nan  # the test in the opposite direction (rule 3 of decide); NaN: none
+    p_adjusted: float = math.nan  # the p-value after a plan's correction (attnstruct.stats.plans); NaN: none
 
     def sentence(self, digits: int = 2) -> str:
         """One line: estimate, interval, n, p, the null's 95% range (if any), verdict and reason."""
@@ -78,6 +80,8 @@ class Effect:
         if self.n == 1:
             return f"{self.claim}: {self.estimate:{f}} (n = 1 {self.unit}; {self.verdict}: {self.reason})"
         p = "p < 0.001" if self.p_value < 0.001 else f"p = {self.p_value:.3f}"
+        if np.isfinite(self.p_adjusted) and self.p_adjusted != self.p_value:
+            p += f", adjusted {self.p_adjusted:.3f}"
         null = "" if self.null is None else f"; null 95% range [{self.null.null_low:{f}}, {self.null.null_high:{f}}]"
         return (
             f"{self.claim}: {self.estimate:{f}} ({self.level:.0%} CI [{self.low:{f}}, {self.high:{f}}], "
@@ -184,6 +188,7 @@ def paired_effect(
         test="sign-flip",
         smallest=smallest_p(len(d), alt),
         learned=learned,
+        p_opposite=p_opp,
     )
 
 
@@ -274,6 +279,7 @@ def two_sample_effect(
         test="permutation",
         smallest=smallest,
         learned=learned,
+        p_opposite=p_opp,
     )
 
 
