@@ -43,14 +43,18 @@
 # * a bootstrap 95% interval of their mean over seeds: where the mean difference could lie, given the spread;
 # * a one-sided sign-flip test: if the objective made no difference, each per-seed difference would be as likely
 #   positive as negative, and flipping the signs at random shows how often a mean this large comes by chance;
-# * the null of notebook 02: the same mean difference between *untrained* layers of this shape, which says how
-#   far apart two unstructured models already lie by chance.
+# * the null of *that* question: for the encoder against the decoder of the same seeds, the mean difference when
+#   the two objectives' labels are swapped within seeds (the runs of a seed start from the same weights, so an
+#   untrained difference is zero); for the decoder against an untrained model, the mean over as many untrained
+#   layers of this shape (notebook 02's null); for a fall after a peak, the records after the peak in any order
+#   (peak minus final is never negative, so it cannot be read against zero).
 #
 # The one rule of `attnstruct.stats` reads them together: a claim *holds* when the interval lies on the predicted
 # side of 0, the test's p is below alpha and the estimate lies beyond the null's range; it *does not hold* when
 # all of that points the other way; otherwise the verdict is *cannot tell at this scale*. Two things come before
 # any of it, and are checked below: the runs must have learned their task, and there must be enough seeds for a
-# sign-flip test to reach a p below alpha at all.
+# sign-flip test to reach a p below alpha at all. Which claims are tested, and which of them count as primary, is
+# declared before any run (the analysis plan, next).
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -105,7 +109,7 @@ import xarray as xr
 from matplotlib.colors import CenteredNorm
 
 from attnstruct import notebooks, reference, results, stats
-from attnstruct.analyses import gates, training_dynamics
+from attnstruct.analyses import gates, plans, training_dynamics
 from attnstruct.report import plotting, prose
 from attnstruct.tasks import corpus as text_corpus
 from attnstruct.tasks import text
@@ -123,6 +127,27 @@ configs = [
 
 # %%
 prose.show(training_dynamics.describe_authors_runs())
+
+# %% [markdown]
+# ## The analysis plan, declared before the runs
+#
+# Testing several claims, each at the level alpha, gives one of them a fair chance of reading *holds* by luck alone.
+# So the claims form a declared family: the table lists each claim, the unit it is resampled over, the statistic
+# and how it is aggregated (over layers, steps and seeds), the test, and the null of its own question. The
+# **primary** claim is the paper's headline for this experiment; its p-value is corrected over the primary family
+# by Holm's method (multiply the smallest p by the number of primary claims, the next by one fewer, and so on),
+# which keeps the chance of any false *holds* among them below alpha. **Secondary** claims are reported
+# uncorrected, and their verdict lines say so.
+#
+# The last columns are arithmetic on the design alone: the smallest p a sign-flip test over this many seeds can
+# reach ($1/2^n$), before and after the correction. A claim whose corrected smallest p is not below alpha can
+# only read *cannot tell at this scale*, whatever the runs show. This is why there is one primary claim here: the
+# sentence above the table computes what declaring every claim primary would leave within reach.
+
+# %%
+plan = training_dynamics.PLAN
+prose.show(plan.describe({claim.name: stats.smallest_p(len(seeds)) for claim in plan.claims}))
+prose.show(prose.markdown_table(plans.plan_table(plan, len(seeds))))
 
 # %% [markdown]
 # ## The data: Shakespeare's plays, a BPE tokenizer trained here, a held-out split
@@ -285,8 +310,11 @@ _ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 #
 # Per run, the table gives the peak of the median symmetry over layers, the step of the peak, the final value and
 # the **decay** (peak minus final). The final gap between the objectives depends on both: how high each rose and
-# how much of it each lost. Whether symmetry fell from its peak is tested per objective over seeds, paired within
-# each run (its own peak against its own end), gated on that objective's runs having learned.
+# how much of it each lost. Peak minus final can never be negative, so it is described, not tested. What is
+# tested is whether symmetry falls after its peak: for each run, the records after the peak are compared pair by
+# pair (Kendall's tau against the step: the share of later records lower than earlier ones, minus the share
+# higher), and read against the same records in every order, which is what a run without a trend after its peak
+# would give. These are secondary claims of the plan, per objective over seeds, gated on its runs having learned.
 
 # %%
 transient = training_dynamics.transient(dataset)
@@ -302,9 +330,10 @@ transient.round(3)
 # The three claims of the paper about models trained from scratch, on the final state of every run: the
 # encoder ends more symmetric than the decoder; the decoder ends more column-dominant (lower directionality);
 # the decoder's directionality is below that of an untrained layer. The first two are paired differences over
-# seeds (encoder minus decoder of the same seed), read against the null of the same mean difference between
-# untrained models; the third compares the decoder's mean with the median of untrained layers, against the null of
-# that mean. A claim that rests on runs that did not learn is not judged.
+# seeds (encoder minus decoder of the same seed), read against the mean differences that swapping the two
+# objectives within seeds gives; the third compares the decoder's mean with the median of untrained layers, against
+# the null of that mean over as many untrained models. The first is the plan's primary claim, the other two are
+# secondary. A claim that rests on runs that did not learn is not judged.
 #
 # The table under the verdicts gives the paired encoder-minus-decoder difference of final symmetry per seed
 # (rows) and layer (columns), so one can see whether one layer or one seed carries the mean.

@@ -1,17 +1,20 @@
 """Every notebook runs through the pipeline; results are reproducible; sources and paired notebooks agree."""
 
 import json
+import re
 
 import jupytext
 import pytest
 import xarray as xr
 
 from attnstruct import notebooks, results
+from attnstruct.analyses import plans
 
 from conftest import ROOT
 from notebook_params import TEST_PARAMETERS
 
 NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]
+VERDICT_LINE = re.compile(r"; (?:holds|does not hold|cannot tell at this scale): ")  # as Effect.sentence writes it
 
 
 @pytest.mark.notebook
@@ -32,6 +35,26 @@ def test_notebook_runs_and_writes_results(name, executed_build):
     assert figures, "the notebook wrote no figure"
     for png in figures:
         assert png.with_suffix(".pdf").is_file()
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", sorted(plans.PLANS))
+def test_every_verdict_is_a_claim_of_the_plan_printed_before_the_results(name, executed_build):
+    """The dataset's verdicts are claims of the notebook's plan, decided under it (Holm for a primary claim, the label
+    of a secondary one), and the notebook shows the plan's table before its first verdict line."""
+    run, _ = executed_build(name)
+    plan = plans.plan_of(name)
+    verdicts = json.loads(results.load_dataset(executed_build.build_dir / "results" / f"{name}.nc").attrs["verdicts"])
+    assert verdicts and set(verdicts) <= {claim.name for claim in plan.claims}, sorted(verdicts)
+    for claim, row in verdicts.items():
+        role = plan.claim(claim).role
+        assert row["family"].startswith("primary, Holm over" if role == "primary" else "secondary, uncorrected"), row
+    cells = [c for c in notebooks.read_notebook(run.executed).cells if c.cell_type == "code"]
+    outputs = [json.dumps(c.get("outputs", [])) for c in cells]
+    table = next(i for i, c in enumerate(cells) if "markdown_table(" in c.source and "plan" in c.source.lower())
+    first_verdict = next(i for i, shown in enumerate(outputs) if VERDICT_LINE.search(shown))
+    assert table < first_verdict
+    assert all(claim.name in outputs[table] for claim in plan.claims)
 
 
 @pytest.mark.notebook

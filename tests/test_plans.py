@@ -71,7 +71,8 @@ def test_a_large_effect_holds_alone_but_not_among_three_claims_at_five_seeds():
     (alone,) = _plan(1).decide([large])
     assert alone.verdict == stats.HOLDS and alone.p_adjusted == pytest.approx(1 / 32)
     (among,) = _plan(3).decide([large])
-    assert among.verdict == stats.CANNOT_TELL and "Holm over 3" in among.reason and "0.0938" in among.reason
+    assert among.verdict == stats.CANNOT_TELL and among.family == "primary, Holm over 3 claims"
+    assert "0.0938" in among.reason and "primary, Holm over 3 claims)" in among.sentence()
     assert among.p_value == pytest.approx(1 / 32) and among.p_adjusted == pytest.approx(3 / 32)
 
 
@@ -88,7 +89,8 @@ def test_at_seven_seeds_a_large_effect_holds_no_effect_cannot_tell_and_the_flip_
 def test_a_secondary_claim_is_not_corrected_and_says_so():
     plan = _plan(3, secondary=1)
     (secondary,) = plan.decide([_effect("extra 0", 5, 2.0)])
-    assert secondary.verdict == stats.HOLDS and secondary.reason.endswith("(secondary, uncorrected)")
+    assert secondary.verdict == stats.HOLDS and secondary.family == "secondary, uncorrected"
+    assert secondary.reason == _effect("extra 0", 5, 2.0).reason and "uncorrected)" in secondary.sentence()
     assert secondary.p_adjusted == secondary.p_value
     assert plan.table().loc["extra 0", "correction"] == "none (secondary)"
 
@@ -111,7 +113,7 @@ def test_runs_that_did_not_learn_stay_without_a_verdict_under_a_plan():
     rng = np.random.default_rng(3)
     effect = stats.paired_effect(rng.normal(2, 0.1, 7), rng.normal(0, 0.1, 7), claim="claim 0", learned=False)
     (decided,) = _plan(1).decide([effect])
-    assert decided.verdict == stats.CANNOT_TELL and decided.reason.startswith(stats.NOT_LEARNED)
+    assert decided.verdict == stats.CANNOT_TELL and decided.reason == stats.NOT_LEARNED
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4])
@@ -119,3 +121,14 @@ def test_holm_never_rejects_more_than_bonferroni_allows_per_step(m):
     for p in itertools.product([0.001, 0.01, 0.02, 0.04, 0.3], repeat=m):
         adjusted = stats.holm(p)
         assert np.all(adjusted >= np.array(p)) and min(adjusted) == pytest.approx(min(1, m * min(p)))
+
+
+def test_the_plan_says_what_its_design_can_reach():
+    plan = _plan(1, secondary=2)
+    at_five = plan.describe({name: stats.smallest_p(5) for name in ("claim 0", "extra 0", "extra 1")})
+    assert at_five.startswith("1 primary claim, corrected by Holm's method, and 2 secondary claims")
+    assert "can reach is 0.0312, below alpha = 0.05" in at_five and "it would be 0.0938" in at_five
+    at_four = _plan(3).describe({f"claim {i}": stats.smallest_p(4) for i in range(3)})
+    assert "0.188, not below alpha = 0.05" in at_four and "*cannot tell at this scale*" in at_four
+    with pytest.raises(KeyError, match="missing"):
+        plan.describe({"extra 0": 0.1})

@@ -16,3 +16,16 @@ def test_numbers_spans_lists_and_counts():
     assert prose.span([]) == "none"
     assert prose.listing([0.21, 0.12, 0.13]) == "+0.21, +0.12 and +0.13" and prose.listing([0.2]) == "+0.20"
     assert prose.count(1, "seed") == "1 seed" and prose.count(3, "seed") == "3 seeds"
+
+
+def test_a_markdown_table_shows_every_cell_in_full():
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {"text": ["a | b", "x" * 80], "p": [0.031249, float("nan")], "reachable": [True, False]},
+        index=pd.Index(["first", "second"], name="claim"),
+    )
+    lines = prose.markdown_table(frame).splitlines()
+    assert lines[0] == "| claim | text | p | reachable |" and lines[1] == "| --- | --- | --- | --- |"
+    assert lines[2] == "| first | a \\| b | 0.0312 | yes |"
+    assert lines[3] == f"| second | {'x' * 80} |  | no |" and len(lines) == 4

@@ -1,5 +1,6 @@
-"""The null of each question: paired runs (labels exchangeable within a seed), "peaks then decays" (time order
-taken away), and the pretrained population by family; each against brute force and on known answers."""
+"""The null of each question: paired runs (labels exchangeable within a seed), "falls after its peak" (the records
+after the peak in any order), and the pretrained population by family; each against brute force and on known
+answers."""
 
 import itertools
 
@@ -36,44 +37,61 @@ def test_a_large_paired_difference_lies_beyond_its_null_and_none_does_not():
     assert 2.5 < stats.compare_with_null(none.mean(), stats.paired_null(none)).percentile < 97.5
 
 
-def test_the_peak_null_is_every_time_order_of_the_trajectories():
-    x = np.random.default_rng(5).normal(size=(2, 4))
+def _kendall_fall(values) -> float:
+    """Minus Kendall's tau of ``values`` against their position, by its definition: over every pair i < j."""
+    pairs = list(itertools.combinations(range(len(values)), 2))
+    return -sum(np.sign(values[j] - values[i]) for i, j in pairs) / len(pairs) if pairs else 0.0
+
+
+def test_the_decay_trend_is_minus_kendalls_tau_after_the_peak():
+    x = np.random.default_rng(5).normal(size=(4, 7))
+    for row, trend in zip(x, stats.decay_trend(x)):
+        after = row[int(np.argmax(row)) + 1 :]
+        assert trend == pytest.approx(_kendall_fall(after))
+    assert list(stats.decay_trend([[0, 3, 2, 1], [0, 1, 2, 3], [0, 3, 1, 2]])) == pytest.approx([1, 0, -1])
+    peaks_last = [[0.0, 1.0, 2.0], [0.0, 3.0, 1.0]]  # no record, then one record, after the peak
+    assert list(stats.decay_trend(peaks_last)) == [0, 0] and list(stats.decay_null(peaks_last)) == [0]
+
+
+def test_the_decay_null_is_every_order_of_the_records_after_each_peak():
+    x = np.array([[0.0, 2.0, 1.5, 0.2, 0.9, 1.1], [0.1, 0.3, 1.0, 0.4, 0.8, 0.6]])
+    tails = [row[int(np.argmax(row)) + 1 :] for row in x]
     brute = [
-        stats.peak_minus_final(np.stack([x[0, list(a)], x[1, list(b)]])).mean()
-        for a in itertools.permutations(range(4))
-        for b in itertools.permutations(range(4))
+        np.mean([_kendall_fall(np.array(a)), _kendall_fall(np.array(b))])
+        for a in itertools.permutations(tails[0])
+        for b in itertools.permutations(tails[1])
     ]
-    null = stats.peak_null(x)
-    assert len(null) == 4**2
-    # each choice of final steps arises from (4 - 1)! orders of each trajectory
-    assert np.allclose(np.sort(np.repeat(null, 6**2)), np.sort(brute))
+    null = stats.decay_null(x)
+    assert len(null) == 24 * 6 and np.allclose(np.sort(null), np.sort(brute))
 
 
-def test_the_peak_null_by_monte_carlo_agrees_with_the_exact_one():
-    x = np.random.default_rng(6).normal(size=(3, 10))
-    exact, drawn = stats.peak_null(x), stats.peak_null(x, exact=False, n_samples=20_000, seed=1)
-    assert len(exact) == 1000 and len(drawn) == 20_000
-    assert drawn.mean() == pytest.approx(exact.mean(), abs=0.02)
+def test_the_decay_null_by_monte_carlo_agrees_with_the_exact_one():
+    x = np.random.default_rng(6).normal(size=(2, 7))
+    x[:, 0] = 5.0  # the peak first: six records after it, 720 orders each
+    exact, drawn = stats.decay_null(x, exact=True), stats.decay_null(x, exact=False, n_samples=20_000, seed=1)
+    assert len(exact) == 720**2 and len(drawn) == 20_000
+    assert np.quantile(drawn, [0.025, 0.975]) == pytest.approx(np.quantile(exact, [0.025, 0.975]), abs=0.03)
 
 
-def test_a_rise_and_decay_beats_the_peak_null_and_a_steady_rise_does_not():
-    steps = np.linspace(0, 1, 20)
+def test_a_fall_that_levels_off_beats_the_decay_null_and_a_rise_that_stays_does_not():
+    steps = np.linspace(0, 1, 25)
     rng = np.random.default_rng(7)
-    decay = np.stack([np.sin(np.pi * steps * 0.9) + rng.normal(0, 0.02, 20) for _ in range(5)])
-    rise = np.stack([steps + rng.normal(0, 0.02, 20) for _ in range(5)])
-    for trajectories, expect_beyond in ((decay, True), (rise, False)):
-        observed = stats.peak_minus_final(trajectories).mean()
-        null = stats.peak_null(trajectories, n_samples=4000)
-        comparison = stats.compare_with_null(observed, null)
+    shape = np.where(steps < 0.1, 6 * steps, 0.6 * np.exp(-8 * (steps - 0.1)) + 0.12)
+    falls = shape + rng.normal(0, 0.005, (5, 25))
+    stays = np.minimum(steps, 0.3) + rng.normal(0, 0.005, (5, 25))
+    for trajectories, expect_beyond in ((falls, True), (stays, False)):
+        comparison = stats.compare_with_null(stats.decay_trend(trajectories).mean(), stats.decay_null(trajectories))
         assert bool(comparison.percentile > 97.5) is expect_beyond, comparison
-    assert stats.peak_minus_final(rise).mean() >= 0
+    assert (stats.peak_minus_final(stays) >= 0).all()
 
 
-def test_peak_minus_final_refuses_a_trajectory_of_one_step():
+def test_the_trajectory_nulls_refuse_a_trajectory_of_one_step():
     with pytest.raises(ValueError, match="trajectories"):
         stats.peak_minus_final([[1.0]])
     with pytest.raises(ValueError, match="trajectories"):
-        stats.peak_null([1.0, 2.0])
+        stats.decay_null([1.0, 2.0])
+    with pytest.raises(ValueError, match="trajectories"):
+        stats.decay_trend([[np.nan, 1.0]])
 
 
 @pytest.mark.parametrize(
@@ -89,6 +107,9 @@ def test_peak_minus_final_refuses_a_trajectory_of_one_step():
         ("google/t5-small", "T5", "t5"),
         ("x/roberta-large", "xlm-roberta", "xlmroberta"),
         ("openai/whisper-base", float("nan"), "whisper"),
+        ("meta-llama/Meta-Llama-3-8B", None, "llama"),
+        ("openai-community/openai-gpt", None, "gpt"),
+        ("x/meta", None, "meta"),
     ],
 )
 def test_the_family_of_a_model(model_id, model_type, family):
@@ -129,7 +150,7 @@ def test_the_family_effect_counts_families_not_checkpoints():
 
 def test_no_effect_stays_inside_the_peak_and_family_nulls():
     noise = np.random.default_rng(8).normal(size=(5, 20))
-    comparison = stats.compare_with_null(stats.peak_minus_final(noise).mean(), stats.peak_null(noise))
+    comparison = stats.compare_with_null(stats.decay_trend(noise).mean(), stats.decay_null(noise))
     assert 2.5 < comparison.percentile < 97.5
     rng = np.random.default_rng(9)
     same = pd.DataFrame({"family": [f"f{i}" for i in range(12)], "role": ["encoder", "decoder"] * 6})

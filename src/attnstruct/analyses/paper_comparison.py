@@ -164,19 +164,20 @@ def describe_reach(summary: pd.DataFrame, alpha: float = ALPHA) -> str:
     )
 
 
-def describe_role_effect(summary: pd.DataFrame, score: str = "symmetry") -> str:
-    """:func:`role_effect`'s sentence (estimate, interval, p and the verdict of the one rule) and
-    :func:`describe_reach`."""
-    effect = role_effect(summary, score)
+def describe_role_effect(summary: pd.DataFrame, score: str = "symmetry", effect: stats.Effect | None = None) -> str:
+    """:func:`role_effect`'s sentence (estimate, interval, p and the verdict of the one rule; ``effect`` when given,
+    the same effect decided under a notebook's plan) and :func:`describe_reach`."""
+    effect = role_effect(summary, score) if effect is None else effect
     if effect is None:
         return describe_reach(summary)
     return f"As a test over stacks, {effect.sentence()}. {describe_reach(summary)}"
 
 
-def describe_roles(summary: pd.DataFrame) -> str:
+def describe_roles(summary: pd.DataFrame, effect: stats.Effect | None = None) -> str:
     """Notebook 03's comparison of its self-attention stacks: each role's stacks (names, median over stacks and
     range of their median symmetries), the share of (encoder, decoder) pairs in which the encoder is the more
-    symmetric (:func:`ordering_probability`, a description), then :func:`describe_role_effect`."""
+    symmetric (:func:`ordering_probability`, a description), then :func:`describe_role_effect` (of ``effect`` when
+    given)."""
     own = summary[summary["stack"].isin(("encoder", "decoder"))]
     groups = group_medians(own).set_index("stack")
     if not groups.loc["encoder", "n"] or not groups.loc["decoder", "n"]:
@@ -191,7 +192,7 @@ def describe_roles(summary: pd.DataFrame) -> str:
         f"over stacks; range {spans['encoder']}) and the {count['decoder']} ({names['decoder']}) {median['decoder']} "
         f"(range {spans['decoder']}); an encoder stack is the more symmetric in "
         f"{prose.percent(ordering_probability(own, 'symmetry'))} of the {pairs} (encoder, decoder) pairs. "
-        + describe_role_effect(own)
+        + describe_role_effect(own, effect=effect)
     )
 
 

@@ -262,11 +262,12 @@ SCORED_MATRIX = (
 
 
 def results_dataset(
-    ds: xr.Dataset, table: pd.DataFrame, *, parameters: Mapping, checkpoints: pd.DataFrame
+    ds: xr.Dataset, table: pd.DataFrame, *, parameters: Mapping, checkpoints: pd.DataFrame, effects=()
 ) -> xr.Dataset:
     """Notebook 03's dataset: the scores ``ds`` (:func:`score_models`) with :data:`NULL_VARIABLES` over ``(model,
     stack)`` from ``table`` (:func:`null_comparison` joined to :func:`stack_table`; NaN for a stack a model lacks)
-    and provenance attrs (``parameters``, the scored matrix, the null, the checkpoints' paths)."""
+    and provenance attrs (``parameters``, the scored matrix, the null, the checkpoints' paths, and under
+    ``verdicts`` the table of ``effects``, JSON, ``"{}"`` for none)."""
     nulls = table.set_index(["model", "stack"])[list(NULL_VARIABLES)].astype(float).to_xarray()
     where = {"model": ds.model.values, "stack": ds["stack"].values}
     out = ds.assign({k: nulls[k].reindex(where) for k in NULL_VARIABLES})
@@ -279,5 +280,6 @@ def results_dataset(
         ),
         title="03 pretrained models: scores per model, stack, layer and head",
         checkpoints="; ".join(f"{row.model}: {row.path}" for row in checkpoints.itertuples()),
+        verdicts=stats.verdict_table(effects).to_json(orient="index") if len(effects) else "{}",
     )
     return out

@@ -6,7 +6,8 @@ statistics, since the seed is the independent unit (:mod:`attnstruct.stats`). La
 median, as the paper does for a model. The null of a score is that of an untrained layer of the same shape:
 ``sum_h W_q[h]^T W_k[h]`` with Gaussian factors, ``n_heads`` heads of width ``d_model / n_heads``, the median over
 ``n_layers`` such layers (:func:`attnstruct.stats.nulls.null_median_over_layers`). Every verdict is gated on the
-runs it rests on having learned (``learned``, :mod:`attnstruct.analyses.gates`).
+runs it rests on having learned (``learned``, :mod:`attnstruct.analyses.gates`), and decided under the notebook's
+declared plan (:data:`attnstruct.analyses.plans.TRAINING_DYNAMICS`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .. import reference, results, stats
 from ..report import prose
 from ..tasks import text
 from . import gates
+from .plans import TRAINING_DYNAMICS as PLAN
 
 SCORES = ("symmetry", "directionality")
 ENCODER, DECODER = "mlm", "next-token"
@@ -195,36 +197,6 @@ def _per_seed(values: xr.DataArray) -> np.ndarray:
     return np.asarray(values.transpose("seed").values, dtype=float)
 
 
-def difference_effect(
-    treated: xr.DataArray,
-    baseline: xr.DataArray,
-    *,
-    claim: str,
-    score: str,
-    shape: Shape,
-    predicted_sign: int = +1,
-    n_draws: int = 400,
-    seed: int = 0,
-    learned: bool = True,
-) -> stats.Effect:
-    """``treated - baseline`` per seed (both ``[seed]``, paired by seed) against the null of the same mean
-    difference over as many seeds between pairs of untrained models of ``shape`` (independent draws);
-    ``learned``: did the runs of both learn (else the verdict is *cannot tell*, the runs did not learn)."""
-    treated, baseline = _per_seed(treated), _per_seed(baseline.sel(seed=treated.seed))
-    null = stats.null_of_the_mean(
-        shape.null(score, n_draws, seed), len(treated), minus=shape.null(score, n_draws, seed + 1), seed=seed
-    )
-    return stats.paired_effect(
-        treated,
-        baseline,
-        claim=claim,
-        predicted_sign=predicted_sign,
-        null_samples=null,
-        seed=seed,
-        learned=learned,
-    )
-
-
 def against_null_effect(
     values: xr.DataArray,
     *,
@@ -262,32 +234,37 @@ def objective_effects(
     seed: int = 0,
     learned: Mapping[str, bool] | None = None,
 ) -> list[stats.Effect]:
-    """The paper's three claims about encoders and decoders trained from scratch, at the end of training:
+    """The paper's three claims about encoders and decoders trained from scratch, at the end of training, decided
+    under :data:`PLAN` (the first primary, the others secondary):
 
     1. the encoder ends more symmetric than the decoder (encoder minus decoder median symmetry > 0);
     2. the decoder ends more column-dominant (encoder minus decoder median directionality > 0);
     3. the decoder's directionality is negative beyond an untrained layer's (decoder minus null median < 0).
 
-    ``learned``: ``{objective: did every run of it learn}`` (:func:`attnstruct.analyses.gates.learned_by`; None:
-    all did). Claims 1 and 2 rest on both objectives' runs, claim 3 on the decoder's.
+    The encoder and the decoder of one seed start from the same weights, so 1 and 2 are paired, and their null
+    swaps the two objectives within a seed (:func:`attnstruct.stats.paired_null`). ``learned``: ``{objective: did
+    every run of it learn}`` (:func:`attnstruct.analyses.gates.learned_by`; None: all did). Claims 1 and 2 rest on
+    both objectives' runs, claim 3 on the decoder's.
     """
     for name in (encoder, decoder):
         if name not in ds.objective.values:
             raise ValueError(f"objective {name!r} is not in the runs ({list(map(str, ds.objective.values))})")
     ok = {encoder: True, decoder: True} if learned is None else {o: bool(learned[o]) for o in (encoder, decoder)}
-    gaps = [
-        difference_effect(
-            final_median(ds, score).sel(objective=encoder),
-            final_median(ds, score).sel(objective=decoder),
-            score=score,
-            shape=shape,
-            claim=f"encoder minus decoder, final median {score}",
-            n_draws=n_draws,
-            seed=seed,
-            learned=ok[encoder] and ok[decoder],
+    gaps = []
+    for score in SCORES:
+        final = final_median(ds, score)
+        treated = final.sel(objective=encoder)
+        treated, baseline = _per_seed(treated), _per_seed(final.sel(objective=decoder).sel(seed=treated.seed))
+        gaps.append(
+            stats.paired_effect(
+                treated,
+                baseline,
+                claim=f"encoder minus decoder, final median {score}",
+                null_samples=stats.paired_null(treated - baseline, seed=seed),
+                seed=seed,
+                learned=ok[encoder] and ok[decoder],
+            )
         )
-        for score in SCORES
-    ]
     decoder_direction = against_null_effect(
         final_median(ds, "directionality").sel(objective=decoder),
         score="directionality",
@@ -298,7 +275,7 @@ def objective_effects(
         seed=seed,
         learned=ok[decoder],
     )
-    return [*gaps, decoder_direction]
+    return PLAN.decide([*gaps, decoder_direction])
 
 
 def paper_claims(
@@ -311,26 +288,35 @@ def paper_claims(
 def decay_effects(
     ds: xr.Dataset, objectives=None, seed: int = 0, learned: Mapping[str, bool] | None = None
 ) -> list[stats.Effect]:
-    """Per objective: did the median symmetry fall from its peak by the end (peak minus final > 0)? Gated on
-    ``learned[objective]`` (None: every objective learned)."""
-    table = transient(ds).reset_index()
+    """Per objective: does the median symmetry fall after its peak? Each seed's downward trend after the peak
+    (:func:`attnstruct.stats.decay_trend`) is read against the median of its null, the same records in any order
+    (:func:`attnstruct.stats.decay_null`), and the mean excess against that null of the mean; secondary claims of
+    :data:`PLAN`, gated on ``learned[objective]`` (None: every objective learned)."""
+    median = ds["symmetry"].median("layer")
     effects = []
     for objective in objectives or [str(o) for o in ds.objective.values]:
-        rows = table[table["objective"] == objective].sort_values("seed")
+        runs = median.sel(objective=objective).sortby("seed").transpose("seed", "step").dropna("step", how="any")
+        trajectories = np.asarray(runs.values, dtype=float)
+        null = stats.decay_null(trajectories, seed=seed)
+        centre = float(np.median(null))
         effects.append(
             stats.paired_effect(
-                rows["peak"].to_numpy(),
-                rows["final"].to_numpy(),
+                stats.decay_trend(trajectories),
+                np.full(len(trajectories), centre),
                 seed=seed,
-                claim=f"{objective}: peak minus final median symmetry",
+                claim=f"{objective}: median symmetry falls after its peak",
+                null_samples=null - centre
+                if len(null) > 1
+                else None,  # one draw: no run has two records after its peak
                 learned=True if learned is None else bool(learned[objective]),
             )
         )
-    return effects
+    return PLAN.decide(effects)
 
 
 SYMMETRY_WORDS = {
-    stats.HOLDS: "the encoder ends more symmetric than the decoder, beyond what untrained layers of this shape show",
+    stats.HOLDS: "the encoder ends more symmetric than the decoder, beyond what swapping the objectives within a seed "
+    "gives",
     stats.DOES_NOT_HOLD: "the decoder ends more symmetric than the encoder",
     stats.CANNOT_TELL: "these runs cannot tell whether the encoder ends more symmetric",
 }
@@ -346,7 +332,7 @@ def describe_claims(claims: Sequence[stats.Effect], shape: Shape, directionality
     null_text = (
         ""
         if gap.null is None
-        else f" Untrained pairs of this shape give differences in [{prose.signed(gap.null.null_low)}, "
+        else f" Swapping the objectives within seeds gives mean differences in [{prose.signed(gap.null.null_low)}, "
         f"{prose.signed(gap.null.null_high)}] (95%)."
     )
     interval = (

@@ -48,14 +48,16 @@ far from both. A prediction rests on the runs of its two objectives, every seed:
 ``learned=False`` unless all of them learned.
 
 :data:`PREDICTIONS` lists the comparisons the theory makes, each tested on the per-seed values (paired by seed) with
-:func:`attnstruct.stats.verdicts.paired_effect` against the null of random matrices of the same width, head count and
-layer count (:func:`attnstruct.stats.nulls.null_median_over_layers`); :data:`NOT_PREDICTED` the ones it leaves open.
+:func:`attnstruct.stats.verdicts.paired_effect` against the objectives swapped within seeds
+(:func:`attnstruct.stats.paired_null`), and decided under the notebook's declared :data:`PLAN`; each run is described
+against random matrices of the same width, head count and layer count
+(:func:`attnstruct.stats.nulls.null_median_over_layers`). :data:`NOT_PREDICTED` lists the ones the theory leaves open.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -122,6 +124,23 @@ PREDICTIONS = (
         "early tokens' keys enter many terms under the causal mask: column dominance",
     ),
 )
+PRIMARY = PREDICTIONS[0].claim  # the paper's contrast: bidirectional against causal training of one model
+
+
+def _claim(p: Prediction) -> stats.Claim:
+    return stats.Claim(
+        p.claim,
+        "seed",
+        f"{p.score} ({PLACES[p.place]}) at the end of training, {p.treated} minus {p.baseline} of one seed, mean over "
+        "seeds",
+        "sign-flip over seeds, paired (the objectives of a seed start from the same trunk), and beyond the null's "
+        "95% range",
+        "the two objectives' labels exchangeable within a seed (stats.paired_null)",
+        role="primary" if p.claim == PRIMARY else "secondary",
+    )
+
+
+PLAN = stats.Plan("07_vision", tuple(_claim(p) for p in PREDICTIONS))
 NOT_PREDICTED = (
     "classify against masked or next-patch (median over layers): one query in the last layer, a symmetric drive of "
     "unknown strength below it",
@@ -311,14 +330,15 @@ def compare_objectives(
     """Test ``predictions`` on :func:`final_summary`'s table.
 
     Each prediction: :func:`attnstruct.stats.verdicts.paired_effect` of the treated objective's per-seed values minus
-    the baseline's (paired by seed, predicted sign as given), against :func:`attnstruct.stats.null_of_the_mean` of two
-    independent null pools (:func:`null_pools` with ``seed`` and ``seed + 1``), with ``learned=False`` unless both
-    objectives' runs learned (``learned``: objective -> bool, :func:`learned_objectives`; ``None`` takes every run as
-    learned). Overall: :func:`attnstruct.stats.overall` of the effects ("cannot tell at this scale" when none could
-    be tested: an objective missing, or fewer than 2 seeds).
+    the baseline's (paired by seed, predicted sign as given). The objectives of a seed start from the same trunk, so
+    the null swaps the two objectives within seeds (:func:`attnstruct.stats.paired_null`); ``learned=False`` unless
+    both objectives' runs learned (``learned``: objective -> bool, :func:`learned_objectives`; ``None`` takes every
+    run as learned). The effects are decided under :data:`PLAN` (:data:`PRIMARY` primary, the others secondary).
+    Overall: :func:`attnstruct.stats.overall` of the effects ("cannot tell at this scale" when none could be tested:
+    an objective missing, or fewer than 2 seeds). The null pools of random layers (:func:`null_pools`) describe each
+    run in :func:`null_table`.
     """
     pools = null_pools(d_model, n_heads, n_layers, n_draws=n_draws, seed=seed)
-    others = null_pools(d_model, n_heads, n_layers, n_draws=n_draws, seed=seed + 1)
     present = set(summary.objective)
     if learned is not None and not present <= set(learned):
         raise ValueError(f"learned must say whether each objective learned; missing {sorted(present - set(learned))}")
@@ -335,8 +355,7 @@ def compare_objectives(
         if len(treated) < 2:
             untested.append(f"{p.claim}: {prose.count(len(treated), 'seed')}, at least 2 are needed for an interval")
             continue
-        key = (p.score, p.place)
-        null = stats.null_of_the_mean(pools[key], len(treated), minus=others[key], seed=seed + k)
+        null = stats.paired_null(treated.to_numpy() - baseline.to_numpy(), seed=seed + k)
         effects.append(
             stats.paired_effect(
                 treated.to_numpy(),
@@ -350,6 +369,7 @@ def compare_objectives(
             )
         )
     n_seeds = int(summary.groupby("objective").seed.nunique().min()) if len(summary) else 0
+    effects = replace(PLAN, alpha=alpha).decide(effects) if effects else effects
     return Comparison(stats.overall(effects), effects, null_table(summary, pools), untested, n_seeds, alpha, learned)
 
 

@@ -50,6 +50,23 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 
+def markdown_table(frame, digits: int = 3) -> str:
+    """``frame`` (a ``pandas.DataFrame``) as a Markdown table with its index as the first column, every cell in full
+    (a float to ``digits`` significant digits, NaN as an empty cell, a boolean as yes or no, ``|`` escaped)."""
+
+    def cell(value) -> str:
+        if isinstance(value, (bool, np.bool_)):
+            return "yes" if value else "no"
+        if isinstance(value, float):
+            return "" if value != value else f"{value:.{digits}g}"
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    header = [str(frame.index.name or ""), *map(str, frame.columns)]
+    rows = [[cell(index), *map(cell, row)] for index, row in zip(frame.index, frame.itertuples(index=False))]
+    lines = [header, ["---"] * len(header), *rows]
+    return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+
+
 def show(text: str) -> None:
     """Display ``text`` as Markdown in a notebook (plain print elsewhere)."""
     try:

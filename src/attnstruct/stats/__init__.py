@@ -18,12 +18,13 @@ from .nulls import (
     SCORES,
     NullComparison,
     compare_with_null,
+    decay_null,
+    decay_trend,
     median_null,
     null_median_over_layers,
     null_of_the_mean,
     paired_null,
     peak_minus_final,
-    peak_null,
 )
 from .plans import Claim, Plan, holm
 from .resampling import (
@@ -87,8 +88,9 @@ __all__ = [
     "overall",
     "paired_effect",
     "paired_null",
+    "decay_null",
+    "decay_trend",
     "peak_minus_final",
-    "peak_null",
     "per_unit_and_layer",
     "sign_flip_test",
     "single_unit",

@@ -19,11 +19,13 @@ import pandas as pd
 from .verdicts import Effect, two_sample_effect
 
 _SEPARATORS = re.compile(r"[-_\s]+")
+VENDOR_WORDS = frozenset({"meta", "openai", "google", "microsoft", "facebook", "hf"})  # a name's prefix, not a family
 
 
 def model_family(model_id: str, model_type: str | None = None) -> str:
     """The family of a checkpoint: its ``model_type`` (lower case, ``-`` and ``_`` dropped) when given, else the
-    first word of its hub name (after the last ``/``, lower case, split at ``-``, ``_`` or spaces).
+    first word of its hub name (after the last ``/``, lower case, split at ``-``, ``_`` or spaces) that is not a
+    vendor's prefix (:data:`VENDOR_WORDS`: ``Meta-Llama-3-8B`` is a ``llama``, ``openai-gpt`` a ``gpt``).
 
     ``model_family("facebook/musicgen-stereo-small")`` is ``"musicgen"``; ``model_family("openai/whisper-tiny")`` is
     ``"whisper"``; ``model_family("cross-encoder/ms-marco-MiniLM-L-6-v2", "bert")`` is ``"bert"``.
@@ -31,7 +33,8 @@ def model_family(model_id: str, model_type: str | None = None) -> str:
     if model_type is not None and str(model_type).strip() and str(model_type).lower() != "nan":
         return _SEPARATORS.sub("", str(model_type).strip().lower())
     name = str(model_id).strip().rstrip("/").rsplit("/", 1)[-1].lower()
-    first = next((word for word in _SEPARATORS.split(name) if word), "")
+    words = [word for word in _SEPARATORS.split(name) if word]
+    first = next((word for word in words if word not in VENDOR_WORDS), words[0] if words else "")
     if not first:
         raise ValueError(f"cannot tell the family of model {model_id!r}")
     return first

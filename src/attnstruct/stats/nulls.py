@@ -8,8 +8,8 @@
   ``sqrt(n)`` times as wide.
 * :func:`paired_null`: the null of a mean paired difference when the two labels are exchangeable within a unit (runs
   that share their initialisation).
-* :func:`peak_null`: the null of "peaks, then decays" (the mean of peak minus final value), from the same
-  trajectories with their time order taken away.
+* :func:`decay_null`: the null of "peaks, then decays" (:func:`decay_trend`, the downward trend of the records after
+  the peak): those records in any order.
 * :func:`compare_with_null`: where a value sits in a null sample (percentile, ``z``, the 95% range).
 """
 
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,25 +180,53 @@ def peak_minus_final(trajectories) -> np.ndarray:
     return x.max(axis=1) - x[:, -1]
 
 
-def peak_null(trajectories, *, n_samples: int = 4000, seed: int = 0, exact: bool | None = None) -> np.ndarray:
-    """The null of the mean over units of :func:`peak_minus_final` when each trajectory's time order carries no
-    information (its steps exchangeable): ``[k]`` draws of ``mean_u (max_t x[u, t] - x[u, T_u])``.
+def _after_peak(row: np.ndarray) -> np.ndarray:
+    return row[int(np.argmax(row)) + 1 :]
 
-    Shuffling a trajectory leaves its peak where it was in value and makes the final value uniform over its ``n_steps``
-    values, so the null draws one final index ``T_u`` per unit: all ``n_steps ** n_units`` choices, each once, when
-    ``exact`` (default: when there are at most 100,000), else ``n_samples`` from ``np.random.default_rng(seed)``.
-    Peak minus final is ``>= 0`` whatever the dynamics, so "the score peaks and then decays" is read against this
-    null, never against 0.
+
+def _falling(orders: np.ndarray) -> np.ndarray:
+    """Minus Kendall's tau of each row of ``orders`` ``[k, m]`` against its position: the share of later-lower pairs
+    minus the share of later-higher ones, in [-1, 1] (0 for ``m < 2``)."""
+    m = orders.shape[1]
+    if m < 2:
+        return np.zeros(len(orders))
+    i, j = np.triu_indices(m, 1)
+    return -np.sign(orders[:, j] - orders[:, i]).sum(1) / len(i)
+
+
+def decay_trend(trajectories) -> np.ndarray:
+    """How steadily each trajectory fell after its peak: minus Kendall's tau of its records after the peak step
+    against time, ``trajectories`` ``[n_units, n_steps]`` (finite, ``n_steps >= 2``), each in [-1, 1].
+
+    +1 when every later record lies below every earlier one, 0 without a trend, and 0 when fewer than two records
+    follow the peak. Unlike peak minus final, which is ``>= 0`` whatever the dynamics, it has a null to be read
+    against (:func:`decay_null`), and a fall that levels off still reads as a fall.
     """
     peak_minus_final(trajectories)  # validates the shape and values
-    x = np.asarray(trajectories, dtype=float)
-    gaps, (n_units, n_steps) = x.max(axis=1, keepdims=True) - x, x.shape
+    return np.array([_falling(_after_peak(row)[None, :])[0] for row in np.asarray(trajectories, dtype=float)])
+
+
+def decay_null(trajectories, *, n_samples: int = 4000, seed: int = 0, exact: bool | None = None) -> np.ndarray:
+    """The null of the mean over units of :func:`decay_trend` when nothing changes after the peak: ``[k]`` draws.
+
+    Null hypothesis: after its peak, each trajectory has no trend, so its records after the peak step are
+    exchangeable; given where the peak is and which values follow it, every order of them is equally likely (the
+    conditional permutation distribution). All combinations of orders, each once, when ``exact`` (default: when
+    there are at most 100,000), else ``n_samples`` draws of one random order per unit from
+    ``np.random.default_rng(seed)``.
+    """
+    peak_minus_final(trajectories)  # validates the shape and values
+    tails = [_after_peak(row) for row in np.asarray(trajectories, dtype=float)]
     if exact is None:
-        exact = n_steps**n_units <= 100_000
+        exact = float(np.prod([math.factorial(len(tail)) for tail in tails], dtype=float)) <= 100_000
     if exact:
-        picks = np.array(list(itertools.product(range(n_steps), repeat=n_units)))
-    else:
-        if int(n_samples) != n_samples or n_samples < 2:
-            raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
-        picks = np.random.default_rng(seed).integers(0, n_steps, size=(int(n_samples), n_units))
-    return gaps[np.arange(n_units), picks].mean(axis=1)
+        per_unit = [
+            _falling(np.array(list(itertools.permutations(tail)))) if len(tail) > 1 else np.zeros(1) for tail in tails
+        ]
+        picks = np.array(list(itertools.product(*(range(len(v)) for v in per_unit))))
+        return np.stack([v[picks[:, u]] for u, v in enumerate(per_unit)], axis=1).mean(axis=1)
+    if int(n_samples) != n_samples or n_samples < 2:
+        raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+    rng = np.random.default_rng(seed)
+    draws = [_falling(rng.permuted(np.tile(tail, (int(n_samples), 1)), axis=1)) for tail in tails]
+    return np.stack(draws, axis=1).mean(axis=1)

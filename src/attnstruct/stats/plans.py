@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from ..report.prose import count
 from .resampling import Interval, _check
 from .verdicts import Effect, decide
 
@@ -121,15 +122,44 @@ class Plan:
             rows.append(row | {"smallest p": low, "after correction": after, "reachable": bool(after < self.alpha)})
         return pd.DataFrame(rows).set_index("claim")
 
+    def describe(self, smallest: Mapping[str, float]) -> str:
+        """What the design can reach, in words: how many claims are primary (corrected) and secondary (not); whether
+        the primary claims' smallest attainable p after the correction (``smallest``: claim -> the design's own,
+        every primary claim named) lies below alpha; and what it would be were every claim primary."""
+        primary = self.primary
+        missing = sorted(c.name for c in primary if c.name not in smallest)
+        if missing:
+            raise KeyError(f"smallest must give every primary claim of the plan of {self.notebook}; missing {missing}")
+        n_secondary = len(self.claims) - len(primary)
+        head = (
+            f"{count(len(primary), 'primary claim')}, corrected by Holm's method, and "
+            f"{count(n_secondary, 'secondary claim')}, reported uncorrected."
+        )
+        if not primary:
+            return head
+        after = min(self.smallest_after_correction(c.name, smallest[c.name]) for c in primary)
+        reach = (
+            f"below alpha = {self.alpha:g}: a verdict can be reached"
+            if after < self.alpha
+            else f"not below alpha = {self.alpha:g}: whatever the runs show, the primary claims read *cannot tell "
+            "at this scale*"
+        )
+        every = min(1.0, len(self.claims) * min(float(smallest.get(c.name, 1.0)) for c in self.claims))
+        return (
+            f"{head} After the correction the smallest p a primary claim can reach is {after:.3g}, {reach}. "
+            f"With all {len(self.claims)} claims primary it would be {every:.3g}."
+        )
+
     def decide(self, effects: Sequence[Effect]) -> list[Effect]:
         """The verdicts of ``effects`` under the plan, in their order.
 
         Every effect must name a declared claim, once (``KeyError`` / ``ValueError`` otherwise). The primary effects'
         p-values are Holm-adjusted together (their ``p_opposite`` too, as a family of their own), and so is the
         smallest p each could reach (:meth:`smallest_after_correction`); each is then decided again by
-        :func:`~attnstruct.stats.verdicts.decide` with those values, keeping its interval, null and ``learned``, and
-        its reason says so. A secondary effect keeps its p and verdict, its reason marked *secondary, uncorrected*.
-        An effect of one unit (no test) is kept as it is. The returned effects carry ``p_adjusted``.
+        :func:`~attnstruct.stats.verdicts.decide` with those values, keeping its interval, null and ``learned``. A
+        secondary effect keeps its p and verdict. Each returned effect carries ``p_adjusted`` and its ``family``
+        (*primary, Holm over m claims* or *secondary, uncorrected*), which its sentence prints; an effect of one unit
+        (no test) keeps its verdict.
         """
         effects = list(effects)
         names = [e.claim for e in effects]
@@ -145,7 +175,7 @@ class Plan:
         opposite = [effects[i].p_opposite for i in tested]
         has_opposite = all(np.isfinite(opposite))
         adjusted_opposite = holm(opposite + pad)[: len(tested)] if has_opposite else [None] * len(tested)
-        out = list(effects)
+        out, family = list(effects), f"primary, Holm over {count(m, 'claim')}"
         for i, p, p_opp in zip(tested, adjusted, adjusted_opposite):
             e = effects[i]
             smallest = self.smallest_after_correction(e.claim, e.smallest)
@@ -160,8 +190,10 @@ class Plan:
                 smallest=smallest,
                 learned=e.learned,
             )
-            out[i] = replace(e, verdict=verdict, reason=f"{reason} (Holm over {m} primary claims)", p_adjusted=float(p))
+            out[i] = replace(e, verdict=verdict, reason=reason, p_adjusted=float(p), family=family)
         for i, e in enumerate(effects):
             if self.claim(e.claim).role == "secondary":
-                out[i] = replace(e, reason=f"{e.reason} (secondary, uncorrected)", p_adjusted=e.p_value)
+                out[i] = replace(e, p_adjusted=e.p_value, family="secondary, uncorrected")
+            elif i not in tested:
+                out[i] = replace(e, family=family)
         return out

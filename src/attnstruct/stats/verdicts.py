@@ -54,7 +54,8 @@ NOT_LEARNED = "the runs did not learn"
 @dataclass(frozen=True)
 class Effect:
     """One claim's evidence: interval over ``n`` units, ``test``'s p-value and the smallest p it could reach, null
-    comparison, whether the runs learned, verdict and reason."""
+    comparison, whether the runs learned, verdict and reason; under a plan (:mod:`attnstruct.stats.plans`), the
+    corrected p-value and the claim's family."""
 
     claim: str
     unit: str
@@ -73,19 +74,22 @@ class Effect:
     learned: bool = True  # whether the runs behind the numbers learned (rule 0 of decide)
     p_opposite: float = math.nan  # the test in the opposite direction (rule 3 of decide); NaN: none
     p_adjusted: float = math.nan  # the p-value after a plan's correction (attnstruct.stats.plans); NaN: none
+    family: str = ""  # the claim's place in its plan: "primary, Holm over m claims" or "secondary, uncorrected"
 
     def sentence(self, digits: int = 2) -> str:
         """One line: estimate, interval, n, p, the null's 95% range (if any), verdict and reason."""
         f = f"+.{digits}f"
+        family = f"; {self.family}" if self.family else ""
+        plural = self.unit[:-1] + "ies" if self.unit.endswith("y") else None
         if self.n == 1:
-            return f"{self.claim}: {self.estimate:{f}} (n = 1 {self.unit}; {self.verdict}: {self.reason})"
+            return f"{self.claim}: {self.estimate:{f}} (n = 1 {self.unit}; {self.verdict}: {self.reason}{family})"
         p = "p < 0.001" if self.p_value < 0.001 else f"p = {self.p_value:.3f}"
         if np.isfinite(self.p_adjusted) and self.p_adjusted != self.p_value:
             p += f", adjusted {self.p_adjusted:.3f}"
         null = "" if self.null is None else f"; null 95% range [{self.null.null_low:{f}}, {self.null.null_high:{f}}]"
         return (
             f"{self.claim}: {self.estimate:{f}} ({self.level:.0%} CI [{self.low:{f}}, {self.high:{f}}], "
-            f"n = {self.n} {self.unit}s, {self.test} {p}{null}; {self.verdict}: {self.reason})"
+            f"n = {count(self.n, self.unit, plural)}, {self.test} {p}{null}; {self.verdict}: {self.reason}{family})"
         )
 
     def as_dict(self) -> dict:

@@ -1,0 +1,88 @@
+"""Each notebook's pre-registered analysis: its claims, declared before any result (:class:`attnstruct.stats.Plan`).
+
+A notebook prints its plan's table (:func:`plan_table`) before its results, and every verdict it prints passes
+through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the plan does not declare.
+:data:`PLANS` says where each notebook's plan is: written here as data (05), or built by its analysis module from the
+predictions it tests (03: :data:`attnstruct.analyses.pretrained_ordering.PLAN`; 07:
+:data:`attnstruct.analyses.vision_objectives.PLAN`).
+
+With ``n`` seeds a sign-flip test cannot go below ``p = 2**-n``, and Holm over ``m`` primary claims multiplies that
+by ``m``: at the quick profile's 5 seeds (``1/32``) only one primary claim per notebook is reachable, so each notebook
+declares its headline claim primary and reports the others as secondary, uncorrected and labelled so.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import pandas as pd
+
+from .. import stats
+
+_SEED_PAIRED = "sign-flip over seeds, paired (both runs of a seed start from the same weights)"
+_SWAPPED = "the two objectives' labels exchangeable within a seed (stats.paired_null)"
+
+
+def _decay(objective: str) -> stats.Claim:
+    return stats.Claim(
+        f"{objective}: median symmetry falls after its peak",
+        "seed",
+        "minus Kendall's tau of the median symmetry over layers against the step, over the records after the "
+        "run's peak, mean over seeds",
+        "sign-flip over seeds, and beyond the null's 95% range",
+        "the records after each run's peak in any order (stats.decay_null)",
+        role="secondary",
+    )
+
+
+TRAINING_DYNAMICS = stats.Plan(
+    "05_training_dynamics",
+    (
+        stats.Claim(
+            "encoder minus decoder, final median symmetry",
+            "seed",
+            "median over layers of the final symmetry, encoder minus decoder of one seed, mean over seeds",
+            _SEED_PAIRED,
+            _SWAPPED,
+        ),
+        stats.Claim(
+            "encoder minus decoder, final median directionality",
+            "seed",
+            "median over layers of the final directionality, encoder minus decoder of one seed, mean over seeds",
+            _SEED_PAIRED,
+            _SWAPPED,
+            role="secondary",
+        ),
+        stats.Claim(
+            "decoder final median directionality minus an untrained layer's",
+            "seed",
+            "median over layers of the decoder's final directionality minus an untrained layer's median, mean over "
+            "seeds",
+            "sign-flip over seeds, and beyond the null's 95% range",
+            "the mean over as many untrained models of this shape (stats.null_of_the_mean)",
+            role="secondary",
+        ),
+        _decay("mlm"),
+        _decay("next-token"),
+    ),
+)
+
+PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's name there
+    "03_pretrained_models": ("pretrained_ordering", "PLAN"),
+    "05_training_dynamics": ("plans", "TRAINING_DYNAMICS"),
+    "07_vision": ("vision_objectives", "PLAN"),
+}
+
+
+def plan_of(notebook: str) -> stats.Plan:
+    """The plan of ``notebook`` (its file name without ``.py``); ``KeyError`` naming the notebooks with one."""
+    if notebook not in PLANS:
+        raise KeyError(f"notebook {notebook!r} has no analysis plan; these do: {sorted(PLANS)}")
+    module, name = PLANS[notebook]
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
+
+def plan_table(plan: stats.Plan, n_seeds: int) -> pd.DataFrame:
+    """``plan``'s table (:meth:`attnstruct.stats.Plan.table`) with the smallest p a one-sided sign-flip test of
+    ``n_seeds`` seeds can reach, before and after the correction, for every claim."""
+    return plan.table({claim.name: stats.smallest_p(n_seeds) for claim in plan.claims})
