@@ -73,7 +73,7 @@ import numpy as np
 import torch
 
 from attnstruct import gradient, notebooks, results, stats
-from attnstruct.analyses import gradient_toy_runs, gradient_toys
+from attnstruct.analyses import gradient_toy_runs, gradient_toys, plans
 from attnstruct.report import plotting, prose
 from attnstruct.scores import symmetry_score
 from attnstruct.tasks import toy_tasks
@@ -85,6 +85,19 @@ parameters = notebooks.notebook_parameters("04_gradient_structure", globals())  
 if n_seeds < 1 or steps < every or seq_len % 2 or n_sequences < 1 or n_null < 2:
     raise ValueError("need n_seeds >= 1, steps >= every, an even seq_len, n_sequences >= 1 and n_null >= 2")
 OBJECTIVES = {"bidirectional": plotting.ENCODER_COLOR, "causal": plotting.DECODER_COLOR}
+
+# %% [markdown]
+# **The analysis plan, declared before any run.** Section 3 compares the two objectives on two tasks, with $W_{qk}$
+# trained as one matrix or as the product of two, in both scores, and section 4 compares a proxy of the argument;
+# that is many claims, and testing each at the level alpha would let some read *holds* by luck. They are declared
+# here as one family. The **primary** claim is the argument's own prediction on the task built for it: on the copy
+# task, with $W_{qk}$ trained as one matrix, masked LM ends more symmetric than next-token prediction. Every other
+# claim is **secondary**, reported uncorrected and labelled so. The table gives each claim's unit, statistic, test
+# and null, and the smallest p the paired test can reach with `n_seeds` seeds, before and after Holm's correction.
+
+# %%
+prose.show(gradient_toys.PLAN.describe({c.name: stats.smallest_p(n_seeds) for c in gradient_toys.PLAN.claims}))
+prose.show(prose.markdown_table(plans.plan_table(gradient_toys.PLAN, n_seeds)))
 
 # %% [markdown]
 # **The null: what a matrix without structure scores.** Both scores of this project, symmetry and
@@ -477,7 +490,8 @@ prose.show(gradient_toys.describe_proxy(training, proxies, effects))
 # `attnstruct.analyses.gradient_toys`.
 
 # %%
-dataset = gradient_toy_runs.dataset(parameters, [nulls, roles, accumulated, training])
+verdicts = [*effects.values(), *proxies.values()]  # every verdict of this notebook, decided under its plan
+dataset = gradient_toy_runs.dataset(parameters, [nulls, roles, accumulated, training], effects=verdicts)
 results.save_dataset(dataset, results_dir / "04_gradient_structure.nc")
 dataset
 

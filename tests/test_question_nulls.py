@@ -157,3 +157,12 @@ def test_no_effect_stays_inside_the_peak_and_family_nulls():
     same["symmetry"] = rng.normal(0.3, 0.1, 12)
     effect = stats.family_effect(same, "symmetry", treated="encoder", control="decoder", claim="x")
     assert effect.n == 6 and effect.verdict == stats.CANNOT_TELL
+
+
+def test_a_design_of_two_families_cannot_reach_a_verdict_and_says_so_in_families():
+    two = pd.DataFrame({"family": ["a", "b", "c", "d"], "role": ["encoder"] * 2 + ["decoder"] * 2})
+    effect = stats.family_effect(
+        two.assign(symmetry=[0.5, 0.6, 0.1, 0.0]), "symmetry", treated="encoder", control="decoder", claim="x"
+    )
+    assert effect.verdict == stats.CANNOT_TELL and "with 2 families the smallest attainable p is 0.167" in effect.reason
+    assert "n = 2 families" in effect.sentence()

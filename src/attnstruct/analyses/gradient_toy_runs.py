@@ -214,10 +214,11 @@ def training_runs(parameters: Mapping) -> xr.Dataset:
     return ds.assign(sgd | {"target_entropy": (("task", "objective"), entropy)})
 
 
-def dataset(parameters: Mapping, parts: Sequence[xr.Dataset]) -> xr.Dataset:
+def dataset(parameters: Mapping, parts: Sequence[xr.Dataset], effects: Sequence = ()) -> xr.Dataset:
     """The notebook's dataset: the ``parts`` (:func:`score_nulls`, :func:`pair_roles`,
     :func:`accumulated_at_initialisation`, :func:`training_runs`) merged, with the provenance attrs of
-    :func:`attnstruct.results.provenance_attrs` (``parameters`` recorded)."""
+    :func:`attnstruct.results.provenance_attrs` (``parameters`` recorded, and under ``verdicts`` the table of
+    ``effects``, JSON, ``"{}"`` for none)."""
     merged = xr.merge(parts, join="exact", combine_attrs="drop")
     merged.attrs = results.provenance_attrs(
         parameters=parameters,
@@ -232,5 +233,6 @@ def dataset(parameters: Mapping, parts: Sequence[xr.Dataset]) -> xr.Dataset:
         title="04 gradient structure: toy updates and training, bidirectional versus causal, copy and Markov tasks",
         markov_seed=toy_tasks.MARKOV_SEED,
         markov_concentration=toy_tasks.MARKOV_CONCENTRATION,
+        verdicts=stats.verdict_table(effects).to_json(orient="index") if len(effects) else "{}",
     )
     return merged

@@ -43,6 +43,48 @@ COMPARISONS = {"symmetry": ("bidirectional", "causal", +1), "directionality": ("
 OBJECTIVE_NAMES = {"bidirectional": "masked LM", "causal": "next-token prediction"}
 
 
+def objective_claim(task: str, parameterisation: str, score: str) -> str:
+    treated, baseline, _ = COMPARISONS[score]
+    return f"{task} task, {parameterisation}: final {score}, {treated} minus {baseline}"
+
+
+def proxy_claim(task: str) -> str:
+    return f"{task} task, median symmetry of summed beta, bidirectional minus causal"
+
+
+PRIMARY = objective_claim("copy", "W_qk", "symmetry")  # the paper's argument, on the task built for it
+_PAIRED = "sign-flip over seeds, paired (the two objectives' runs of a seed), and beyond the null's 95% range"
+PLAN = stats.Plan(
+    "04_gradient_structure",
+    tuple(
+        stats.Claim(
+            objective_claim(task, parameterisation, score),
+            "seed",
+            f"the final {score} of W_qk, {COMPARISONS[score][0]} minus {COMPARISONS[score][1]} of one seed, mean over "
+            "seeds",
+            _PAIRED,
+            "the mean difference between as many pairs of random matrices of this width (null_of_the_difference)",
+            role="primary" if objective_claim(task, parameterisation, score) == PRIMARY else "secondary",
+        )
+        for task in toy_tasks.TASKS
+        for parameterisation in toy_tasks.PARAMETERISATIONS.values()
+        for score in SCORES
+    )
+    + tuple(
+        stats.Claim(
+            proxy_claim(task),
+            "seed",
+            "the symmetry of the summed coefficients beta, median over the recorded steps, bidirectional minus "
+            "causal of one seed, mean over seeds",
+            "sign-flip over seeds",
+            "none beyond the test (a random matrix has no coefficients)",
+            role="secondary",
+        )
+        for task in toy_tasks.TASKS
+    ),
+)
+
+
 def learning_table(training: xr.Dataset, margin: float = LEARNING_MARGIN) -> pd.DataFrame:
     """One row per run: ``loss`` (``held_out_loss``: the final model's loss on fresh sequences), ``yardstick``
     (``target_entropy`` of its task and objective), ``below`` (yardstick minus loss) and ``met`` (``below >=
@@ -102,13 +144,13 @@ def objective_effects(
                 effects[str(task), str(parameterisation), score] = stats.paired_effect(
                     pick[score].sel(objective=treated).values,
                     pick[score].sel(objective=baseline).values,
-                    claim=f"{task} task, {parameterisation}: final {score}, {treated} minus {baseline}",
+                    claim=objective_claim(str(task), str(parameterisation), score),
                     predicted_sign=sign,
                     null_samples=null[score],
                     seed=seed,
                     learned=learned,
                 )
-    return effects
+    return dict(zip(effects, PLAN.decide(list(effects.values()))))
 
 
 def proxy_effects(training: xr.Dataset, *, seed: int, margin: float = LEARNING_MARGIN) -> dict[str, stats.Effect]:
@@ -117,16 +159,17 @@ def proxy_effects(training: xr.Dataset, *, seed: int, margin: float = LEARNING_M
     null (a random matrix has no coefficients); gated on :func:`runs_learned` of the task's ``W_qk`` runs."""
     table = learning_table(training, margin)
     per_seed = training.beta_symmetry.sel(parameterisation="W_qk").median("step")
-    return {
+    effects = {
         str(task): stats.paired_effect(
             per_seed.sel(task=task, objective="bidirectional").values,
             per_seed.sel(task=task, objective="causal").values,
-            claim=f"{task} task, median symmetry of summed beta, bidirectional minus causal",
+            claim=proxy_claim(str(task)),
             seed=seed,
             learned=runs_learned(table, task=task, parameterisation="W_qk"),
         )
         for task in training.task.values
     }
+    return dict(zip(effects, PLAN.decide(list(effects.values()))))
 
 
 def null_position(value: float, pool) -> str:

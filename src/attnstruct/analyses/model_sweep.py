@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 import xarray as xr
 
-from .. import results
+from .. import results, stats
 from ..checkpoints import sweep
 from ..checkpoints.sweep import SweepResult
 from ..report import prose
@@ -71,11 +71,15 @@ def with_caveat_groups(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(caveat_group=[caveat_group(c) for c in table["caveats"]])
 
 
-def results_dataset(ds: xr.Dataset, *, parameters: Mapping, failures: int) -> xr.Dataset:
+def results_dataset(ds: xr.Dataset, *, parameters: Mapping, failures: int, effects=()) -> xr.Dataset:
     """Notebook 08's dataset: the sweep's scores ``ds`` with provenance attrs (``parameters``, the scored matrix as
-    the sweep recorded it, the number of models that failed)."""
+    the sweep recorded it, the number of models that failed, and under ``verdicts`` the table of ``effects``, JSON,
+    ``"{}"`` for none)."""
     out = ds.copy()
     out.attrs = results.provenance_attrs(
-        parameters=dict(parameters), scored_matrix=ds.attrs["scored_matrix"], failures=failures
+        parameters=dict(parameters),
+        scored_matrix=ds.attrs["scored_matrix"],
+        failures=failures,
+        verdicts=stats.verdict_table(effects).to_json(orient="index") if len(effects) else "{}",
     )
     return out

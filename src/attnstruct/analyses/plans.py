@@ -2,13 +2,14 @@
 
 A notebook prints its plan's table (:func:`plan_table`) before its results, and every verdict it prints passes
 through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the plan does not declare.
-:data:`PLANS` says where each notebook's plan is: written here as data (05), or built by its analysis module from the
-predictions it tests (03: :data:`attnstruct.analyses.pretrained_ordering.PLAN`; 07:
-:data:`attnstruct.analyses.vision_objectives.PLAN`).
+:data:`PLANS` says where each notebook's plan is: written here as data (05's), or built by the notebook's analysis
+module from the claims it tests (03 and 08: :mod:`attnstruct.analyses.pretrained_ordering`, 04:
+:data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.vision_objectives.PLAN`). Notebook 06
+declares none.
 
 With ``n`` seeds a sign-flip test cannot go below ``p = 2**-n``, and Holm over ``m`` primary claims multiplies that
-by ``m``: at the quick profile's 5 seeds (``1/32``) only one primary claim per notebook is reachable, so each notebook
-declares its headline claim primary and reports the others as secondary, uncorrected and labelled so.
+by ``m``: with 5 seeds (``1/32``) only one primary claim is reachable, so each notebook declares its headline claim
+primary and reports the others as secondary, uncorrected and labelled so.
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ TRAINING_DYNAMICS = stats.Plan(
 
 PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's name there
     "03_pretrained_models": ("pretrained_ordering", "PLAN"),
+    "04_gradient_structure": ("gradient_toys", "PLAN"),
     "05_training_dynamics": ("plans", "TRAINING_DYNAMICS"),
     "07_vision": ("vision_objectives", "PLAN"),
+    "08_model_sweep": ("pretrained_ordering", "SWEEP_PLAN"),
 }
 
 

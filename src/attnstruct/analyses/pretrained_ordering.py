@@ -1,10 +1,12 @@
-"""Notebook 03's verdicts: are encoders more symmetric than decoders, counted by model family, under a declared plan.
+"""Notebooks 03 and 08: are encoders more symmetric than decoders, counted by model family, under a declared plan.
 
 Pretrained checkpoints come in families (sizes of one recipe, fine-tunes of one base), so the authors' list of
 language models is tested with one unit per model family (:func:`attnstruct.stats.family_effect`, families from the
 hub id, :func:`attnstruct.stats.model_family`), the rows whose extraction the reference table flags left out
 (:func:`family_rows`). This is the plan's primary claim; the same test on directionality and the test over this
-run's own stacks (:func:`attnstruct.analyses.paper_comparison.role_effect`) are secondary (:data:`PLAN`).
+run's own stacks (:func:`attnstruct.analyses.paper_comparison.role_effect`) are secondary (:data:`PLAN`). Notebook
+08 asks the same of the models it swept (:data:`SWEEP_PLAN`, :func:`sweep_effects`), each model's family from its
+``model_type``.
 """
 
 from __future__ import annotations
@@ -19,32 +21,40 @@ FAMILY_CLAIM = "encoder minus decoder model families, median {score} (the author
 STACK_CLAIM = "encoder minus decoder stacks, median symmetry over layers"  # paper_comparison.role_effect's claim
 
 
-def _family_claim(score: str, role: str) -> stats.Claim:
+SWEEP_CLAIM = "encoder minus decoder model families, median {score} (the models swept)"
+
+
+def _family_claim(score: str, role: str, claim: str = FAMILY_CLAIM.format(score="{score}", group="language")):
     return stats.Claim(
-        FAMILY_CLAIM.format(score=score, group="language"),
+        claim.format(score=score),
         "family",
-        f"each reported model's median {score} over layers; the median over a family's models of one role; mean of "
-        "the encoder families minus mean of the decoder families",
+        f"each model's median {score} over layers; the median over a family's models of one role; mean of the "
+        "encoder families minus mean of the decoder families",
         "two-sample permutation test over families",
         "the role labels exchangeable among families",
         role=role,
     )
 
 
+_STACKS = stats.Claim(
+    STACK_CLAIM,
+    "stack",
+    "median symmetry over layers of each self-attention stack scored here; mean of the encoder stacks minus mean of "
+    "the decoder stacks",
+    "two-sample permutation test over stacks",
+    "the role labels exchangeable among stacks",
+    role="secondary",
+)
 PLAN = stats.Plan(
     "03_pretrained_models",
+    (_family_claim("symmetry", "primary"), _family_claim("directionality", "secondary"), _STACKS),
+)
+SWEEP_PLAN = stats.Plan(
+    "08_model_sweep",
     (
-        _family_claim("symmetry", "primary"),
-        _family_claim("directionality", "secondary"),
-        stats.Claim(
-            STACK_CLAIM,
-            "stack",
-            "median symmetry over layers of each self-attention stack scored here; mean of the encoder stacks minus "
-            "mean of the decoder stacks",
-            "two-sample permutation test over stacks",
-            "the role labels exchangeable among stacks",
-            role="secondary",
-        ),
+        _family_claim("symmetry", "primary", SWEEP_CLAIM),
+        _family_claim("directionality", "secondary", SWEEP_CLAIM),
+        _STACKS,
     ),
 )
 
@@ -75,11 +85,55 @@ def family_effects(reference: pd.DataFrame, group: str = "language", seed: int =
     return PLAN.decide(effects)
 
 
-def stack_effect(summary: pd.DataFrame) -> stats.Effect | None:
-    """:func:`attnstruct.analyses.paper_comparison.role_effect` of this run's stacks, decided under :data:`PLAN`;
-    None without a stack of each role."""
+def stack_effect(summary: pd.DataFrame, plan: stats.Plan = PLAN) -> stats.Effect | None:
+    """:func:`attnstruct.analyses.paper_comparison.role_effect` of this run's stacks, decided under ``plan``; None
+    without a stack of each role."""
     effect = paper_comparison.role_effect(summary, "symmetry")
-    return None if effect is None else PLAN.decide([effect])[0]
+    return None if effect is None else plan.decide([effect])[0]
+
+
+def sweep_rows(summary: pd.DataFrame, model_types) -> pd.DataFrame:
+    """The encoder and decoder self-attention stacks of ``summary`` (:func:`attnstruct.analyses.pretrained.summary`),
+    with ``role`` their stack and ``model_family`` the family of each model (``model_types``: model -> its
+    ``model_type``, :func:`attnstruct.stats.model_family`)."""
+    rows = summary[summary["stack"].isin(("encoder", "decoder"))]
+    families = [stats.model_family(m, dict(model_types).get(m)) for m in rows["model"]]
+    return rows.assign(role=rows["stack"], model_family=families)
+
+
+def sweep_effects(summary: pd.DataFrame, model_types, seed: int = 0) -> list[stats.Effect]:
+    """Notebook 08's verdicts under :data:`SWEEP_PLAN`: encoder minus decoder model families in median symmetry and
+    directionality over the swept models (:func:`sweep_rows`), and the stacks' :func:`stack_effect`; none without an
+    encoder and a decoder stack."""
+    rows = sweep_rows(summary, model_types)
+    if set(rows["role"]) != {"encoder", "decoder"}:
+        return []
+    effects = [
+        stats.family_effect(
+            rows,
+            f"{score}_median",
+            treated="encoder",
+            control="decoder",
+            claim=SWEEP_CLAIM.format(score=score),
+            family="model_family",
+            seed=seed,
+        )
+        for score in paper_comparison.SCORES
+    ]
+    return SWEEP_PLAN.decide([*effects, paper_comparison.role_effect(summary, "symmetry")])
+
+
+def sweep_smallest(summary: pd.DataFrame, model_types) -> dict[str, float]:
+    """The smallest p each claim of :data:`SWEEP_PLAN` can reach with the swept models' families and stacks."""
+    rows = sweep_rows(summary, model_types)
+    families = [rows.loc[rows["role"] == r, "model_family"].nunique() for r in ("encoder", "decoder")]
+    stacks = [int((rows["role"] == r).sum()) for r in ("encoder", "decoder")]
+    if not all(families):
+        return {}
+    by_family = stats.smallest_two_sample_p(*families)
+    return {SWEEP_CLAIM.format(score=s): by_family for s in paper_comparison.SCORES} | {
+        STACK_CLAIM: stats.smallest_two_sample_p(*stacks)
+    }
 
 
 def effects(summary: pd.DataFrame, reference: pd.DataFrame) -> list[stats.Effect]:
