@@ -106,6 +106,13 @@ prose.show(prose.markdown_table(pretrained_ordering.PLAN.table(pretrained_orderi
 # decoder self-attention stack, is an *encoder-decoder*; one with causal decoder self-attention only is a
 # *decoder*; one with bidirectional encoder self-attention only is an *encoder*. A role listed that disagrees
 # with the blocks stops the notebook instead of mislabelling the model.
+#
+# **What the packaged checkpoints are.** Two of the core set are not plain pretrained checkpoints, and their
+# scores should be read with that in mind. `minilm-l6` is the sentence encoder all-MiniLM-L6-v2 of
+# sentence-transformers: a small BERT encoder fine-tuned contrastively on sentence pairs, not a checkpoint as
+# masked-LM pretraining left it. `smollm2-135m` is SmolLM2-135M-**Instruct**, an instruction-tuned decoder, stored
+# as a 4-bit GGUF file (`Q4_1`; section 8 checks what that quantisation does to the scores). `whisper-base` is a
+# speech encoder-decoder.
 
 # %%
 checkpoints = pretrained.checkpoint_list(models, local_models, cache_dir)
@@ -230,8 +237,9 @@ prose.show(paper_comparison.describe_roles(table, effect=pretrained_ordering.sta
 
 # %% [markdown]
 # Beside ours, the authors' own numbers for their language models, read from the reference table that ships
-# with the package (their result files, not our measurements): the median over models of each model's median
-# symmetry, per role, with and without the entries whose extraction is suspect.
+# with the package (their result files, not our measurements), recomputed from its rows rather than quoted: the
+# median over models of each model's median symmetry and directionality, per role, with and without the entries
+# whose extraction is suspect.
 
 # %%
 prose.show(paper_comparison.describe_reported(authors))

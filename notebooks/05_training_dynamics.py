@@ -29,8 +29,8 @@
 # become symmetric over `200,000` steps; decoders do not. Directionality separates the two less cleanly.
 #
 # **One correction.** The authors' decoder runs used the masked-LM data collator: only the masked share of
-# positions carried a next-token loss, and the inputs were corrupted with `[MASK]` tokens (this is in the authors'
-# training code, not in the paper's text). Our decoder has a loss at every position and clean inputs, as a decoder
+# positions carried a next-token loss, and the inputs were corrupted with `[MASK]` tokens (this is what the
+# authors' training code does). Our decoder has a loss at every position and clean inputs, as a decoder
 # is trained. The authors' variant is available as the objective `"next-token-mlm-collator"` for comparison.
 #
 # **How to read the verdicts.** Each claim is a statement about a difference: the encoder's final symmetry minus

@@ -29,6 +29,7 @@ GUIDES = (
     "teaching",
     "architecture",
     "performance",
+    "statistics",
     "testing",
     "paper-notes",
     "calibration",

@@ -197,8 +197,9 @@ def describe_roles(summary: pd.DataFrame, effect: stats.Effect | None = None) ->
 
 
 def describe_reported(reference: pd.DataFrame, family: str = "language") -> str:
-    """The authors' reported numbers for ``family`` (:func:`reported_group_medians`): median of the per-model median
-    symmetries per role, with and without the rows with a caveat, and the median directionality per role."""
+    """The authors' reported numbers for ``family`` (:func:`reported_group_medians`), recomputed from their rows: the
+    median of the per-model median symmetries and directionalities per role, with and without the rows with a
+    caveat."""
     theirs = reported_group_medians(reference, family).set_index("stack")
     clean = reported_group_medians(reference, family, clean=True).set_index("stack")
     enc, dec = theirs.loc["encoder"], theirs.loc["decoder"]
@@ -212,7 +213,8 @@ def describe_reported(reference: pd.DataFrame, family: str = "language") -> str:
         f"({prose.count(int(clean_enc['n']), 'row')}) and {prose.signed(clean_dec['symmetry_median'])} "
         f"({prose.count(int(clean_dec['n']), 'row')}). Their median directionality: "
         f"{prose.signed(enc['directionality_median'])} (encoders) and {prose.signed(dec['directionality_median'])} "
-        "(decoders)."
+        f"(decoders); without the rows with a caveat, {prose.signed(clean_enc['directionality_median'])} and "
+        f"{prose.signed(clean_dec['directionality_median'])}."
     )
 
 

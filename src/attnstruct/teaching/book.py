@@ -42,6 +42,7 @@ GUIDES = (
     "teaching",
     "architecture",
     "performance",
+    "statistics",
     "testing",
     "paper-notes",
     "calibration",
