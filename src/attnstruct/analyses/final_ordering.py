@@ -19,6 +19,7 @@ import xarray as xr
 from .. import notebooks, stats
 from ..report import prose
 from . import gates
+from .plans import SYMMETRIC_INIT as PLAN
 from .symmetric_init import PLACEBO
 from .training_dynamics import DECODER, ENCODER, Shape, has_both, objective_effects
 
@@ -30,13 +31,14 @@ def ordering_effects(
 ) -> list[stats.Effect]:
     """The first claim of :func:`attnstruct.analyses.training_dynamics.objective_effects` (encoder minus decoder
     final median symmetry) on the baseline runs, gated on each objective's baselines having learned (``targets``;
-    None: all learned): a list of that one effect, empty when an objective was not trained."""
+    None: all learned), decided again under notebook 06's plan (:data:`attnstruct.analyses.plans.SYMMETRIC_INIT`):
+    a list of that one effect, empty when an objective was not trained."""
     if not has_both(baselines):
         return []
     learned = None
     if targets is not None:
         learned = {o: gates.learned(targets, objective=o, init=PLACEBO) for o in (ENCODER, DECODER)}
-    return objective_effects(baselines, shape, n_draws=n_draws, learned=learned)[:1]
+    return PLAN.decide(objective_effects(baselines, shape, n_draws=n_draws, learned=learned)[:1])
 
 
 def schedule_runs(root: str | os.PathLike | None = None) -> pd.DataFrame:

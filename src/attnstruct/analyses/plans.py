@@ -2,10 +2,9 @@
 
 A notebook prints its plan's table (:func:`plan_table`) before its results, and every verdict it prints passes
 through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the plan does not declare.
-:data:`PLANS` says where each notebook's plan is: written here as data (05's), or built by the notebook's analysis
-module from the claims it tests (03 and 08: :mod:`attnstruct.analyses.pretrained_ordering`, 04:
-:data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.vision_objectives.PLAN`). Notebook 06
-declares none.
+:data:`PLANS` says where each notebook's plan is: written here as data (05's and 06's), or built by the notebook's
+analysis module from the claims it tests (03 and 08: :mod:`attnstruct.analyses.pretrained_ordering`, 04:
+:data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.vision_objectives.PLAN`).
 
 With ``n`` seeds a sign-flip test cannot go below ``p = 2**-n``, and Holm over ``m`` primary claims multiplies that
 by ``m``: with 5 seeds (``1/32``) only one primary claim is reachable, so each notebook declares its headline claim
@@ -89,3 +88,61 @@ def plan_table(plan: stats.Plan, n_seeds: int) -> pd.DataFrame:
     """``plan``'s table (:meth:`attnstruct.stats.Plan.table`) with the smallest p a one-sided sign-flip test of
     ``n_seeds`` seeds can reach, before and after the correction, for every claim."""
     return plan.table({claim.name: stats.smallest_p(n_seeds) for claim in plan.claims})
+
+
+SPEEDUP_CLAIM = "{objective}: speed-up of {init} minus the placebo's"
+PERSISTENCE_CLAIM = "{init} minus bert, final median symmetry ({objective})"
+ORDERING_CLAIM = "encoder minus decoder, final median symmetry"
+_06_OBJECTIVES, _06_INITS = ("mlm", "next-token"), ("symmetric", "symmetric-matched", "default-scale")
+
+SYMMETRIC_INIT = stats.Plan(
+    "06_symmetric_init",
+    tuple(
+        stats.Claim(
+            SPEEDUP_CLAIM.format(objective=objective, init=init),
+            "seed",
+            "1 - step / steps at which a run's smoothed validation loss first reaches its baseline's final one (never: "
+            "0), one per seed; mean of the treated runs minus mean of the placebo pairs",
+            "two-sample permutation test against the placebo pairs",
+            "placebo pairs: the baseline of one seed measured against the baseline of another",
+            role="primary" if (objective, init) == ("mlm", "symmetric") else "secondary",
+        )
+        for objective in _06_OBJECTIVES
+        for init in _06_INITS
+    )
+    + tuple(
+        stats.Claim(
+            PERSISTENCE_CLAIM.format(objective=objective, init=init),
+            "seed",
+            "median symmetry over layers at the end, the initialisation minus the baseline of one seed, mean over "
+            "seeds",
+            "sign-flip over seeds, paired",
+            "none beyond the test: the two runs of a seed start from different weights",
+            role="secondary",
+        )
+        for objective in _06_OBJECTIVES
+        for init in _06_INITS
+    )
+    + (
+        stats.Claim(
+            ORDERING_CLAIM,
+            "seed",
+            "median over layers of the baselines' final symmetry, encoder minus decoder of one seed, mean over seeds",
+            _SEED_PAIRED,
+            _SWAPPED,
+            role="secondary",
+        ),
+    ),
+)
+PLANS["06_symmetric_init"] = ("plans", "SYMMETRIC_INIT")
+
+
+def symmetric_init_reach(n_treated: int, n_placebo: int, n_baseline: int) -> dict[str, float]:
+    """The smallest p each claim of :data:`SYMMETRIC_INIT` can reach: a speed-up, ``n_treated`` seeds against
+    ``n_placebo`` placebo pairs; a persistence, ``n_treated`` paired seeds; the ordering, ``n_baseline`` seeds."""
+    speedup, persistence = stats.smallest_two_sample_p(n_treated, n_placebo), stats.smallest_p(n_treated)
+    reach = {ORDERING_CLAIM: stats.smallest_p(n_baseline)}
+    for claim in SYMMETRIC_INIT.claims:
+        if claim.name != ORDERING_CLAIM:
+            reach[claim.name] = speedup if "speed-up" in claim.name else persistence
+    return reach

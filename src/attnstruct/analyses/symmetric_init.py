@@ -33,6 +33,8 @@ import xarray as xr
 from .. import reference, results, stats
 from ..report import prose
 from . import gates
+from .plans import SPEEDUP_CLAIM
+from .plans import SYMMETRIC_INIT as PLAN
 from .training_dynamics import label
 
 PLACEBO = "bert"  # the baseline initialisation; its rows in the speed-up table are the placebo
@@ -217,17 +219,19 @@ def speedup_effects(
     """Per objective and treated initialisation of :func:`speedups`' ``table``: its speed-ups in ``column`` (one
     per seed) against the placebo's (:func:`speedup_against_placebo`); none for an objective without placebo
     rows. ``targets`` (:func:`attnstruct.analyses.gates.loss_targets` of every run, None: all learned): each
-    effect is gated on the treated runs of its initialisation and the objective's baselines having learned."""
-    return [
+    effect is gated on the treated runs of its initialisation and the objective's baselines having learned, and
+    decided under the notebook's plan (:data:`attnstruct.analyses.plans.SYMMETRIC_INIT`)."""
+    effects = [
         speedup_against_placebo(
             treated[column].to_numpy(dtype=float),
             control[column].to_numpy(dtype=float),
             seed=seed,
-            claim=f"{objective}: speed-up of {init} minus the placebo's",
+            claim=SPEEDUP_CLAIM.format(objective=objective, init=init),
             learned=targets is None or gates.learned(targets, objective=objective, init=[init, PLACEBO]),
         )
         for objective, init, treated, control in _groups(table)
     ]
+    return PLAN.decide(effects) if effects else effects
 
 
 def spread(values) -> str:

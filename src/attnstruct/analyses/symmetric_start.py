@@ -20,6 +20,8 @@ from ..report import prose
 from ..scores import factor_scores
 from ..tasks import text
 from . import gates
+from .plans import PERSISTENCE_CLAIM
+from .plans import SYMMETRIC_INIT as PLAN
 from .symmetric_init import PLACEBO
 from .training_dynamics import final_median, label
 
@@ -68,14 +70,15 @@ def persistence_effects(
 ) -> list[stats.Effect]:
     """Per treated initialisation: its final median symmetry over layers minus the baseline's, paired by seed
     (predicted positive: the start's symmetry persists), gated on both initialisations' runs of these seeds
-    having learned (``targets``, :func:`attnstruct.analyses.gates.loss_targets`; None: all learned)."""
+    having learned (``targets``, :func:`attnstruct.analyses.gates.loss_targets`; None: all learned); secondary
+    claims of the notebook's plan (:data:`attnstruct.analyses.plans.SYMMETRIC_INIT`)."""
     final = final_median(treated, "symmetry").sel(objective=objective)
     seeds = [int(s) for s in treated.seed.values]
-    return [
+    effects = [
         stats.paired_effect(
             final.sel(init=init).values,
             final.sel(init=PLACEBO).values,
-            claim=f"{init} minus {PLACEBO}, final median symmetry ({objective})",
+            claim=PERSISTENCE_CLAIM.format(init=init, objective=objective),
             seed=seed,
             learned=targets is None
             or gates.learned(targets, objective=objective, init=[str(init), PLACEBO], seed=seeds),
@@ -83,6 +86,7 @@ def persistence_effects(
         for init in treated.init.values
         if init != PLACEBO
     ]
+    return PLAN.decide(effects) if effects else effects
 
 
 def describe_persistence(treated: xr.Dataset, effects: Sequence[stats.Effect], objective: str) -> str:
