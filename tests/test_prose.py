@@ -16,6 +16,8 @@ def test_numbers_spans_lists_and_counts():
     assert prose.span([]) == "none"
     assert prose.listing([0.21, 0.12, 0.13]) == "+0.21, +0.12 and +0.13" and prose.listing([0.2]) == "+0.20"
     assert prose.count(1, "seed") == "1 seed" and prose.count(3, "seed") == "3 seeds"
+    assert prose.count(2, "family") == "2 families" and prose.count(2, "key") == "2 keys"
+    assert prose.count(1, "family") == "1 family" and prose.count(2, "run", "runs so far") == "2 runs so far"
 
 
 def test_a_markdown_table_shows_every_cell_in_full():

@@ -66,23 +66,34 @@ def family_rows(reference: pd.DataFrame, group: str = "language") -> pd.DataFram
     return rows.assign(model_family=[stats.model_family(model) for model in rows["model"]])
 
 
-def family_effects(reference: pd.DataFrame, group: str = "language", seed: int = 0) -> list[stats.Effect]:
-    """Encoder minus decoder model families in the authors' reported median symmetry and directionality (both
-    predicted positive: encoders more symmetric and less column-dominant), decided under :data:`PLAN`."""
-    rows = family_rows(reference, group)
-    effects = [
+def _by_family(rows: pd.DataFrame, claim: str, seed: int) -> list[stats.Effect]:
+    """Encoder minus decoder model families of ``rows`` (``role``, ``model_family`` and ``{score}_median`` columns)
+    in median symmetry and directionality, both predicted positive (encoders more symmetric and less
+    column-dominant); ``claim`` names each, with ``{score}`` in it."""
+    return [
         stats.family_effect(
             rows,
             f"{score}_median",
             treated="encoder",
             control="decoder",
-            claim=FAMILY_CLAIM.format(score=score, group=group),
+            claim=claim.format(score=score),
             family="model_family",
             seed=seed,
         )
         for score in paper_comparison.SCORES
     ]
-    return PLAN.decide(effects)
+
+
+def _families_per_role(rows: pd.DataFrame) -> list[int]:
+    """How many model families of ``rows`` have an encoder, and how many a decoder."""
+    return [rows.loc[rows["role"] == r, "model_family"].nunique() for r in ("encoder", "decoder")]
+
+
+def family_effects(reference: pd.DataFrame, group: str = "language", seed: int = 0) -> list[stats.Effect]:
+    """Encoder minus decoder model families in the authors' reported median symmetry and directionality
+    (:func:`family_rows`), decided under :data:`PLAN`."""
+    claim = FAMILY_CLAIM.format(score="{score}", group=group)
+    return PLAN.decide(_by_family(family_rows(reference, group), claim, seed))
 
 
 def stack_effect(summary: pd.DataFrame, plan: stats.Plan = PLAN) -> stats.Effect | None:
@@ -108,26 +119,14 @@ def sweep_effects(summary: pd.DataFrame, model_types, seed: int = 0) -> list[sta
     rows = sweep_rows(summary, model_types)
     if set(rows["role"]) != {"encoder", "decoder"}:
         return []
-    effects = [
-        stats.family_effect(
-            rows,
-            f"{score}_median",
-            treated="encoder",
-            control="decoder",
-            claim=SWEEP_CLAIM.format(score=score),
-            family="model_family",
-            seed=seed,
-        )
-        for score in paper_comparison.SCORES
-    ]
+    effects = _by_family(rows, SWEEP_CLAIM, seed)
     return SWEEP_PLAN.decide([*effects, paper_comparison.role_effect(summary, "symmetry")])
 
 
 def sweep_smallest(summary: pd.DataFrame, model_types) -> dict[str, float]:
     """The smallest p each claim of :data:`SWEEP_PLAN` can reach with the swept models' families and stacks."""
     rows = sweep_rows(summary, model_types)
-    families = [rows.loc[rows["role"] == r, "model_family"].nunique() for r in ("encoder", "decoder")]
-    stacks = [int((rows["role"] == r).sum()) for r in ("encoder", "decoder")]
+    families, stacks = _families_per_role(rows), [int((rows["role"] == r).sum()) for r in ("encoder", "decoder")]
     if not all(families):
         return {}
     by_family = stats.smallest_two_sample_p(*families)
@@ -149,7 +148,7 @@ def describe_families(reference: pd.DataFrame, decided: list[stats.Effect], grou
     rows = family_rows(reference, group)
     left_out = int(((reference["family"] == group) & reference["caveats"].notna()).sum())
     names = {r: sorted(rows.loc[rows["role"] == r, "model_family"].unique()) for r in ("encoder", "decoder")}
-    counts = {r: prose.count(len(names[r]), f"{r} family", f"{r} families") for r in names}
+    counts = {r: prose.count(len(names[r]), f"{r} family") for r in names}
     sentences = " ".join(f"{e.sentence()}." for e in decided if e.unit == "family")
     return (
         f"Counted by model family instead of by checkpoint (the sizes and fine-tunes of one family pooled by their "
@@ -162,7 +161,5 @@ def describe_families(reference: pd.DataFrame, decided: list[stats.Effect], grou
 
 def smallest(reference: pd.DataFrame, group: str = "language") -> dict[str, float]:
     """The smallest p each family claim's permutation test can reach with the reference table's families."""
-    rows = family_rows(reference, group)
-    n, m = (rows.loc[rows["role"] == r, "model_family"].nunique() for r in ("encoder", "decoder"))
-    p = stats.smallest_two_sample_p(n, m)
+    p = stats.smallest_two_sample_p(*_families_per_role(family_rows(reference, group)))
     return {FAMILY_CLAIM.format(score=score, group=group): p for score in paper_comparison.SCORES}

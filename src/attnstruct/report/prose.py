@@ -6,6 +6,7 @@ style everywhere: scores signed with two decimals (``+0.35``), fractions as perc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -46,8 +47,12 @@ def listing(values: Iterable[float], digits: int = 2, fmt=signed) -> str:
 
 
 def count(n: int, noun: str, plural: str | None = None) -> str:
-    """``'1 seed'``, ``'3 seeds'``."""
-    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+    """``'1 seed'``, ``'3 seeds'``, ``'2 families'`` (a consonant and ``y``: ``ies``), or ``plural`` when given."""
+    if n == 1:
+        return f"{n} {noun}"
+    if plural is None:
+        plural = noun[:-1] + "ies" if re.search(r"[^aeiou]y$", noun) else noun + "s"
+    return f"{n} {plural}"
 
 
 def markdown_table(frame, digits: int = 3) -> str:

@@ -51,11 +51,6 @@ HOLDS, DOES_NOT_HOLD, CANNOT_TELL = VERDICTS
 NOT_LEARNED = "the runs did not learn"
 
 
-def units(n: int, unit: str) -> str:
-    """``'1 seed'``, ``'3 seeds'``, ``'2 families'``."""
-    return count(n, unit, unit[:-1] + "ies" if unit.endswith("y") else None)
-
-
 @dataclass(frozen=True)
 class Effect:
     """One claim's evidence: interval over ``n`` units, ``test``'s p-value and the smallest p it could reach, null
@@ -93,7 +88,7 @@ class Effect:
         null = "" if self.null is None else f"; null 95% range [{self.null.null_low:{f}}, {self.null.null_high:{f}}]"
         return (
             f"{self.claim}: {self.estimate:{f}} ({self.level:.0%} CI [{self.low:{f}}, {self.high:{f}}], "
-            f"n = {units(self.n, self.unit)}, {self.test} {p}{null}; {self.verdict}: {self.reason}{family})"
+            f"n = {count(self.n, self.unit)}, {self.test} {p}{null}; {self.verdict}: {self.reason}{family})"
         )
 
     def as_dict(self) -> dict:
@@ -131,9 +126,9 @@ def decide(
     if not learned:
         return cannot, NOT_LEARNED
     if min_n is not None and n < min_n:
-        return cannot, f"with {units(n, unit)}, fewer than the {min_n} required"
+        return cannot, f"with {count(n, unit)}, fewer than the {min_n} required"
     if smallest >= alpha:
-        return cannot, f"with {units(n, unit)} the smallest attainable p is {smallest:.3g}"
+        return cannot, f"with {count(n, unit)} the smallest attainable p is {smallest:.3g}"
     near, far = sorted((predicted_sign * interval.low, predicted_sign * interval.high))
     what, p = f"the {interval.level:.0%} interval", f"p = {p_value:.3f}"
     if near > 0 and p_value < alpha:
