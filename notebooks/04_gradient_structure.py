@@ -96,8 +96,9 @@ OBJECTIVES = {"bidirectional": plotting.ENCODER_COLOR, "causal": plotting.DECODE
 # and null, and the smallest p the paired test can reach with `n_seeds` seeds, before and after Holm's correction.
 
 # %%
-prose.show(gradient_toys.PLAN.describe({c.name: stats.smallest_p(n_seeds) for c in gradient_toys.PLAN.claims}))
-prose.show(prose.markdown_table(plans.plan_table(gradient_toys.PLAN, n_seeds)))
+reach = plans.seed_reach(gradient_toys.PLAN, n_seeds)
+prose.show(gradient_toys.PLAN.describe(reach))
+prose.show(prose.markdown_table(gradient_toys.PLAN.table(reach)))
 
 # %% [markdown]
 # **The null: what a matrix without structure scores.** Both scores of this project, symmetry and

@@ -146,8 +146,9 @@ prose.show(training_dynamics.describe_authors_runs())
 
 # %%
 plan = training_dynamics.PLAN
-prose.show(plan.describe({claim.name: stats.smallest_p(len(seeds)) for claim in plan.claims}))
-prose.show(prose.markdown_table(plans.plan_table(plan, len(seeds))))
+reach = plans.seed_reach(plan, len(seeds))
+prose.show(plan.describe(reach))
+prose.show(prose.markdown_table(plan.table(reach)))
 
 # %% [markdown]
 # ## The data: Shakespeare's plays, a BPE tokenizer trained here, a held-out split

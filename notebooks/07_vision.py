@@ -229,8 +229,9 @@ prose.show(vision_sentences.describe_predictions())
 # notebook's seeds, before and after the correction.
 
 # %%
-prose.show(vision_objectives.PLAN.describe({c.name: stats.smallest_p(n_seeds) for c in vision_objectives.PLAN.claims}))
-prose.show(prose.markdown_table(plans.plan_table(vision_objectives.PLAN, n_seeds)))
+reach = plans.seed_reach(vision_objectives.PLAN, n_seeds)
+prose.show(vision_objectives.PLAN.describe(reach))
+prose.show(prose.markdown_table(vision_objectives.PLAN.table(reach)))
 
 # %% [markdown]
 # **Training.** The runs are trained side by side, `workers` at a time, one thread each. A run is a pure function

@@ -1,7 +1,8 @@
 """Each notebook's pre-registered analysis: its claims, declared before any result (:class:`attnstruct.stats.Plan`).
 
-A notebook prints its plan's table (:func:`plan_table`) before its results, and every verdict it prints passes
-through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the plan does not declare.
+A notebook prints its plan's table (:meth:`attnstruct.stats.Plan.table`, with :func:`seed_reach`) before its results,
+and every verdict it prints passes through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the
+plan does not declare.
 :data:`PLANS` says where each notebook's plan is: written here as data (05's and 06's), or built by the notebook's
 analysis module from the claims it tests (03 and 08: :mod:`attnstruct.analyses.pretrained_ordering`, 04:
 :data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.vision_objectives.PLAN`).
@@ -14,8 +15,6 @@ primary and reports the others as secondary, uncorrected and labelled so.
 from __future__ import annotations
 
 import importlib
-
-import pandas as pd
 
 from .. import stats
 
@@ -84,10 +83,10 @@ def plan_of(notebook: str) -> stats.Plan:
     return getattr(importlib.import_module(f"{__package__}.{module}"), name)
 
 
-def plan_table(plan: stats.Plan, n_seeds: int) -> pd.DataFrame:
-    """``plan``'s table (:meth:`attnstruct.stats.Plan.table`) with the smallest p a one-sided sign-flip test of
-    ``n_seeds`` seeds can reach, before and after the correction, for every claim."""
-    return plan.table({claim.name: stats.smallest_p(n_seeds) for claim in plan.claims})
+def seed_reach(plan: stats.Plan, n_seeds: int) -> dict[str, float]:
+    """Claim -> the smallest p a one-sided sign-flip test of ``n_seeds`` seeds can reach, for every claim of
+    ``plan``: what :meth:`attnstruct.stats.Plan.describe` and :meth:`attnstruct.stats.Plan.table` read."""
+    return {claim.name: stats.smallest_p(n_seeds) for claim in plan.claims}
 
 
 SPEEDUP_CLAIM = "{objective}: speed-up of {init} minus the placebo's"
