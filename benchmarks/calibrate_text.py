@@ -56,11 +56,13 @@ def run_one(fields: dict) -> dict:
 COLUMNS = {
     "purpose": "purpose",
     "objective": "objective",
+    "init": "init",
     "vocab_size": "vocabulary",
     "d_model": "width",
     "n_layers": "layers",
     "norm": "LN",
     "lr": "peak lr",
+    "warmup": "warm-up",
     "schedule": "schedule",
     "batch_size": "batch",
     "steps": "steps",
@@ -85,10 +87,12 @@ by `benchmarks/calibrate_text.py` (the command is in its docstring) and written 
 fields are `TextConfig`'s defaults at the time of the run (4 heads, sequence length 64, dropout 0, AdamW with
 weight decay 0.01, clipping 1.0, warm-up 100 steps). The wall times were measured on the 2-core machine while
 other jobs shared it, so they are upper bounds; the README gives the measured time of `make reproduce`.
-The rows marked `schedule` are the quick profile's model with a constant and a linearly decaying learning
-rate; notebook 06 reads them from `calibration.csv`. The grids and the raw rows are in
-`benchmarks/calibration/`; the quick profile is the row of batch 64, 600 steps, learning rate 0.002, linear
-decay, with 5 seeds per objective in notebook 04.
+The rows marked `schedule` are notebook 05's model with a constant and a linearly decaying learning
+rate; notebook 05 reads them from `calibration.csv`. The grids and the raw rows are in
+`benchmarks/calibration/`; notebook 05's quick profile is the row of batch 64, 600 steps, learning rate 0.002,
+linear decay, with 5 seeds per objective. The rows marked `06-scale` are the search for notebook 06's own smaller
+model, cheap enough for four initialisations and a placebo of 5 seeds each; its quick profile is the row of 2
+layers, 300 steps, learning rate 0.003 and warm-up 50.
 
 """
 
@@ -102,7 +106,18 @@ def write_table(jsonl: Path, docs: Path) -> None:
     rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
     table = pd.DataFrame(rows)
     defaults = text.TextConfig()
-    for field in ("n_layers", "d_model", "norm", "lr", "schedule", "batch_size", "steps", "vocab_size"):
+    for field in (
+        "init",
+        "n_layers",
+        "d_model",
+        "norm",
+        "lr",
+        "warmup",
+        "schedule",
+        "batch_size",
+        "steps",
+        "vocab_size",
+    ):
         table[field] = table[field].fillna(getattr(defaults, field)) if field in table else getattr(defaults, field)
     table["purpose"] = table["purpose"].fillna("grid") if "purpose" in table else "grid"
     table["target"] = [gates.LOSS_MARGINS[o] for o in table["objective"]]

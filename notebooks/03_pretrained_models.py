@@ -51,7 +51,7 @@
 models = "core"  # zoo selection: "core", "all", or a list of zoo names
 local_models = []  # extra checkpoints as [name, path] or [name, path, role]; a role given must match the blocks'
 cache_dir = None  # zoo cache folder; None means ATTNSTRUCT_CACHE or ~/.cache/attnstruct
-heatmap_layer = None  # layer of the example W_qk heat maps (0-based); None: chosen by their scores (section 6)
+heatmap_layer = None  # layer of the example W_qk heat maps (0-based); None: nearest each role's median (section 6)
 heatmap_size = 50  # top-left block drawn, as in the paper's example figure
 quant_model = "minilm-l6"  # fp32 checkpoint used for the quantisation check
 quant_types = ["Q8_0", "Q5_0", "Q4_1", "Q4_0"]  # GGUF types to round its W_q, W_k through
@@ -291,10 +291,11 @@ plt.show()
 # ## 6. What the matrices look like
 #
 # The paper's example figure shows the top-left block of one layer's $W_{qk} = \sum_h W_q^h (W_k^h)^\top$ for
-# an encoder and a decoder. A block of an arbitrary layer shows little, so the layers here are chosen by their
-# scores: the encoder-stack layer with the highest symmetry and the decoder-stack layer with the lowest
-# directionality (the most column-dominant), over all models (with `heatmap_layer` set: among the layers of
-# that index). Each column of the figure is one layer. At the top, the top-left `heatmap_size` block, its
+# an encoder and a decoder. The layers here are chosen to be typical of their role, not its extremes: the
+# encoder-stack layer whose symmetry is nearest the median of all encoder layers, and the decoder-stack layer
+# whose directionality is nearest the median of all decoder layers, over all models (with `heatmap_layer` set:
+# among the layers of that index). The line printed under the figure puts each shown layer's score beside its
+# role's median and range over layers. Each column of the figure is one layer. At the top, the top-left `heatmap_size` block, its
 # colour scale clipped at the 99th percentile of the block's $|M_{ij}|$ (entries beyond it take the end
 # colours), so that a few large entries cannot wash out the rest. Below it, the whole matrix through the lens
 # of each score:
@@ -328,13 +329,15 @@ for col, example in enumerate(examples):
 fig.tight_layout(h_pad=2.5)
 plotting.savefig(fig, figures_dir / "03_wqk_examples")
 plt.show()
+print(example_matrices.describe_choice(examples))
 
 # %% [markdown]
-# What each chosen layer shows, in numbers computed from its whole matrix: for the symmetric layer, how
+# What each chosen layer shows, in numbers computed from its whole matrix: for the encoder layer, how
 # strongly an entry and its mirror image go together and how much of the matrix sits on the diagonal (a
-# diagonal entry is its own mirror, so it counts fully towards symmetry); for the column-dominant layer, how
-# many column and row norms pass their thresholds, their summed excesses $C$ and $R$, and whether the largest
-# column stands out enough from the bulk to be seen in a heat map at all.
+# diagonal entry is its own mirror, so it counts fully towards symmetry); for the decoder layer, how many
+# column and row norms pass their thresholds, their summed excesses $C$ and $R$, and whether the largest
+# column stands out enough from the bulk to be seen in a heat map at all. Being median layers, they show what
+# a typical layer of each role looks like; the layers at the ends of each range are more pronounced.
 
 # %%
 for line in example_matrices.describe_examples(examples):
@@ -569,8 +572,8 @@ print("W_qk with query head h on key head h // (H / n_kv): matches attnstruct's 
 # * `models = "all"` (after `attnstruct fetch-models --set all`): four more checkpoints, among them two
 #   decoders with shared key heads (Gemma-3 with one, Qwen2.5 with groups), so the encoder/decoder ordering
 #   rests on more stacks and section 9 has more to compare.
-# * `heatmap_layer = 0` (or any layer index): the example matrices come from that layer instead of the layers
-#   with the extreme scores; compare how much of the structure still shows. `heatmap_size` up shows more of
+# * `heatmap_layer = 0` (or any layer index): the example matrices come from the layers of that index (still
+#   the ones nearest each role's median among them); compare how the structure changes with depth. `heatmap_size` up shows more of
 #   the matrix.
 # * `null_draws` and `null_layer_draws` up: tighter estimates of each null's percentiles and range, at the cost
 #   of more random layers (a $d^3$ product each); down to a handful, the nulls become bootstraps of few layers.

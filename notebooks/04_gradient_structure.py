@@ -49,7 +49,7 @@
 
 # %% tags=["parameters"]
 seed = 0  # first seed; the training runs use seed, seed + 1, ...
-n_seeds = 2  # training runs per task, objective and parameterisation
+n_seeds = 5  # training runs per task, objective and parameterisation (5: the fewest a sign-flip test decides)
 vocab = 64  # toy vocabulary (Zipf-distributed tokens)
 seq_len = 16  # sequence length (copy task: first half random, second half a copy)
 d_model = 32  # embedding width
@@ -62,6 +62,7 @@ zipf = 1.0  # Zipf exponent of the token frequencies
 every = 50  # record scores every this many steps
 n_sequences = 512  # sequences for the accumulated updates at initialisation
 n_null = 400  # draws of the null distribution (random single-head W_qk of width d_model)
+workers = 2  # training runs side by side (processes of one thread each)
 results_dir = "../build/interactive/results"  # where the dataset goes
 figures_dir = "../build/interactive/figures"  # where the figures go
 

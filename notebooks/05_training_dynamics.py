@@ -109,7 +109,7 @@ import xarray as xr
 from matplotlib.colors import CenteredNorm
 
 from attnstruct import notebooks, reference, results, stats
-from attnstruct.analyses import gates, plans, training_dynamics
+from attnstruct.analyses import final_ordering, gates, plans, training_dynamics
 from attnstruct.report import plotting, prose
 from attnstruct.tasks import corpus as text_corpus
 from attnstruct.tasks import text
@@ -351,6 +351,19 @@ per_layer.round(2)
 
 # %%
 prose.show(training_dynamics.describe_claims(claims, shape, null["directionality"]))
+
+# %% [markdown]
+# ### The final state and the schedule
+#
+# With a learning rate that decays linearly to zero, the final state is the state in which the decay froze the
+# weights: a run stopped elsewhere in its transient could end in another place. `docs/calibration.md` lists runs
+# of this model with a constant rate after warm-up beside the linear decay. They are printed below from
+# `docs/calibration.csv` as what they are: one run per schedule and objective, so their values describe those runs
+# and carry no interval, no test and no verdict. Whether the schedule changes the final ordering of the objectives
+# is a question for several seeds per schedule: set `schedule = "constant"` and compare the verdicts.
+
+# %%
+prose.show(final_ordering.describe_schedules(final_ordering.schedule_runs()))
 
 # %% [markdown]
 # ## Per head

@@ -60,7 +60,7 @@
 # %% tags=["parameters"]
 objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.tasks.vision.OBJECTIVES
 seed = 0  # first seed; the runs use seed, seed + 1, ...
-n_seeds = 3  # runs per objective (section 6 prints how many a one-sided sign-flip test needs for a verdict)
+n_seeds = 5  # runs per objective (5: the fewest a one-sided sign-flip test decides; section 6 prints the reach)
 steps = 800  # AdamW steps per run
 batch_size = 32  # images per step
 lr = 0.001  # peak learning rate (linear warm-up, cosine decay)
@@ -457,11 +457,14 @@ None if local.empty else local.round(3)
 #
 # Filled markers: this notebook's runs (one per seed: the median over layers, bars the interquartile range)
 # and any local checkpoints. Open circles: the values **reported by Saponati et al. (2025)** for pretrained
-# vision models, grouped by how those models were trained and placed next to the objective that imitates
-# them (entries with a known extraction problem left out). They are the authors' numbers, not ours, and
-# come from models a thousand times larger, trained on millions of images, so the figure shows where the small
-# runs sit on the same axes, not whether they reproduce the paper: that question is section 6's. The table under
-# the figure gives the smallest, median and largest of the paper's values per group.
+# vision models, grouped by how those models were trained and placed right after the objective that imitates
+# them (entries with a known extraction problem left out): ViT and DeiT, which read the class from `[CLS]`,
+# after `classify`; BEiT, MAE and DiT after `masked`; iGPT after `next-patch`; the encoders trained otherwise
+# (DINO, DINOv2, GIT, DETR) at the right. `classify-mean`, at the left, has no counterpart among them. They are
+# the authors' numbers, not ours, and come from models a thousand times larger, trained on millions of images,
+# so the figure shows where the small runs sit on the same axes, not whether they reproduce the paper: that
+# question is section 6's. The table under the figure gives the smallest, median and largest of the paper's
+# values per group.
 
 # %%
 groups = vision_results.comparison_groups(objectives, with_local=scored is not None)

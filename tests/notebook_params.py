@@ -29,8 +29,6 @@ TRAINING_SMALL = {
 SYMMETRIC_INIT_SMALL = {
     **TRAINING_SMALL,
     "seeds": [0, 1],
-    "treated_seeds": [0, 1],
-    "objectives": ["mlm"],
     "steps": 30,
     "eval_every": 10,
     "checkpoint_every": 30,

@@ -327,9 +327,11 @@ def test_sentence_dict_and_table():
     d = 1.0 + 0.1 * np.random.default_rng(4).normal(size=6)
     plain = stats.paired_effect(d, np.zeros(6), claim="encoder minus decoder")
     assert plain.sentence().startswith(f"encoder minus decoder: {plain.estimate:+.2f} (95% CI [")
-    assert "n = 6 seeds, sign-flip p = 0.016; holds: " in plain.sentence() and "null" not in plain.sentence()
+    detectable = f"detectable from {plain.detectable:+.2f}"
+    assert f"n = 6 seeds, sign-flip p = 0.016; {detectable}; holds: " in plain.sentence()
+    assert "null" not in plain.sentence()
     with_null = stats.paired_effect(d, np.zeros(6), claim="e", null_samples=np.linspace(-0.1, 0.1, 41))
-    assert "; null 95% range [-0.10, +0.10]; holds" in with_null.sentence()
+    assert "; null 95% range [-0.10, +0.10]; detectable from " in with_null.sentence()
     row = with_null.as_dict()
     assert row["null_high"] == pytest.approx(0.095) and row["n_null"] == 41 and row["verdict"] == "holds"
     assert all(isinstance(v, (str, int, float)) for v in row.values())

@@ -300,6 +300,18 @@ def test_comparison_groups_keep_the_trained_objectives_and_add_local_checkpoints
     assert len(groups) == 1 + 4 + 1  # masked, the four groups of the paper, the local checkpoints
 
 
+def test_each_reported_group_stands_right_after_the_objective_that_imitates_it():
+    ours = {key: i for i, (_, kind, key) in enumerate(vision_results.GROUPS) if kind == "ours"}
+    for name, objective, _ in paper_comparison.REPORTED_GROUPS:
+        at = [key for _, _, key in vision_results.GROUPS].index(name)
+        assert (ours[objective] + 1 if objective else len(vision_results.GROUPS) - 1) == at, name
+    # ViT and DeiT read the class from [CLS]: beside classify, not classify-mean
+    labels = [label for label, *_ in vision_results.comparison_groups(["classify", "classify-mean"])]
+    assert labels.index("ViT, DeiT\n(paper)") == labels.index("classify\n(ours)") + 1
+    reported = paper_comparison.reported_vision(reference.reference_table())
+    assert (reported[reported.group == "supervised (ViT, DeiT)"].objective == "classify").all()
+
+
 def test_comparison_points_place_each_run_and_each_reported_model():
     reported = paper_comparison.reported_vision(reference.reference_table())
     groups = vision_results.comparison_groups(["masked", "next-patch"])

@@ -1,9 +1,11 @@
 """Notebook 03, section 6: which layers' ``W_qk`` to show, and what each shows, in sentences computed from it.
 
-:func:`example_layers` picks the encoder-stack layer with the highest symmetry and the decoder-stack layer with the
-lowest directionality (the most column-dominant) over all models of a dataset; each :class:`Example` carries its
-whole layer matrix. :func:`mirror_correlation`, :func:`diagonal_share` and :func:`outlying_norms` are the readings
-of the matrix that the figure draws; :func:`describe_examples` states them.
+:func:`example_layers` picks, over all models of a dataset, the encoder-stack layer whose symmetry is nearest the
+median of the encoder layers and the decoder-stack layer whose directionality is nearest the median of the decoder
+layers: a typical layer of each role, not its extreme; each :class:`Example` carries its whole layer matrix and the
+median and range of its role. :func:`describe_choice` states where the shown layers lie among their roles';
+:func:`mirror_correlation`, :func:`diagonal_share` and :func:`outlying_norms` are the readings of the matrix that
+the figure draws; :func:`describe_examples` states them.
 """
 
 from __future__ import annotations
@@ -20,14 +22,15 @@ from ..report import prose
 from ..scores import row_column_excess
 from .extraction_checks import wqk_corner
 
-# (stack, score, pick): the layer of that stack with the extreme score, as in the paper's example figure.
-CHOICES = (("encoder", "symmetry", "argmax"), ("decoder", "directionality", "argmin"))
+# (stack, score): the layer of that stack whose score is nearest the median of the stack's layers.
+CHOICES = (("encoder", "symmetry"), ("decoder", "directionality"))
 
 
 @dataclass(frozen=True)
 class Example:
-    """One layer's matrix ``[d_model, d_model]`` and why it was chosen: ``score`` is ``value``, the extreme of the
-    stack's layers (``scope``: ``"encoder layers"``, or ``"encoder layers 3"`` when one layer index was given)."""
+    """One layer's matrix ``[d_model, d_model]`` and why it was chosen: its ``score`` is ``value``, the nearest to
+    ``median`` among the stack's layers (``scope``: ``"encoder layers"``, or ``"encoder layers 3"`` when one layer
+    index was given), whose scores run from ``low`` to ``high``."""
 
     score: str
     model: str
@@ -36,27 +39,41 @@ class Example:
     value: float
     scope: str
     matrix: np.ndarray
-
-    @property
-    def extreme(self) -> str:
-        return "highest" if self.score == "symmetry" else "lowest"
+    median: float = float("nan")
+    low: float = float("nan")
+    high: float = float("nan")
 
     def title(self) -> str:
-        """Two lines for the figure: the layer, then its score and why it was chosen."""
+        """Two lines for the figure: the layer, then its score and the median it was chosen by."""
         return (
             f"{self.model}, {self.stack} layer {self.layer}\n"
-            f"{self.score} {self.value:+.2f} ({self.extreme} of the {self.scope})"
+            f"{self.score} {prose.signed(self.value)} (median of the {self.scope} {prose.signed(self.median)})"
         )
+
+
+def nearest_median(values: xr.DataArray) -> tuple[str, int, float, float, float, float]:
+    """The ``(model, layer)`` of ``values`` ``[model, layer]`` whose value is nearest the median ``q`` of all finite
+    values, ``argmin_{m, l} |v_{m,l} - q|`` (ties: the first in model-then-layer order), with ``(value, q, min,
+    max)``; NaN skipped. With an even count ``q`` is the mean of the middle two, so either of them may be chosen."""
+    grid = values.transpose("model", "layer").values.astype(float)
+    finite = grid[np.isfinite(grid)]
+    median = float(np.median(finite))
+    distance = np.where(np.isfinite(grid), np.abs(grid - median), np.inf)
+    i, j = np.unravel_index(int(np.argmin(distance)), grid.shape)
+    model, layer = str(values.model.values[i]), int(values.layer.values[j])
+    return model, layer, float(grid[i, j]), median, float(finite.min()), float(finite.max())
 
 
 def example_layers(
     ds: xr.Dataset, blocks: Mapping[str, Sequence[AttentionBlock]], layer: int | None = None
 ) -> list[Example]:
     """One :class:`Example` per entry of :data:`CHOICES` whose stack ``ds`` has: over all models (and, with
-    ``layer``, among the layers of that index only), the layer with the extreme score, NaN skipped. ``blocks``: each
-    model's blocks (the matrix is :func:`attnstruct.analyses.extraction_checks.wqk_corner` of the whole width)."""
+    ``layer``, among the layers of that index only), the layer whose score is nearest the median of those layers
+    (:func:`nearest_median`), a typical layer of its role rather than its extreme. ``ds``: ``symmetry`` and
+    ``directionality`` over ``[model, stack, layer]``; ``blocks``: each model's blocks (the matrix is
+    :func:`attnstruct.analyses.extraction_checks.wqk_corner` of the whole width)."""
     examples = []
-    for stack, score, pick in CHOICES:
+    for stack, score in CHOICES:
         if stack not in ds["stack"].values:
             continue
         values = ds[score].sel(stack=stack)
@@ -64,8 +81,7 @@ def example_layers(
             values = values.sel(layer=[layer])
         if bool(values.isnull().all()):
             continue
-        at = getattr(values, pick)(dim=["model", "layer"])
-        model, index = str(values.model[at["model"]].item()), int(values.layer[at["layer"]].item())
+        model, index, value, median, low, high = nearest_median(values)
         block = next(b for b in blocks[model] if b.stack == stack and b.layer == index)
         examples.append(
             Example(
@@ -73,12 +89,25 @@ def example_layers(
                 model,
                 stack,
                 index,
-                float(values.sel(model=model, layer=index)),
+                value,
                 f"{stack} layers" + ("" if layer is None else f" {layer}"),
                 wqk_corner(block, block.w_q.shape[-1]),
+                median,
+                low,
+                high,
             )
         )
     return examples
+
+
+def describe_choice(examples: Sequence[Example]) -> str:
+    """One line: each shown layer's score beside the median and range of its role's layers."""
+    parts = [
+        f"{e.model}, {e.stack} layer {e.layer}: {e.score} {prose.signed(e.value)} against a median of "
+        f"{prose.signed(e.median)} over the {e.scope} (range {prose.span([e.low, e.high])})"
+        for e in examples
+    ]
+    return "Layers shown, each nearest its role's median: " + "; ".join(parts) + "."
 
 
 def mirror_correlation(m) -> float:

@@ -1,11 +1,9 @@
-"""Notebook 06: the encoder and the decoder at the end of training, and the same model under two schedules.
+"""Notebook 05: the final state under two learning-rate schedules.
 
-The final state of a run whose learning rate decays linearly to zero is where the decay froze the weights. Two
-readings of it: :func:`ordering_effects`, the verdict on notebook 05's runs (encoder minus decoder final median
-symmetry, paired by seed, against the null of untrained layers, gated on both objectives' runs having learned);
-and :func:`describe_schedules`, the calibration runs of ``docs/calibration.csv`` that trained the same model with a
-constant rate after warm-up. Those are one seed per schedule and objective, so they are described (their values),
-never judged.
+The final state of a run whose learning rate decays linearly to zero is where the decay froze the weights.
+:func:`describe_schedules` prints the calibration runs of ``docs/calibration.csv`` that trained notebook 05's model
+with a constant rate after warm-up and with the linear decay. Those are one seed per schedule and objective, so
+they are described (their values), never judged.
 """
 
 from __future__ import annotations
@@ -14,31 +12,12 @@ import os
 from pathlib import Path
 
 import pandas as pd
-import xarray as xr
 
-from .. import notebooks, stats
+from .. import notebooks
 from ..report import prose
-from . import gates
-from .plans import SYMMETRIC_INIT as PLAN
-from .symmetric_init import PLACEBO
-from .training_dynamics import DECODER, ENCODER, Shape, has_both, objective_effects
+from .training_dynamics import DECODER, ENCODER
 
 SETTINGS = {"d_model": "width {}", "n_layers": "{} layers", "steps": "{} steps", "batch_size": "{} sequences per step"}
-
-
-def ordering_effects(
-    baselines: xr.Dataset, shape: Shape, *, targets: pd.DataFrame | None = None, n_draws: int = 400
-) -> list[stats.Effect]:
-    """The first claim of :func:`attnstruct.analyses.training_dynamics.objective_effects` (encoder minus decoder
-    final median symmetry) on the baseline runs, gated on each objective's baselines having learned (``targets``;
-    None: all learned), decided again under notebook 06's plan (:data:`attnstruct.analyses.plans.SYMMETRIC_INIT`):
-    a list of that one effect, empty when an objective was not trained."""
-    if not has_both(baselines):
-        return []
-    learned = None
-    if targets is not None:
-        learned = {o: gates.learned(targets, objective=o, init=PLACEBO) for o in (ENCODER, DECODER)}
-    return PLAN.decide(objective_effects(baselines, shape, n_draws=n_draws, learned=learned)[:1])
 
 
 def schedule_runs(root: str | os.PathLike | None = None) -> pd.DataFrame:

@@ -19,6 +19,7 @@ import xarray as xr
 from .. import gradient as G
 from .. import results, stats
 from ..tasks import toy_tasks
+from ..training.processes import run_in_processes
 
 SCORES = stats.SCORES  # ("symmetry", "directionality")
 ROLE_SEQUENCES = 20000  # sampled sequences for the pair probabilities (masks and targets only, no model)
@@ -173,9 +174,11 @@ def training_runs(parameters: Mapping) -> xr.Dataset:
       a predictor that ignores the context: the yardstick of learning.
 
     ``parameters``: the notebook's (the fields of :class:`~attnstruct.tasks.toy_tasks.CopyTaskConfig` but
-    ``objective``, ``factorised`` and ``optimizer``; ``n_seeds``; ``sgd_lr``).
+    ``objective``, ``factorised`` and ``optimizer``; ``n_seeds``; ``sgd_lr``; ``workers``, the runs trained side
+    by side in processes of one thread each, default 2).
     """
-    seed, runs = int(parameters["seed"]), {}
+    seed = int(parameters["seed"])
+    keys, jobs = [], []
     for task in toy_tasks.TASKS:
         for objective in G.OBJECTIVES:
             for factorised in (False, True):
@@ -183,13 +186,18 @@ def training_runs(parameters: Mapping) -> xr.Dataset:
                     config = toy_tasks.CopyTaskConfig.from_params(
                         parameters, objective=objective, factorised=factorised, seed=seed + k, optimizer="adam"
                     )
-                    runs[task, objective, factorised, seed + k] = toy_tasks.train(config, task)
-    ds = toy_tasks.runs_dataset(runs)
+                    keys.append((task, objective, factorised, seed + k))
+                    jobs.append((config, task))
     for objective in G.OBJECTIVES:
         sgd = toy_tasks.CopyTaskConfig.from_params(
             parameters, objective=objective, factorised=False, lr=parameters["sgd_lr"], optimizer="sgd"
         )
-        runs["sgd", objective] = toy_tasks.train(sgd, "copy")
+        keys.append(("sgd", objective))
+        jobs.append((sgd, "copy"))
+    # one thread per run whatever the number of workers, so the runs do not depend on it
+    done = run_in_processes(toy_tasks.train, jobs, int(parameters.get("workers", 2)), threads_per_worker=1)
+    runs = dict(zip(keys, done))
+    ds = toy_tasks.runs_dataset({key: run for key, run in runs.items() if key[0] != "sgd"})
     sgd = {
         f"sgd_{v}": (("objective", "step"), [runs["sgd", o][v] for o in G.OBJECTIVES])
         for v in ("loss", "symmetry", "directionality")

@@ -253,7 +253,8 @@ def describe(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     return lines
 
 
-# The authors' vision models grouped by how they were trained (the reference table's names).
+# The authors' vision models grouped by how they were trained (the reference table's names), with the objective of
+# attnstruct.tasks.vision that imitates each group: ViT and DeiT read the class from [CLS], so ``classify``.
 REPORTED_GROUPS = (
     ("supervised (ViT, DeiT)", "classify", ("google/vit-", "facebook/deit-")),
     ("masked image modelling (BEiT, MAE, DiT)", "masked", ("microsoft/beit-", "facebook/vit-mae-", "microsoft/dit-")),

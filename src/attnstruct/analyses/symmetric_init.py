@@ -1,236 +1,172 @@
-"""Notebook 06's speed-up: how much sooner a treated run reaches the baseline's final loss, against a placebo.
+"""Notebook 06's designed experiment: four initialisations of one model, the same batches, and a placebo.
 
-The paper's claim (section 4, the symmetric-initialisation table): a symmetric initialisation lets encoders
-reach the baseline's final loss up to 73% sooner. Its metric, reproduced by :func:`paper_speedup`:
+The speed-ups are :mod:`attnstruct.analyses.speedup_metrics`' (the paper's metric on the training loss, and a robust
+one on the validation loss).
 
-1. take the baseline's *last logged training loss* (no smoothing);
-2. find the first logged row where the treated run's training loss is below it;
-3. speed-up ``= 1 - index / n_rows`` (0-based index; their rows are logged every 200 steps, 1000 rows, so row
-   ``index`` is step ``200 (index + 1)``).
+**The design.** Every arm of a seed (the baseline :data:`BASELINE` and each treated initialisation) sees the same
+batches, since a run's batches are a function of ``(seed, step)``; only the initial weights differ. The placebo
+(:data:`PLACEBO`) is the baseline once more, its weights drawn from another seed (``init_seed``) and its batches from
+the same one: a run that differs from the baseline in nothing but the draw of its start. Each seed gives one
+disjoint pair per arm (the arm against the baseline of its seed), so the units are exchangeable.
 
-If the treated run never gets below, the authors' ``idxmax`` returns 0 and their notebook prints 100%; here the
-result is NaN.
+* **Primary statistic** (:func:`loss_effects`): the baseline's final validation loss minus the arm's, paired by
+  seed, read by a sign-flip test (under no effect, the two runs of a seed are exchangeable).
+* **Secondary** (:func:`speedup_effects`): the crossing time above, the arm's speed-up minus the placebo's of the
+  same seed, paired by seed; a run that never reaches the level counts as no speed-up (0).
 
-:func:`robust_speedup` uses held-out loss and smoothing instead: the first step at which the treated run's
-smoothed validation loss reaches the baseline's final smoothed validation loss, as a fraction of the run,
-``1 - step / steps``. Both return NaN when the level is never reached; a negative value is not possible (at the
-last step the speed-up is 0 if the level is reached exactly there).
-
-**The placebo.** :func:`speedups` applies both metrics to each treated run against the baseline of its seed, and to
-the baseline of the next seed against the baseline of each seed (init ``"bert"`` in the table): two runs that
-differ only in their seed, whose speed-up is noise. :func:`speedup_effects` compares the two groups with the one
-rule (:func:`attnstruct.stats.two_sample_effect`), gated on every run behind them having learned.
+Both go through the notebook's plan (:data:`attnstruct.analyses.plans.SYMMETRIC_INIT`), gated on every run behind
+them having learned.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import reference, results, stats
+from .. import results, stats
 from ..report import prose
 from . import gates
-from .plans import SPEEDUP_CLAIM
+from .plans import LOSS_CLAIM, SPEEDUP_CLAIM
 from .plans import SYMMETRIC_INIT as PLAN
+from .speedup_metrics import paper_speedup, robust_speedup
 from .training_dynamics import label
 
-PLACEBO = "bert"  # the baseline initialisation; its rows in the speed-up table are the placebo
-
-
-def _finite_series(steps, values, what: str) -> tuple[np.ndarray, np.ndarray]:
-    steps, values = np.asarray(steps, dtype=float), np.asarray(values, dtype=float)
-    if steps.shape != values.shape or steps.ndim != 1:
-        raise ValueError(
-            f"{what}: steps and values must be 1-D of the same length, got {steps.shape} and {values.shape}"
-        )
-    keep = np.isfinite(values)
-    steps, values = steps[keep], values[keep]
-    if len(values) == 0:
-        raise ValueError(f"{what}: no finite values")
-    if np.any(np.diff(steps) <= 0):
-        raise ValueError(f"{what}: steps must increase")
-    return steps, values
+BASELINE = "bert"  # the baseline initialisation
+PLACEBO = "placebo"  # the baseline with other initial weights and the same batches
 
 
 def check_design(
-    inits: Sequence[str],
-    objectives: Sequence[str],
-    treated_objectives: Sequence[str],
-    seeds: Sequence[int],
-    treated_seeds: Sequence[int],
-    smoothing: int,
+    inits: Sequence[str], objectives: Sequence[str], seeds: Sequence[int], smoothing: int, placebo_offset: int
 ) -> None:
-    """Refuse a design notebook 06 cannot read: the baseline :data:`PLACEBO` first in ``inits`` and no init twice,
-    treated objectives and seeds among the baselines', ``smoothing >= 1``."""
-    if not inits or inits[0] != PLACEBO or len(set(inits)) != len(inits):
-        raise ValueError(f"inits must start with the baseline {PLACEBO!r} and not repeat, got {list(inits)}")
-    if not set(treated_seeds) <= set(seeds):
-        raise ValueError(f"treated_seeds {list(treated_seeds)} must be among seeds {list(seeds)}")
-    if not set(treated_objectives) <= set(objectives):
-        raise ValueError(f"treated_objectives {list(treated_objectives)} must be among objectives {list(objectives)}")
+    """Refuse a design notebook 06 cannot read: the baseline :data:`BASELINE` first in ``inits`` and no init twice,
+    at least one objective, distinct seeds, ``smoothing >= 1``, and a ``placebo_offset >= 1`` that draws no
+    placebo's weights from a seed of the design."""
+    if not inits or inits[0] != BASELINE or len(set(inits)) != len(inits):
+        raise ValueError(f"inits must start with the baseline {BASELINE!r} and not repeat, got {list(inits)}")
+    if not objectives:
+        raise ValueError("objectives must name at least one objective")
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise ValueError(f"seeds must be distinct and at least one, got {list(seeds)}")
     if smoothing < 1:
         raise ValueError("smoothing must be >= 1")
-
-
-def trailing_mean(values, window: int) -> np.ndarray:
-    """Mean of each value and the ``window - 1`` before it (fewer at the start): ``[n] -> [n]``."""
-    if not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be a positive integer, got {window!r}")
-    values = np.asarray(values, dtype=float)
-    sums = np.cumsum(np.insert(values, 0, 0.0))
-    index = np.arange(1, len(values) + 1)
-    start = np.maximum(index - window, 0)
-    return (sums[index] - sums[start]) / (index - start)
-
-
-def robust_speedup(steps, treated, baseline, total_steps: int, window: int = 3) -> tuple[float, float]:
-    """``(speed-up, step)``: first step where the treated smoothed loss <= the baseline's final smoothed loss.
-
-    Args:
-        steps: ``[n]`` the steps of the evaluations (NaN losses between evaluations are dropped).
-        treated, baseline: ``[n]`` validation losses of the two runs at those steps.
-        total_steps: length of the run; the speed-up is ``1 - step / total_steps``.
-        window: evaluations in the trailing mean.
-
-    Returns ``(nan, nan)`` if the treated run never reaches the level.
-    """
-    steps_t, treated = _finite_series(steps, treated, "treated")
-    steps_b, baseline = _finite_series(steps, baseline, "baseline")
-    target = trailing_mean(baseline, window)[-1]
-    reached = np.nonzero(trailing_mean(treated, window) <= target)[0]
-    if len(reached) == 0:
-        return float("nan"), float("nan")
-    step = float(steps_t[reached[0]])
-    return 1.0 - step / total_steps, step
-
-
-def paper_speedup(treated, baseline) -> float:
-    """The authors' metric on logged training losses ``[n]`` of both runs (same logging grid); NaN if never reached.
-
-    ``1 - i / n`` with ``i`` the first 0-based index where ``treated < baseline[-1]``; rows with NaN loss (step 0)
-    are dropped first.
-    """
-    treated = np.asarray(treated, dtype=float)
-    baseline = np.asarray(baseline, dtype=float)
-    if treated.shape != baseline.shape or treated.ndim != 1:
-        raise ValueError("treated and baseline must be 1-D logs of the same length")
-    keep = np.isfinite(treated) & np.isfinite(baseline)
-    treated, baseline = treated[keep], baseline[keep]
-    if len(treated) == 0:
-        raise ValueError("no finite training losses")
-    below = np.nonzero(treated < baseline[-1])[0]
-    if len(below) == 0:
-        return float("nan")
-    return 1.0 - below[0] / len(treated)
-
-
-def speedup_against_placebo(
-    treated,
-    placebo,
-    *,
-    claim: str,
-    alpha: float = 0.05,
-    seed: int = 0,
-    n_resamples: int = 10_000,
-    learned: bool = True,
-) -> stats.Effect:
-    """Speed-ups of an initialisation (``treated`` ``[n]``, each against the baseline of its seed) against
-    baseline-vs-baseline pairs of different seeds (``placebo`` ``[m]``), predicted positive
-    (:func:`attnstruct.stats.two_sample_effect`); ``learned``: did every run behind both learn.
-
-    NaN ("never reached the baseline's final loss") counts as 0.0, a speed-up of at most 0.
-    """
-    t, c = (np.where(np.isnan(x), 0.0, x) for x in (np.asarray(treated, float), np.asarray(placebo, float)))
-    return stats.two_sample_effect(t, c, claim=claim, alpha=alpha, seed=seed, n_resamples=n_resamples, learned=learned)
-
-
-def describe_reported(table: pd.DataFrame | None = None) -> str:
-    """The paper's speed-ups of its encoders (:func:`reported`), 4-layer then 12-layer, and the datasets on which
-    the symmetric run never reached the baseline's final loss."""
-    table = reference.symmetric_init() if table is None else table
-    encoders = table[table["mode"] == "encoder"]
-    four, twelve = (encoders[encoders.n_layers == n] for n in (4, 12))
-    never = twelve[twelve.speedup.isna()]
-
-    def listed(rows: pd.DataFrame) -> str:
-        return ", ".join(f"{prose.percent(r.speedup, 1)} ({r.dataset})" for r in rows.itertuples())
-
-    tail = (
-        f", and none on {', '.join(never.dataset)}: that symmetric run ended above the baseline's final loss "
-        "(the authors' notebook printed it as a speed-up of 100%)."
-        if len(never)
-        else "."
-    )
-    return (
-        "**The paper's speed-ups** (authors' result files, their rule on the training loss, one seed each): 4-layer "
-        f"encoders {listed(four)}; 12-layer encoders {listed(twelve.dropna(subset=['speedup']))}{tail}"
-    )
+    if not isinstance(placebo_offset, int) or placebo_offset < 1 or {s + placebo_offset for s in seeds} & set(seeds):
+        raise ValueError(
+            f"placebo_offset {placebo_offset!r} must be a positive integer that takes no seed to another seed of "
+            f"{list(seeds)}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------- our runs
 
 
-def speedups(baselines: xr.Dataset, treated: xr.Dataset, *, steps: int, smoothing: int = 3) -> pd.DataFrame:
-    """Both speed-ups of every treated run against the baseline of its seed, and the placebo's.
+def as_placebo(runs: xr.Dataset) -> xr.Dataset:
+    """The placebo runs (baseline runs with ``init_seed`` set) under the init :data:`PLACEBO`: ``[objective, init,
+    seed, step]`` with one init."""
+    if list(runs.init.values) != [BASELINE]:
+        raise ValueError(f"the placebo runs must be {BASELINE!r} runs, got inits {list(runs.init.values)}")
+    return runs.assign_coords(init=[PLACEBO])
 
-    ``baselines``: the ``bert`` runs ``[objective, seed, step]`` (notebook 05's); ``treated``: the runs of every
-    initialisation ``[objective, init, seed, step]``. One row per ``objective``, ``init``, ``seed``: ``robust``
-    (:func:`robust_speedup` on the validation loss, trailing mean of ``smoothing`` evaluations, fraction of
-    ``steps``) and ``paper`` (:func:`paper_speedup` on the training loss); NaN where never reached. The rows of
-    init :data:`PLACEBO` (when there are two baseline seeds or more) are the placebo: the baseline of the next
-    seed (the last seed's next is the first) against the baseline of ``seed``.
+
+def final_loss(val_loss) -> float:
+    """The last measured validation loss of a run (``[step]``, NaN between evaluations)."""
+    values = np.asarray(val_loss, dtype=float)
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        raise ValueError("the run has no validation loss")
+    return float(values[-1])
+
+
+COLUMNS = ["objective", "init", "seed", "robust", "paper", "final_loss", "baseline_final_loss"]
+
+
+def speedups(runs: xr.Dataset, placebo: xr.Dataset, *, steps: int, smoothing: int = 3) -> pd.DataFrame:
+    """Every arm of every seed against the baseline of its seed: one row per ``objective``, ``init`` (the treated
+    initialisations of ``runs``, then :data:`PLACEBO`) and ``seed``.
+
+    ``runs``: ``[objective, init, seed, step]`` with :data:`BASELINE` among the inits; ``placebo``: :func:`as_placebo`
+    runs of the same objectives and seeds. Columns: ``robust`` (:func:`robust_speedup` on the validation loss,
+    trailing mean of ``smoothing`` evaluations, fraction of ``steps``), ``paper`` (:func:`paper_speedup` on the
+    training loss), NaN where never reached; ``final_loss`` (the arm's last validation loss) and
+    ``baseline_final_loss`` (the baseline's of the same seed).
     """
-    seeds = [int(s) for s in baselines.seed.values]
     rows = []
-    for objective in [str(o) for o in treated.objective.values]:
-        base = baselines.sel(objective=objective)
-        pairs = [
-            (str(init), int(seed), treated.sel(objective=objective, init=init, seed=seed))
-            for init in treated.init.values
-            if init != PLACEBO
-            for seed in treated.seed.values
-        ]
-        if len(seeds) > 1:
-            pairs += [(PLACEBO, seed, base.sel(seed=seeds[(k + 1) % len(seeds)])) for k, seed in enumerate(seeds)]
-        for init, seed, run in pairs:
-            baseline = base.sel(seed=seed)
-            robust, _ = robust_speedup(baselines.step, run.val_loss, baseline.val_loss, steps, smoothing)
-            paper = paper_speedup(run.train_loss, baseline.train_loss)
-            rows.append({"objective": objective, "init": init, "seed": seed, "robust": robust, "paper": paper})
-    return pd.DataFrame(rows, columns=["objective", "init", "seed", "robust", "paper"])
+    arms = [str(i) for i in runs.init.values if i != BASELINE]
+    for objective in [str(o) for o in runs.objective.values]:
+        for init, source in [(i, runs) for i in arms] + [(PLACEBO, placebo)]:
+            for seed in [int(s) for s in runs.seed.values]:
+                baseline = runs.sel(objective=objective, init=BASELINE, seed=seed)
+                run = source.sel(objective=objective, init=init, seed=seed)
+                robust, _ = robust_speedup(runs.step, run.val_loss, baseline.val_loss, steps, smoothing)
+                rows.append(
+                    {
+                        "objective": objective,
+                        "init": init,
+                        "seed": seed,
+                        "robust": robust,
+                        "paper": paper_speedup(run.train_loss, baseline.train_loss),
+                        "final_loss": final_loss(run.val_loss),
+                        "baseline_final_loss": final_loss(baseline.val_loss),
+                    }
+                )
+    return pd.DataFrame(
+        rows, columns=["objective", "init", "seed", "robust", "paper", "final_loss", "baseline_final_loss"]
+    )
 
 
-def _groups(table: pd.DataFrame):
-    """``(objective, init, treated rows, placebo rows)`` of every treated initialisation of an objective that has
-    placebo rows, in the table's order."""
+def _arms(table: pd.DataFrame):
+    """``(objective, init, its rows, the placebo's rows)`` per treated initialisation, rows in seed order."""
     for objective, rows in table.groupby("objective", sort=False):
-        control = rows[rows["init"] == PLACEBO]
-        if len(control):
-            for init, treated in rows[rows["init"] != PLACEBO].groupby("init", sort=False):
-                yield str(objective), str(init), treated, control
+        control = rows[rows["init"] == PLACEBO].sort_values("seed")
+        for init, arm in rows[rows["init"] != PLACEBO].groupby("init", sort=False):
+            yield str(objective), str(init), arm.sort_values("seed"), control
+
+
+def _gate(targets: pd.DataFrame | None, objective: str, init: str) -> bool:
+    return targets is None or gates.learned(targets, objective=objective, init=[init, BASELINE, PLACEBO])
+
+
+def loss_effects(table: pd.DataFrame, *, targets: pd.DataFrame | None = None, seed: int = 0) -> list[stats.Effect]:
+    """The primary statistic, per objective and treated initialisation of :func:`speedups`' ``table``: the
+    baseline's final validation loss minus the arm's, paired by seed (predicted positive: the arm ends lower),
+    :func:`attnstruct.stats.paired_effect`; gated on the arm, the baseline and the placebo having learned
+    (``targets``, :func:`attnstruct.analyses.gates.loss_targets`; None: all learned); decided under the plan."""
+    effects = [
+        stats.paired_effect(
+            arm["baseline_final_loss"].to_numpy(float),
+            arm["final_loss"].to_numpy(float),
+            claim=LOSS_CLAIM.format(objective=objective, init=init),
+            seed=seed,
+            learned=_gate(targets, objective, init),
+        )
+        for objective, init, arm, _ in _arms(table)
+    ]
+    return PLAN.decide(effects) if effects else effects
 
 
 def speedup_effects(
     table: pd.DataFrame, *, column: str = "robust", targets: pd.DataFrame | None = None, seed: int = 0
 ) -> list[stats.Effect]:
-    """Per objective and treated initialisation of :func:`speedups`' ``table``: its speed-ups in ``column`` (one
-    per seed) against the placebo's (:func:`speedup_against_placebo`); none for an objective without placebo
-    rows. ``targets`` (:func:`attnstruct.analyses.gates.loss_targets` of every run, None: all learned): each
-    effect is gated on the treated runs of its initialisation and the objective's baselines having learned, and
-    decided under the notebook's plan (:data:`attnstruct.analyses.plans.SYMMETRIC_INIT`)."""
-    effects = [
-        speedup_against_placebo(
-            treated[column].to_numpy(dtype=float),
-            control[column].to_numpy(dtype=float),
-            seed=seed,
-            claim=SPEEDUP_CLAIM.format(objective=objective, init=init),
-            learned=targets is None or gates.learned(targets, objective=objective, init=[init, PLACEBO]),
+    """The secondary statistic, per objective and treated initialisation: the arm's speed-up in ``column`` minus
+    the placebo's of the same seed, paired by seed (a speed-up never reached counts as 0), predicted positive;
+    gated and decided as :func:`loss_effects`."""
+    effects = []
+    for objective, init, arm, control in _arms(table):
+        if list(arm["seed"]) != list(control["seed"]):
+            raise ValueError(f"{init} ({objective}) and the placebo do not have the same seeds")
+        treated, placebo = (np.nan_to_num(rows[column].to_numpy(float), nan=0.0) for rows in (arm, control))
+        effects.append(
+            stats.paired_effect(
+                treated,
+                placebo,
+                claim=SPEEDUP_CLAIM.format(objective=objective, init=init),
+                seed=seed,
+                learned=_gate(targets, objective, init),
+            )
         )
-        for objective, init, treated, control in _groups(table)
-    ]
     return PLAN.decide(effects) if effects else effects
 
 
@@ -244,22 +180,37 @@ def spread(values) -> str:
     return shown if len(reached) == len(values) else f"{shown}, {len(values) - len(reached)} seed(s) never"
 
 
+def _gains(rows: pd.DataFrame) -> np.ndarray:
+    return (rows["baseline_final_loss"] - rows["final_loss"]).to_numpy(float)
+
+
+def _range(values) -> str:
+    values = np.asarray(values, dtype=float)
+    return f"{prose.signed(np.mean(values), 3)} [{prose.signed(values.min(), 3)}, {prose.signed(values.max(), 3)}]"
+
+
 def speedup_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per objective and initialisation of :func:`speedups`' table (the placebo last, as ``bert
-    (placebo)``): both speed-ups as :func:`spread` over seeds."""
+    """One row per objective and arm of :func:`speedups`' table (the placebo last): the final-loss gain over the
+    baseline of the same seed as mean [min, max] over seeds, and both speed-ups as :func:`spread`."""
     rows = []
     for (objective, init), group in table.groupby(["objective", "init"], sort=False):
         rows.append(
             {
                 "objective": objective,
-                "init": init if init != PLACEBO else f"{PLACEBO} (placebo)",
-                "robust speed-up, median [min, max] over seeds": spread(group["robust"]),
+                "init": init,
+                "final loss, baseline minus arm: mean [min, max]": _range(_gains(group)),
+                "robust speed-up, median [min, max]": spread(group["robust"]),
                 "paper's metric on our runs": spread(group["paper"]),
             }
         )
     return pd.DataFrame(rows).set_index(["objective", "init"])
 
 
+LOSS_WORDS = {
+    stats.HOLDS: "ends below the baseline of its seed",
+    stats.DOES_NOT_HOLD: "ends above the baseline of its seed",
+    stats.CANNOT_TELL: "cannot be told apart from the baseline at the end",
+}
 SPEEDUP_WORDS = {
     stats.HOLDS: "reaches the baseline's final loss sooner than the placebo does",
     stats.DOES_NOT_HOLD: "is slower than the placebo",
@@ -267,53 +218,52 @@ SPEEDUP_WORDS = {
 }
 
 
-def _interval(effect: stats.Effect) -> str:
+def _evidence(effect: stats.Effect) -> str:
     if effect.n == 1:
-        return "one treated seed, no interval"
-    low, high = prose.signed(effect.low), prose.signed(effect.high)
-    return f"95% interval [{low}, {high}], permutation p = {prose.number(effect.p_value)}"
+        return f"one seed, no interval; {effect.reason}"
+    return (
+        f"95% interval [{prose.signed(effect.low, 3)}, {prose.signed(effect.high, 3)}], sign-flip p = "
+        f"{prose.number(effect.p_value)}, {effect.family}; {effect.reason}"
+    )
+
+
+def describe_losses(table: pd.DataFrame, effects: Sequence[stats.Effect]) -> str:
+    """One Markdown item per effect of :func:`loss_effects` (same table, same order): the verdict in words
+    (:data:`LOSS_WORDS`), the mean gain with its interval, p and family, the placebo's gains beside it as the
+    yardstick of a change of starting weights alone, and the smallest gain the design detects."""
+    arms = list(_arms(table))
+    if len(arms) != len(effects):
+        raise ValueError(f"{len(effects)} effects for {len(arms)} treated initialisations")
+    return "\n".join(
+        f"- **{init}** ({label(objective)}): {LOSS_WORDS[effect.verdict]} (final validation loss, baseline minus "
+        f"arm, mean over seeds {prose.signed(effect.estimate, 3)}; {_evidence(effect)}). The placebo, the baseline "
+        f"from other weights, gives {_range(_gains(control))}; a gain of "
+        f"{prose.signed(effect.detectable, 3)} or more would be detected with 80% power."
+        for (objective, init, _, control), effect in zip(arms, effects)
+    )
 
 
 def describe_speedups(table: pd.DataFrame, effects: Sequence[stats.Effect]) -> str:
     """One Markdown item per effect of :func:`speedup_effects` (same table, same order): the verdict in words
-    (:data:`SPEEDUP_WORDS`), the robust speed-ups against the placebo's, the difference of the means with its
-    interval, p and reason, and the paper's metric on the same runs; then whether the design can reach a verdict
-    (:func:`attnstruct.stats.describe_reach`)."""
-    groups = list(_groups(table))
-    if not groups:
-        return "With one baseline seed there is no placebo: the speed-ups are not tested against one."
-    if len(groups) != len(effects):
-        raise ValueError(f"{len(effects)} effects for {len(groups)} treated initialisations")
-    lines = [
-        f"- **{init}** ({label(objective)}): {SPEEDUP_WORDS[effect.verdict]} (robust speed-up "
-        f"{spread(treated['robust'])} against the placebo's {spread(control['robust'])}; difference of the means "
-        f"{prose.signed(effect.estimate)}, {_interval(effect)}; {effect.reason}). The paper's metric gives "
-        f"{spread(treated['paper'])} on the same runs, and {spread(control['paper'])} for the placebo."
-        for (objective, init, treated, control), effect in zip(groups, effects)
-    ]
-    n, m = min(len(g[2]) for g in groups), min(len(g[3]) for g in groups)
-    reach = stats.describe_reach(n, control=m, control_unit="placebo pair", what="each speed-up verdict")
-    return "**The speed-up at this scale:**\n\n" + "\n".join(lines) + "\n\n" + reach
+    (:data:`SPEEDUP_WORDS`), the robust speed-ups against the placebo's, the mean paired difference with its
+    interval, p and reason, and the paper's metric on the same runs."""
+    arms = list(_arms(table))
+    if len(arms) != len(effects):
+        raise ValueError(f"{len(effects)} effects for {len(arms)} treated initialisations")
+    return "\n".join(
+        f"- **{init}** ({label(objective)}): {SPEEDUP_WORDS[effect.verdict]} (robust speed-up {spread(arm['robust'])} "
+        f"against the placebo's {spread(control['robust'])}; mean paired difference {prose.signed(effect.estimate)}, "
+        f"{_evidence(effect)}). The paper's metric gives {spread(arm['paper'])} on the same runs, and "
+        f"{spread(control['paper'])} for the placebo."
+        for (objective, init, arm, control), effect in zip(arms, effects)
+    )
 
 
-def placebo_curves(baselines: xr.DataArray) -> xr.DataArray | None:
-    """The placebo's validation-loss differences ``[pair, step]`` of one objective's baselines (``[seed, step]``,
-    NaN between evaluations): the baseline of the next seed minus that of each seed; None with one seed."""
-    own = baselines.dropna("step", how="all")
-    seeds = list(own.seed.values)
-    if len(seeds) < 2:
-        return None
-    pairs = [
-        own.sel(seed=seeds[(k + 1) % len(seeds)]).drop_vars("seed") - own.sel(seed=seed).drop_vars("seed")
-        for k, seed in enumerate(seeds)
-    ]
-    return xr.concat(pairs, "pair")
-
-
-def loss_differences(treated: xr.Dataset, objective: str, init: str) -> xr.DataArray:
-    """``init``'s validation loss minus the baseline's of the same seed, ``[seed, evaluated step]``."""
-    losses = treated.val_loss.sel(objective=objective)
-    base = losses.sel(init=PLACEBO).dropna("step", how="all")
+def loss_differences(runs: xr.Dataset, objective: str, init: str) -> xr.DataArray:
+    """``init``'s validation loss minus the baseline's of the same seed, ``[seed, evaluated step]`` (``runs``
+    ``[objective, init, seed, step]``, the placebo's included when merged in)."""
+    losses = runs.val_loss.sel(objective=objective)
+    base = losses.sel(init=BASELINE).dropna("step", how="all")
     return losses.sel(init=init).dropna("step", how="all") - base
 
 
@@ -323,59 +273,60 @@ def loss_differences(treated: xr.Dataset, objective: str, init: str) -> xr.DataA
 LONG_NAMES = {
     "robust_speedup": "1 - step/steps at which the smoothed validation loss reaches the baseline's final one",
     "paper_speedup": "the authors' metric on the logged training loss (1 - index/rows)",
-    "placebo_robust_speedup": "the robust speed-up of the baseline of the next seed (a placebo)",
+    "final_loss_gain": "the baseline's final validation loss minus the arm's, same seed",
+    "placebo_robust_speedup": "the robust speed-up of the placebo (the baseline from other weights, same batches)",
+    "placebo_final_loss_gain": "the baseline's final validation loss minus the placebo's, same seed",
 }
 
 
-def speedup_variables(table: pd.DataFrame, treated: xr.Dataset, baseline_seeds: Sequence[int]) -> xr.Dataset:
-    """:func:`speedups`' table as variables: ``robust_speedup`` and ``paper_speedup`` ``[objective,
-    treated_init, seed]`` over ``treated``'s objectives, non-baseline inits and seeds, and the placebo's
-    ``placebo_robust_speedup`` and ``placebo_paper_speedup`` ``[objective, baseline_seed]`` (NaN without a
-    placebo)."""
-    objectives = [str(o) for o in treated.objective.values]
-    inits = [str(i) for i in treated.init.values if i != PLACEBO]
-    seeds, baseline_seeds = [int(s) for s in treated.seed.values], [int(s) for s in baseline_seeds]
-    indexed = table.set_index(["objective", "init", "seed"])
-    out = xr.Dataset(coords={"objective": objectives, "treated_init": inits, "baseline_seed": baseline_seeds})
-    for metric in ("robust", "paper"):
+def speedup_variables(table: pd.DataFrame, runs: xr.Dataset) -> xr.Dataset:
+    """:func:`speedups`' table as variables over ``runs``' objectives and seeds: ``robust_speedup``,
+    ``paper_speedup`` and ``final_loss_gain`` ``[objective, treated_init, seed]`` of the treated initialisations,
+    and the placebo's ``placebo_robust_speedup``, ``placebo_paper_speedup``, ``placebo_final_loss_gain``
+    ``[objective, seed]``."""
+    objectives = [str(o) for o in runs.objective.values]
+    inits = [str(i) for i in runs.init.values if i != BASELINE]
+    seeds = [int(s) for s in runs.seed.values]
+    indexed = table.assign(final_loss_gain=table["baseline_final_loss"] - table["final_loss"])
+    indexed = indexed.rename(columns={"robust": "robust_speedup", "paper": "paper_speedup"})
+    indexed = indexed.set_index(["objective", "init", "seed"])
+    out = xr.Dataset(coords={"objective": objectives, "treated_init": inits, "seed": seeds})
+    for name in ("robust_speedup", "paper_speedup", "final_loss_gain"):
         cells = pd.MultiIndex.from_product([objectives, inits, seeds])
-        values = indexed[metric].reindex(cells).to_numpy(dtype=float)
-        out[f"{metric}_speedup"] = (
-            ("objective", "treated_init", "seed"),
-            values.reshape(len(objectives), len(inits), -1),
-        )
-        placebo = indexed[metric].reindex(pd.MultiIndex.from_product([objectives, [PLACEBO], baseline_seeds]))
-        out[f"placebo_{metric}_speedup"] = (
-            ("objective", "baseline_seed"),
-            placebo.to_numpy(dtype=float).reshape(len(objectives), -1),
-        )
+        values = indexed[name].reindex(cells).to_numpy(dtype=float)
+        out[name] = (("objective", "treated_init", "seed"), values.reshape(len(objectives), len(inits), -1))
+        placebo = indexed[name].reindex(pd.MultiIndex.from_product([objectives, [PLACEBO], seeds]))
+        out[f"placebo_{name}"] = (("objective", "seed"), placebo.to_numpy(dtype=float).reshape(len(objectives), -1))
     for name, long_name in LONG_NAMES.items():
         out[name].attrs["long_name"] = long_name
-    return out.assign_coords(seed=seeds)
+    return out
 
 
 def result_dataset(
-    treated: xr.Dataset,
+    runs: xr.Dataset,
+    placebo: xr.Dataset,
     table: pd.DataFrame,
     *,
-    baseline_seeds: Sequence[int],
     effects: Sequence[stats.Effect],
     parameters: Mapping,
     unigram_entropy: float,
     learned: bool,
 ) -> xr.Dataset:
-    """Notebook 06's dataset: the treated runs, :func:`speedup_variables`, the provenance attrs, whether every run
-    learned (``loss_targets_met``) and under ``verdicts`` the table of ``effects`` (JSON, ``"{}"`` for none)."""
-    out = treated.copy()
-    out = out.assign(speedup_variables(table, treated, baseline_seeds).data_vars)
+    """Notebook 06's dataset: every arm's runs, the placebo's losses (``placebo_val_loss``, ``placebo_train_loss``
+    ``[objective, seed, step]``), :func:`speedup_variables`, the provenance attrs, whether every run learned
+    (``loss_targets_met``) and under ``verdicts`` the table of ``effects`` (JSON, ``"{}"`` for none)."""
+    out = runs.copy()
+    out = out.assign(speedup_variables(table, runs).data_vars)
+    for name in ("val_loss", "train_loss"):
+        out[f"placebo_{name}"] = placebo[name].sel(init=PLACEBO, drop=True)
     out.attrs.update(
         results.provenance_attrs(
             parameters=parameters,
-            scored_matrix=treated.attrs["scored_matrix"],
+            scored_matrix=runs.attrs["scored_matrix"],
             unigram_entropy=unigram_entropy,
             loss_targets_met="yes" if learned else "no",
             verdicts=stats.verdict_table(effects).to_json(orient="index") if effects else "{}",
         )
     )
-    out.attrs["runs"] = treated.attrs["runs"]
+    out.attrs["runs"] = json.dumps(json.loads(runs.attrs["runs"]) + json.loads(placebo.attrs["runs"]), sort_keys=True)
     return out

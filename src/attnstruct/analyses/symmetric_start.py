@@ -22,7 +22,7 @@ from ..tasks import text
 from . import gates
 from .plans import PERSISTENCE_CLAIM
 from .plans import SYMMETRIC_INIT as PLAN
-from .symmetric_init import PLACEBO
+from .symmetric_init import BASELINE
 from .training_dynamics import final_median, label
 
 
@@ -77,14 +77,14 @@ def persistence_effects(
     effects = [
         stats.paired_effect(
             final.sel(init=init).values,
-            final.sel(init=PLACEBO).values,
+            final.sel(init=BASELINE).values,
             claim=PERSISTENCE_CLAIM.format(init=init, objective=objective),
             seed=seed,
             learned=targets is None
-            or gates.learned(targets, objective=objective, init=[str(init), PLACEBO], seed=seeds),
+            or gates.learned(targets, objective=objective, init=[str(init), BASELINE], seed=seeds),
         )
         for init in treated.init.values
-        if init != PLACEBO
+        if init != BASELINE
     ]
     return PLAN.decide(effects) if effects else effects
 

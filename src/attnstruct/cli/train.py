@@ -30,6 +30,11 @@ def _boolean(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _optional_integer(text: str) -> int | None:
+    """An integer, or ``none`` for a field whose default is None (``--init-seed``)."""
+    return None if text.lower() == "none" else int(text)
+
+
 def _config_class(task: str):
     if task == "vision":
         from ..tasks.vision import VisionConfig
@@ -47,7 +52,7 @@ def _parser(config_class) -> Parser:
     parser.add_argument("--cache-dir", default=None, help="attnstruct cache (corpus, tokenizers)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process")
     for f in fields(config_class):
-        kind = _boolean if isinstance(f.default, bool) else type(f.default)
+        kind = _boolean if isinstance(f.default, bool) else _optional_integer if f.default is None else type(f.default)
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default, help=f"default {f.default}")
     return parser
 

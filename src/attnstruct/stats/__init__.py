@@ -7,7 +7,8 @@
   the effects it judges;
 * :mod:`.plans`: a notebook's pre-registered claims (unit, statistic, test, null, primary or secondary) and Holm's
   correction over its primary claims;
-* :mod:`.families`: the pretrained population with one unit per model family.
+* :mod:`.families`: the pretrained population with one unit per model family;
+* :mod:`.power`: the smallest effect a design detects, printed beside each verdict.
 
 The names a notebook or an analysis uses are importable from here: ``from attnstruct import stats;
 stats.paired_effect(...)``.
@@ -27,6 +28,7 @@ from .nulls import (
     peak_minus_final,
 )
 from .plans import Claim, Plan, holm
+from .power import POWER, detectable_effect, detectable_shift, sign_flip_power
 from .resampling import (
     ALTERNATIVES,
     EXACT_SIGN_FLIP_N,
@@ -59,6 +61,10 @@ from .verdicts import (
 
 __all__ = [
     "CANNOT_TELL",
+    "POWER",
+    "detectable_effect",
+    "detectable_shift",
+    "sign_flip_power",
     "DOES_NOT_HOLD",
     "HOLDS",
     "NOT_LEARNED",

@@ -156,7 +156,8 @@ class Plan:
         Every effect must name a declared claim, once (``KeyError`` / ``ValueError`` otherwise). The primary effects'
         p-values are Holm-adjusted together (their ``p_opposite`` too, as a family of their own), and so is the
         smallest p each could reach (:meth:`smallest_after_correction`); each is then decided again by
-        :func:`~attnstruct.stats.verdicts.decide` with those values, keeping its interval, null and ``learned``. A
+        :func:`~attnstruct.stats.verdicts.decide` with those values, keeping its interval, null and ``learned``, and
+        its smallest detectable effect is that of a test at ``alpha / m`` (Holm's first step). A
         secondary effect keeps its p and verdict. Each returned effect carries ``p_adjusted`` and its ``family``
         (*primary, Holm over m claims* or *secondary, uncorrected*), which its sentence prints; an effect of one unit
         (no test) keeps its verdict.
@@ -190,7 +191,10 @@ class Plan:
                 smallest=smallest,
                 learned=e.learned,
             )
-            out[i] = replace(e, verdict=verdict, reason=reason, p_adjusted=float(p), family=family)
+            detectable = e.detectable_at(self.alpha / m)  # Holm's first step tests the smallest p at alpha / m
+            out[i] = replace(
+                e, verdict=verdict, reason=reason, p_adjusted=float(p), family=family, detectable=detectable
+            )
         for i, e in enumerate(effects):
             if self.claim(e.claim).role == "secondary":
                 out[i] = replace(e, p_adjusted=e.p_value, family="secondary, uncorrected")

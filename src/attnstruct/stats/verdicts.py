@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,7 @@ import xarray as xr
 from .._checks import finite_vector as _values
 from ..report.prose import count
 from .nulls import NullComparison, compare_with_null
+from .power import detectable_effect
 from .resampling import (
     Interval,
     _check,
@@ -75,6 +76,23 @@ class Effect:
     p_opposite: float = math.nan  # the test in the opposite direction (rule 3 of decide); NaN: none
     p_adjusted: float = math.nan  # the p-value after a plan's correction (attnstruct.stats.plans); NaN: none
     family: str = ""  # the claim's place in its plan: "primary, Holm over m claims" or "secondary, uncorrected"
+    spread: float = math.nan  # the standard deviation of the per-unit values (paired differences; pooled groups)
+    n_control: int = 0  # the control group's units of a two-sample test (0: a paired test)
+    detectable: float = math.nan  # the smallest effect the design detects with 80% power (stats.power); NaN: none
+
+    def detectable_at(self, alpha: float) -> float:
+        """:func:`attnstruct.stats.power.detectable_effect` of this effect's design at level ``alpha``."""
+        edge = (
+            None if self.null is None else self.null.null_high if self.alternative == "greater" else self.null.null_low
+        )
+        return detectable_effect(
+            self.n,
+            self.spread,
+            alpha=alpha,
+            control=self.n_control or None,
+            predicted_sign=+1 if self.alternative == "greater" else -1,
+            null_edge=edge,
+        )
 
     def sentence(self, digits: int = 2) -> str:
         """One line: estimate, interval, n, p, the null's 95% range (if any), verdict and reason."""
@@ -86,9 +104,16 @@ class Effect:
         if np.isfinite(self.p_adjusted) and self.p_adjusted != self.p_value:
             p += f", adjusted {self.p_adjusted:.3f}"
         null = "" if self.null is None else f"; null 95% range [{self.null.null_low:{f}}, {self.null.null_high:{f}}]"
+        reach = ""
+        if not np.isnan(self.detectable):
+            reach = (
+                f"; detectable from {self.detectable:{f}}"
+                if np.isfinite(self.detectable)
+                else "; no effect detectable at this n"
+            )
         return (
             f"{self.claim}: {self.estimate:{f}} ({self.level:.0%} CI [{self.low:{f}}, {self.high:{f}}], "
-            f"n = {count(self.n, self.unit)}, {self.test} {p}{null}; {self.verdict}: {self.reason}{family})"
+            f"n = {count(self.n, self.unit)}, {self.test} {p}{null}{reach}; {self.verdict}: {self.reason}{family})"
         )
 
     def as_dict(self) -> dict:
@@ -179,7 +204,7 @@ def paired_effect(
     verdict, reason = decide(
         interval, p, predicted_sign=predicted_sign, alpha=alpha, null=null, p_opposite=p_opp, unit=unit, learned=learned
     )
-    return Effect(
+    effect = Effect(
         claim,
         unit,
         **asdict(interval),
@@ -192,7 +217,9 @@ def paired_effect(
         smallest=smallest_p(len(d), alt),
         learned=learned,
         p_opposite=p_opp,
+        spread=float(np.std(d, ddof=1)),
     )
+    return replace(effect, detectable=effect.detectable_at(alpha))
 
 
 def single_unit(
@@ -270,7 +297,8 @@ def two_sample_effect(
         unit=unit,
         learned=learned,
     )
-    return Effect(
+    pooled = np.concatenate([t - t.mean(), c - c.mean()])
+    effect = Effect(
         claim,
         unit,
         **asdict(interval),
@@ -283,7 +311,10 @@ def two_sample_effect(
         smallest=smallest,
         learned=learned,
         p_opposite=p_opp,
+        spread=float(np.sqrt((pooled**2).sum() / (len(pooled) - 2))),
+        n_control=len(c),
     )
+    return replace(effect, detectable=effect.detectable_at(alpha))
 
 
 def describe_reach(

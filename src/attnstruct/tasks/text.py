@@ -13,7 +13,9 @@ Initialisations (:func:`initialise`, the paper's symmetric initialisation experi
 ``bert``, ``symmetric``, ``symmetric-matched``, ``default-scale``.
 
 The batch of step ``s`` (windows and masks) is drawn from a generator seeded with ``(seed, s)`` only
-(:func:`make_batch`); validation uses the same held-out windows and masks at every evaluation.
+(:func:`make_batch`); validation uses the same held-out windows and masks at every evaluation. The initial
+weights come from ``init_seed`` when it is set, else from ``seed``: two runs of one ``seed`` and different
+``init_seed`` see the same batches from different starts (notebook 06's placebo).
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class TextConfig(engine.RunConfig):
     CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "init", "seed")
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
+    PER_RUN: ClassVar[tuple[str, ...]] = ("init_seed",)
 
     objective: str = "mlm"
     init: str = "bert"
@@ -59,9 +62,23 @@ class TextConfig(engine.RunConfig):
     corpus: str = "shakespeare"
     vocab_size: int = 500
     val_fraction: float = 0.05
+    init_seed: int | None = None  # the seed of the initial weights; None: ``seed``
+
+    @property
+    def weights_seed(self) -> int:
+        """The seed the initial weights are drawn from: ``init_seed``, else ``seed``."""
+        return self.seed if self.init_seed is None else self.init_seed
+
+    def run_name(self) -> str:
+        name = super().run_name()
+        return name if self.init_seed is None else f"{name}-weights{self.init_seed}"
 
     def validate_task(self) -> None:
         one_of(self.init, INITS, "init")
+        if self.init_seed is not None and (
+            not isinstance(self.init_seed, int) or isinstance(self.init_seed, bool) or self.init_seed < 0
+        ):
+            raise ValueError(f"init_seed must be a non-negative integer or None, got {self.init_seed!r}")
         positive_integers(self, ("seq_len", "eval_batches"))
         if not isinstance(self.vocab_size, int) or self.vocab_size < 300:
             raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + merges), got {self.vocab_size!r}")
@@ -172,11 +189,11 @@ def initialise(model: LanguageModel, init: str, generator: torch.Generator) -> N
 
 
 def build_model(config: TextConfig, vocab_size: int) -> LanguageModel:
-    """The model of a run, initialised from ``config.seed`` alone; the global RNG is left as it was."""
+    """The model of a run, initialised from ``config.weights_seed`` alone; the global RNG is left as it was."""
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed)  # the construction's draws, then BERT's initialisation, from the seed
+        torch.manual_seed(config.weights_seed)  # the construction's draws, then BERT's initialisation
         model = LanguageModel(config.model_config(vocab_size))
-    initialise(model, config.init, engine.seeded_generator(config.seed, 7))
+    initialise(model, config.init, engine.seeded_generator(config.weights_seed, 7))
     return model
 
 

@@ -24,6 +24,7 @@ class Settings:
     """Mixin for frozen configuration dataclasses; ``KIND`` names them in error messages."""
 
     KIND: ClassVar[str] = "configuration"
+    PER_RUN: ClassVar[tuple[str, ...]] = ()  # fields set run by run, not by a notebook: their default when not given
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -45,15 +46,17 @@ class Settings:
         """The configuration whose fields come from ``overrides`` or else from ``namespace`` by name.
 
         Names in ``namespace`` that are not fields are ignored (a notebook has other parameters too); a field
-        found in neither raises ValueError naming every missing one.
+        found in neither raises ValueError naming every missing one, except the fields of ``PER_RUN``, which take
+        their default.
         """
         unknown = sorted(set(overrides) - set(cls.field_names()))
         if unknown:
             raise ValueError(f"unknown {cls.KIND} parameters: {', '.join(unknown)}")
-        missing = [name for name in cls.field_names() if name not in overrides and name not in namespace]
+        given = {**{k: v for k, v in namespace.items() if k in cls.field_names()}, **overrides}
+        missing = [name for name in cls.field_names() if name not in given and name not in cls.PER_RUN]
         if missing:
             raise ValueError(f"{cls.__name__} needs the parameters {', '.join(missing)}, which are not given")
-        return cls(**{name: overrides[name] if name in overrides else namespace[name] for name in cls.field_names()})
+        return cls(**given)
 
     def digest(self) -> str:
         """sha256 (hex, 16 characters) of the configuration's JSON record: equal configurations, equal digests."""
