@@ -60,8 +60,8 @@ n_layers = 2  # layers of the toy BERT
 seq_len = 12  # tokens in the test sequence
 example_dim = 48  # size of the example matrices drawn below
 null_draws = 200  # random matrices per null distribution that the scores are compared with
-results_dir = "../build/interactive/results"  # where the dataset goes
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %% [markdown]
 # ## Setup
@@ -73,19 +73,17 @@ figures_dir = "../build/interactive/figures"  # where the figures go
 # number is computed from the data, never typed.
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
 import attnstruct as at
-from attnstruct import notebooks, results
+from attnstruct import notebooks, results, work
 from attnstruct.analyses import bilinear_form
 from attnstruct.report import plotting, prose
 
 plotting.set_style()
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("01_bilinear_form", globals())  # recorded with the dataset
 
 # %% [markdown]

@@ -43,24 +43,22 @@ num_stds = [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0]  # directionality thresholds to s
 sweep_d_model = 256  # width of the matrices in the threshold sweep
 tying_heads = 4  # heads in the per-head versus summed comparison
 tying_d_model = 128  # width in the per-head versus summed comparison
-results_dir = "../build/interactive/results"  # where the dataset goes
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
 import torch
 
 import attnstruct as at
-from attnstruct import notebooks, random_matrices, results
+from attnstruct import notebooks, random_matrices, results, work
 from attnstruct.analyses import score_nulls
 from attnstruct.report import plotting, prose
 
 plotting.set_style()
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("02_scores", globals())  # recorded with the dataset
 
 # %% [markdown]

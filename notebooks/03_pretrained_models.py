@@ -58,23 +58,21 @@ quant_types = ["Q8_0", "Q5_0", "Q4_1", "Q4_0"]  # GGUF types to round its W_q, W
 null_draws = 200  # samples of the null of a stack's median over layers (per shape: width, heads, layers)
 null_layer_draws = 100  # random layers drawn per (width, heads), a d^3 product each; a null needing more resamples them
 null_seed = 0  # seeds the random layers of the null
-results_dir = "../build/interactive/results"  # where the dataset goes
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnstruct import reference, results
+from attnstruct import reference, results, work
 from attnstruct.analyses import example_matrices, extraction_checks, paper_comparison, pretrained, pretrained_ordering
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.report import plotting, prose
 
 plotting.set_style()
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 
 # %% [markdown]
 # **The analysis plan, declared before any score.** The paper's claim about pretrained models is about a

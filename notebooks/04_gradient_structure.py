@@ -63,17 +63,15 @@ every = 50  # record scores every this many steps
 n_sequences = 512  # sequences for the accumulated updates at initialisation
 n_null = 400  # draws of the null distribution (random single-head W_qk of width d_model)
 workers = 2  # training runs side by side (processes of one thread each)
-results_dir = "../build/interactive/results"  # where the dataset goes
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnstruct import gradient, notebooks, results, stats
+from attnstruct import gradient, notebooks, results, stats, work
 from attnstruct.analyses import gradient_toy_runs, gradient_toys, plans
 from attnstruct.report import plotting, prose
 from attnstruct.scores import symmetry_score
@@ -81,7 +79,7 @@ from attnstruct.tasks import toy_tasks
 
 plotting.set_style()
 torch.set_num_threads(1)
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("04_gradient_structure", globals())  # recorded with the dataset
 if n_seeds < 1 or steps < every or seq_len % 2 or n_sequences < 1 or n_null < 2:
     raise ValueError("need n_seeds >= 1, steps >= every, an even seq_len, n_sequences >= 1 and n_null >= 2")
@@ -311,7 +309,7 @@ prose.show(gradient_toys.describe_accumulated(accumulated, nulls))
 # run's seed and step, so a run never sees the same sequences twice.
 
 # %%
-training = gradient_toy_runs.training_runs(parameters)
+training = gradient_toy_runs.training_runs(parameters, results_dir / "toy_runs")  # stored there, reused
 
 # %% [markdown]
 # **Did the runs learn?** A score of a model that has not learned its task says nothing about the task, so we

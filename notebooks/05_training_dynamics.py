@@ -97,25 +97,23 @@ threads_per_worker = 1  # torch threads per process
 device = "cpu"  # "cpu", "cuda" or "auto"
 amp = False  # bfloat16 autocast on CUDA
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
-results_dir = "../build/interactive/results"  # where the dataset goes
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 from matplotlib.colors import CenteredNorm
 
-from attnstruct import notebooks, reference, results, stats
+from attnstruct import notebooks, reference, results, stats, work
 from attnstruct.analyses import final_ordering, gates, plans, training_dynamics
 from attnstruct.report import plotting, prose
 from attnstruct.tasks import corpus as text_corpus
 from attnstruct.tasks import text
 
 plotting.set_style()
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 COLORS = {"mlm": plotting.ENCODER_COLOR, "next-token": plotting.DECODER_COLOR, "next-token-mlm-collator": "0.45"}
 label = training_dynamics.label  # an objective's name in legends and sentences
 parameters = notebooks.notebook_parameters("05_training_dynamics", globals())  # recorded with the dataset

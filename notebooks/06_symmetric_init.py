@@ -97,17 +97,15 @@ threads_per_worker = 1  # torch threads per process
 device = "cpu"  # "cpu", "cuda" or "auto"
 amp = False  # bfloat16 autocast on CUDA
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
-results_dir = "../build/interactive/results"  # where the dataset goes
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from attnstruct import factor_scores, notebooks, results
+from attnstruct import factor_scores, notebooks, results, work
 from attnstruct.analyses import gates, plans, speedup_metrics, symmetric_init, symmetric_start, training_dynamics
 from attnstruct.report import plotting, prose
 from attnstruct.tasks import corpus as text_corpus
@@ -115,7 +113,7 @@ from attnstruct.tasks import text
 from attnstruct.training.model import query_key_factors
 
 plotting.set_style()
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 symmetric_init.check_design(inits, objectives, seeds, smoothing, placebo_offset)
 INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#7570b3"}
 label = training_dynamics.label  # an objective's name in legends and sentences

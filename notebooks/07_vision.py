@@ -88,18 +88,17 @@ workers = 2  # runs trained side by side, one thread each
 device = "cpu"  # "cpu", "cuda" or "auto" (GPU runs are not bit-reproducible)
 amp = False  # bfloat16 autocast on CUDA
 local_models = []  # local vision checkpoints to score: folder paths, or [name, path] pairs
-results_dir = "../build/interactive/results"  # where the dataset goes
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
 import time
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnstruct import factor_scores, notebooks, reference, results, stats, symmetry_score
+from attnstruct import factor_scores, notebooks, reference, results, stats, symmetry_score, work
 from attnstruct.analyses import paper_comparison, plans, vision_objectives, vision_results, vision_sentences
 from attnstruct.checkpoints import tables
 from attnstruct.checkpoints.extract import count_parameters
@@ -109,7 +108,7 @@ from attnstruct.training.model import attention_layers, query_key_factors
 
 plotting.set_style()
 torch.set_num_threads(1)
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("07_vision", globals())  # recorded with the dataset
 objectives, configs = vision_results.plan_runs(parameters)  # every objective by every seed, in one order
 COLORS, LABELS = vision_results.COLORS, vision_results.LABELS
@@ -246,7 +245,7 @@ print(
 )
 print(f"{len(configs)} runs: {', '.join(objectives)} x seeds {seed}..{seed + n_seeds - 1}, {steps} steps each")
 start = time.perf_counter()
-runs = vision.train_many(configs, workers=workers)
+runs = vision.train_many(configs, results_dir / "vision_runs", workers=workers)  # stored there, reused
 print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)")
 
 # %% [markdown]

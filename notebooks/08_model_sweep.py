@@ -51,23 +51,21 @@ device = "auto"  # auto (CUDA when there is one), cpu or cuda
 per_head = False  # also store every head's scores
 workers = 2  # models scored at once
 n_disagreements = 10  # rows of the disagreement table
-results_dir = "../build/interactive/results"  # where the datasets go
-figures_dir = "../build/interactive/figures"  # where the figures go
+results_dir = None  # where the datasets go; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import numpy as np
 
-from attnstruct import reference, results, stats
+from attnstruct import reference, results, stats, work
 from attnstruct.analyses import model_sweep, paper_comparison, pretrained, pretrained_ordering
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.scoring import resolve_device
 from attnstruct.report import plotting, prose
 
 plotting.set_style()
-results_dir, figures_dir = Path(results_dir), Path(figures_dir)
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 sweep_dir = results_dir / "08_model_sweep"
 
 # %% [markdown]

@@ -195,7 +195,7 @@ class LabServer:
         self.root, self.token, self.port = root, token, free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         env = {
-            **os.environ,
+            **{k: v for k, v in os.environ.items() if k != "ATTNSTRUCT_WORK"},  # the lab's own default: build/quick
             "JUPYTER_CONFIG_DIR": str(scratch / "config"),
             "JUPYTER_DATA_DIR": str(scratch / "data"),
             "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),

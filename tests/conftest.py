@@ -4,6 +4,8 @@ Nothing heavy is imported at module level: the pytest-xdist controller loads thi
 the workers, and runs no test.
 """
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ from shared_runs import SharedWork, session_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 notebook_params.pin_kernel_threads()  # kernels and subprocesses: one thread each (notebook_params.KERNEL_ENVIRONMENT)
+# a notebook run without output folders writes to the work folder (attnstruct.work): a temporary one, never the user's
+os.environ["ATTNSTRUCT_WORK"] = tempfile.mkdtemp(prefix="attnstruct-work-")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -286,6 +286,6 @@ def test_lab_runs_01_bilinear_form_through_the_ui(lab_root, tmp_path, context):
         assert not errors, "error outputs:\n" + "\n---\n".join(e[:1500] for e in errors)
         assert len(texts) == code_cells and all(re.fullmatch(r"\[\d+\]:", t) for t in texts), texts
         assert figures.count() > 0, "no figure drawn inline (is MPLBACKEND passed to the kernel?)"
-        assert (lab_root / "build" / "interactive" / "results" / f"{LAB_NOTEBOOK}.nc").is_file()
+        assert (lab_root / "build" / "quick" / "results" / f"{LAB_NOTEBOOK}.nc").is_file()
         print(f"JupyterLab ran {LAB_NOTEBOOK} ({code_cells} code cells) in {elapsed:.1f} s")
     assert server.process.poll() is not None, "the JupyterLab server did not stop"

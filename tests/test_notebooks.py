@@ -112,3 +112,40 @@ def test_sources_are_canonical_and_paired_notebooks_in_sync(name):
         assert [(c.cell_type, c.source) for c in other.cells] == [(c.cell_type, c.source) for c in nb.cells], (
             f"{paired.name} differs from {source.name}: run `make sync` (the .py is the source)"
         )
+
+
+STORED_WORK = ("text_runs", "toy_runs", "vision_runs", "exercise_runs", "08_model_sweep")  # what a build stores
+
+
+def _copy_finished_files(source, target) -> None:
+    """Copy ``source`` to ``target``, skipping the hidden temporary files of atomic writes and any file that another
+    worker's run removes meanwhile (a checkpoint at the end of its run)."""
+    import shutil
+
+    def copy(src, dst):
+        try:
+            shutil.copy2(src, dst)
+        except FileNotFoundError:
+            pass
+
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*"), copy_function=copy, dirs_exist_ok=True)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_after_a_build_the_notebook_runs_again_in_a_fresh_kernel_and_trains_nothing(
+    name, executed_build, tmp_path, monkeypatch
+):
+    """A lecturer's "run live" after ``make reproduce``: the notebook in a fresh kernel, its output folders left to
+    their default (the work folder, here a copy of the build's stored runs), finds every slow result stored, and
+    ``ATTNSTRUCT_STORED_RUNS_ONLY=1`` makes anything that would train fail the run."""
+    _, params = executed_build(name)
+    work = tmp_path / "work"
+    for folder in STORED_WORK:
+        if (executed_build.build_dir / "results" / folder).is_dir():
+            _copy_finished_files(executed_build.build_dir / "results" / folder, work / "results" / folder)
+    monkeypatch.setenv("ATTNSTRUCT_WORK", str(work))
+    monkeypatch.setenv("ATTNSTRUCT_STORED_RUNS_ONLY", "1")
+    defaults = {"results_dir": None, "figures_dir": None}
+    notebooks.run_notebook(ROOT, notebooks.resolve_notebook(ROOT, name), {**params, **defaults}, tmp_path / "live")
+    assert (work / "results" / f"{name}.nc").is_file(), "the notebook did not write to the work folder"

@@ -10,15 +10,21 @@ notebook reads and decides from these parts is :mod:`attnstruct.analyses.gradien
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import torch
 import xarray as xr
 
 from .. import gradient as G
-from .. import results, stats
+from .. import results, stats, work
+from .._version import __version__
 from ..tasks import toy_tasks
+from ..training import run_folder
 from ..training.processes import run_in_processes
 
 SCORES = stats.SCORES  # ("symmetry", "directionality")
@@ -158,8 +164,31 @@ def accumulated_at_initialisation(parameters: Mapping) -> xr.Dataset:
     return xr.Dataset(variables, coords=coords)
 
 
-def training_runs(parameters: Mapping) -> xr.Dataset:
-    """Every training run of the notebook, in one dataset.
+TOY_CODE = (  # the modules whose code determines the training runs
+    "attnstruct.analyses.gradient_toy_runs",
+    "attnstruct.gradient",
+    "attnstruct.scores",
+    "attnstruct.tasks.toy_tasks",
+)
+
+
+def training_key(parameters: Mapping) -> str:
+    """sha256 (16 hex digits) of what determines :func:`training_runs`: the parameters it reads (the fields of
+    :class:`~attnstruct.tasks.toy_tasks.CopyTaskConfig` but those it sets per run, ``seed``, ``n_seeds``,
+    ``sgd_lr``), the attnstruct version and the code of :data:`TOY_CODE`."""
+    per_run = {"objective", "factorised", "optimizer"}
+    names = sorted((set(toy_tasks.CopyTaskConfig.field_names()) - per_run) | {"seed", "n_seeds", "sgd_lr"})
+    record = {
+        "parameters": {name: parameters[name] for name in names},
+        "version": __version__,
+        "code": run_folder.code_digest(TOY_CODE),
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def training_runs(parameters: Mapping, store: str | os.PathLike | None = None) -> xr.Dataset:
+    """Every training run of the notebook, in one dataset; with ``store``, kept in
+    ``store/toy-runs-<training_key>.nc`` and reused from there (:func:`attnstruct.work.stored_dataset`).
 
     * Adam: every task of :data:`~attnstruct.tasks.toy_tasks.TASKS`, objective, parameterisation (``W_qk`` and
       ``W_q W_k^T``) and seed ``seed .. seed + n_seeds - 1``: ``loss``, ``symmetry``, ``directionality`` and
@@ -177,6 +206,9 @@ def training_runs(parameters: Mapping) -> xr.Dataset:
     ``objective``, ``factorised`` and ``optimizer``; ``n_seeds``; ``sgd_lr``; ``workers``, the runs trained side
     by side in processes of one thread each, default 2).
     """
+    if store is not None:
+        path = Path(store) / f"toy-runs-{training_key(parameters)}.nc"
+        return work.stored_dataset(path, lambda: training_runs(parameters), "04's training runs")
     seed = int(parameters["seed"])
     keys, jobs = [], []
     for task in toy_tasks.TASKS:

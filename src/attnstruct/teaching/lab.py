@@ -27,9 +27,11 @@ import sys
 from pathlib import Path
 
 from ..notebooks import PipelineError, find_root
+from ..work import WORK_ENV
 
 SETTINGS_FOLDER = "jupyter"  # in the repository: lab/settings/overrides.json and kernels/python3/kernel.json
 START_FOLDER = "notebooks"  # where the file browser opens, relative to the root
+WORK_FOLDER = "build/quick"  # the notebooks' work folder unless ATTNSTRUCT_WORK is set: make reproduce's
 JUPYTEXT_VIEWER = "Jupytext Notebook"  # the document widget factory of jupytext's JupyterLab extension
 _PACKAGE_REPOSITORY = Path(__file__).resolve().parents[3]  # the checkout, for an editable install
 
@@ -68,7 +70,9 @@ def lab_command(
     ``port`` None lets Jupyter pick (8888, or the next free one); a given port is used or the start fails.
     ``token`` None lets Jupyter draw a random one and print it in the URL; ``""`` turns authentication off.
     ``settings`` is the ``jupyter/`` folder (default: :func:`settings_folder`). ``extra_args`` go to Jupyter
-    as they are (``--ServerApp.x=y``). ``environ`` is the environment to start from (default: ``os.environ``).
+    as they are (``--ServerApp.x=y``). ``environ`` is the environment to start from (default: ``os.environ``);
+    unless it sets ``ATTNSTRUCT_WORK``, the notebooks' work folder (:mod:`attnstruct.work`) is ``root/build/quick``,
+    where ``make reproduce`` wrote: the stored runs and datasets are found there and nothing is trained again.
     """
     root = Path(root).resolve() if root else repository_root()
     if not (root / START_FOLDER).is_dir():
@@ -93,6 +97,7 @@ def lab_command(
     argv += list(extra_args)
 
     env = dict(os.environ if environ is None else environ)
+    env.setdefault(WORK_ENV, str(root / WORK_FOLDER))  # the notebooks write where make reproduce did
     env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(settings), env.get("JUPYTER_PATH", "")) if p)
     env.pop("MPLBACKEND", None)  # the kernel then draws figures inline (a test run sets agg)
     return argv, env

@@ -42,7 +42,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .. import results
+from .. import results, work
 from ..checkpoints.extract import count_parameters
 from ..checkpoints.scoring import resolve_device
 from ..conventions import DEVICES
@@ -334,6 +334,7 @@ def train(
     done = run_folder.finished_run(config, run_dir, log=print if rank == 0 else lambda _: None)
     if done is not None:
         return done
+    work.refuse_to_compute(f"the run {config.run_name()}" + (f" in {run_dir}" if run_dir is not None else ""))
     device = resolve_device(config.device)
     task.prepare()
     if run_dir is not None:
