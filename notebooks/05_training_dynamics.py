@@ -491,7 +491,7 @@ ex_sign = +1  # every pair of positions enters in both orders: the updates share
 assert ex_encoder == exercise_config("mlm", init="bert"), "ex_encoder should be exercise_config('mlm', init='bert')"
 curve = median_symmetry(exercise_run(ex_encoder))
 assert ex_sign == sign_of(curve[-1] - curve[0]), (
-    f"you predicted {ex_sign!r}; the median symmetry went from {curve[0]:+.3f} to {curve[-1]:+.3f}"
+    f"ex_sign = {ex_sign!r} is not the sign the run shows; reread the hint and predict again"
 )
 print(f"right: the encoder's median symmetry over layers went from {curve[0]:+.2f} to {curve[-1]:+.2f}")
 
@@ -521,7 +521,7 @@ for objective, config in ex_starts.items():
     )
 curves = {objective: median_symmetry(exercise_run(config)) for objective, config in ex_starts.items()}
 gap = curves["mlm"][-1] - curves["next-token"][-1]
-assert ex_gap_sign == sign_of(gap), f"you predicted {ex_gap_sign!r}; encoder minus decoder at the end is {gap:+.3f}"
+assert ex_gap_sign == sign_of(gap), f"ex_gap_sign = {ex_gap_sign!r} is not the sign the runs show; reread the hint"
 print(
     "right: from "
     + " and ".join(f"{curves[o][0]:+.2f}" for o in curves)

@@ -367,11 +367,11 @@ step0 = np.asarray(
     factor_scores(*query_key_factors(text.TextTask(matched, cache_dir).build_model()), sum_heads=True).symmetry
 )
 assert np.allclose(step0, ex_step0, rtol=0, atol=1e-9), (
-    f"ex_step0 = {ex_step0!r}, but the layers score {', '.join(f'{v:+.4f}' for v in step0)} at step 0"
+    f"ex_step0 = {ex_step0!r} is not what the layers score at step 0; write W_qk with W_q = W_k"
 )
 curve = median_symmetry(exercise_run(matched))
 assert ex_sign == sign_of(curve[-1] - curve[0]), (
-    f"you predicted {ex_sign!r}; the median symmetry went from {curve[0]:+.3f} to {curve[-1]:+.3f}"
+    f"ex_sign = {ex_sign!r} is not the sign the run shows; reread the hint and predict again"
 )
 print(f"right: every layer scores {step0.min():+.2f} at step 0; after training the median is {curve[-1]:+.2f}")
 
@@ -405,7 +405,7 @@ finals = {
 }
 gap = finals["symmetric"] - finals["symmetric-matched"]
 assert ex_confound_sign == sign_of(gap), (
-    f"you predicted {ex_confound_sign!r}; symmetric minus symmetric-matched at the end is {gap:+.3f}"
+    f"ex_confound_sign = {ex_confound_sign!r} is not the sign the runs show; reread the hint"
 )
 print(f"right: symmetric ends at {finals['symmetric']:+.2f}, symmetric-matched at {finals['symmetric-matched']:+.2f}")
 

@@ -567,7 +567,7 @@ for objective in ("masked", "next-patch"):
     )
 gap = step0["next-patch"] - step0["masked"]
 assert ex_step0_sign == sign_of(gap), (
-    f"you predicted {ex_step0_sign!r}; next-patch minus masked is {gap:+.2e} at step 0"
+    f"ex_step0_sign = {ex_step0_sign!r} is not the sign at step 0; what do the two models share before training?"
 )
 print(f"right: at step 0 both models score {step0['masked']:+.3f}; any difference later comes from training")
 
@@ -600,11 +600,10 @@ for objective in ("classify", "classify-mean"):
     (total / count).backward()
     ranks[objective] = int(torch.linalg.matrix_rank(model.encoder.blocks[-1].attention.query.weight.grad))
 assert ex_rank_classify == ranks["classify"], (
-    f"you predicted rank {ex_rank_classify!r}; the gradient for classify has rank {ranks['classify']}"
+    f"ex_rank_classify = {ex_rank_classify!r} is not the rank of the gradient; count the queries that reach the loss"
 )
 assert ex_rank_sign == sign_of(ranks["classify-mean"] - ranks["classify"]), (
-    f"you predicted {ex_rank_sign!r}; the ranks are {ranks['classify-mean']} (classify-mean) and "
-    f"{ranks['classify']} (classify)"
+    f"ex_rank_sign = {ex_rank_sign!r} is not the sign of the difference of the ranks; which loss reaches more queries?"
 )
 print(f"right: rank {ranks['classify']} for classify, {ranks['classify-mean']} for classify-mean")
 

@@ -246,7 +246,9 @@ ex_outside = bool(ex_value < ex_low or ex_value > ex_high)
 
 # %% nbgrader={"grade": true, "grade_id": "ex-08-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
 groups = paper_comparison.group_medians(pretrained.summary(dataset)).set_index("stack")["symmetry_median"]
-assert ex_larger == groups.idxmax(), f"the larger role is {groups.idxmax()!r} by the package's group medians"
+assert ex_larger == groups.idxmax(), (
+    f"ex_larger = {ex_larger!r} is not the role with the larger median symmetry by the package's group medians"
+)
 assert abs(ex_value - groups.max()) < 1e-12, "the value differs: median over layers first, then over stacks"
 verdict = stats.compare_with_null(ex_value, ex_null)
 assert bool(ex_outside) == verdict.outside, "compare the value with the null's 2.5% and 97.5% quantiles"
