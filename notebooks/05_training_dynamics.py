@@ -529,6 +529,44 @@ print(
 )
 
 # %% [markdown]
+# ### Exercise 05.3: the evidence, seed by seed
+#
+# The first verdict above rests on one number per seed. Compute it yourself from this notebook's runs (`dataset`,
+# dims `objective`, `seed`, `step`, `layer`):
+#
+# * `ex_gaps`: for each seed, in the order of `dataset.seed`, the encoder's (`"mlm"`) median symmetry over layers at
+#   the last step minus the decoder's (`"next-token"`), as a 1-D NumPy array;
+# * `ex_mean`: their mean over seeds, the estimate the verdict line prints;
+# * `ex_layer`: the layer (its index in `dataset.layer`) where the encoder's final symmetry minus the decoder's,
+#   averaged over seeds, is largest: the layer that carries the gap.
+#
+# The check recomputes each with the package's own functions.
+#
+# Hint: `dataset.symmetry.isel(step=-1)` is the last record; `.median("layer")` and `.sel(objective=...)` do the
+# rest. The layer is an `argmax` over the mean of the per-layer differences.
+
+# %% nbgrader={"grade": false, "grade_id": "ex-05-3", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+final = dataset.symmetry.isel(step=-1)
+ex_gaps = (final.median("layer").sel(objective="mlm") - final.median("layer").sel(objective="next-token")).values
+ex_mean = float(ex_gaps.mean())
+ex_layer = int(
+    dataset.layer[int((final.sel(objective="mlm") - final.sel(objective="next-token")).mean("seed").argmax())]
+)
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-05-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+medians = training_dynamics.final_median(dataset, "symmetry")
+expected = (medians.sel(objective="mlm") - medians.sel(objective="next-token")).values
+assert np.shape(ex_gaps) == expected.shape, f"ex_gaps has shape {np.shape(ex_gaps)}: one value per seed, please"
+assert np.allclose(ex_gaps, expected, rtol=0, atol=1e-12), "ex_gaps: median over layers first, then the difference"
+assert abs(ex_mean - expected.mean()) < 1e-12, "ex_mean is not the mean of the per-seed differences"
+by_layer = training_dynamics.per_layer_gap(dataset).mean()
+assert ex_layer == int(by_layer.idxmax()), "ex_layer is not the layer with the largest mean difference over seeds"
+print(f"right: a mean gap of {ex_mean:+.3f} over {len(expected)} seed(s), largest in layer {ex_layer}")
+
+
+# %% [markdown]
 # ## What to take away
 #
 # * The same model, text and initialisation trained with two objectives differ only in which pairs of positions
