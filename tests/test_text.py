@@ -214,6 +214,10 @@ def test_bad_training_parameters_are_refused():
         text.TextConfig(n_heads=3)
     with pytest.raises(ValueError, match="seed must be a non-negative integer"):
         text.TextConfig(seed=-1)
+    for bad in (-1, True, 1.5):
+        with pytest.raises(ValueError, match="init_seed must be a non-negative integer or None"):
+            text.TextConfig(init_seed=bad)
+    assert text.TextConfig(init_seed=None).weights_seed == 0 and text.TextConfig(init_seed=7).weights_seed == 7
     with pytest.raises(ValueError, match="unknown training parameters: nope"):
         text.TextConfig.from_dict({"nope": 1})
 

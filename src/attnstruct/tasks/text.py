@@ -33,7 +33,7 @@ from torch.nn import functional as F
 
 from ..training import engine
 from ..training import processes as many_runs
-from ..training.config import one_of, positive_integers
+from ..training.config import non_negative_integer, one_of, positive_integers
 from ..training.model import LanguageModel, TransformerConfig, attention_layers
 from . import corpus
 
@@ -75,10 +75,7 @@ class TextConfig(engine.RunConfig):
 
     def validate_task(self) -> None:
         one_of(self.init, INITS, "init")
-        if self.init_seed is not None and (
-            not isinstance(self.init_seed, int) or isinstance(self.init_seed, bool) or self.init_seed < 0
-        ):
-            raise ValueError(f"init_seed must be a non-negative integer or None, got {self.init_seed!r}")
+        non_negative_integer(self, "init_seed", optional=True)
         positive_integers(self, ("seq_len", "eval_batches"))
         if not isinstance(self.vocab_size, int) or self.vocab_size < 300:
             raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + merges), got {self.vocab_size!r}")

@@ -72,6 +72,15 @@ def positive_integers(config, names) -> None:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
+def non_negative_integer(config, name: str, *, optional: bool = False) -> None:
+    """Raise ValueError unless ``name`` of ``config`` is an integer >= 0 (booleans refused), or None if ``optional``."""
+    value = getattr(config, name)
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer{' or None' if optional else ''}, got {value!r}")
+
+
 def one_of(value, allowed, what: str) -> None:
     """Raise ValueError unless ``value`` is one of ``allowed``, listing them."""
     if value not in allowed:

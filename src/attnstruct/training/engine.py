@@ -47,7 +47,7 @@ from ..checkpoints.extract import count_parameters
 from ..checkpoints.scoring import resolve_device
 from ..conventions import DEVICES
 from . import run_folder
-from .config import Settings, one_of, positive_integers
+from .config import Settings, non_negative_integer, one_of, positive_integers
 from .model import TransformerConfig
 from .records import SCORED_MATRIX, Records, record_scores
 
@@ -102,8 +102,7 @@ class RunConfig(Settings):
         one_of(self.objective, self.OBJECTIVES, "objective")
         positive_integers(self, ("steps", "batch_size", "log_every", "eval_every", "checkpoint_every"))
         positive_integers(self, ("d_model", "n_layers", "n_heads"))
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        non_negative_integer(self, "seed")
         if self.eval_every % self.log_every:
             raise ValueError(f"eval_every ({self.eval_every}) must be a multiple of log_every ({self.log_every})")
         if self.d_model % self.n_heads:
