@@ -227,19 +227,24 @@ def _evidence(effect: stats.Effect) -> str:
     )
 
 
+def _arms_with(table: pd.DataFrame, effects: Sequence[stats.Effect]) -> list:
+    """:func:`_arms` of ``table`` paired with ``effects``, one per treated initialisation in the same order."""
+    arms = list(_arms(table))
+    if len(arms) != len(effects):
+        raise ValueError(f"{len(effects)} effects for {len(arms)} treated initialisations")
+    return list(zip(arms, effects))
+
+
 def describe_losses(table: pd.DataFrame, effects: Sequence[stats.Effect]) -> str:
     """One Markdown item per effect of :func:`loss_effects` (same table, same order): the verdict in words
     (:data:`LOSS_WORDS`), the mean gain with its interval, p and family, the placebo's gains beside it as the
     yardstick of a change of starting weights alone, and the smallest gain the design detects."""
-    arms = list(_arms(table))
-    if len(arms) != len(effects):
-        raise ValueError(f"{len(effects)} effects for {len(arms)} treated initialisations")
     return "\n".join(
         f"- **{init}** ({label(objective)}): {LOSS_WORDS[effect.verdict]} (final validation loss, baseline minus "
         f"arm, mean over seeds {prose.signed(effect.estimate, 3)}; {_evidence(effect)}). The placebo, the baseline "
         f"from other weights, gives {_range(_gains(control))}; a gain of "
         f"{prose.signed(effect.detectable, 3)} or more would be detected with 80% power."
-        for (objective, init, _, control), effect in zip(arms, effects)
+        for (objective, init, _, control), effect in _arms_with(table, effects)
     )
 
 
@@ -247,15 +252,12 @@ def describe_speedups(table: pd.DataFrame, effects: Sequence[stats.Effect]) -> s
     """One Markdown item per effect of :func:`speedup_effects` (same table, same order): the verdict in words
     (:data:`SPEEDUP_WORDS`), the robust speed-ups against the placebo's, the mean paired difference with its
     interval, p and reason, and the paper's metric on the same runs."""
-    arms = list(_arms(table))
-    if len(arms) != len(effects):
-        raise ValueError(f"{len(effects)} effects for {len(arms)} treated initialisations")
     return "\n".join(
         f"- **{init}** ({label(objective)}): {SPEEDUP_WORDS[effect.verdict]} (robust speed-up {spread(arm['robust'])} "
         f"against the placebo's {spread(control['robust'])}; mean paired difference {prose.signed(effect.estimate)}, "
         f"{_evidence(effect)}). The paper's metric gives {spread(arm['paper'])} on the same runs, and "
         f"{spread(control['paper'])} for the placebo."
-        for (objective, init, arm, control), effect in zip(arms, effects)
+        for (objective, init, arm, control), effect in _arms_with(table, effects)
     )
 
 
