@@ -17,7 +17,7 @@ TEST_WORKERS ?= auto
 # pytest-xdist: one group per notebook and one for the book on one worker each, groups first (tests/conftest.py)
 PYTEST := MPLBACKEND=agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 CHECK_TIERS := not (notebook or browser or install or checkpoint or findings)
-.PHONY: help install fetch reproduce notebook book exercises lab check test findings claims-refs sync lock clean
+.PHONY: help install fetch reproduce notebook book handouts exercises course lab check test findings claims-refs sync lock clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -45,11 +45,18 @@ reproduce: install fetch ## run every notebook with PROFILE; outputs in build/PR
 notebook: install ## run one notebook: make notebook NB=02_scores ARGS='-p n_draws 100'
 	$(BIN)/attnstruct notebook $(NB) --profile $(PROFILE) --build-dir $(BUILD) $(ARGS)
 
-book: install ## the course book from the notebooks that `make reproduce` executed (not run again): $(BUILD)/book/
-	$(BIN)/python -m attnstruct.teaching.book --build-dir $(BUILD)
+book: install ## the instructor's and the student's course book from the notebooks `make reproduce` executed: $(BUILD)/book/
+	$(BIN)/python -m attnstruct.teaching.book --build-dir $(BUILD) --audience $(or $(AUDIENCE),both)
 
-exercises: install ## the student notebooks (solutions removed by nbgrader) in build/exercises/
-	$(BIN)/python -m attnstruct.teaching.exercises --out build/exercises
+handouts: install ## slides, a one-page cheat sheet and a quiz (with its answer key) from the executed notebooks: $(BUILD)/handouts/
+	$(BIN)/python -m attnstruct.teaching.handouts --build-dir $(BUILD)
+
+exercises: install ## the student notebooks (course settings, solutions removed by nbgrader) in build/exercises/
+	$(BIN)/python -m attnstruct.teaching.course_notebooks --out build/exercises
+
+course: install fetch ## an nbgrader course folder: every notebook run at the course profile, then source/, release/, config
+	$(BIN)/attnstruct reproduce --profile course --build-dir build/course/work
+	$(BIN)/python -m attnstruct.teaching.course --out build/course
 
 lab: install ## JupyterLab on the notebooks (the .py sources open as notebooks; the kernel has attnstruct)
 	$(BIN)/python -m attnstruct.teaching.lab $(ARGS)

@@ -39,6 +39,9 @@ mathjax2_config = {
         "webFont": "STIX-Web",
         "imageFont": None,
         "linebreaks": {"automatic": True},
+        # Inline math at the size of the text around it: by default MathJax scales its STIX-Web glyphs until their
+        # x-height matches the page font's (130% here), which makes inline math tower over the line.
+        "matchFontHeight": False,
     },
     "messageStyle": "none",
     # The hidden assistive MathML copy would ask for fonts (MathJax_AMS, MathJax_Script .otf) that the packaged

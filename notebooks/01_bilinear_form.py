@@ -79,7 +79,8 @@ import torch
 
 import attnstruct as at
 from attnstruct import notebooks, results, work
-from attnstruct.analyses import bilinear_form
+from attnstruct.analyses import bilinear_form, example_matrices
+from attnstruct.analyses import figure_titles as titles
 from attnstruct.report import plotting, prose
 
 plotting.set_style()
@@ -158,6 +159,7 @@ head_scores, layer_scores = bilinear_form.head_and_layer_scores(model)
 layer_places = bilinear_form.place_layers(layer_scores, d_model, n_heads, null_draws, seed)
 prose.show(bilinear_form.describe_first_layer(layer_places, null_draws))
 
+# %% tags=["hide-input"]
 limit = float(m_layer.abs().max())
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
 for ax, part, title in zip(
@@ -165,7 +167,7 @@ for ax, part, title in zip(
 ):
     image = plotting.matrix_heatmap(ax, part, title=title, limit=limit, colorbar=False)
 fig.colorbar(image, ax=list(axes), fraction=0.02, pad=0.02)
-fig.suptitle("An untrained layer: its symmetric and skew parts", y=1.02)
+plotting.message_title(fig, titles.decomposition(energy), y=1.04)
 plotting.savefig(fig, figures_dir / "01_decomposition")
 plt.show()
 
@@ -197,6 +199,7 @@ plt.show()
 matrices = bilinear_form.examples(example_dim, seed)
 example_scores = {kind: at.scores(m) for kind, m in matrices.items()}
 
+# %% tags=["hide-input"]
 # One colour scale for all five panels, symmetric about 0, set by the unplanted examples' largest entry: the
 # planted columns and rows (the examples' `gain` times larger) saturate it.
 limit = max(float(matrices[kind].abs().max()) for kind in ("gaussian", "symmetric", "skew"))
@@ -208,6 +211,7 @@ for ax, (kind, m) in zip(axes, matrices.items()):
     ax.set_title(f"{title}\nsym {prose.signed(s.symmetry)}   dir {prose.signed(s.directionality)}", fontsize=10)
 colorbar = fig.colorbar(image, ax=list(axes), fraction=0.012, pad=0.015, extend="both")
 colorbar.set_label("entry")
+plotting.message_title(fig, titles.examples(example_scores), y=1.04)
 plotting.savefig(fig, figures_dir / "01_examples")
 plt.show()
 
@@ -238,7 +242,7 @@ prose.show(bilinear_form.describe_examples(example_places, null_draws, example_d
 # need not lie outside the Gaussian null's range (the sentence above says where it lies), although their
 # excesses are far larger.
 
-# %%
+# %% tags=["hide-input"]
 m = matrices["columns"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3), sharey=True)
 for ax, values, name, color in zip(
@@ -250,8 +254,12 @@ for ax, values, name, color in zip(
     ax.set_title(f"{name} norms")
 axes[0].set_ylabel("Euclidean norm")
 axes[0].legend()
+norms = example_matrices.outlying_norms(m.numpy())
+plotting.message_title(fig, titles.dominant_columns(norms, float(example_scores["columns"].directionality)), y=1.08)
 plotting.savefig(fig, figures_dir / "01_directionality_norms")
 plt.show()
+
+# %%
 for kind in ("columns", "gaussian"):
     row_excess, col_excess = at.row_column_excess(matrices[kind])
     print(

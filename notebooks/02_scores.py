@@ -54,6 +54,7 @@ import torch
 
 import attnstruct as at
 from attnstruct import notebooks, random_matrices, results, work
+from attnstruct.analyses import figure_titles as titles
 from attnstruct.analyses import score_nulls
 from attnstruct.report import plotting, prose
 
@@ -152,7 +153,7 @@ score_nulls.null_quartiles(null_ds).round(3)
 # reference in both columns. A width that a head count does not divide has no point, and for $H = 1$ the head
 # is the layer.
 
-# %%
+# %% tags=["hide-input"]
 head_counts = sorted({int(h) for h in null_ds.n_heads.values if h > 0})
 head_colors = dict(zip(head_counts, sns.color_palette("viridis", len(head_counts))))
 widths = null_ds.d_model.values
@@ -190,7 +191,7 @@ axes[0, 0].set_title("the layer: $W_{qk}$ summed over heads")
 axes[0, 1].set_title("one head: $W_{qk}^h$")
 handles, labels = axes[0, 0].get_legend_handles_labels()
 fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.91, 0.5), title="ensemble")
-fig.suptitle(f"Null distributions of the scores over {n_draws} draws per point")
+plotting.message_title(fig, titles.null_spread(null_ds))
 plotting.savefig(fig, figures_dir / "02_null_distributions")
 plt.show()
 
@@ -224,6 +225,8 @@ prose.show(score_nulls.describe_spread(null_ds))
 
 # %%
 sweep = score_nulls.num_std_sweep(sweep_d_model, num_stds, n_draws, seed)
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(7, 4.2))
 colors = {"gaussian": plotting.NEUTRAL_COLOR}
 colors.update(
@@ -250,7 +253,8 @@ ax.axvline(2.0, color="black", ls=":", lw=1)
 ax.axhline(0, color="black", lw=0.8)
 ax.set_xlabel("threshold num_std (the paper uses 2)")
 ax.set_ylabel("directionality")
-ax.set_title(f"Directionality against its threshold ($d$ = {sweep_d_model})")
+ax.set_title(f"Directionality against its threshold ($d$ = {sweep_d_model})", fontsize=11)
+plotting.message_title(fig, titles.threshold_sweep(sweep), y=1.06)
 ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 plotting.savefig(fig, figures_dir / "02_threshold_sensitivity")
 plt.show()
@@ -275,6 +279,8 @@ plt.show()
 # %%
 thetas = np.linspace(0, np.pi / 2, 7)
 tying = score_nulls.tying_sweep(thetas, tying_heads, tying_d_model, n_draws, seed)
+
+# %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
 ax.plot(
     np.degrees(tying.theta),
@@ -293,10 +299,13 @@ ax.plot(
 )
 ax.set_xlabel(r"$\theta$ (degrees): 0 = $W_q = W_k$, 90 = independent")
 ax.set_ylabel("symmetry (median)")
-ax.set_title(f"Per head versus summed ({tying_heads} heads, $d$ = {tying_d_model})")
+ax.set_title(f"Per head versus summed ({tying_heads} heads, $d$ = {tying_d_model})", fontsize=11)
+plotting.message_title(fig, titles.head_versus_layer(score_nulls.layer_minus_head(tying)), y=1.06)
 ax.legend()
 plotting.savefig(fig, figures_dir / "02_head_vs_layer")
 plt.show()
+
+# %%
 print("median (layer - mean head) symmetry by theta:", np.round(score_nulls.layer_minus_head(tying).values, 3))
 
 # %% [markdown]

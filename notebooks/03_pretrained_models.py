@@ -68,6 +68,7 @@ import torch
 
 from attnstruct import reference, results, work
 from attnstruct.analyses import example_matrices, extraction_checks, paper_comparison, pretrained, pretrained_ordering
+from attnstruct.analyses import figure_titles as titles
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.report import plotting, prose
 
@@ -208,8 +209,9 @@ for line in pretrained.null_sentences(table):
 # are not our measurements. The same figure, drawn by the same function (`plotting.main_figure`), opens
 # notebook 08 for a whole list of models, there with the authors' entries that carry a caveat as well.
 
-# %%
+# %% tags=["hide-input"]
 fig = plotting.main_figure(table, authors, caveat_rows=False)
+plotting.message_title(fig, titles.roles(table, authors), y=1.04)
 plotting.savefig(fig, figures_dir / "03_encoders_vs_decoders")
 plt.show()
 
@@ -268,7 +270,7 @@ pretrained.stack_quartiles(table).round(3)
 # hides how the scores change with depth: look for stacks whose early and late layers differ, and for the
 # decoder layers that reach the strongest column dominance.
 
-# %%
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharex=True)
 for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     for i, model in enumerate(dataset.model.values):
@@ -282,6 +284,7 @@ for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     ax.set_xlabel("relative depth")
     ax.set_title(var)
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+plotting.message_title(fig, titles.layer_profiles(dataset), y=1.04)
 plotting.savefig(fig, figures_dir / "03_layer_profiles")
 plt.show()
 
@@ -293,10 +296,15 @@ plt.show()
 # encoder-stack layer whose symmetry is nearest the median of all encoder layers, and the decoder-stack layer
 # whose directionality is nearest the median of all decoder layers, over all models (with `heatmap_layer` set:
 # among the layers of that index). The line printed under the figure puts each shown layer's score beside its
-# role's median and range over layers. Each column of the figure is one layer. At the top, the top-left `heatmap_size` block, its
-# colour scale clipped at the 99th percentile of the block's $|M_{ij}|$ (entries beyond it take the end
-# colours), so that a few large entries cannot wash out the rest. Below it, the whole matrix through the lens
-# of each score:
+# role's median and range over layers.
+#
+# At the top, the encoder layer's top-left `heatmap_size` block split into its symmetric part $M_s$ and its skew
+# part $M_n$, on one colour scale centred at zero and clipped at the 99th percentile of the block's $|M_{ij}|$
+# (entries beyond it take the end colours), so that a few large entries cannot wash out the rest: the part with
+# the stronger colours carries more of the energy, and each title gives its share of the whole matrix's. The
+# decoder layer gets no heat map: its dominant columns are too weak against the bulk of the matrix to show as
+# stripes (the numbers under the figure say how weak), so its norm profile shows them instead. Below, one column
+# per layer, the whole matrix through the lens of each score:
 #
 # * **Mirror pairs** (symmetry): every entry $M_{ij}$, $i < j$, against its mirror image $M_{ji}$, both in
 #   units of the off-diagonal entries' standard deviation. A symmetric matrix puts them on the line $y = x$,
@@ -307,27 +315,36 @@ plt.show()
 
 # %%
 examples = example_matrices.example_layers(dataset, blocks, heatmap_layer)
-fig, axes = plt.subplots(3, len(examples), figsize=(5.6 * len(examples), 15), squeeze=False)
+print(example_matrices.describe_choice(examples))
+
+# %% tags=["hide-input"]
+fig, axes = plt.subplots(3, 2, figsize=(11.2, 15), layout="constrained")
+for ax in axes[1:, len(examples) :].flat:
+    ax.axis("off")
+encoder = next((e for e in examples if e.stack == "encoder"), None)
+if encoder is None:
+    for ax in axes[0]:
+        ax.axis("off")
+else:
+    label = f"{encoder.model}, encoder layer {encoder.layer}\n"
+    image = plotting.symmetric_and_skew(axes[0], encoder.matrix, size=heatmap_size, label=label)
+    fig.colorbar(image, ax=list(axes[0]), fraction=0.03, pad=0.02, extend="both")
 for col, example in enumerate(examples):
     m, color = example.matrix, plotting.ROLE_COLORS[example.stack]
-    corner = m[:heatmap_size, :heatmap_size]
-    plotting.matrix_heatmap(axes[0, col], corner, limit=plotting.robust_limit(corner, 99))
-    axes[0, col].set_title(example.title(), fontsize=11)
     r = plotting.mirror_pairs(axes[1, col], m, color=color, label=example.model)
     lim = plotting.robust_limit(m / m[~np.eye(len(m), dtype=bool)].std(), 99.5)
     axes[1, col].plot([-lim, lim], [-lim, lim], color="black", lw=0.8, label="$y = x$ (symmetric)")
     axes[1, col].set(
         xlim=(-lim, lim), ylim=(-lim, lim), aspect="equal", xlabel="$M_{ij}$ / std", ylabel="$M_{ji}$ / std"
     )
-    axes[1, col].set_title(f"mirror pairs: correlation {r:+.2f}")
+    axes[1, col].set_title(f"{example.stack} layer {example.layer}: mirror pairs, correlation {r:+.2f}", fontsize=11)
     axes[1, col].legend(loc="upper left", fontsize=8)
     plotting.norm_profile(axes[2, col], m, color=color, label=example.model)
     axes[2, col].set(xlabel="rank", ylabel="norm / (mean + 2 std)", title="largest column and row norms")
     axes[2, col].legend(fontsize=8)
-fig.tight_layout(h_pad=2.5)
+plotting.message_title(fig, titles.wqk_examples(examples))
 plotting.savefig(fig, figures_dir / "03_wqk_examples")
 plt.show()
-print(example_matrices.describe_choice(examples))
 
 # %% [markdown]
 # What each chosen layer shows, in numbers computed from its whole matrix: for the encoder layer, how
@@ -353,6 +370,8 @@ for line in example_matrices.describe_examples(examples):
 
 # %%
 both = pretrained.encoder_decoder_models(dataset)
+
+# %% tags=["hide-input"]
 if both:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharex=True)
     for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
@@ -363,6 +382,7 @@ if both:
         ax.set_xlabel("layer")
         ax.set_title(f"{both[0]}: {var}")
     axes[1].legend()
+    plotting.message_title(fig, titles.encoder_decoder(dataset, both[0]), y=1.04)
     plotting.savefig(fig, figures_dir / "03_encoder_decoder_cross")
     plt.show()
 

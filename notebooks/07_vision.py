@@ -100,6 +100,7 @@ import torch
 
 from attnstruct import factor_scores, notebooks, reference, results, stats, symmetry_score, work
 from attnstruct.analyses import paper_comparison, plans, vision_objectives, vision_results, vision_sentences
+from attnstruct.analyses import training_titles as titles
 from attnstruct.checkpoints import tables
 from attnstruct.checkpoints.extract import count_parameters
 from attnstruct.report import plotting, prose
@@ -139,6 +140,8 @@ prose.show(vision_sentences.describe_reported(reported))
 data = images.load_images(source, n_images, val_fraction)
 print(f"{data.source}: {len(data.train_images)} training and {len(data.val_images)} validation images")
 example = vision_results.example_panels(data, patch_size, levels, mask_rate, seed)
+
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(2, 8, figsize=(12, 3.4))
 for ax, image, label in zip(axes[0], example.images, example.labels):
     ax.imshow(image, cmap="gray_r", vmin=0, vmax=1)
@@ -160,6 +163,7 @@ for ax in axes.flat:
     ax.set_yticks([])
 for ax in axes[1][5:]:
     ax.axis("off")
+plotting.message_title(fig, titles.digit_examples(example, patch_size, levels), y=1.08)
 _ = plotting.savefig(fig, figures_dir / "07_images")
 plt.show()
 
@@ -238,7 +242,7 @@ prose.show(prose.markdown_table(vision_objectives.PLAN.table(reach)))
 # the seed and $s$ alone, so the same parameters give the same dataset, bit for bit. All four objectives have the
 # same sequence length (one special token and the patches); only the last linear layer differs in size.
 
-# %%
+# %% tags=["slow"]
 model = vision.build_model(configs[0])
 print(
     f"sequence length {1 + configs[0].n_patches}, {count_parameters(model):,} parameters ({configs[0].objective} head)"
@@ -278,6 +282,8 @@ summary = vision_objectives.final_summary(runs)  # per objective and seed: final
 learning = vision_objectives.learning_table(summary, vision_objectives.context_free_losses(data, objectives, levels))
 learned = vision_objectives.learned_objectives(learning)
 criterion = vision_objectives.thresholds(learning)
+
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(objectives) + 1, figsize=(3.6 * (len(objectives) + 1), 3.6), sharex=True)
 for ax, objective in zip(axes, objectives):
     cell = runs.sel(objective=objective)
@@ -300,9 +306,12 @@ for objective in [o for o in objectives if o in vision.CLASSIFIERS]:
 ax.axhline(1 / data.n_classes, color="0.4", ls="--", lw=1, label="chance")
 ax.set(xlabel="step", ylabel="validation accuracy", ylim=(0, 1), title="classifiers: accuracy, per seed")
 ax.legend(fontsize=8)
+plotting.message_title(fig, titles.vision_learning(learning))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_losses")
 plt.show()
+
+# %%
 prose.show(vision_sentences.describe_learning(learning, levels))
 prose.show(vision_sentences.describe_gate(learned))
 
@@ -322,6 +331,8 @@ prose.show(vision_sentences.describe_gate(learned))
 
 # %%
 pools = vision_objectives.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
+
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharex=True)
 for ax, score in zip(axes, vision_objectives.SCORES, strict=True):
     plotting.null_band(ax, pools[score, "median"], "random matrices")
@@ -332,9 +343,12 @@ for ax, score in zip(axes, vision_objectives.SCORES, strict=True):
         ax.errorbar(x, y, yerr=bars, fmt="o", ms=3, color=COLORS[objective], elinewidth=1, capsize=2)
     ax.set(xlabel="step", ylabel=f"{score} score", title=f"{score}: median over layers (bars: IQR)")
 axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+plotting.message_title(fig, titles.vision_trajectories(summary, all(learned.values())))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_scores_over_training")
 plt.show()
+
+# %%
 prose.show(vision_sentences.describe_trajectories(runs))
 
 # %% [markdown]
@@ -346,7 +360,7 @@ prose.show(vision_sentences.describe_trajectories(runs))
 # is the one the theory singles out: it is the only layer whose gradient has a single query per image, so it is
 # the one to compare with the same layer of `classify-mean`.
 
-# %%
+# %% tags=["hide-input"]
 fig, axes = plt.subplots(
     2, len(objectives), figsize=(3.6 * len(objectives) + 1, 6.5), sharex=True, sharey="row", squeeze=False
 )
@@ -367,9 +381,12 @@ for column, objective in enumerate(objectives):
         if row == 1:
             ax.set_xlabel("step")
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
+plotting.message_title(fig, titles.vision_last_layer(summary, all(learned.values())))
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_scores_per_layer")
 plt.show()
+
+# %%
 prose.show(vision_sentences.describe_layers(runs))
 
 # %% [markdown]
@@ -468,6 +485,8 @@ None if local.empty else local.round(3)
 # %%
 groups = vision_results.comparison_groups(objectives, with_local=scored is not None)
 points = vision_results.comparison_points(groups, summary, reported, local)
+
+# %% tags=["hide-input"]
 markers = {"ours": "o", "local": "D"}
 fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True)
 for ax, score in zip(axes, vision_objectives.SCORES, strict=True):
@@ -485,8 +504,11 @@ axes[1].scatter([], [], facecolors="none", edgecolors=plotting.NEUTRAL_COLOR, la
 if scored is not None:
     axes[1].scatter([], [], marker="D", color=plotting.NEUTRAL_COLOR, label="local checkpoints")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
+plotting.message_title(fig, titles.vision_beside_paper(summary, reported, local))
 _ = plotting.savefig(fig, figures_dir / "07_vs_paper")
 plt.show()
+
+# %%
 vision_results.reported_ranges(reported)
 
 # %% [markdown]

@@ -59,6 +59,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from attnstruct import reference, results, stats, work
+from attnstruct.analyses import figure_titles as titles
 from attnstruct.analyses import model_sweep, paper_comparison, pretrained, pretrained_ordering
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.scoring import resolve_device
@@ -128,7 +129,10 @@ prose.show(prose.markdown_table(sweep_plan.table(reach)))
 
 # %%
 authors = reference.reference_table()
+
+# %% tags=["hide-input"]
 fig = plotting.main_figure(summary, authors, caveat_rows=True)
+plotting.message_title(fig, titles.roles(summary, authors, label="in this sweep"), y=1.04)
 plotting.savefig(fig, figures_dir / "08_population")
 plt.show()
 
@@ -170,23 +174,25 @@ for effect in verdicts:
 # diagonal agree. Colours mark the authors' own entries that their extraction likely got wrong: grouped-query
 # head pairing, fused QKV weights split the wrong way, and the rest (random initialisation, cross-attention
 # scored as self-attention, bidirectional "decoders"). An entry with a caveat is expected to sit off the
-# diagonal; one without a caveat that sits far from it is a disagreement nobody has explained yet.
+# diagonal; one without a caveat that sits far from it is a disagreement nobody has explained yet. A sweep with no
+# model of the authors' list (the packaged zoo) draws no figure and says so in one line.
 
-# %%
+# %% tags=["hide-input"]
 compared = model_sweep.with_caveat_groups(table)
-fig, axes = plt.subplots(1, 2, figsize=(11, 5))
-for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
-    for group, part in compared.groupby("caveat_group"):
-        color = plotting.CAVEAT_COLORS[group]
-        ax.scatter(part[f"paper_{var}"], part[f"ours_{var}"], s=22, color=color, label=group)
-    ax.plot([-1, 1], [-1, 1], color="black", lw=0.8)
-    ax.set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), xlabel="reported by the paper", ylabel="this sweep", title=var)
-    if compared.empty:
-        ax.text(-0.5, 0.5, "no scored model is\nin the authors' list", ha="center", va="center")
-if not compared.empty:
+if compared.empty:
+    print("No model of this sweep is in the authors' list: there is nothing to compare point by point.")
+else:
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5))
+    for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
+        for group, part in compared.groupby("caveat_group"):
+            color = plotting.CAVEAT_COLORS[group]
+            ax.scatter(part[f"paper_{var}"], part[f"ours_{var}"], s=22, color=color, label=group)
+        ax.plot([-1, 1], [-1, 1], color="black", lw=0.8)
+        ax.set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), xlabel="reported by the paper", ylabel="this sweep", title=var)
     axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.savefig(fig, figures_dir / "08_agreement")
-plt.show()
+    plotting.message_title(fig, titles.agreement(compared), y=1.04)
+    plotting.savefig(fig, figures_dir / "08_agreement")
+    plt.show()
 
 # %% [markdown]
 # The largest disagreements, each with the explanation when one is known (ranked by the larger of the two

@@ -76,21 +76,21 @@ def executed_build(shared_work):
 
 @pytest.fixture(scope="session")
 def student_runs(shared_work):
-    """``student_runs(name)``: the student version of notebook ``name`` (solutions stubbed,
-    :func:`attnstruct.teaching.exercises.student_version`) run once per session with the parameters of
-    ``executed_build``,
-    every cell executed whatever raised before; returns ``(executed notebook, build folder)``."""
+    """``student_runs(name)``: the student version of notebook ``name`` as ``make exercises`` writes it (its course
+    version with solutions stubbed, :func:`attnstruct.teaching.exercises.student_version`) run once per session
+    with the parameters of ``executed_build``, every cell executed whatever raised before; returns ``(executed
+    notebook, build folder)``."""
     import nbformat
 
     from attnstruct import notebooks
-    from attnstruct.teaching import exercises
+    from attnstruct.teaching import course_notebooks, exercises
 
     base = shared_work.folder("students")
 
     def run(name):
         def execute(_folder):
             source = ROOT / "notebooks" / f"{name}.py"
-            student = exercises.student_version(notebooks.read_notebook(source))
+            student = exercises.student_version(course_notebooks.course_notebook(ROOT, source))
             params = notebook_params.parameters(ROOT, name)
             result = notebooks.run_notebook(
                 ROOT, source, params, base, profile="quick", notebook=student, allow_errors=True
@@ -105,15 +105,16 @@ def student_runs(shared_work):
 
 @pytest.fixture(scope="session")
 def built_book(executed_build, shared_work):
-    """The course book built once per session (:func:`attnstruct.teaching.book.build_book`) from every notebook of
-    ``executed_build``: the book tests read its files, the browser tests load its pages."""
+    """The two course books built once per session (:func:`attnstruct.teaching.book.build_books`) from every
+    notebook of ``executed_build``: the folder holding ``instructor/``, ``student/`` and the ``index.html`` that
+    links them. The book tests read their files, the browser tests load their pages."""
     from attnstruct import notebooks
     from attnstruct.teaching import book
 
     def build(folder):
         for source in notebooks.list_notebooks(ROOT):
             executed_build(source.stem)
-        return str(book.build_book(executed_build.build_dir, folder / "book", log=lambda message: None))
+        return str(book.build_books(executed_build.build_dir, folder / "book", log=lambda message: None))
 
     return Path(shared_work.once("book", build))
 

@@ -1,12 +1,14 @@
-"""The course book (``attnstruct.teaching.book``): one offline static site built from the executed notebooks.
+"""The course books (``attnstruct.teaching.book``): two offline static sites built from the executed notebooks.
 
 A module fixture runs every notebook through the session's ``executed_build`` (the tests' small parameters)
-and builds the book once; the tests then read the site as a browser would: pages, links, timings, exercises,
-datasets, and that nothing is loaded from the web.
+and builds the instructor's and the student's book once; the tests then read the sites as a browser would:
+pages, links, timings, exercises, datasets, that the student book holds no solution and no lecture path, and
+that nothing is loaded from the web. A synthetic notebook checks what the site copy of a notebook hides.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -16,13 +18,15 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
-from attnstruct.teaching import book, book_contents
+from attnstruct.teaching import book, book_contents, book_pages, exercises
 
 pytestmark = pytest.mark.notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))]
-PAGES = ("index", "lecture-path", "exercises", "data", "citation")
+AUDIENCES = ("instructor", "student")
+PAGES = {"instructor": ("index", "lecture-path", "exercises", "data", "citation")}
+PAGES["student"] = tuple(p for p in PAGES["instructor"] if p != "lecture-path")
 GUIDES = (
     "command-line",
     "training",
@@ -34,6 +38,7 @@ GUIDES = (
     "paper-notes",
     "calibration",
 )
+STUDENT_GUIDES = tuple(g for g in GUIDES if g != "teaching")  # docs/teaching.md is the instructor's guide
 
 
 class Page(HTMLParser):
@@ -41,9 +46,10 @@ class Page(HTMLParser):
 
     def __init__(self, path: Path):
         super().__init__(convert_charrefs=True)
-        self.path, self.tags, self.ids, self.rows = path, [], set(), []
+        self.path, self.tags, self.ids, self.rows, self.texts = path, [], set(), [], []
         self._cell: list[str] | None = None
         self.feed(path.read_text(encoding="utf-8"))
+        self.text = "".join(self.texts)
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -61,6 +67,7 @@ class Page(HTMLParser):
             self._cell = None
 
     def handle_data(self, data):
+        self.texts.append(data)
         if self._cell is not None:
             self._cell.append(data)
 
@@ -71,9 +78,25 @@ class Page(HTMLParser):
 
 
 @pytest.fixture(scope="module")
-def built(built_book, executed_build):
-    """(site folder, build folder): the session's book and the executed notebooks it was built from."""
+def books(built_book, executed_build):
+    """(books folder, build folder): the session's two books and the executed notebooks they were built from."""
     return built_book, executed_build.build_dir
+
+
+@pytest.fixture(params=AUDIENCES)
+def built(request, books):
+    """(site folder, build folder) of one book, each book in turn (the site folder is named after its audience)."""
+    folder, build = books
+    return folder / request.param, build
+
+
+def _audience(site: Path) -> str:
+    return site.name
+
+
+def _html_pages(site: Path) -> list[Path]:
+    """The HTML pages of a site, outside Sphinx's own folders (``_static``, ``_sources``, ...)."""
+    return [p for p in sorted(site.rglob("*.html")) if not any(x.startswith("_") for x in p.relative_to(site).parts)]
 
 
 def _executed(build: Path, name: str):
@@ -82,10 +105,11 @@ def _executed(build: Path, name: str):
 
 def test_every_page_exists(built):
     site, _ = built
-    for page in PAGES:
+    audience = _audience(site)
+    for page in PAGES[audience]:
         assert (site / f"{page}.html").is_file(), page
-    for guide in GUIDES:
-        assert (site / "guides" / f"{guide}.html").is_file(), guide
+    guides = GUIDES if audience == "instructor" else STUDENT_GUIDES
+    assert sorted(p.stem for p in (site / "guides").glob("*.html")) == sorted(guides)
     for name in NOTEBOOKS:
         assert (site / "notebooks" / f"{name}.html").is_file(), name
         assert name in {
@@ -93,16 +117,46 @@ def test_every_page_exists(built):
         }
 
 
-def test_landing_page_shows_the_main_figure(built):
-    site, _ = built
-    page = Page(site / "index.html")
-    images = [a["src"] for tag, a in page.tags if tag == "img" and "03_encoders_vs_decoders" in a.get("src", "")]
-    assert images, "the landing page has no 03_encoders_vs_decoders figure"
-    assert page.resolve(images[0])[0].is_file()
+def test_the_books_index_links_both_books(books):
+    folder, _ = books
+    page = Page(folder / "index.html")
+    links = [a["href"] for tag, a in page.tags if tag == "a"]
+    assert sorted(links) == [f"{a}/index.html" for a in AUDIENCES]
+    assert all(page.resolve(link)[0].is_file() for link in links)
+    assert not [t for t, a in page.tags if t in ("script", "link")]
 
 
-def test_lecture_path_timings_are_the_papermill_durations(built):
+def _role_medians(build: Path) -> dict[str, float]:
+    """Notebook 03's median over stacks of each role's median symmetry, recomputed from its dataset."""
+    from attnstruct.analyses import paper_comparison, pretrained
+    from attnstruct.results import load_dataset
+
+    summary = pretrained.summary(load_dataset(build / "results" / "03_pretrained_models.nc"))
+    groups = paper_comparison.group_medians(summary).set_index("stack")
+    return {role: float(groups.loc[role, "symmetry_median"]) for role in ("encoder", "decoder")}
+
+
+def test_landing_page_shows_the_main_figure_under_its_message(built):
+    from attnstruct.report import prose
+
     site, build = built
+    page = Page(site / "index.html")
+    images = [a for tag, a in page.tags if tag == "img" and "03_encoders_vs_decoders" in a.get("src", "")]
+    assert images, "the landing page has no 03_encoders_vs_decoders figure"
+    assert page.resolve(images[0]["src"])[0].is_file()
+    assert "book-main-figure" in " ".join(a.get("class", "") for tag, a in page.tags if tag == "figure")
+    medians = _role_medians(build)
+    relation = "more" if medians["encoder"] > medians["decoder"] else "less"
+    title = (
+        f"Encoder stacks are {relation} symmetric than decoder stacks: median symmetry "
+        f"{prose.signed(medians['encoder'])} against {prose.signed(medians['decoder'])}"
+    )
+    assert title in page.text
+
+
+def test_lecture_path_timings_are_the_papermill_durations(books):
+    folder, build = books
+    site = folder / "instructor"
     page = Page(site / "lecture-path.html")
     text = (site / "lecture-path.html").read_text(encoding="utf-8")
     summary = {row[0]: row for row in page.rows if row and row[0] in NOTEBOOKS}
@@ -122,26 +176,126 @@ def test_lecture_path_timings_are_the_papermill_durations(built):
     assert "run live" in text
 
 
-def test_exercises_page_has_one_dropdown_per_solution_cell(built):
-    site, build = built
+def _folded(tags) -> int:
+    return sum(t == "details" and {"hide", "above-input"} <= set(a.get("class", "").split()) for t, a in tags)
+
+
+def _solution_dropdowns(page: Page) -> list[dict]:
+    return [a for t, a in page.tags if t == "details" and {"solution", "dropdown"} <= set(a.get("class", "").split())]
+
+
+def test_exercises_page_has_one_dropdown_per_solution_cell(books):
+    folder, build = books
+    site = folder / "instructor"
     solutions = 0
     for name in NOTEBOOKS:
         cells = [c for c in _executed(build, name).cells if c.metadata.get("nbgrader", {}).get("solution") is True]
         solutions += len(cells)
         code = sum(c.cell_type == "code" for c in cells)
-        tags = Page(site / "notebooks" / f"{name}.html").tags
-        folded = sum(t == "details" and {"hide", "above-input"} <= set(a.get("class", "").split()) for t, a in tags)
+        folded = _folded(Page(site / "notebooks" / f"{name}.html").tags)
         assert folded >= code, f"{name}: {code} solution cells, {folded} folded inputs"
     page = Page(site / "exercises.html")
-    dropdowns = [
-        a for tag, a in page.tags if tag == "details" and {"solution", "dropdown"} <= set(a.get("class", "").split())
-    ]
+    dropdowns = _solution_dropdowns(page)
     assert len(dropdowns) == solutions
     assert not any("open" in a for a in dropdowns), "solutions must start folded"
     for href in {a["href"] for tag, a in page.tags if tag == "a" and "notebooks/" in a.get("href", "")}:
         target, fragment = page.resolve(href)
         assert target.is_file(), href
         assert not fragment or fragment in Page(target).ids, href
+
+
+def _solution_lines(build: Path) -> dict[str, set[str]]:
+    """Per notebook, the lines of its solution regions that no other cell of the notebook holds (the lines of
+    code only a solution gives away), read with :func:`attnstruct.teaching.exercises.exercises`."""
+    out = {}
+    for name in NOTEBOOKS:
+        nb = _executed(build, name)
+        others = "\n".join(c.source for c in exercises.student_version(nb).cells)
+        lines = set()
+        for ex in exercises.exercises(nb, name):
+            region = ex.solution.split(exercises.BEGIN, 1)[1].split(exercises.END, 1)[0]
+            lines |= {ln.strip() for ln in region.splitlines() if len(ln.strip()) >= 8 and ln.strip() not in others}
+        out[name] = lines
+    return out
+
+
+def test_the_student_book_holds_no_solution(books):
+    folder, build = books
+    solution_lines = _solution_lines(build)
+    assert any(solution_lines.values()), "no solution line to look for"
+    student = {p: Page(p).text for p in _html_pages(folder / "student")}
+    instructor = "\n".join(Page(p).text for p in _html_pages(folder / "instructor"))
+    for path, text in student.items():
+        assert exercises.BEGIN not in text and exercises.END not in text, path
+        for name, lines in solution_lines.items():
+            shown = sorted(line for line in lines if line in text)
+            assert not shown, f"{path.name} shows solution lines of {name}: {shown[:3]}"
+    for name, lines in solution_lines.items():  # the same lines are found where they are meant to be
+        assert all(line in instructor for line in lines), name
+    page = Page(folder / "student" / "exercises.html")
+    assert not _solution_dropdowns(page)
+    for name in NOTEBOOKS:
+        for ex in exercises.exercises(_executed(build, name), name):
+            assert f"Exercise ({ex.number}: " in page.text, ex.grade_id  # the prompts and checks are listed
+            assert ex.check.strip().splitlines()[0] in page.text, ex.grade_id
+        stubs = Page(folder / "student" / "notebooks" / f"{name}.html").text.count("raise NotImplementedError()")
+        assert stubs >= len(exercises.exercises(_executed(build, name), name)), name
+
+
+def _article(path: Path) -> str:
+    """The text of a page's article (its content, without the navigation)."""
+    text = path.read_text(encoding="utf-8")
+    match = re.search(r"<article\b.*?</article>", text, re.S)
+    parser = HTMLParser(convert_charrefs=True)
+    pieces: list[str] = []
+    parser.handle_data = pieces.append
+    parser.feed(match.group(0) if match else text)
+    return "\n".join(pieces)
+
+
+def test_the_student_book_has_no_lecture_path_or_answer_key(books):
+    folder, _ = books
+    student, instructor = folder / "student", folder / "instructor"
+    assert not (student / "lecture-path.html").exists()
+    elsewhere = "\n".join(Page(p).text for p in _html_pages(instructor) if p.name != "lecture-path.html")
+    lecture = [s.strip() for s in _article(instructor / "lecture-path.html").split("\n")]
+    answer_key = [s for s in lecture if len(s) >= 60 and s not in elsewhere]  # the text only the lecture path has
+    assert answer_key
+    for path in _html_pages(student):
+        page = Page(path)
+        assert not [a for t, a in page.tags if t == "a" and "lecture-path" in a.get("href", "")], path
+        shown = [s for s in answer_key if s in page.text]
+        assert not shown, f"{path.name} shows the lecture path: {shown[:2]}"
+
+
+def test_the_injected_parameters_cell_is_not_shown(built):
+    site, build = built
+    for name in NOTEBOOKS:
+        nb = _executed(build, name)
+        injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+        nb.cells = [c for c in nb.cells if c not in injected]
+        rest = book_pages.notebook_text(nb)  # a line the notebook also holds elsewhere may be shown from there
+        lines = [ln.strip() for c in injected for ln in c.source.splitlines() if "=" in ln and ln.strip() not in rest]
+        assert any(str(build) in line for line in lines), name  # its paths, at least
+        text = Page(site / "notebooks" / f"{name}.html").text
+        for line in lines:
+            assert line not in text, f"{name}: {line}"
+
+
+def test_every_docs_page_mentioned_is_a_linked_page_of_the_book(built):
+    site, build = built
+    for path in _html_pages(site):
+        page = Page(path)
+        for name in set(re.findall(r"docs/([\w-]+)\.md", page.text)):
+            assert (site / "guides" / f"{name}.html").is_file(), f"{path.name} mentions docs/{name}.md"
+        for href in [a["href"] for t, a in page.tags if t == "a" and "guides/" in a.get("href", "")]:
+            assert page.resolve(href)[0].is_file(), f"{path.name}: {href}"
+    for name in NOTEBOOKS:  # a mention in a notebook's Markdown is a link to the guide
+        prose = "\n".join(c.source for c in _executed(build, name).cells if c.cell_type == "markdown")
+        page = Page(site / "notebooks" / f"{name}.html")
+        linked = {a.get("href", "").split("#")[0] for t, a in page.tags if t == "a"}
+        for guide in set(re.findall(r"docs/([\w-]+)\.md", prose)):
+            assert f"../guides/{guide}.html" in linked, f"{name}: docs/{guide}.md is not a link"
 
 
 def test_dataset_links_resolve_to_files_in_the_site(built):
@@ -181,17 +335,17 @@ def test_mathjax_is_local(built):
     assert 'class="math notranslate nohighlight"' in (site / "index.html").read_text(encoding="utf-8")
 
 
-def test_a_notebook_missing_from_the_build_is_left_out(built, tmp_path):
-    _, build = built
+def test_a_notebook_missing_from_the_build_is_left_out(books, tmp_path):
+    _, build = books
     partial = tmp_path / "partial"
     (partial / "notebooks").mkdir(parents=True)
     for name in NOTEBOOKS[:2]:
         (partial / "notebooks" / f"{name}.ipynb").write_bytes((build / "notebooks" / f"{name}.ipynb").read_bytes())
     messages = []
-    books, _ = book._collect(partial, ROOT, messages.append)
-    assert [b.name for b in books] == NOTEBOOKS and [b.ran for b in books].count(True) == 2
+    found, _ = book._collect(partial, ROOT, messages.append)
+    assert [b.name for b in found] == NOTEBOOKS and [b.ran for b in found].count(True) == 2
     assert len(messages) == len(NOTEBOOKS) - 2 and all("\n" not in m and "left out" in m for m in messages)
-    table = book_contents.notebook_table(books)
+    table = book_contents.notebook_table(found)
     assert table.count("not run") >= len(NOTEBOOKS) - 2
 
 
@@ -199,17 +353,52 @@ def test_no_executed_notebooks_is_a_one_line_error_and_no_site(tmp_path):
     empty = tmp_path / "empty"
     (empty / "notebooks").mkdir(parents=True)
     out = empty / "book"
-    proc = subprocess.run(
-        [sys.executable, "-m", "attnstruct.teaching.book", "--build-dir", str(empty), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
-    assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and "no executed notebooks" in proc.stderr
-    assert not out.exists() and sorted(p.name for p in empty.iterdir()) == ["notebooks"]
+    for audience in ("both", "student"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "attnstruct.teaching.book", "--build-dir", str(empty), "--out", str(out)]
+            + ["--audience", audience],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        assert proc.returncode == 2
+        assert len(proc.stderr.strip().splitlines()) == 1 and "no executed notebooks" in proc.stderr
+        assert not out.exists() and sorted(p.name for p in empty.iterdir()) == ["notebooks"]
     with pytest.raises(book.BookError, match="no executed notebooks"):
-        book.build_book(tmp_path / "nowhere")
+        book.build_book(tmp_path / "nowhere", audience="student")
+    with pytest.raises(book.BookError, match="no executed notebooks"):
+        book.build_books(tmp_path / "nowhere")
+
+
+SOLUTION = {"nbgrader": {"solution": True, "grade": False, "grade_id": "ex-09-1", "locked": False}}
+CHECK = {"nbgrader": {"solution": False, "grade": True, "grade_id": "ex-09-1-check", "locked": True, "points": 1}}
+
+
+def _exercise_notebook():
+    """A notebook with an exercise, an injected parameters cell, a draw-only cell and a mention of a guide."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+    printed = [new_output("stream", name="stdout", text="drawn\n")]
+    return new_notebook(
+        cells=[
+            new_markdown_cell("# 09 · A title\n\nThe numbers are in `docs/paper-notes.md`; see docs/training.md."),
+            new_code_cell("results_dir = None", metadata={"tags": ["parameters"]}),
+            new_code_cell('results_dir = "/machine/build/results"', metadata={"tags": ["injected-parameters"]}),
+            new_code_cell("print('drawn')  # draw only", metadata={"tags": ["hide-input"]}, outputs=printed),
+            new_markdown_cell("## Exercises\n\n### Exercise 09.1: first\n\nDo $x^2$."),
+            new_code_cell(
+                "def f(x):\n    ### BEGIN SOLUTION\n    return x * x  # the secret\n    ### END SOLUTION",
+                metadata=SOLUTION,
+                outputs=[new_output("stream", name="stdout", text="the secret output\n")],
+            ),
+            new_code_cell(
+                "assert f(3) == 9\nprint('right:', f(3))",
+                metadata=CHECK,
+                outputs=[new_output("stream", name="stdout", text="right: 9\n")],
+            ),
+            new_markdown_cell("## What to take away\n\n* a point"),
+        ]
+    )
 
 
 def test_exercises_are_read_with_and_without_nbgrader_cells():
@@ -235,7 +424,87 @@ def test_exercises_are_read_with_and_without_nbgrader_cells():
         ("09.2", "second", "More."),
     ]
     assert found[0].solutions == [("code", "y = 2")] and found[0].checks == ["assert y == 2"] and not found[1].checks
-    page = book_contents.for_site(nb, found)
+    page = book_pages.for_site(nb, found)
     assert page.cells[3].metadata["tags"] == ["hide-input"] and "(nb-ex-09-1)=" in page.cells[2].source
     assert "hide-input" not in nb.cells[3].metadata.get("tags", [])  # the executed notebook is left as it was
     assert book_contents.exercises("09_x", new_notebook(cells=[new_markdown_cell("# 09"), new_code_cell("1")])) == []
+
+
+def test_the_site_copy_of_a_notebook_hides_what_a_reader_should_not_see():
+    nb = _exercise_notebook()
+    found = book_contents.exercises("09_x", nb)
+    guides = ["paper-notes", "training"]
+    for audience in AUDIENCES:
+        page = book_pages.for_site(nb, found, audience=audience, guides=guides, prefix="../guides/")
+        tags = [c.metadata.get("tags", []) for c in page.cells]
+        assert "remove-cell" in tags[2] and tags[3] == ["hide-input"], audience
+        assert "[`docs/paper-notes.md`](../guides/paper-notes.md)" in page.cells[0].source
+        assert "[docs/training.md](../guides/training.md)" in page.cells[0].source
+        solution, check = page.cells[5], page.cells[6]
+        if audience == "instructor":
+            assert "hide-input" in solution.metadata["tags"] and "the secret" in solution.source
+            assert solution.outputs and check.outputs
+        else:
+            assert "the secret" not in solution.source and "raise NotImplementedError()" in solution.source
+            assert not solution.outputs and not check.outputs and check.source == nb.cells[6].source
+            assert page.cells[3].outputs  # every other output stays
+    assert nb.cells[5].source.count("the secret") == 1 and "remove-cell" not in nb.cells[2].metadata["tags"]
+
+
+def test_docs_mentions_become_links_outside_code():
+    text = "\n".join(
+        [
+            "See `docs/training.md`, docs/paper-notes.md and `docs/unknown.md`;",
+            "a [link](docs/training.md) and `cat docs/training.md` stay.",
+            "```bash",
+            "less docs/training.md",
+            "```",
+            "```{note}",
+            "In a note: docs/training.md.",
+            "```",
+        ]
+    )
+    lines = book_pages.link_docs(text, "guides/", ["training", "paper-notes"]).split("\n")
+    assert lines[0] == (
+        "See [`docs/training.md`](guides/training.md), [docs/paper-notes.md](guides/paper-notes.md) and "
+        "`docs/unknown.md`;"
+    )
+    assert lines[1:5] == text.split("\n")[1:5]
+    assert lines[6] == "In a note: [docs/training.md](guides/training.md)."
+    assert book_pages.cited_docs(text) == {"training", "paper-notes", "unknown"}
+
+
+def _synthetic_build(folder: Path) -> Path:
+    """A build folder with one executed notebook (:func:`_exercise_notebook` with papermill's metadata)."""
+    nb = _exercise_notebook()
+    nb.metadata["papermill"] = {"duration": 1.5, "exception": None, "parameters": {}}
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
+    for cell in nb.cells:
+        cell.metadata.setdefault("papermill", {"duration": 0.1})
+    (folder / "notebooks").mkdir(parents=True)
+    nbformat.write(nb, folder / "notebooks" / "09_synthetic.ipynb")
+    return folder
+
+
+def test_both_books_of_a_synthetic_build(tmp_path):
+    """Sphinx folds the ``hide-input`` cells, drops the injected parameters and keeps the solution out of the
+    student book; the books land next to the page that links them."""
+    build = _synthetic_build(tmp_path / "build")
+    messages = []
+    out = book.build_books(build, log=messages.append)
+    assert out == build / "book" and (out / "index.html").is_file()
+    assert not [p.name for p in out.iterdir() if p.name not in ("index.html", *AUDIENCES)]
+    for audience in AUDIENCES:
+        page = Page(out / audience / "notebooks" / "09_synthetic.html")
+        assert "/machine/build/results" not in page.text and "drawn" in page.text
+        folded = [a for t, a in page.tags if t == "details" and "above-input" in a.get("class", "")]
+        assert len(folded) == (2 if audience == "instructor" else 1), audience  # the draw cell (and the solution)
+        assert ("the secret" in page.text) == (audience == "instructor")
+        assert ("right: 9" in page.text) == (audience == "instructor")  # a check's output follows the solution
+        linked = {a.get("href") for t, a in page.tags if t == "a"}
+        assert {"../guides/paper-notes.html", "../guides/training.html"} <= linked
+    assert (out / "instructor" / "lecture-path.html").is_file() and not (out / "student" / "lecture-path.html").exists()
+    rebuilt = book.build_books(build, audiences=["student"], log=messages.append)  # the other book is kept
+    assert (rebuilt / "instructor" / "lecture-path.html").is_file() and (rebuilt / "student" / "index.html").is_file()
+    assert all("\n" not in m for m in messages)

@@ -1,8 +1,10 @@
 """The course book and JupyterLab in a real browser (headless system Chromium through Playwright), offline.
 
-Book: the site that ``attnstruct.teaching.book.build_book`` makes from the shared executed build (or the one that
-``$ATTNSTRUCT_BOOK`` names, e.g. ``build/quick/book``), served from 127.0.0.1: every page loads without a
-console error, images load, math is typeset, internal links resolve, a solution dropdown opens and closes.
+Books: the instructor's and the student's site that ``attnstruct.teaching.book.build_books`` makes from the shared
+executed build (or the ones under the folder that ``$ATTNSTRUCT_BOOK`` names, e.g. ``build/quick/book``), each
+served from 127.0.0.1: every page loads without a console error, images load, math is typeset and inline math is
+no taller than the text, output lines wrap, internal links resolve, a solution dropdown opens and closes (the
+student's exercises page has none).
 JupyterLab: ``attnstruct.teaching.lab`` on a copy of the notebooks opens ``01_bilinear_form.py`` as a notebook and
 runs it through the UI without an error. Any request that leaves 127.0.0.1 is aborted and fails the test.
 Screenshots go to ``build/browser/``.
@@ -57,31 +59,65 @@ def context(browser):
     assert not guard.blocked, f"requests that would have left 127.0.0.1: {sorted(set(guard.blocked))[:10]}"
 
 
-# The book.
+# The books.
+
+AUDIENCES = ("instructor", "student")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=AUDIENCES)
 def book(request):
-    """The built book folder: ``$ATTNSTRUCT_BOOK``, else a build from the shared executed notebooks."""
+    """One built book, each in turn: ``$ATTNSTRUCT_BOOK/<audience>``, else a build from the shared executed
+    notebooks."""
     if os.environ.get("ATTNSTRUCT_BOOK"):
-        site = Path(os.environ["ATTNSTRUCT_BOOK"])
-        site = site if site.is_absolute() else Path.cwd() / site
+        folder = Path(os.environ["ATTNSTRUCT_BOOK"])
+        folder = folder if folder.is_absolute() else Path.cwd() / folder
     else:
-        site = Path(request.getfixturevalue("built_book"))
-    site = site.parent if site.suffix == ".html" else site
-    assert (site / "index.html").is_file(), f"no book at {site} (index.html missing)"
+        folder = Path(request.getfixturevalue("built_book"))
+    folder = folder.parent if folder.suffix == ".html" else folder
+    site = folder / request.param
+    assert (site / "index.html").is_file(), f"no {request.param} book at {site} (index.html missing)"
     return site
+
+
+# What one page's layout shows: the output blocks of code cells wider than their box (they should wrap), and
+# per inline math element (HTML-CSS output of MathJax 2, outside display math) its height and the height of its
+# first identifier or number, over the font size of the text around it. "simple" marks an element without a
+# tall construct (a sum with limits, a fraction, a root, ...), whose whole height should stay near the line's.
+LAYOUT = r"""() => {
+  const tall = /\\(sum|prod|int|frac|tfrac|dfrac|binom|sqrt|left|over|begin|overline|underline|widehat)/;
+  const size = el => parseFloat(getComputedStyle(el).fontSize);
+  const pres = Array.from(document.querySelectorAll('div.cell_output pre')).filter(p => p.clientWidth > 0);
+  const inline = [];
+  for (const el of document.querySelectorAll('span.MathJax')) {
+    if (el.closest('.MathJax_Display, div.math')) continue;
+    const box = (el.querySelector('span.math') || el).getBoundingClientRect();
+    if (!box.height) continue;  // not shown: in a folded input
+    const script = el.nextElementSibling;
+    const tex = script && script.tagName === 'SCRIPT' ? script.textContent : '';
+    const glyph = el.querySelector('.mi, .mn');
+    const font = size(el.parentElement);
+    inline.push({tex: tex.slice(0, 60), simple: !tall.test(tex), box: box.height / font,
+                 glyph: glyph ? glyph.getBoundingClientRect().height / font : 0});
+  }
+  return {
+    outputs: pres.length,
+    wide: pres.filter(p => p.scrollWidth > p.clientWidth).map(p => p.textContent.trim().slice(0, 80)),
+    inline,
+  };
+}"""
+INLINE_MATH_MAX = 1.6  # an inline math element's height, in font sizes of the line around it
 
 
 @pytest.fixture(scope="module")
 def crawl(book, browser):
-    """Every page of the book loaded once: ``{"url", "pages": {relative path: report}, "blocked", "status"}``."""
+    """Every page of the book loaded once: ``{"url", "pages": {relative path: report}, "blocked", "status"}``;
+    each report has the page's ``layout`` (:data:`LAYOUT`)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     pages = site_pages(book)
     notebook_contents = [p for p in pages if p.startswith("notebooks/")]
-    shots = {"index.html": "book-index.png", "exercises.html": "book-exercises.png"}
+    shots = {"index.html": "index.png", "exercises.html": "exercises.png"}
     if notebook_contents:
-        shots[notebook_contents[0]] = "book-notebook.png"
+        shots[notebook_contents[0]] = "notebook.png"
     with static_site(book) as url:
         ctx = browser.new_context(viewport={"width": 1280, "height": 900})
         guard = OfflineGuard(ctx)
@@ -90,8 +126,9 @@ def crawl(book, browser):
         reports = {}
         for path in pages:
             reports[path] = page_report(page, url + path, errors)
+            reports[path]["layout"] = page.evaluate(LAYOUT)
             if path in shots:
-                page.screenshot(path=SHOTS / shots[path], full_page=True)
+                page.screenshot(path=SHOTS / f"book-{book.name}-{shots[path]}", full_page=True)
         status = _link_status(ctx, url, reports)
         ctx.close()
         yield {"url": url, "pages": reports, "blocked": guard.blocked, "status": status, "site": book}
@@ -113,8 +150,9 @@ def _link_status(ctx, url: str, reports: dict) -> dict:
 
 def test_book_has_the_expected_pages(crawl):
     pages = crawl["pages"]
-    expected = {"index.html", "lecture-path.html", "exercises.html", "data.html", "citation.html"}
+    expected = {"index.html", "exercises.html", "data.html", "citation.html"}
     assert expected <= set(pages), sorted(expected - set(pages))
+    assert ("lecture-path.html" in pages) == (crawl["site"].name == "instructor")
     notebook_contents = {Path(p).stem for p in pages if p.startswith("notebooks/")}
     assert set(NOTEBOOKS) <= notebook_contents, sorted(set(NOTEBOOKS) - notebook_contents)
     assert not [p for p, r in pages.items() if r["status"] != 200]
@@ -193,6 +231,10 @@ def test_book_solution_dropdown_opens_and_closes(crawl, context):
     ctx, _ = context
     page = ctx.new_page()
     page.goto(crawl["url"] + "exercises.html", wait_until="load")
+    if crawl["site"].name == "student":
+        solutions = page.locator("details.solution, .solution.dropdown, .solution")
+        assert solutions.count() == 0, "the student book's exercises page has a solution"
+        return
     found = page.evaluate(TAG_DROPDOWN)
     assert found, "the exercises page has no collapsed solution (details, or a togglebutton dropdown)"
     click, content = page.locator("[data-test-click]"), page.locator("[data-test-content]")
@@ -202,6 +244,23 @@ def test_book_solution_dropdown_opens_and_closes(crawl, context):
     expect(content).to_be_visible(timeout=5000)
     click.click()
     expect(content).to_be_hidden(timeout=5000)
+
+
+def test_book_output_lines_wrap(crawl):
+    wide = {path: r["layout"]["wide"] for path, r in crawl["pages"].items() if r["layout"]["wide"]}
+    assert any(r["layout"]["outputs"] for r in crawl["pages"].values()), "no output block measured"
+    assert not wide, "outputs behind a horizontal scroll bar:\n" + json.dumps(wide, indent=1)[:3000]
+
+
+def test_book_inline_math_is_text_sized(crawl):
+    measured, tall = 0, {}
+    for path, r in crawl["pages"].items():
+        for m in r["layout"]["inline"]:
+            measured += 1
+            if m["glyph"] > INLINE_MATH_MAX or (m["simple"] and m["box"] > INLINE_MATH_MAX):
+                tall.setdefault(path, []).append(f"{m['tex']!r}: {m['box']:.2f} (letter {m['glyph']:.2f})")
+    assert measured, "no inline math measured"
+    assert not tall, f"inline math taller than {INLINE_MATH_MAX} x the font size:\n" + json.dumps(tall, indent=1)[:3000]
 
 
 def test_book_stays_offline(crawl):

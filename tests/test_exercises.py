@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from attnstruct import notebooks
-from attnstruct.teaching import exercises
+from attnstruct.teaching import course_notebooks, exercises
 
 from conftest import ROOT
 
@@ -98,7 +98,7 @@ def test_the_student_version_runs_the_story_up_to_the_first_exercise(name, stude
 
 def test_make_exercises_writes_one_student_notebook_per_notebook(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    assert exercises.main(["--out", str(tmp_path / "students")]) == 0
+    assert course_notebooks.main(["--out", str(tmp_path / "students")]) == 0
     written = sorted(p.stem for p in (tmp_path / "students").glob("*.ipynb"))
     assert written == NOTEBOOKS
     for path in (tmp_path / "students").glob("*.ipynb"):
@@ -114,7 +114,7 @@ def test_a_markup_error_writes_nothing_and_exits_2(tmp_path, monkeypatch, capsys
     (root / "notebooks" / "01_good.py").write_text(good)
     (root / "notebooks" / "02_bad.py").write_text(jupytext.writes(toy(markers=False), "py:percent"))
     monkeypatch.chdir(root)
-    assert exercises.main(["--out", str(tmp_path / "out")]) == 2
+    assert course_notebooks.main(["--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: 02_bad: exercise ex-01-1") and "\n" not in err
     assert not (tmp_path / "out").exists()

@@ -11,7 +11,7 @@ from attnstruct import notebooks, results
 from attnstruct.analyses import plans
 
 from conftest import ROOT
-from notebook_params import TEST_PARAMETERS
+from notebook_params import parameters as course_parameters
 
 NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]
 VERDICT_LINE = re.compile(r"; (?:holds|does not hold|cannot tell at this scale): ")  # as Effect.sentence writes it
@@ -95,7 +95,7 @@ def test_bad_parameter_fails_without_writing_results(tmp_path):
     """Another execution of 02 (it stops at its parameter check): a bad value must fail and write nothing."""
     source = notebooks.resolve_notebook(ROOT, "02_scores")
     with pytest.raises(notebooks.NotebookFailed, match="ValueError: n_draws must be an integer >= 2") as err:
-        notebooks.run_notebook(ROOT, source, {**TEST_PARAMETERS["02_scores"], "n_draws": 1}, tmp_path)
+        notebooks.run_notebook(ROOT, source, {**course_parameters(ROOT, "02_scores"), "n_draws": 1}, tmp_path)
     assert err.value.name == "02_scores"
     assert not (tmp_path / "results" / "02_scores.nc").exists()
 

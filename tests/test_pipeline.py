@@ -32,18 +32,19 @@ def make_project(tmp_path, body):
     return tmp_path
 
 
-def test_the_quick_profile_is_the_notebook_defaults_and_the_paper_profile_holds_deltas_only():
+def test_the_quick_profile_is_the_notebook_defaults_and_the_paper_and_course_profiles_hold_deltas_only():
     quick = notebooks.load_profile(ROOT, "quick")
-    paper = notebooks.load_profile(ROOT, "paper")
+    deltas = {name: notebooks.load_profile(ROOT, name) for name in ("paper", "course")}
     sources = notebooks.list_notebooks(ROOT)
     assert [p.stem for p in sources][:3] == ["01_bilinear_form", "02_scores", "03_pretrained_models"]
     assert quick == {}, "params/quick.yaml must hold no copy of the notebook defaults"
     for path in sources:
         declared = notebooks.declared_parameters(notebooks.read_notebook(path))
         assert {"results_dir", "figures_dir"} <= set(declared), path.stem
-        for name, value in paper.get(path.stem, {}).items():
-            assert name in declared, f"params/paper.yaml: {path.stem} has no parameter {name}"
-            assert declared[name] != value, f"params/paper.yaml: {path.stem}.{name} = {value!r} is the default"
+        for profile, values in deltas.items():
+            for name, value in values.get(path.stem, {}).items():
+                assert name in declared, f"params/{profile}.yaml: {path.stem} has no parameter {name}"
+                assert declared[name] != value, f"params/{profile}.yaml: {path.stem}.{name} = {value!r} is the default"
 
 
 def _defaults(config_class) -> dict:
@@ -181,3 +182,10 @@ def test_in_the_paper_profile_notebook_06_reuses_notebook_05s_runs_because_their
         if runs["05_training_dynamics"][f] != runs["06_symmetric_init"][f]
     }
     assert not differ, f"in the paper profile, notebooks 05 and 06 would train different baselines: {differ}"
+
+
+def test_a_notebook_run_outside_the_repository_finds_its_sources_in_the_checkout_of_the_package(tmp_path):
+    """A course folder or nbgrader's autograded/ has no notebooks/ above it: the editable install's checkout does."""
+    assert notebooks.project_root(tmp_path) == ROOT
+    with pytest.raises(notebooks.PipelineError, match="are not defined"):
+        notebooks.notebook_parameters("01_bilinear_form", {}, tmp_path)

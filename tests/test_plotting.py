@@ -173,3 +173,67 @@ def test_the_main_figure_with_one_marker_per_role_has_one_legend_entry_per_role(
     assert labels[:2] == ["encoder stacks (this sweep)", "decoder stacks (this sweep)"]
     assert {c.lines[0].get_marker() for c in fig.axes[0].containers} == {"o"}
     plt.close(fig)
+
+
+def test_message_title_is_the_figures_suptitle():
+    fig, _ = plt.subplots()
+    text = plotting.message_title(fig, "Encoders are more symmetric")
+    assert fig._suptitle is text and text.get_text() == "Encoders are more symmetric"
+    assert text.get_fontweight() == "bold"
+    plt.close(fig)
+
+
+def test_median_and_range_draws_the_median_line_and_the_seed_range():
+    import xarray as xr
+
+    values = xr.DataArray(
+        np.array([[0.0, 1.0], [2.0, 5.0], [4.0, 3.0]]), dims=("seed", "step"), coords={"step": [0, 1]}
+    )
+    fig, ax = plt.subplots()
+    plotting.median_and_range(ax, values, "k", label="m")
+    assert ax.lines[0].get_ydata().tolist() == [2.0, 3.0] and ax.lines[0].get_label() == "m"
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == 0.0 and band.max() == 5.0
+    plt.close(fig)
+
+
+def test_energy_shares_add_up_to_one_and_differ_by_the_symmetry_score():
+    from attnstruct.scores import symmetry_score
+
+    m = np.random.default_rng(3).standard_normal((10, 10))
+    m = m + 0.5 * m.T
+    sym, skew = plotting.energy_shares(m)
+    assert sym + skew == pytest.approx(1.0)
+    assert sym - skew == pytest.approx(float(symmetry_score(m)))
+
+
+def test_symmetric_and_skew_share_one_scale_and_name_their_energy():
+    a = np.random.default_rng(4).standard_normal((12, 12))
+    fig, axes = plt.subplots(1, 2)
+    plotting.symmetric_and_skew(axes, a + a.T, size=6, label="L\n")
+    sym, skew = (ax.images[0] for ax in axes)
+    assert sym.get_clim() == skew.get_clim() and sym.get_clim()[0] == -sym.get_clim()[1]
+    assert np.allclose(skew.get_array(), 0) and sym.get_array().shape == (6, 6)
+    assert axes[0].get_title().startswith("L\nsymmetric part") and "100%" in axes[0].get_title()
+    plt.close(fig)
+
+
+def test_coefficient_heatmap_greys_unused_pairs_and_clips_robustly():
+    beta = np.tril(np.ones((20, 20)))
+    beta[0, 0] = 100.0  # one huge coefficient must not set the scale
+    fig, ax = plt.subplots()
+    image = plotting.coefficient_heatmap(ax, beta)
+    assert image.get_clim() == (-1.0, 1.0)
+    assert image.get_array().mask[0, 1] and not image.get_array().mask[1, 0]
+    plt.close(fig)
+
+
+def test_a_long_message_title_is_wrapped_to_the_width_of_its_figure():
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(4, 3))
+    title = plotting.message_title(fig, "word " * 60 + "\nsecond line")
+    width = plotting.title_width(fig, title.get_fontsize())
+    lines = title.get_text().split("\n")
+    assert len(lines) > 3 and all(len(line) <= width for line in lines) and lines[-1] == "second line"
+    plt.close(fig)

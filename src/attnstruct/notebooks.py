@@ -60,6 +60,19 @@ def find_root(start: str | os.PathLike | None = None) -> Path:
     raise PipelineError(f"no project root (a folder with notebooks/ and params/) at or above {here}")
 
 
+def project_root(start: str | os.PathLike | None = None) -> Path:
+    """:func:`find_root` from ``start`` (default: cwd), else the checkout this package is installed from (an
+    editable install): a notebook opened or graded outside the repository (a course folder, nbgrader's
+    ``autograded/``) still finds its sources."""
+    try:
+        return find_root(start)
+    except PipelineError:
+        checkout = Path(__file__).resolve().parents[2]
+        if (checkout / "notebooks").is_dir() and (checkout / "params").is_dir():
+            return checkout
+        raise
+
+
 def list_notebooks(root: Path) -> list[Path]:
     """The numbered notebook sources ``notebooks/NN_topic.py`` in reading order."""
     return sorted((root / "notebooks").glob(NOTEBOOK_GLOB))
@@ -136,7 +149,7 @@ def notebook_parameters(name: str, namespace: dict[str, Any], root: str | os.Pat
     The names come from the notebook's source, so a parameter added to the cell is recorded without a second
     list to keep in step.
     """
-    source = resolve_notebook(find_root(root or Path.cwd()), name)
+    source = resolve_notebook(project_root(root), name)
     names = [n for n in declared_parameters(read_notebook(source)) if n not in PATH_PARAMETERS]
     missing = [n for n in names if n not in namespace]
     if missing:

@@ -25,7 +25,7 @@ def schedule_runs(root: str | os.PathLike | None = None) -> pd.DataFrame:
     project root ``root``, default :func:`attnstruct.notebooks.find_root`, whose ``purpose`` is ``schedule``);
     empty when the file is not there (an installed package without the repository)."""
     try:
-        path = Path(root or notebooks.find_root()) / "docs" / "calibration.csv"
+        path = Path(root or notebooks.project_root()) / "docs" / "calibration.csv"
     except notebooks.PipelineError:
         return pd.DataFrame()
     if not path.is_file():

@@ -251,6 +251,80 @@ def null_band(ax: mpl.axes.Axes, samples, label: str) -> None:
     ax.axhline(np.median(samples), color="0.45", ls="--", lw=1, zorder=1, label=f"{label}: median")
 
 
+def title_width(fig: mpl.figure.Figure, fontsize: float) -> int:
+    """How many characters of a bold title of ``fontsize`` points fit across ``fig`` (about 0.62 em each)."""
+    return max(20, int(fig.get_figwidth() * 72 / (0.62 * fontsize)))
+
+
+def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
+    """Give ``fig`` its message title: one line (or two) above every panel that says what the figure shows, its
+    finding in words, with any number in it computed from the data drawn (the title builders of
+    :mod:`attnstruct.analyses.figure_titles` and :mod:`attnstruct.analyses.training_titles`).
+
+    Each line of ``text`` longer than the figure is wide (:func:`title_width`) is wrapped at word boundaries, so a
+    title never widens the saved image."""
+    import textwrap
+
+    from matplotlib.font_manager import FontProperties
+
+    kwargs = {"fontsize": "large"} | kwargs
+    size = FontProperties(size=kwargs["fontsize"]).get_size_in_points()
+    width = title_width(fig, size)
+    lines = [wrapped for line in text.split("\n") for wrapped in (textwrap.wrap(line, width) or [""])]
+    return fig.suptitle("\n".join(lines), fontweight="bold", **kwargs)
+
+
+def median_and_range(ax: mpl.axes.Axes, values, color: str, style: str = "-", label: str | None = None) -> None:
+    """The median over seeds (line) and the range over seeds (band) of ``values``, an ``xarray.DataArray``
+    ``[seed, step]``."""
+    ax.plot(values.step, values.median("seed"), style, color=color, label=label)
+    ax.fill_between(values.step, values.min("seed"), values.max("seed"), color=color, alpha=0.15, lw=0)
+
+
+def energy_shares(m) -> tuple[float, float]:
+    """``(||M_s||^2, ||M_n||^2) / ||M||^2``: the shares of the squared Frobenius norm of ``m`` ``[d, d]`` in its
+    symmetric and skew-symmetric parts; they add up to 1, and their difference is the symmetry score."""
+    m = np.asarray(m, dtype=float)
+    total = float((m**2).sum()) or 1.0
+    return float((((m + m.T) / 2) ** 2).sum() / total), float((((m - m.T) / 2) ** 2).sum() / total)
+
+
+def symmetric_and_skew(axes: Sequence[mpl.axes.Axes], m, *, size: int, percentile: float = 99.0, label: str = ""):
+    """The top-left ``size`` block of the symmetric part ``M_s`` (first axes) and of the skew part ``M_n`` (second)
+    of ``m`` ``[d, d]``, on one diverging colour scale centred at 0 and clipped at the ``percentile`` of the block's
+    ``|M|``, each titled with its share of the whole matrix's energy (:func:`energy_shares`): the part that carries
+    more energy shows the stronger colours; ``label`` (the layer's name, say) opens both titles. Returns the second
+    image (for a shared colour bar)."""
+    m = np.asarray(m, dtype=float)
+    shares = energy_shares(m)
+    corner = m[:size, :size]
+    limit = robust_limit(corner, percentile)
+    parts = ((corner + corner.T) / 2, (corner - corner.T) / 2)
+    names = ("symmetric part $M_s$", "skew part $M_n$")
+    for ax, part, name, share in zip(axes, parts, names, shares, strict=True):
+        image = matrix_heatmap(ax, part, colorbar=False, limit=limit)
+        ax.set_title(f"{label}{name}: {100 * share:.0f}% of $\\|M\\|_F^2$", fontsize=11)
+    return image
+
+
+def coefficient_heatmap(ax: mpl.axes.Axes, beta, *, percentile: float = 95.0, title: str | None = None):
+    """Summed coefficients ``beta`` ``[query, context]`` on a diverging scale centred at 0 and clipped at the
+    ``percentile`` of the ``|beta|`` of the pairs that occur (colour bar arrows mark the clipped entries), so that
+    a few large coefficients cannot wash out the rest; pairs whose coefficient is exactly 0 (a pair the objective
+    never uses) are drawn grey. Returns the image."""
+    beta = np.asarray(beta, dtype=float)
+    used = beta != 0
+    limit = robust_limit(beta[used], percentile) if used.any() else 1.0
+    cmap = mpl.colormaps[MATRIX_CMAP].with_extremes(bad="0.6")
+    image = ax.imshow(np.ma.masked_where(~used, beta), cmap=cmap, vmin=-limit, vmax=limit, interpolation="nearest")
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    if title:
+        ax.set_title(title)
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, extend="both")
+    return image
+
+
 def close(fig: mpl.figure.Figure) -> None:
     """Close a figure once it is shown and saved (keeps notebook memory flat)."""
     plt.close(fig)

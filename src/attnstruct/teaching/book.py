@@ -1,23 +1,25 @@
-"""The course book: one offline static site built from the executed notebooks of a build (``make book``).
+"""The course books: two offline static sites built from the executed notebooks of a build (``make book``).
 
-``python -m attnstruct.teaching.book --build-dir build/quick [--out build/quick/book]`` reads
-``<build-dir>/notebooks/``,
-``figures/`` and ``results/`` (as ``make reproduce`` writes them), never executes a notebook again (myst-nb with
-``nb_execution_mode = "off"``), and writes ``<build-dir>/book/``::
+``python -m attnstruct.teaching.book --build-dir build/quick [--out build/quick/book] [--audience both]`` reads
+``<build-dir>/notebooks/``, ``figures/`` and ``results/`` (as ``make reproduce`` writes them), never executes a
+notebook again (myst-nb with ``nb_execution_mode = "off"``), and writes ``<build-dir>/book/``::
 
-    index.html           the paper in five sentences, the main figure, the notebooks in reading order
-    lecture-path.html    two 90-minute sessions, with the run times measured in this build
-    exercises.html       every nbgrader exercise: prompt, folded solution, check
-    data.html            every dataset (copied under data/) with its size and provenance
-    citation.html        BibTeX of the paper (from CITATION.cff) and of this companion
-    notebooks/NN_x.html  each executed notebook
-    guides/NAME.html     the repository's guides (``docs/NAME.md``: the command line, training, teaching, ...)
+    index.html                      a small page linking the two books
+    instructor/ and student/        one book each:
+      index.html           the paper in five sentences, the main figure, the notebooks in reading order
+      lecture-path.html    two 90-minute sessions, with the run times measured in this build (instructor only)
+      exercises.html       every nbgrader exercise: prompt, folded solution (instructor only), check
+      data.html            every dataset (copied under data/) with its size and provenance
+      citation.html        BibTeX of the paper (from CITATION.cff) and of this companion
+      notebooks/NN_x.html  each executed notebook (student: solutions replaced by nbgrader's stub)
+      guides/NAME.html     the repository's guides (``docs/NAME.md``), and every one a page mentions
 
-Everything is local: MathJax 2.7 comes from the ``jupyter_server_mathjax`` package, the theme adds no web fonts,
-and the build fails if any ``<script src>``, ``<link href>`` or CSS ``url(``/``@import`` points at the web.
-The site is built in a temporary folder and moved into place only when complete. The Sphinx configuration is
-``book/conf.py`` with the local ``mathjax_path`` appended; this module is also one of its extensions
-(:func:`setup`: the solutions of sphinx-exercise as closed ``<details>``).
+What differs between the books is in :mod:`attnstruct.teaching.book_pages`. Everything is local: MathJax 2.7
+comes from the ``jupyter_server_mathjax`` package, the theme adds no web fonts, and the build fails if any
+``<script src>``, ``<link href>`` or CSS ``url(``/``@import`` points at the web. The books are built in a
+temporary folder (the two Sphinx runs side by side) and moved into place only when complete. The Sphinx
+configuration is ``book/conf.py`` with the local ``mathjax_path`` appended; this module is also one of its
+extensions (:func:`setup`: the solutions of sphinx-exercise as closed ``<details>``).
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ import tempfile
 from pathlib import Path
 
 from . import book_contents as contents
+from . import book_pages as pages
+from . import lecture_path
 from .book_contents import BookError
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout holding src/attnstruct
-MAIN_FIGURE = "03_encoders_vs_decoders.png"
+MAIN_FIGURE = pages.MAIN_FIGURE
 GUIDES = (
     "command-line",
     "training",
@@ -57,21 +61,6 @@ EXTERNAL = re.compile(
     r"""|url\(\s*["']?\s*(?:https?:)?//[^"')\s]+""",
     re.IGNORECASE,
 )
-PAPER = {  # the paper's metadata, used when CITATION.cff lacks a preferred citation
-    "title": "The underlying structures of self-attention: symmetry, directionality, and emergent dynamics in "
-    "Transformer training",
-    "authors": [
-        ("Matteo", "Saponati"),
-        ("Pascal", "Sager"),
-        ("Pau", "Vilimelis Aceituno"),
-        ("Thilo", "Stadelmann"),
-        ("Benjamin", "Grewe"),
-    ],  # fmt: skip
-    "collection-title": "Proceedings of the 42nd International Conference on Machine Learning (ICML 2025)",
-    "year": 2025,
-    "url": "https://arxiv.org/abs/2502.10927",
-}
-ARXIV = "2502.10927"
 
 
 def _visit_solution(self, node) -> None:
@@ -106,85 +95,6 @@ def setup(app):
     app.add_node(solution_node, override=True, html=(visit, depart), singlehtml=(visit, depart))
     app.set_html_assets_policy("always")  # MathJax on every page: the sidebar's titles hold math too
     return {"parallel_read_safe": True, "parallel_write_safe": True}
-
-
-def _cff(root: Path) -> dict:
-    import yaml
-
-    path = root / "CITATION.cff"
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return {}
-
-
-def _bibtex(kind: str, key: str, fields: list[tuple[str, object]]) -> str:
-    width = max(len(k) for k, _ in fields)
-    body = ",\n".join(f"  {k.ljust(width)} = {{{' '.join(str(v).split())}}}" for k, v in fields if v)
-    return f"@{kind}{{{key},\n{body}\n}}"
-
-
-def citations(root: Path) -> dict[str, str]:
-    """BibTeX of the paper (CITATION.cff's preferred citation, else :data:`PAPER`) and of the software."""
-    cff = _cff(root)
-    pref = cff.get("preferred-citation") or {}
-    if pref.get("title") and pref.get("authors"):
-        authors = [(a.get("given-names", ""), a.get("family-names", a.get("name", ""))) for a in pref["authors"]]
-        source = "`CITATION.cff` of the repository (its preferred citation)"
-    else:
-        pref, authors = PAPER, PAPER["authors"]
-        source = "the paper's metadata (`CITATION.cff` has no preferred citation)"
-    ids = [str(i.get("value", "")) for i in pref.get("identifiers", [])]
-    eprint = next((v.split(":", 1)[1] for v in ids if v.startswith("arXiv:")), ARXIV)
-    title, year = " ".join(str(pref["title"]).split()), pref.get("year", "")
-    word = next((w for w in re.findall(r"[a-z]+", title.lower()) if w not in {"the", "a", "an", "on", "of"}), "")
-    key = f"{re.sub(r'[^a-z]', '', authors[0][1].lower())}{year}{word}"
-    paper = [
-        ("title", title.replace("Transformer", "{Transformer}")),
-        ("author", " and ".join(f"{family}, {given}" for given, family in authors)),
-        ("booktitle", pref.get("collection-title", "")),
-        ("year", year),
-        ("url", pref.get("url", "")),
-        ("eprint", eprint),
-        ("archivePrefix", "arXiv"),
-    ]
-    people = [
-        a.get("name") or f"{a.get('family-names', '')}, {a.get('given-names', '')}" for a in cff.get("authors", [])
-    ]
-    software = [
-        ("title", cff.get("title", "attnstruct")),
-        ("author", "{" + (" and ".join(people) or "attnstruct contributors") + "}"),
-        ("version", cff.get("version", "")),
-        ("license", cff.get("license", "")),
-        ("url", cff.get("repository-code", "")),
-        ("note", f"Companion to {authors[0][1]} et al., ICML 2025 (arXiv:{eprint})"),
-    ]
-    return {
-        "paper": contents.code_block(_bibtex("inproceedings", key, paper), "bibtex"),
-        "software": contents.code_block(_bibtex("software", "attnstruct", software), "bibtex"),
-        "source": f"*These entries are built from {source}.*",
-    }
-
-
-def _profile(name: str, params: dict, root: Path | None, build_dir: Path) -> tuple[str, list[str]]:
-    """The profile of ``params/`` that the notebook's papermill parameters are (and no changes), or the nearest
-    one and the names of the parameters that differ from it."""
-    from ..notebooks import PATH_PARAMETERS, PipelineError, load_profile
-
-    params = {k: v for k, v in params.items() if k not in PATH_PARAMETERS}
-    if "profile" in params:
-        return str(params["profile"]), []
-    diffs = {}
-    for path in sorted((root / "params").glob("*.yaml")) if root is not None else []:
-        try:
-            wanted = load_profile(root, path.stem).get(name, {})
-        except PipelineError:
-            continue
-        diffs[path.stem] = sorted(k for k in {*wanted, *params} if wanted.get(k, "<unset>") != params.get(k, "<unset>"))
-    if not diffs:
-        return build_dir.name, []
-    near = min(diffs, key=lambda p: (len(diffs[p]), p != build_dir.name))
-    return (f"{near} + {len(diffs[near])} changes" if diffs[near] else near), diffs[near]
 
 
 def _attrs(path: Path) -> dict:
@@ -226,7 +136,7 @@ def _collect(build_dir: Path, root: Path | None, log) -> tuple[list[contents.Not
             continue
         params = dict(nb.metadata.get("papermill", {}).get("parameters", {}))
         mine = [p for p in datasets if p.stem.split("_", 1)[0] == name[:2]]
-        profile, changed = _profile(name, params, root, build_dir)
+        profile, changed = pages.profile_of(name, params, root, build_dir)
         books.append(contents.Notebook(name, contents.title_of(nb) or name, nb, profile, mine, changed))
     claimed = {p for b in books for p in b.datasets}
     return books, [p for p in datasets if p not in claimed]
@@ -251,27 +161,21 @@ def _mathjax(static: Path) -> None:
         (shutil.copytree if (src / part).is_dir() else shutil.copy2)(src / part, dest)
 
 
-def _figure(src: Path, build_dir: Path, books: list[contents.Notebook]) -> str:
-    """The landing page's figure (copied into the sources), or a line saying it is not in this build."""
-    figure = build_dir / "figures" / MAIN_FIGURE
-    if not figure.is_file():
-        return f"*`figures/{MAIN_FIGURE}` is not in this build: run notebook 03 (`make notebook NB=03`).*"
-    (src / "_figures").mkdir()
-    shutil.copy2(figure, src / "_figures" / MAIN_FIGURE)
-    owner = next((b for b in books if b.name[:2] == MAIN_FIGURE[:2] and b.ran), None)
-    where = f" (profile {contents.cell(owner.profile)})" if owner else ""
-    alt = "Encoders against decoders: median symmetry and directionality over layers"
-    return f"![{alt}](_figures/{MAIN_FIGURE})\n\n*From notebook 03 of this build{where}: `figures/{MAIN_FIGURE}`.*"
+def _guides(audience: str, books, log) -> list[str]:
+    """The guides of the ``audience`` book: :data:`GUIDES` and every ``docs/NAME.md`` its pages mention."""
+    texts = [pages.notebook_text(b.nb) for b in books if b.ran]
+    templates = ("landing", "citation", *(p for p in pages.pages(audience) if p == "lecture-path"))
+    texts += [_template(f"{name}.md") for name in templates]
+    return pages.guides_for(audience, GUIDES, texts, ROOT / "docs", log)
 
 
-def _write_sources(src: Path, build_dir: Path, books, others, root: Path | None) -> None:
-    """The Sphinx source tree: conf.py, the pages, the notebooks, the figure, the datasets and MathJax."""
-    import nbformat
-
+def _write_common(src: Path, build_dir: Path, books, others, guides: list[str]) -> None:
+    """What both books hold: conf.py, the guides, the datasets and MathJax."""
     (src / "notebooks").mkdir(parents=True)
     (src / "guides").mkdir()
-    for guide in GUIDES:
-        shutil.copy2(ROOT / "docs" / f"{guide}.md", src / "guides" / f"{guide}.md")
+    for guide in guides:
+        text = (ROOT / "docs" / f"{guide}.md").read_text(encoding="utf-8")
+        (src / "guides" / f"{guide}.md").write_text(pages.link_docs(text, "", guides), encoding="utf-8")
     (src / "_extra" / "data").mkdir(parents=True)
     _mathjax(src / "_static")
     shutil.copy2(ROOT / "book" / "custom.css", src / "_static" / "book.css")
@@ -280,51 +184,70 @@ def _write_sources(src: Path, build_dir: Path, books, others, root: Path | None)
         f"{_template('conf.py')}\n# Written by attnstruct.teaching.book for {build_dir}.\nmathjax_path = {mathjax!r}\n"
     )
     (src / "conf.py").write_text(conf, encoding="utf-8")
-    found = {}
-    for nb in books:
-        if nb.ran:
-            found[nb.name] = contents.exercises(nb.name, nb.nb)
-            nbformat.write(contents.for_site(nb.nb, found[nb.name]), src / "notebooks" / f"{nb.name}.ipynb")
     for path in [p for nb in books for p in nb.datasets] + list(others):
         shutil.copy2(path, src / "_extra" / "data" / path.name)
-    by_name, ran = {b.name: b for b in books}, [b for b in books if b.ran]
-    shown, profiles = _figure(src, build_dir, books), ", ".join(sorted({b.profile for b in ran}))
+
+
+def _landing(src: Path, build_dir: Path, books, audience: str, guides: list[str]) -> str:
+    ran = [b for b in books if b.ran]
+    title, shown = pages.main_figure(src, build_dir, books)
+    profiles = ", ".join(sorted({b.profile for b in ran}))
+    other = "student" if audience == "instructor" else "instructor"
     landing = {
+        "figure_title": lambda _: title,
         "figure": lambda _: shown,
         "notebook_table": lambda _: contents.notebook_table(books),
+        "course_links": lambda _: pages.course_paragraph(audience, guides),
         "build_dir": lambda _: str(build_dir),
         "profiles": lambda _: f"{len(ran)} of {len(books)} notebooks run; profile {profiles}",
+        "other_book": lambda _: (
+            f"This is the {audience}'s book; `make book` writes the {other}'s beside it, in `../{other}/`."
+        ),
     }
-    toc = "\n".join(f"notebooks/{b.name}" for b in ran)
-    guides = "\n".join(f"guides/{g}" for g in GUIDES)
+    course = "\n".join(p for p in pages.pages(audience) if p in ("lecture-path", "exercises"))
     tocs = [
-        ("Course", "lecture-path\nexercises"),
-        ("Notebooks", toc),
-        ("Guides", guides),
+        ("Course", course),
+        ("Notebooks", "\n".join(f"notebooks/{b.name}" for b in ran)),
+        ("Guides", "\n".join(f"guides/{g}" for g in guides)),
         ("Reference", "data\ncitation"),
     ]
-    index = contents.fill(_template("landing.md"), landing, "landing.md") + "".join(
+    return contents.fill(_template("landing.md"), landing, "landing.md") + "".join(
         f"\n```{{toctree}}\n:hidden:\n:caption: {caption}\n\n{entries}\n```\n" for caption, entries in tocs
     )
-    lecture = {
-        "live_limit": lambda _: f"{contents.LIVE_LIMIT_S:g} s",
-        "summary": lambda _: contents.timing_summary(books),
-        "session": lambda spec: contents.session_block(by_name, spec or ""),
-        "timing": lambda name: contents.timing_block(by_name.get(name or ""), name or ""),
-    }
-    cites = citations(root or ROOT)
+
+
+def _citation(root: Path | None) -> str:
+    cites = pages.citations(root or ROOT)
     citation = {
         "paper_bibtex": lambda _: cites["paper"],
         "software_bibtex": lambda _: cites["software"],
         "source_note": lambda _: cites["source"],
     }
-    for name, text in (
-        ("index", index),
-        ("lecture-path", contents.fill(_template("lecture-path.md"), lecture, "lecture-path.md")),
-        ("exercises", contents.exercise_page(books, found)),
-        ("data", contents.data_page(books, others, _attrs)),
-        ("citation", contents.fill(_template("citation.md"), citation, "citation.md")),
-    ):
+    return contents.fill(_template("citation.md"), citation, "citation.md")
+
+
+def _write_sources(src: Path, build_dir: Path, books, others, root: Path | None, audience: str, log) -> None:
+    """The Sphinx source tree of the ``audience`` book: conf.py, the pages, the notebooks (copied for the site,
+    :func:`attnstruct.teaching.book_pages.for_site`), the figure, the datasets and MathJax."""
+    import nbformat
+
+    guides = _guides(audience, books, log)
+    _write_common(src, build_dir, books, others, guides)
+    found = {}
+    for nb in books:
+        if nb.ran:
+            found[nb.name] = contents.exercises(nb.name, nb.nb)
+            page = pages.for_site(nb.nb, found[nb.name], audience=audience, guides=guides, prefix="../guides/")
+            nbformat.write(page, src / "notebooks" / f"{nb.name}.ipynb")
+    texts = {
+        "index": lambda: _landing(src, build_dir, books, audience, guides),
+        "lecture-path": lambda: lecture_path.page(books, ROOT, build_dir, _template("lecture-path.md")),
+        "exercises": lambda: contents.exercise_page(books, found, solutions=audience == "instructor"),
+        "data": lambda: contents.data_page(books, others, _attrs),
+        "citation": lambda: _citation(root),
+    }
+    for name in pages.pages(audience):
+        text = pages.link_docs(texts[name](), "guides/", guides)
         (src / f"{name}.md").write_text(text, encoding="utf-8")
 
 
@@ -338,59 +261,140 @@ def external_urls(site: Path) -> list[str]:
     return found
 
 
-def _sphinx(src: Path, out: Path, doctrees: Path, log_path: Path) -> None:
+def _start_sphinx(src: Path, out: Path, doctrees: Path, log_path: Path) -> subprocess.Popen:
+    """sphinx-build of ``src`` into ``out``, running; its output goes to ``log_path``."""
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-W", "--keep-going", "-q", "-d", str(doctrees)]
-    proc = subprocess.run([*cmd, str(src), str(out)], capture_output=True, text=True, cwd=src)
-    log_path.write_text(proc.stdout + proc.stderr, encoding="utf-8")
-    if proc.returncode:
-        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if "WARNING" in ln or "ERROR" in ln]
-        first = lines[0] if lines else (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        first = " ".join(first.replace(str(src) + os.sep, "").split())
-        count = f"{len(lines)} warning{'' if len(lines) == 1 else 's'}"
-        raise BookError(f"sphinx-build failed ({count}, log: {log_path}): {first}")
+    with open(log_path, "w", encoding="utf-8") as log:
+        return subprocess.Popen([*cmd, str(src), str(out)], stdout=log, stderr=subprocess.STDOUT, cwd=src)
 
 
-def build_book(build_dir: Path, out: Path | None = None, *, log=None) -> Path:
-    """Build the site of ``build_dir``'s executed notebooks into ``out`` (default ``build_dir/book``); its path.
+def _sphinx_error(proc: subprocess.Popen, src: Path, log_path: Path) -> str | None:
+    """Wait for a sphinx-build; ``None`` when it succeeded, else its first warning or error in one line."""
+    if not proc.wait():
+        return None
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    lines = [ln for ln in text.splitlines() if "WARNING" in ln or "ERROR" in ln]
+    first = lines[0] if lines else (text.strip().splitlines() or ["no output"])[-1]
+    first = " ".join(first.replace(str(src) + os.sep, "").split())
+    count = f"{len(lines)} warning{'' if len(lines) == 1 else 's'}"
+    return f"sphinx-build failed ({count}, log: {log_path}): {first}"
+
+
+def _check_site(site: Path, audience: str) -> None:
+    bad = external_urls(site)
+    if bad:
+        raise BookError(f"the {audience} book would load {len(bad)} files from the web, first {bad[0]}")
+    if not (site / "_static" / "mathjax" / "MathJax.js").is_file():
+        raise BookError(f"the {audience} book has no local MathJax (_static/mathjax/MathJax.js)")
+
+
+def _root() -> Path | None:
+    """The checkout whose notebook sources and profiles the book reads, when it has them."""
+    return ROOT if (ROOT / "notebooks").is_dir() and (ROOT / "params").is_dir() else None
+
+
+def _build_sites(build_dir: Path, collected, audiences, staging: Path, logs: dict[str, Path], log) -> dict:
+    """Build the book of each of ``audiences`` from ``collected`` (:func:`_collect`) into
+    ``staging/<audience>/html``: every source tree is written first, then the Sphinx runs go side by side, each
+    with its own myst-nb ``jupyter_execute`` beside its site. The sites' paths; raises :class:`BookError` (one
+    line) on bad input or a failed build."""
+    books, others = collected
+    sites = {a: staging / a / "html" for a in audiences}
+    with tempfile.TemporaryDirectory(prefix="attnstruct-book-") as tmp:
+        sources = {a: Path(tmp) / a / "src" for a in audiences}
+        for audience, src in sources.items():
+            _write_sources(src, build_dir, books, others, _root(), audience, log)
+        running = {a: _start_sphinx(sources[a], sites[a], Path(tmp) / a / "doctrees", logs[a]) for a in audiences}
+        errors = [_sphinx_error(proc, sources[a], logs[a]) for a, proc in running.items()]
+    failed = [e for e in errors if e]
+    if failed:
+        raise BookError(failed[0])
+    for audience, site in sites.items():
+        _check_site(site, audience)
+    return sites
+
+
+def _swap(new: Path, out: Path, staging: Path) -> None:
+    """Put the finished folder ``new`` in the place of ``out`` (any older one goes into ``staging``)."""
+    if out.exists():
+        os.replace(out, staging / "old")
+    os.replace(new, out)
+
+
+def _logger(log):
+    return log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
+def build_book(build_dir: Path, out: Path | None = None, *, audience: str = "instructor", log=None) -> Path:
+    """Build the ``audience`` book (``instructor`` or ``student``) of ``build_dir``'s executed notebooks into
+    ``out`` (default ``build_dir/book/<audience>``); its path.
 
     Raises :class:`BookError` (one line) on bad input or a failed build, leaving any older site untouched.
     """
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
-    build_dir = Path(build_dir).resolve()
-    out = Path(out).resolve() if out is not None else build_dir / "book"
-    root = ROOT if (ROOT / "notebooks").is_dir() and (ROOT / "params").is_dir() else None
-    books, others = _collect(build_dir, root, log)
+    pages.check_audience(audience)
+    log, build_dir = _logger(log), Path(build_dir).resolve()
+    out = Path(out).resolve() if out is not None else build_dir / "book" / audience
+    collected = _collect(build_dir, _root(), log)
+    books = collected[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        with tempfile.TemporaryDirectory(prefix="attnstruct-book-") as tmp:
-            src = Path(tmp) / "src"
-            _write_sources(src, build_dir, books, others, root)
-            _sphinx(src, staging / "site", Path(tmp) / "doctrees", out.parent / f"{out.name}.log")
-        site = staging / "site"
-        bad = external_urls(site)
-        if bad:
-            raise BookError(f"the site would load {len(bad)} files from the web, first {bad[0]}")
-        if not (site / "_static" / "mathjax" / "MathJax.js").is_file():
-            raise BookError("the site has no local MathJax (_static/mathjax/MathJax.js)")
-        old = staging / "old"
-        if out.exists():
-            os.replace(out, old)
-        os.replace(site, out)
+        logs = {audience: out.parent / f"{out.name}.log"}
+        sites = _build_sites(build_dir, collected, [audience], staging, logs, log)
+        _swap(sites[audience], out, staging)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log(f"book: {sum(b.ran for b in books)} of {len(books)} notebooks -> {out / 'index.html'}")
+    log(f"book ({audience}): {sum(b.ran for b in books)} of {len(books)} notebooks -> {out / 'index.html'}")
+    return out
+
+
+def build_books(build_dir: Path, out: Path | None = None, *, audiences=pages.AUDIENCES, log=None) -> Path:
+    """Build the books of ``audiences`` into ``out/<audience>/`` (default ``build_dir/book``) with ``out/index.html``
+    linking them; the path of ``out``. A book not rebuilt is kept from an older ``out``.
+
+    Raises :class:`BookError` (one line) on bad input or a failed build, leaving any older books untouched.
+    """
+    audiences = [pages.check_audience(a) for a in dict.fromkeys(audiences)]
+    log, build_dir = _logger(log), Path(build_dir).resolve()
+    out = Path(out).resolve() if out is not None else build_dir / "book"
+    collected = _collect(build_dir, _root(), log)
+    books = collected[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        logs = {a: out.parent / f"{out.name}.{a}.log" for a in audiences}
+        sites = _build_sites(build_dir, collected, audiences, staging, logs, log)
+        new = staging / "books"
+        new.mkdir()
+        for audience, site in sites.items():
+            os.replace(site, new / audience)
+        for kept in [a for a in pages.AUDIENCES if a not in audiences]:
+            if (out / kept / "index.html").is_file():
+                os.replace(out / kept, new / kept)
+        present = [a for a in pages.AUDIENCES if (new / a / "index.html").is_file()]
+        (new / "index.html").write_text(pages.books_index(present), encoding="utf-8")
+        _swap(new, out, staging)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    ran = sum(b.ran for b in books)
+    for audience in audiences:
+        log(f"book ({audience}): {ran} of {len(books)} notebooks -> {out / audience / 'index.html'}")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m attnstruct.teaching.book``: exit 0 with the site built, 2 with one line on stderr for bad input."""
+    """``python -m attnstruct.teaching.book``: exit 0 with the books built, 2 with one line on stderr for bad
+    input."""
     parser = argparse.ArgumentParser(prog="python -m attnstruct.teaching.book", description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", type=Path, default=Path("build/quick"), help="folder of a make reproduce")
-    parser.add_argument("--out", type=Path, default=None, help="site folder (default: BUILD_DIR/book)")
+    parser.add_argument("--out", type=Path, default=None, help="folder of the books (default: BUILD_DIR/book)")
+    parser.add_argument(
+        "--audience", choices=("both", *pages.AUDIENCES), default="both", help="which book to build (default: both)"
+    )
     args = parser.parse_args(argv)
+    audiences = pages.AUDIENCES if args.audience == "both" else (args.audience,)
     try:
-        build_book(args.build_dir, args.out)
+        build_books(args.build_dir, args.out, audiences=audiences)
     except BookError as err:
         print(f"attnstruct book: error: {err}", file=sys.stderr)
         return 2

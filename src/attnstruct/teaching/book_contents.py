@@ -4,13 +4,13 @@
 without Sphinx: the measured
 run times (papermill's ``metadata.papermill.duration`` of each notebook and cell), the nbgrader exercises of a
 notebook (a ``### Exercise NN.k: title`` prompt, ``nbgrader.solution`` cells, ``nbgrader.grade`` check cells),
-the notebook copied for the site (solution inputs folded with the myst-nb tag ``hide-input``), and the pages
-filled into the templates of ``book/`` (``{{name}}`` or ``{{name:argument}}`` placeholders).
+and the pages filled into the templates of ``book/`` (``{{name}}`` or ``{{name:argument}}`` placeholders). What
+differs between the instructor's and the student's book, and the notebook copied for a page, is in
+``attnstruct.teaching.book_pages``.
 """
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import re
@@ -183,25 +183,6 @@ def exercises(name: str, nb) -> list[Exercise]:
     return found
 
 
-def for_site(nb, found: list[Exercise]):
-    """A copy of ``nb`` for its page: solution inputs folded (``hide-input``), a target before each prompt."""
-    nb = copy.deepcopy(nb)
-    targets = iter([ex.target for ex in found if ex.heading])  # the prompts' headings, in order
-    for cell in nb.cells:
-        if is_solution(cell) and cell.cell_type == "code":
-            tags = cell.metadata.setdefault("tags", [])
-            if "hide-input" not in tags:
-                tags.append("hide-input")
-        elif cell.cell_type == "markdown" and not is_solution(cell):
-            lines = []
-            for line in cell.source.splitlines():
-                if EXERCISE_HEADING.match(line):
-                    lines += ["", f"({next(targets)})="]
-                lines.append(line)
-            cell.source = "\n".join(lines)
-    return nb
-
-
 def fill(template: str, values: dict[str, Callable[[str | None], str]], where: str) -> str:
     """Replace every ``{{name}}`` / ``{{name:arg}}`` of ``template`` with ``values[name](arg)``."""
 
@@ -330,14 +311,17 @@ def timing_block(nb: Notebook | None, name: str) -> str:
     return head + "\n\n" + "\n".join(rows)
 
 
-def exercise_page(books: list[Notebook], found: dict[str, list[Exercise]]) -> str:
-    """Every exercise: the prompt, the solution folded in a dropdown, the check code, a link to the notebook."""
-    out = [
-        "# Exercises",
-        "",
+def exercise_page(books: list[Notebook], found: dict[str, list[Exercise]], *, solutions: bool = True) -> str:
+    """Every exercise: the prompt, the solution folded in a dropdown (only with ``solutions``), the check code, a
+    link to the notebook."""
+    intro = (
         "Every exercise of every notebook, in reading order. Try it in the notebook first; the solution is "
-        "folded (click it to open), and the check below it is the cell nbgrader grades.",
-    ]
+        "folded (click it to open), and the check below it is the cell nbgrader grades."
+        if solutions
+        else "Every exercise of every notebook, in reading order, with the check that nbgrader grades it by: a "
+        "check passes once your code in the notebook is right."
+    )
+    out = ["# Exercises", "", intro]
     for nb in books:
         if not nb.ran or not found.get(nb.name):
             continue
@@ -346,7 +330,7 @@ def exercise_page(books: list[Notebook], found: dict[str, list[Exercise]]) -> st
             title = f"{ex.number}: {ex.title}" if ex.title else ex.number
             opening, closing = fence(ex.prompt)
             out += [f"{opening}{{exercise}} {title}", f":label: {ex.label}", ":nonumber:", "", ex.prompt, closing]
-            for i, (kind, text) in enumerate(ex.solutions, 1):
+            for i, (kind, text) in enumerate(ex.solutions if solutions else [], 1):
                 body = text if kind == "markdown" else code_block(text)
                 opening, closing = fence(body)
                 out += ["", f"{opening}{{solution}} {ex.label}", f":label: sol-{ex.notebook[:2]}-{ex.index}-{i}"]

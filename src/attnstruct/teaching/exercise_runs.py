@@ -1,5 +1,9 @@
-"""The tiny fixed runs and models of the exercises of notebooks 05, 06 and 07: fixed settings, so that an answer
+"""The tiny fixed runs and models of the exercises of notebooks 04 to 07: fixed settings, so that an answer
 does not change with a notebook's parameters or profile, and a few seconds per run on one thread.
+
+Copy task (04): ``COPY_EXERCISE`` is notebook 04's one-layer model on a small copy task, trained with plain SGD and
+half of the tokens masked (settings section 3b of the notebook does not run, so the exercise's outcome is printed
+nowhere before it); :func:`copy_exercise_symmetry` trains it under both objectives.
 
 Text (05, 06): ``EXERCISE`` is a 2-layer, 2-head model of width 32 trained 20 steps on 16 sequences of 32 tokens
 with a constant learning rate after a short warm-up; :func:`exercise_config` adds the objective, initialisation and
@@ -16,7 +20,34 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..tasks import images, text, vision
+from ..tasks import images, text, toy_tasks, vision
+
+COPY_EXERCISE = {
+    "vocab": 16,
+    "seq_len": 8,
+    "d_model": 16,
+    "steps": 150,
+    "batch": 32,
+    "optimizer": "sgd",
+    "lr": 0.1,
+    "mask_rate": 0.5,
+    "every": 150,
+}
+COPY_OBJECTIVES = ("bidirectional", "causal")
+
+
+def copy_exercise_symmetry(seed: int = 0) -> dict[str, float]:
+    """Final symmetry of ``W_qk`` of the copy-task exercise run of ``seed``, ``{objective: score}`` for masked LM
+    (``"bidirectional"``) and next-token prediction (``"causal"``): two runs of about a second each."""
+    return {
+        objective: float(
+            toy_tasks.train(toy_tasks.CopyTaskConfig(objective=objective, seed=seed, **COPY_EXERCISE), "copy")[
+                "symmetry"
+            ][-1]
+        )
+        for objective in COPY_OBJECTIVES
+    }
+
 
 EXERCISE = {
     "steps": 20,
@@ -66,6 +97,32 @@ def sign_of(change: float) -> int:
     return 0 if abs(change) < 1e-9 else int(np.sign(change))
 
 
+def copy_exercise_sign(seed: int = 0) -> int:
+    """Exercise 04.4's outcome: the sign of (final symmetry under next-token prediction) minus (final symmetry
+    under masked LM) on the copy task, :data:`COPY_EXERCISE` settings."""
+    final = copy_exercise_symmetry(seed)
+    return sign_of(final["causal"] - final["bidirectional"])
+
+
+def encoder_change_sign(folder: str | os.PathLike, seed: int = 0, cache=None) -> int:
+    """Exercise 05.1's outcome: the sign of the change of a tiny masked-LM encoder's median symmetry over layers,
+    from step 0 to its last step (BERT's initialisation, :data:`EXERCISE` settings)."""
+    curve = median_symmetry(exercise_run(exercise_config("mlm", init="bert", seed=seed), folder, cache))
+    return sign_of(curve[-1] - curve[0])
+
+
+def symmetric_start_gap_sign(folder: str | os.PathLike, seed: int = 0, cache=None) -> int:
+    """Exercise 05.2's outcome: from a symmetric start (``init="symmetric-matched"``), the sign of the encoder's
+    final median symmetry minus the decoder's (:data:`EXERCISE` settings)."""
+    final = {
+        objective: median_symmetry(exercise_run(exercise_config(objective, "symmetric-matched", seed), folder, cache))[
+            -1
+        ]
+        for objective in ("mlm", "next-token")
+    }
+    return sign_of(final["mlm"] - final["next-token"])
+
+
 VISION_EXERCISE = {
     "steps": 20,
     "batch_size": 4,
@@ -103,3 +160,28 @@ def vision_exercise_images() -> images.ImageData:
     """The images of ``VISION_EXERCISE`` (its source, count and split)."""
     e = VISION_EXERCISE
     return images.load_images(e["source"], e["n_images"], e["val_fraction"])
+
+
+def tied_start_change_sign(folder: str | os.PathLike, seed: int = 0, cache=None) -> int:
+    """Exercise 06.1's outcome: the sign of the change of a tiny masked-LM encoder's median symmetry over layers
+    from a tied start (``init="symmetric-matched"``, every layer at +1) to its last step."""
+    curve = median_symmetry(exercise_run(exercise_config("mlm", "symmetric-matched", seed), folder, cache))
+    return sign_of(curve[-1] - curve[0])
+
+
+def scale_confound_sign(folder: str | os.PathLike, seed: int = 0, cache=None) -> int:
+    """Exercise 06.2's outcome: the sign of the final median symmetry of the paper's ``symmetric`` encoder minus
+    that of the ``symmetric-matched`` one (the same tied start at BERT's scale)."""
+    final = {
+        init: median_symmetry(exercise_run(exercise_config("mlm", init, seed), folder, cache))[-1]
+        for init in ("symmetric", "symmetric-matched")
+    }
+    return sign_of(final["symmetric"] - final["symmetric-matched"])
+
+
+SIGN_OUTCOMES = {  # exercise: (its graded outcome as a function of (folder, seed, cache), the solution's answer)
+    "05.1": (encoder_change_sign, +1),
+    "05.2": (symmetric_start_gap_sign, +1),
+    "06.1": (tied_start_change_sign, -1),
+    "06.2": (scale_confound_sign, +1),
+}

@@ -9,19 +9,16 @@ An exercise is three consecutive cells of a notebook source (``notebooks/NN_topi
 The notebook as committed is the solution version: ``make reproduce`` runs every check against its solution.
 :func:`student_version` applies nbgrader's own preprocessors (``ClearSolutions`` replaces each solution region
 with ``raise NotImplementedError()``, ``ClearHiddenTests``, ``ClearOutput``, ``LockCells``), so the student copy
-is generated, never kept by hand; ``make exercises`` writes one per notebook (:func:`write_student_notebooks`).
+is generated, never kept by hand; ``make exercises`` writes one per notebook from the course version of the notebook
+(:func:`attnstruct.teaching.course_notebooks.write_student_notebooks`); ``make course`` builds an nbgrader course
+from the same versions (:mod:`attnstruct.teaching.course`).
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import re
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-
-from ..notebooks import PipelineError, find_root, list_notebooks, read_notebook
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 PROMPT = re.compile(r"^#{2,4}\s+Exercise\s+(\d{2})\.(\d+)\s*:\s*(.+)$", re.M)
@@ -117,48 +114,3 @@ def student_version(nb):
     for cell in student.cells:
         cell.metadata.pop("papermill", None)
     return student
-
-
-def write_student_notebooks(root: Path, out: Path) -> list[Path]:
-    """Write ``out/NN_topic.ipynb``, the student version of every notebook of ``root`` that has exercises.
-
-    Every notebook is validated first (:func:`exercises`), so a markup error writes nothing.
-    """
-    import nbformat
-
-    from ..results import write_atomically
-
-    sources = list_notebooks(root)
-    notebooks = [(s, read_notebook(s)) for s in sources]
-    with_exercises = [(s, nb) for s, nb in notebooks if exercises(nb, s.stem)]
-    if not with_exercises:
-        raise ExerciseError(f"no notebook under {root / 'notebooks'} has an exercise")
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for source, nb in with_exercises:
-        target = out / f"{source.stem}.ipynb"
-        student = student_version(nb)
-        write_atomically(target, lambda tmp, nb=student: nbformat.write(nb, str(tmp)))
-        written.append(target)
-    return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m attnstruct.teaching.exercises [--out build/exercises]``: write the student notebooks."""
-    parser = argparse.ArgumentParser(prog="python -m attnstruct.teaching.exercises", description=main.__doc__)
-    parser.add_argument("--out", default=None, help="folder for the student notebooks (default: build/exercises)")
-    args = parser.parse_args(argv)
-    try:
-        root = find_root()
-        out = Path(args.out) if args.out else root / "build" / "exercises"
-        written = write_student_notebooks(root, out)
-    except (ExerciseError, PipelineError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    for path in written:
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

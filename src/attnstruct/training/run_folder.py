@@ -129,7 +129,8 @@ def finished_run(config, run_dir: str | Path | None, log: Callable[[str], None] 
             f"{final} holds a run with other parameters ({', '.join(changed)}); remove it or choose another folder"
         )
     if done.attrs.get("run_key") == run_key(config):
-        log(f"notice: reusing the finished run {final} (same parameters, same attnstruct code)")
+        where = Path(final.parent.parent.name, final.parent.name)  # not the machine's absolute path
+        log(f"notice: reusing the finished run {where} (same parameters, same attnstruct code)")
         return done
     log(f"notice: {final} was made by other attnstruct code or another version; training it again")
     return None

@@ -1,0 +1,248 @@
+"""Message titles of the figures of notebooks 01 to 04 and 08 (05 to 07: :mod:`attnstruct.analyses.training_titles`):
+each says what its figure shows, in words, with every number in it computed from the data the figure draws (never
+typed), so that a reader who only glances at the figure gets its finding. A notebook passes a function's string to
+:func:`attnstruct.report.plotting.message_title`.
+
+The titles describe what was drawn; the verdicts on the paper's claims stay with :mod:`attnstruct.stats` and the
+sentences of the analysis modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..report.prose import count, percent, signed, span
+
+SCORES = ("symmetry", "directionality")
+
+
+def _more(a: float, b: float, more: str, less: str, same: str) -> str:
+    """``more`` when ``a`` beats ``b`` at two decimals, ``less`` when it trails, ``same`` when they round alike."""
+    a, b = round(float(a), 2), round(float(b), 2)
+    return more if a > b else less if a < b else same
+
+
+def more_symmetric(a: float, b: float) -> str:
+    """How a symmetry ``a`` compares with ``b``: ``more symmetric than``, ``less symmetric than`` or ``as symmetric
+    as`` (compared at two decimals, as the titles print them)."""
+    return _more(a, b, "more symmetric than", "less symmetric than", "as symmetric as")
+
+
+# Notebook 01
+def decomposition(energy: Mapping[str, float]) -> str:
+    """The layer's energy split: ``energy`` holds ``||M||^2`` (``M``) and its parts' (``M_s``, ``M_n``)."""
+    total = energy["M"] or 1.0
+    return (
+        f"An untrained layer: its symmetric part carries {percent(energy['M_s'] / total)} of the energy, "
+        f"its skew part {percent(energy['M_n'] / total)}"
+    )
+
+
+def examples(scores: Mapping[str, object]) -> str:
+    """The five example matrices' scores (``scores[kind]``: symmetry and directionality; kinds of
+    :data:`attnstruct.analyses.bilinear_form.EXAMPLE_TITLES`): which structure each score answers to."""
+    s = {kind: (float(v.symmetry), float(v.directionality)) for kind, v in scores.items()}
+    return (
+        f"Symmetry answers to mirror structure ({signed(s['symmetric'][0])} symmetric, {signed(s['skew'][0])} "
+        f"skew), directionality to dominant columns ({signed(s['columns'][1])}) and rows ({signed(s['rows'][1])})"
+    )
+
+
+def dominant_columns(norms: Mapping[str, float], score: float) -> str:
+    """The dominant-columns example: ``norms`` of :func:`attnstruct.analyses.example_matrices.outlying_norms`
+    (norms above threshold, summed excesses ``C`` and ``R``) and its directionality ``score``."""
+    return (
+        f"{count(norms['columns_over'], 'column')} and {count(norms['rows_over'], 'row')} pass their threshold: "
+        f"C = {norms['C']:.3g} against R = {norms['R']:.3g}, so directionality is {signed(score)}"
+    )
+
+
+# Notebook 02
+def null_spread(null: xr.Dataset) -> str:
+    """Null distributions (``symmetry``, ``directionality`` over ``(ensemble, d_model, draw)``): at the largest
+    width, the widest interquartile range of each score over the ensembles."""
+    widest = null.sel(d_model=null.d_model.max())
+    q = widest.quantile([0.25, 0.75], dim="draw")
+    iqr = {s: float((q[s].sel(quantile=0.75) - q[s].sel(quantile=0.25)).max()) for s in SCORES}
+    return (
+        f"Random matrices, d = {int(widest.d_model)}: symmetry's interquartile range is at most "
+        f"{iqr['symmetry']:.3f} wide, directionality's up to {iqr['directionality']:.2f}"
+    )
+
+
+def threshold_sweep(sweep: xr.Dataset) -> str:
+    """Directionality against its threshold (``directionality`` over ``(ensemble, num_std, draw)``): the largest
+    median of the planted-column ensembles, the smallest of the planted-row ones, and the Gaussian's range."""
+    median = sweep.directionality.median("draw")
+    names = [str(e) for e in sweep.ensemble.values]
+    columns = float(median.sel(ensemble=[e for e in names if e.startswith("columns")]).max())
+    rows = float(median.sel(ensemble=[e for e in names if e.startswith("rows")]).min())
+    gauss = median.sel(ensemble="gaussian").values
+    return (
+        f"At every threshold, planted columns score at most {signed(columns)} and planted rows at least "
+        f"{signed(rows)}; the Gaussian median stays within {span(gauss)}"
+    )
+
+
+def head_versus_layer(gap: xr.DataArray) -> str:
+    """The layer's symmetry minus its heads' mean, per ``theta`` (:func:`score_nulls.layer_minus_head`)."""
+    largest = float(gap.max())
+    if round(largest, 2) <= 0:
+        return f"The summed layer is never more symmetric than its heads (largest gap {signed(largest)})"
+    return f"Partly tied factors: the summed layer is up to {signed(largest)} more symmetric than its heads"
+
+
+# Notebooks 03 and 08
+def roles(summary: pd.DataFrame, reference: pd.DataFrame | None = None, label: str = "here") -> str:
+    """Our encoder stacks' median symmetry (median over stacks of their medians over layers) against the decoder
+    stacks', and, with ``reference``, the authors' language models' (all rows; cross-attention left out)."""
+    from ..analyses.paper_comparison import group_medians, reported_group_medians
+
+    ours = group_medians(summary).set_index("stack")
+    enc, dec = (float(ours.loc[s, "symmetry_median"]) for s in ("encoder", "decoder"))
+    n = int(ours["n"].sum())
+    if not (np.isfinite(enc) and np.isfinite(dec)):
+        present = "encoder" if np.isfinite(enc) else "decoder"
+        return f"{count(n, f'{present} stack')} {label}: median symmetry {signed(enc if np.isfinite(enc) else dec)}"
+    text = (
+        f"Encoder stacks are {more_symmetric(enc, dec)} decoder stacks: median symmetry {signed(enc)} against "
+        f"{signed(dec)} {label} ({count(n, 'stack')})"
+    )
+    if reference is not None:
+        theirs = reported_group_medians(reference).set_index("stack")
+        text += (
+            f", {signed(theirs.loc['encoder', 'symmetry_median'])} against "
+            f"{signed(theirs.loc['decoder', 'symmetry_median'])} as reported by the paper"
+        )
+    return text
+
+
+def layer_profiles(ds: xr.Dataset) -> str:
+    """Scores over ``(model, stack, layer)``: the range of the encoder layers' symmetry and the decoder layers'
+    most column-dominant directionality."""
+    parts = []
+    stacks = [str(s) for s in ds["stack"].values]
+    if "encoder" in stacks:
+        parts.append(f"encoder layers' symmetry runs {span(ds.symmetry.sel(stack='encoder').values)}")
+    if "decoder" in stacks:
+        low = float(ds.directionality.sel(stack="decoder").min())
+        parts.append(f"the most column-dominant decoder layer scores directionality {signed(low)}")
+    return "Layer by layer: " + "; ".join(parts)
+
+
+def wqk_examples(examples: Sequence) -> str:
+    """The example layers of notebook 03 (:class:`attnstruct.analyses.example_matrices.Example`): the encoder's
+    share of energy in its symmetric part, and the decoder's columns and rows above threshold."""
+    from ..analyses.example_matrices import outlying_norms
+    from .plotting import energy_shares
+
+    parts = []
+    for e in examples:
+        if e.stack == "encoder":
+            share = energy_shares(e.matrix)[0]
+            parts.append(f"a typical encoder layer keeps {percent(share)} of its energy in its symmetric part")
+        elif e.stack == "decoder":
+            n = outlying_norms(e.matrix)
+            big, small = ("columns", "rows") if n["C"] > n["R"] else ("rows", "columns")
+            excess = f"C = {n['C']:.3g}, R = {n['R']:.3g}"
+            parts.append(f"a typical decoder layer's outlying {big} outweigh its {small} ({excess})")
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:]
+
+
+def encoder_decoder(ds: xr.Dataset, model: str) -> str:
+    """One encoder-decoder ``model``: the median over layers of each stack's symmetry, cross-attention named as
+    not comparable."""
+    medians = {str(s): float(ds.symmetry.sel(model=model, stack=s).median()) for s in ds["stack"].values}
+    medians = {s: v for s, v in medians.items() if np.isfinite(v)}
+    parts = [f"{s} {signed(v)}" for s, v in medians.items() if s != "cross"]
+    text = f"{model}, median symmetry over layers: " + ", ".join(parts)
+    if "cross" in medians:
+        text += f" (cross-attention {signed(medians['cross'])}, not comparable)"
+    return text
+
+
+def agreement(table: pd.DataFrame) -> str:
+    """Ours against the authors' values, stack by stack (:func:`paper_comparison.agreement`'s ``table``)."""
+    return (
+        f"{count(len(table), 'stack')} also scored by the paper: median |ours - theirs| "
+        f"{table['diff_symmetry'].abs().median():.2f} in symmetry, "
+        f"{table['diff_directionality'].abs().median():.2f} in directionality"
+    )
+
+
+# Notebook 04
+def pair_roles(roles: xr.Dataset) -> str:
+    """Pair probabilities ``pair_probability`` ``[objective, query, context]``: per objective, the share of the
+    off-diagonal pairs' probability that lies below the diagonal (the context before the query)."""
+    shares = {}
+    for objective in roles.objective.values:
+        p = np.asarray(roles.pair_probability.sel(objective=objective).values, dtype=float)
+        lower, upper = np.tril(p, -1).sum(), np.triu(p, 1).sum()
+        shares[str(objective)] = lower / (lower + upper)
+    return (
+        f"Context before query: {percent(shares['causal'])} of next-token prediction's pairs, "
+        f"{percent(shares['bidirectional'])} of masked LM's"
+    )
+
+
+def objectives_by_task(values: xr.DataArray, lead: str, other: str = "next-token prediction") -> str:
+    """``values`` over ``(task, objective)``, one symmetry per cell: per task, whether masked LM's is the larger,
+    with both values; ``lead`` names masked LM's side and ``other`` the next-token side, e.g. ``Masked LM ends more
+    symmetric than next-token prediction on the copy task (+0.80 vs -0.13), less on the markov task (+0.57 vs
+    +0.79)``, one task a line."""
+    parts = []
+    for k, task in enumerate(values.task.values):
+        bid, causal = (float(values.sel(task=task, objective=o)) for o in ("bidirectional", "causal"))
+        if k == 0:
+            word = f"{lead} {more_symmetric(bid, causal)} {other}"
+        else:
+            word = _more(bid, causal, "more", "less", "as symmetric")
+        parts.append(f"{word} on the {task} task ({signed(bid)} vs {signed(causal)})")
+    return ",\n".join(parts)
+
+
+def accumulated(accumulated: xr.Dataset) -> str:
+    """The update summed at initialisation (``accumulated_symmetry`` over ``(task, objective, n_sequences)``):
+    per task, the final symmetry of masked LM's sum against next-token prediction's."""
+    n = int(accumulated.n_sequences[-1])
+    last = accumulated.accumulated_symmetry.isel(n_sequences=-1)
+    return objectives_by_task(
+        last, f"Summed over {count(n, 'sequence')}, the masked-LM update is", "the next-token one"
+    )
+
+
+def final_symmetry(training: xr.Dataset, parameterisation: str = "W_qk") -> str:
+    """Training runs (``symmetry`` over ``(task, objective, parameterisation, seed, step)``): per task, the median
+    over seeds of masked LM's final symmetry against next-token prediction's."""
+    last = training.symmetry.sel(parameterisation=parameterisation).isel(step=-1).median("seed")
+    return (
+        objectives_by_task(last, "Masked LM ends") + f"; median over seeds of the final symmetry of {parameterisation}"
+    )
+
+
+def directionality_inside_null(training: xr.Dataset, null: Sequence[float]) -> str:
+    """One line for the directionality panels left out: how many runs' final directionality (Adam, both
+    parameterisations) lie inside the central 95% of the ``null`` draws."""
+    low, high = np.quantile(np.asarray(null, dtype=float), [0.025, 0.975])
+    final = training.directionality.isel(step=-1).values.ravel()
+    final = final[np.isfinite(final)]
+    inside = int(((final >= low) & (final <= high)).sum())
+    return (
+        f"Directionality (not drawn): {inside} of {count(len(final), 'final score')} lie inside the null's "
+        f"central 95% ({signed(low)} to {signed(high)}), where a random W_qk of this width lands"
+    )
+
+
+def beta_symmetry(training: xr.Dataset) -> str:
+    """The proxy (``beta_symmetry`` over ``(task, objective, parameterisation, seed, step)``, ``W_qk`` runs): per
+    task, the median over seeds and steps of each objective's."""
+    proxy = training.beta_symmetry.sel(parameterisation="W_qk").median(("seed", "step"))
+    return (
+        objectives_by_task(proxy, "Masked LM's summed coefficients are", "next-token prediction's")
+        + ", median over seeds and steps"
+    )

@@ -1,0 +1,285 @@
+"""Message titles of the figures of notebooks 05, 06 and 07 (training runs over seeds): each says what its figure
+shows, in words, with every number in it computed from the data drawn; where the runs are too few or did not learn,
+the title says what is drawn instead of claiming a finding (:func:`no_finding`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from ..report.prose import count, percent, signed, span
+from .figure_titles import SCORES, more_symmetric
+
+
+# Notebooks 05, 06 and 07: training runs over seeds
+def no_finding(n_seeds: int, learned: bool = True) -> str | None:
+    """Why a figure of runs over ``n_seeds`` seeds carries no finding, or None when it may state one: runs short of
+    their loss target (``learned`` false) describe nothing the objective did, and too few seeds for a one-sided
+    sign-flip test to reach ``p < alpha`` (:func:`attnstruct.stats.smallest_p`) cannot order the arms."""
+    from .. import stats
+    from ..analyses import gates
+
+    if not learned:
+        return stats.NOT_LEARNED
+    if stats.smallest_p(int(n_seeds)) >= gates.ALPHA:
+        return f"{count(int(n_seeds), 'seed')}, too few to compare"
+    return None
+
+
+def _nats(value: float) -> str:
+    """``0.41 nats below`` / ``0.12 nats above``: how far a loss ends under a level (``value`` = level - loss)."""
+    return f"{abs(float(value)):.2f} nats {'below' if value >= 0 else 'above'}"
+
+
+# Notebook 05
+def loss_targets(targets: pd.DataFrame) -> str:
+    """The learning gate (:func:`attnstruct.analyses.gates.loss_targets`' table): how many runs met their loss
+    target, and per objective how far the final validation loss ends below the unigram entropy (mean over seeds)."""
+    from ..analyses.training_dynamics import label
+
+    rows = targets.reset_index()
+    met, n = int(rows["met"].sum()), len(rows)
+    lead = "Every run reaches its loss target" if met == n else f"{met} of {count(n, 'run')} reach their loss target"
+    below = rows.groupby("objective", sort=False)["below_unigram"].mean()
+    parts = [f"{label(o)} {_nats(v)}" for o, v in below.items()]
+    return f"{lead};\nfinal validation loss against the unigram entropy,\nmean over seeds: " + ",\n".join(parts)
+
+
+def scores_over_training(ds: xr.Dataset, learned: bool = True) -> str:
+    """Notebook 05's runs (``symmetry``, ``directionality`` over ``(objective, seed, step, layer)``): with enough
+    seeds of runs that learned, in how many seeds the encoder ends more symmetric than the decoder (the primary
+    claim's statistic, the final median over layers); always the final medians over seeds of both scores."""
+    from ..analyses.training_dynamics import DECODER, ENCODER, final_median, has_both, label
+
+    finals = {s: final_median(ds, s).median("seed") for s in SCORES}
+    roles = {o: label(o).split(" (")[0] for o in ds.objective.values}
+    tail = "final median over layers (median over seeds): " + ";\n".join(
+        f"{s} " + ", ".join(f"{signed(finals[s].sel(objective=o))} ({role})" for o, role in roles.items())
+        for s in SCORES
+    )
+    reason = no_finding(ds.sizes["seed"], learned)
+    if reason is not None or not has_both(ds):
+        return f"Both scores during training ({reason or 'one objective'});\n{tail}"
+    symmetry = final_median(ds, "symmetry")
+    gap = symmetry.sel(objective=ENCODER) - symmetry.sel(objective=DECODER)
+    k = int((gap > 0).sum())
+    return f"The encoder ends more symmetric than the decoder in {k} of {count(ds.sizes['seed'], 'seed')};\n{tail}"
+
+
+def layer_lines(ds: xr.Dataset, seed: int) -> str:
+    """One seed's layers (``symmetry`` over ``(objective, seed, step, layer)``): the range over layers of the final
+    symmetry, per objective."""
+    from ..analyses.training_dynamics import label
+
+    final = ds.symmetry.sel(seed=seed).isel(step=-1)
+    parts = [f"{span(final.sel(objective=o).values)} in the {label(o)}" for o in ds.objective.values]
+    return f"Seed {seed}, layer by layer: final symmetry " + ",\n".join(parts)
+
+
+def head_scores(ds: xr.Dataset) -> str:
+    """Per head at the last record, mean over seeds (:func:`attnstruct.analyses.training_dynamics.final_heads`):
+    the range over heads and layers of each objective's symmetry."""
+    from ..analyses.training_dynamics import final_heads, label
+
+    heads = final_heads(ds, "head_symmetry")
+    parts = [f"{span(heads.sel(objective=o).values)} in the {label(o)}" for o in ds.objective.values]
+    return "Per head at the end, mean over seeds: symmetry\n" + ",\n".join(parts)
+
+
+def beside_authors(ds: xr.Dataset, authors: pd.DataFrame, learned: bool = True) -> str:
+    """Our final median symmetry over layers (mean over seeds, as drawn) per objective beside the authors' at their
+    last step (:func:`attnstruct.reference.training_dynamics`), by mode; with enough seeds of runs that learned,
+    whether our encoder ends above our decoder as the authors' encoders end above their decoders."""
+    from ..analyses.training_dynamics import DECODER, ENCODER, has_both, median_over_layers
+
+    ours = median_over_layers(ds, "symmetry").mean("seed").isel(step=-1)
+    last = authors[authors.step == authors.step.max()]
+    theirs = {mode: last[last["mode"] == mode].symmetry for mode in ("encoder", "decoder")}
+    here = " and ".join(
+        f"{signed(ours.sel(objective=o))} ({role})"
+        for o, role in ((ENCODER, "encoder"), (DECODER, "decoder"))
+        if o in ds.objective.values
+    )
+    tail = (
+        f"final median symmetry over layers {here} after {int(ds.step[-1]):,} steps here;\n"
+        f"{span(theirs['encoder'])} (encoders) and {span(theirs['decoder'])} (decoders) after "
+        f"{int(authors.step.max()):,} in the authors' runs"
+    )
+    reason = no_finding(ds.sizes["seed"], learned)
+    if reason is not None or not has_both(ds):
+        return f"Ours beside the authors' ({reason or 'one objective'}):\n{tail}"
+    ours_more = more_symmetric(ours.sel(objective=ENCODER), ours.sel(objective=DECODER))
+    theirs_more = more_symmetric(np.median(theirs["encoder"]), np.median(theirs["decoder"]))
+    agree = "as" if ours_more == theirs_more else "unlike"
+    return f"Our encoder ends {ours_more} our decoder, {agree} the authors':\n{tail}"
+
+
+# Notebook 06
+def _rows(parts: Sequence[str], per_line: int = 2) -> str:
+    """``parts`` joined by commas, ``per_line`` of them a line, for the titles of narrow figures."""
+    return ",\n".join(", ".join(parts[k : k + per_line]) for k in range(0, len(parts), per_line))
+
+
+def _per_objective(ds: xr.Dataset, line) -> str:
+    """``line(objective)`` for each objective of ``ds``, each led by the objective's name when there are several."""
+    from ..analyses.training_dynamics import label
+
+    objectives = [str(o) for o in ds.objective.values]
+    if len(objectives) == 1:
+        return line(objectives[0])
+    return "\n".join(f"{label(o)}: {line(o)}" for o in objectives)
+
+
+def loss_against_baseline(both: xr.Dataset, learned: bool = True) -> str:
+    """Each arm's validation loss minus the baseline's of its seed at the last evaluation, mean over seeds, beside
+    the placebo's range over seeds (``both``: ``val_loss`` over ``(objective, init, seed, step)`` of the arms, the
+    baseline and the placebo, :func:`attnstruct.analyses.symmetric_init.loss_differences`); with enough seeds of
+    runs that learned, which arms end further ahead of the baseline than the placebo does."""
+    from ..analyses.symmetric_init import BASELINE, PLACEBO, loss_differences
+
+    arms = [str(i) for i in both.init.values if i not in (BASELINE, PLACEBO)]
+    reason = no_finding(both.sizes["seed"], learned)
+
+    def line(objective: str) -> str:
+        band = loss_differences(both, objective, PLACEBO).isel(step=-1)
+        ends = {a: float(loss_differences(both, objective, a).isel(step=-1).mean()) for a in arms}
+        tail = (
+            "final validation loss minus the baseline's, mean over seeds:\n"
+            + ", ".join(f"{a} {signed(v, 3)}" for a, v in ends.items())
+            + f"; placebo {signed(band.min(), 3)} to {signed(band.max(), 3)}"
+        )
+        if reason is not None:
+            return f"Each start against the baseline ({reason});\n{tail}"
+        ahead = [a for a, v in ends.items() if v < float(band.min())]
+        if not ahead:
+            return f"No start ends further ahead of the baseline than the placebo;\n{tail}"
+        verb = "ends" if len(ahead) == 1 else "end"
+        return f"{', '.join(ahead)} {verb} further ahead of the baseline than the placebo;\n{tail}"
+
+    return _per_objective(both, line)
+
+
+def symmetry_persistence(runs: xr.Dataset, learned: bool = True) -> str:
+    """Each start's median symmetry over layers (``symmetry`` over ``(objective, init, seed, step, layer)``): with
+    enough seeds of runs that learned, in how many seeds each treated start ends above the baseline of its seed (the
+    persistence claims' statistic); otherwise where each start ends, mean over seeds."""
+    from ..analyses.symmetric_init import BASELINE
+    from ..analyses.training_dynamics import final_median
+
+    final = final_median(runs, "symmetry")
+    n = runs.sizes["seed"]
+    reason = no_finding(n, learned)
+
+    def line(objective: str) -> str:
+        ends = final.sel(objective=objective)
+        if reason is not None:
+            means = [f"{i} {signed(ends.sel(init=i).mean())}" for i in ends.init.values]
+            return (
+                f"How long each start's symmetry lasts ({reason});\n"
+                f"final median symmetry over layers, mean over seeds:\n{', '.join(means)}"
+            )
+        above = [
+            f"{i} in {int((ends.sel(init=i) > ends.sel(init=BASELINE)).sum())} of {count(n, 'seed')}"
+            for i in ends.init.values
+            if i != BASELINE
+        ]
+        return f"Final median symmetry over layers above the baseline's of the same seed:\n{_rows(above)}"
+
+    return _per_objective(runs, line)
+
+
+# Notebook 07
+def digit_examples(example, patch_size: int, levels: int) -> str:
+    """Section 1's figure (:class:`attnstruct.analyses.vision_results.ExamplePanels`): how many images, and how the
+    first one is cut into patches, masked and binned."""
+    n_masked = int(np.isnan(example.panels["masked input"]).sum()) // patch_size**2
+    return (
+        f"{count(len(example.images), 'training digit')}, and the first as the objectives see it: "
+        f"{count(example.order.size, 'patch', 'patches')} of {patch_size}x{patch_size} pixels,\n"
+        f"{n_masked} of them masked, {levels} grey levels as targets, and the causal reading order"
+    )
+
+
+def vision_learning(learning: pd.DataFrame) -> str:
+    """The learning criterion (:func:`attnstruct.analyses.vision_objectives.learning_table`): how many runs learned,
+    how far below the context-free loss their final validation losses lie (the share asked), and the classifiers'
+    validation accuracy."""
+    met, n = int(learning.learned.sum()), len(learning)
+    lead = "Every run learned" if met == n else f"{met} of {count(n, 'run')} learned"
+    text = (
+        f"{lead}: the final validation losses explain {span(learning.gain, fmt=lambda v, _: percent(v))} of the "
+        f"targets' context-free entropy (learning asks {percent(learning.margin.iloc[0])})"
+    )
+    accuracy = learning.val_accuracy.dropna()
+    if len(accuracy):
+        text += f";\nthe classifiers reach {span(accuracy, fmt=lambda v, _: percent(v))} validation accuracy"
+    return text
+
+
+def _prediction_seeds(summary: pd.DataFrame, prediction) -> tuple[int, int] | None:
+    """In how many seeds of :func:`attnstruct.analyses.vision_objectives.final_summary`'s table the difference of
+    ``prediction`` has its predicted sign, and of how many; None when an objective of it was not trained."""
+    from ..analyses.vision_objectives import per_seed
+
+    if not {prediction.treated, prediction.baseline} <= set(summary.objective):
+        return None
+    column = f"{prediction.score}_{prediction.place}"
+    gap = per_seed(summary, prediction.treated, column) - per_seed(summary, prediction.baseline, column)
+    return int((np.sign(gap) == prediction.sign).sum()), len(gap)
+
+
+def _vision_scores(summary: pd.DataFrame, prediction, learned: bool, what: str, tail: str) -> str:
+    """A figure of notebook 07's runs: with enough seeds of runs that learned, in how many seeds ``prediction``
+    has its predicted sign, then ``tail``; otherwise ``what`` the figure shows and ``tail``."""
+    n = int(summary.groupby("objective").size().min())
+    reason = no_finding(n, learned)
+    counted = _prediction_seeds(summary, prediction)
+    if reason is not None or counted is None:
+        return f"{what} ({reason or 'the predicted pair was not trained'});\n{tail}"
+    from ..analyses.vision_objectives import PLACES
+
+    words = "above" if prediction.sign > 0 else "below"
+    return (
+        f"{prediction.treated} ends {words} {prediction.baseline} in {prediction.score} "
+        f"({PLACES[prediction.place]}) in {counted[0]} of {count(counted[1], 'seed')};\n{tail}"
+    )
+
+
+def vision_trajectories(summary: pd.DataFrame, learned: bool = True) -> str:
+    """Section 4's figure: the primary prediction's seed count (masked against next-patch, median symmetry over
+    layers) when the runs can tell, and each objective's final median symmetry over layers (median over seeds) of
+    :func:`attnstruct.analyses.vision_objectives.final_summary`'s table."""
+    from ..analyses.vision_objectives import PREDICTIONS
+
+    ends = summary.groupby("objective", sort=False).symmetry_median.median()
+    tail = "final median symmetry over layers (median over seeds): " + ", ".join(
+        f"{o} {signed(v)}" for o, v in ends.items()
+    )
+    return _vision_scores(summary, PREDICTIONS[0], learned, "Both scores during training", tail)
+
+
+def vision_last_layer(summary: pd.DataFrame, learned: bool = True) -> str:
+    """Section 5's figure: the prediction on the last layer (classify-mean against classify) when the runs can
+    tell, and each objective's final symmetry of its last layer (mean over seeds)."""
+    from ..analyses.vision_objectives import PREDICTIONS
+
+    last = next(p for p in PREDICTIONS if p.place == "last")
+    ends = summary.groupby("objective", sort=False).symmetry_last.mean()
+    tail = "last layer's final symmetry (mean over seeds): " + ", ".join(f"{o} {signed(v)}" for o, v in ends.items())
+    return _vision_scores(summary, last, learned, "Every layer during training", tail)
+
+
+def vision_beside_paper(summary: pd.DataFrame, reported: pd.DataFrame, local: pd.DataFrame | None = None) -> str:
+    """Section 8's figure: the range of the median symmetry over layers of our runs, of the paper's vision models
+    (:func:`attnstruct.analyses.paper_comparison.reported_vision`) and of any local checkpoints."""
+    text = (
+        f"Our {count(len(summary), 'run')} beside the paper's {count(len(reported), 'vision model')}:\nmedian "
+        f"symmetry over layers {span(summary.symmetry_median)} against {span(reported.symmetry_median)}"
+    )
+    if local is not None and not local.empty:
+        rows = local[local["stack"] != "cross"]
+        text += f", {count(len(rows), 'local stack')} {span(rows.symmetry_median)}"
+    return text

@@ -1,0 +1,288 @@
+"""The figures' message titles: every number in them is computed from the data they are given."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from attnstruct.analyses import figure_titles, training_titles
+from attnstruct.scores import Scores
+
+
+@pytest.mark.parametrize(
+    "a, b, words",
+    [(0.5, 0.1, "more symmetric than"), (0.1, 0.5, "less symmetric than"), (0.301, 0.299, "as symmetric as")],
+)
+def test_more_symmetric_compares_at_the_printed_precision(a, b, words):
+    assert figure_titles.more_symmetric(a, b) == words
+
+
+def test_decomposition_gives_each_parts_share_of_the_energy():
+    text = figure_titles.decomposition({"M": 4.0, "M_s": 3.0, "M_n": 1.0})
+    assert "symmetric part carries 75%" in text and "skew part 25%" in text
+
+
+def test_examples_names_the_scores_of_the_structured_examples():
+    scores = {
+        kind: Scores(np.float64(s), np.float64(d))
+        for kind, s, d in [
+            ("gaussian", 0, 0),
+            ("symmetric", 1, 0),
+            ("skew", -1, 0),
+            ("columns", 0, -0.8),
+            ("rows", 0, 0.7),
+        ]
+    }
+    text = figure_titles.examples(scores)
+    assert "+1.00 symmetric, -1.00 skew" in text and "columns (-0.80)" in text and "rows (+0.70)" in text
+
+
+def test_dominant_columns_states_the_excesses():
+    norms = {"columns_over": 3, "rows_over": 1, "C": 12.0, "R": 0.5}
+    assert figure_titles.dominant_columns(norms, -0.92) == (
+        "3 columns and 1 row pass their threshold: C = 12 against R = 0.5, so directionality is -0.92"
+    )
+
+
+def test_head_versus_layer_reads_the_largest_gap():
+    gap = xr.DataArray([0.0, 0.12, 0.05], dims="theta")
+    assert "up to +0.12 more symmetric" in figure_titles.head_versus_layer(gap)
+    assert "never more symmetric" in figure_titles.head_versus_layer(-gap)
+
+
+def test_threshold_sweep_bounds_the_planted_medians():
+    values = np.zeros((3, 2, 4))
+    values[1], values[2] = -0.5, 0.6
+    values[1, 0] = -0.2  # the columns' weakest threshold
+    sweep = xr.Dataset(
+        {"directionality": (("ensemble", "num_std", "draw"), values)},
+        coords={"ensemble": ["gaussian", "columns x2", "rows x2"], "num_std": [1.0, 2.0]},
+    )
+    text = figure_titles.threshold_sweep(sweep)
+    assert "columns score at most -0.20" in text and "rows at least +0.60" in text and "within +0.00" in text
+
+
+def test_roles_compares_the_median_stacks_and_the_authors():
+    summary = pd.DataFrame(
+        {
+            "stack": ["encoder", "encoder", "decoder"],
+            "symmetry_median": [0.4, 0.6, 0.1],
+            "directionality_median": [0.0, 0.0, -0.2],
+        }
+    )
+    reference = pd.DataFrame(
+        {
+            "role": ["encoder", "decoder"],
+            "family": ["language", "language"],
+            "symmetry_median": [0.7, 0.0],
+            "directionality_median": [0.0, -0.3],
+        }
+    )
+    text = figure_titles.roles(summary, reference)
+    assert text.startswith("Encoder stacks are more symmetric than decoder stacks: median symmetry +0.50 against +0.10")
+    assert "(3 stacks), +0.70 against +0.00 as reported by the paper" in text
+
+
+def toy_training():
+    """Two tasks, two objectives, one parameterisation, two seeds, two steps."""
+    dims = ("task", "objective", "parameterisation", "seed", "step")
+    symmetry = np.zeros((2, 2, 1, 2, 2))
+    symmetry[0, 0, 0, :, -1] = [0.8, 0.6]  # copy, bidirectional: median 0.7
+    symmetry[0, 1, 0, :, -1] = [0.1, 0.1]
+    symmetry[1, 0, 0, :, -1] = [0.2, 0.2]
+    symmetry[1, 1, 0, :, -1] = [0.5, 0.5]
+    coords = {"task": ["copy", "markov"], "objective": ["bidirectional", "causal"], "parameterisation": ["W_qk"]}
+    return xr.Dataset(
+        {
+            "symmetry": (dims, symmetry),
+            "directionality": (dims, np.full(symmetry.shape, 0.9)),
+            "beta_symmetry": (dims, symmetry),
+        },
+        coords=coords | {"step": [0, 50]},
+    )
+
+
+def test_final_symmetry_orders_the_objectives_per_task():
+    assert figure_titles.final_symmetry(toy_training()).startswith(
+        "Masked LM ends more symmetric than next-token prediction on the copy task (+0.70 vs +0.10),\nless on the "
+        "markov task (+0.20 vs +0.50)"
+    )
+
+
+def test_directionality_inside_null_counts_the_final_scores_in_the_central_range():
+    text = figure_titles.directionality_inside_null(toy_training(), np.linspace(-1, 1, 401))
+    assert text.startswith("Directionality (not drawn): 8 of 8 final scores lie inside")
+
+
+def test_pair_roles_counts_the_pairs_below_the_diagonal():
+    causal, bidirectional = np.tril(np.ones((4, 4))), np.ones((4, 4))
+    roles = xr.Dataset(
+        {"pair_probability": (("objective", "position", "context_position"), np.stack([bidirectional, causal]))},
+        coords={"objective": ["bidirectional", "causal"]},
+    )
+    assert (
+        figure_titles.pair_roles(roles)
+        == "Context before query: 100% of next-token prediction's pairs, 50% of masked LM's"
+    )
+
+
+def test_agreement_gives_the_median_absolute_differences():
+    table = pd.DataFrame({"diff_symmetry": [0.1, -0.3, 0.2], "diff_directionality": [0.0, 0.5, -0.4]})
+    assert figure_titles.agreement(table) == (
+        "3 stacks also scored by the paper: median |ours - theirs| 0.20 in symmetry, 0.40 in directionality"
+    )
+
+
+def toy_runs(seeds=5, encoder=0.4, decoder=0.1):
+    """Notebook 05's runs: two objectives, ``seeds`` seeds, two steps, two layers; the final symmetry of every
+    layer is ``encoder`` or ``decoder``, except seed 0's decoder, which ends above the encoder."""
+    dims = ("objective", "seed", "step", "layer")
+    symmetry = np.zeros((2, seeds, 2, 2))
+    symmetry[0, :, -1], symmetry[1, :, -1] = encoder, decoder
+    symmetry[1, 0, -1] = encoder + 0.1
+    symmetry[:, :, 0] = 0.6  # the peak
+    heads = np.stack([symmetry, symmetry], axis=-1)
+    return xr.Dataset(
+        {
+            "symmetry": (dims, symmetry),
+            "directionality": (dims, np.full(symmetry.shape, -0.3)),
+            "head_symmetry": ((*dims, "head"), heads),
+        },
+        coords={"objective": ["mlm", "next-token"], "seed": list(range(seeds)), "step": [0, 100], "layer": [0, 1]},
+    )
+
+
+def test_no_finding_names_the_missing_seeds_or_learning():
+    assert training_titles.no_finding(5) is None
+    assert training_titles.no_finding(2) == "2 seeds, too few to compare"
+    assert training_titles.no_finding(5, learned=False) == "the runs did not learn"
+
+
+def test_loss_targets_counts_the_runs_that_met_theirs():
+    targets = pd.DataFrame(
+        {
+            "objective": ["mlm", "mlm", "next-token", "next-token"],
+            "seed": [0, 1, 0, 1],
+            "below_unigram": [0.5, 0.3, 1.5, -0.1],
+            "met": [True, True, True, False],
+        }
+    ).set_index(["objective", "seed"])
+    text = training_titles.loss_targets(targets)
+    assert text.startswith("3 of 4 runs reach their loss target")
+    assert "encoder (masked LM) 0.40 nats below,\ndecoder (next token) 0.70 nats below" in text
+
+
+def test_scores_over_training_counts_seeds_only_when_they_can_tell():
+    text = training_titles.scores_over_training(toy_runs())
+    assert text.startswith("The encoder ends more symmetric than the decoder in 4 of 5 seeds")
+    assert "symmetry +0.40 (encoder), +0.10 (decoder);\ndirectionality -0.30 (encoder)" in text
+    few = training_titles.scores_over_training(toy_runs(seeds=2))
+    assert few.startswith("Both scores during training (2 seeds, too few to compare)") and "more symmetric" not in few
+    assert "(the runs did not learn)" in training_titles.scores_over_training(toy_runs(), learned=False)
+
+
+def test_layer_and_head_titles_give_the_final_ranges():
+    assert training_titles.layer_lines(toy_runs(), 0).startswith(
+        "Seed 0, layer by layer: final symmetry +0.40 in the encoder"
+    )
+    assert "+0.40 in the encoder (masked LM),\n+0.18 in the decoder" in training_titles.head_scores(toy_runs())
+
+
+def test_beside_authors_sets_our_order_against_theirs():
+    authors = pd.DataFrame(
+        {"step": [10, 1000, 1000, 1000], "mode": ["encoder", "encoder", "encoder", "decoder"]}
+        | {"symmetry": [0.0, 0.3, 0.5, -0.2]}
+    )
+    text = training_titles.beside_authors(toy_runs(), authors)
+    assert text.startswith("Our encoder ends more symmetric than our decoder, as the authors'")
+    assert "+0.30 to +0.50 (encoders) and -0.20 (decoders) after 1,000" in text
+    assert training_titles.beside_authors(toy_runs(seeds=1), authors).startswith(
+        "Ours beside the authors' (1 seed, too few"
+    )
+
+
+def toy_starts(seeds=5):
+    """Notebook 06's runs: one objective, the baseline, one treated start and the placebo, ``seeds`` seeds."""
+    dims = ("objective", "init", "seed", "step", "layer")
+    symmetry = np.zeros((1, 2, seeds, 2, 1))
+    symmetry[0, 1, :, 0], symmetry[0, 1, :, 1] = 1.0, 0.5  # the symmetric start fades to +0.50
+    symmetry[0, 0, :, 1] = 0.2
+    symmetry[0, 1, 0, 1] = 0.1  # seed 0 ends below its baseline
+    loss = np.zeros((1, 3, seeds, 2))
+    loss[0, 1, :, 1] = -0.05  # the treated start ends ahead of the baseline
+    loss[0, 2, :, 1] = np.linspace(-0.01, 0.01, seeds)  # the placebo
+    coords = {"objective": ["mlm"], "seed": list(range(seeds)), "step": [0, 10]}
+    runs = xr.Dataset({"symmetry": (dims, symmetry)}, coords=coords | {"init": ["bert", "symmetric"], "layer": [0]})
+    both = xr.Dataset(
+        {"val_loss": (("objective", "init", "seed", "step"), loss + 4.0)},
+        coords=coords | {"init": ["bert", "symmetric", "placebo"]},
+    )
+    return runs, both
+
+
+def test_loss_against_baseline_names_the_starts_ahead_of_the_placebo():
+    _, both = toy_starts()
+    text = training_titles.loss_against_baseline(both)
+    assert text.startswith("symmetric ends further ahead of the baseline than the placebo")
+    assert "symmetric -0.050; placebo -0.010 to +0.010" in text
+    assert training_titles.loss_against_baseline(toy_starts(seeds=2)[1]).startswith(
+        "Each start against the baseline (2 seeds"
+    )
+
+
+def test_symmetry_persistence_counts_the_seeds_above_the_baseline():
+    runs, _ = toy_starts()
+    assert training_titles.symmetry_persistence(runs).endswith("same seed:\nsymmetric in 4 of 5 seeds")
+    few = training_titles.symmetry_persistence(toy_starts(seeds=2)[0])
+    assert few.startswith("How long each start's symmetry lasts (2 seeds")
+    assert few.endswith("mean over seeds:\nbert +0.20, symmetric +0.30")
+
+
+def test_digit_examples_counts_the_patches_and_the_masked_ones():
+    masked = np.zeros((4, 4))
+    masked[:2, :2] = np.nan  # one 2x2 patch
+    example = SimpleNamespace(images=np.zeros((8, 4, 4)), panels={"masked input": masked}, order=np.zeros((2, 2)))
+    text = training_titles.digit_examples(example, 2, 4)
+    assert text.startswith("8 training digits") and "4 patches of 2x2 pixels,\n1 of them masked, 4 grey levels" in text
+
+
+def toy_summary(seeds=5):
+    """Notebook 07's final summary: masked above next-patch in every seed but the first, and a classifier."""
+    rows = []
+    for seed in range(seeds):
+        for objective, value in (("masked", 0.3), ("next-patch", 0.1), ("classify", 0.0), ("classify-mean", 0.2)):
+            value = 0.5 if (objective, seed) == ("next-patch", 0) else value
+            rows.append({"objective": objective, "seed": seed, "symmetry_median": value, "symmetry_last": value})
+    return pd.DataFrame(rows)
+
+
+def test_vision_titles_count_the_predicted_seeds():
+    text = training_titles.vision_trajectories(toy_summary())
+    assert text.startswith("masked ends above next-patch in symmetry (median over layers) in 4 of 5 seeds")
+    assert "masked +0.30, next-patch +0.10" in text
+    last = training_titles.vision_last_layer(toy_summary())
+    assert last.startswith("classify-mean ends above classify in symmetry (last layer) in 5 of 5 seeds")
+    assert training_titles.vision_trajectories(toy_summary(seeds=2)).startswith("Both scores during training (2 seeds")
+    beside = training_titles.vision_beside_paper(toy_summary(), pd.DataFrame({"symmetry_median": [0.1, 0.4]}))
+    assert beside == (
+        "Our 20 runs beside the paper's 2 vision models:\nmedian symmetry over layers +0.00 to +0.50 against "
+        "+0.10 to +0.40"
+    )
+
+
+def test_vision_learning_counts_the_runs_and_their_gain():
+    learning = pd.DataFrame(
+        {
+            "learned": [True, False],
+            "gain": [0.5, 0.1],
+            "margin": [0.2, 0.2],
+            "val_accuracy": [0.9, np.nan],
+        }
+    )
+    assert training_titles.vision_learning(learning) == (
+        "1 of 2 runs learned: the final validation losses explain 10% to 50% of the targets' context-free entropy "
+        "(learning asks 20%);\n"
+        "the classifiers reach 90% validation accuracy"
+    )
