@@ -100,7 +100,7 @@ def head_versus_layer(gap: xr.DataArray) -> str:
 def roles(summary: pd.DataFrame, reference: pd.DataFrame | None = None, label: str = "here") -> str:
     """Our encoder stacks' median symmetry (median over stacks of their medians over layers) against the decoder
     stacks', and, with ``reference``, the authors' language models' (all rows; cross-attention left out)."""
-    from ..analyses.paper_comparison import group_medians, reported_group_medians
+    from .paper_comparison import group_medians, reported_group_medians
 
     ours = group_medians(summary).set_index("stack")
     enc, dec = (float(ours.loc[s, "symmetry_median"]) for s in ("encoder", "decoder"))
@@ -137,8 +137,8 @@ def layer_profiles(ds: xr.Dataset) -> str:
 def wqk_examples(examples: Sequence) -> str:
     """The example layers of notebook 03 (:class:`attnstruct.analyses.example_matrices.Example`): the encoder's
     share of energy in its symmetric part, and the decoder's columns and rows above threshold."""
-    from ..analyses.example_matrices import outlying_norms
-    from .plotting import energy_shares
+    from ..report.plotting import energy_shares
+    from .example_matrices import outlying_norms
 
     parts = []
     for e in examples:

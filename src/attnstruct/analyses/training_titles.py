@@ -20,7 +20,7 @@ def no_finding(n_seeds: int, learned: bool = True) -> str | None:
     their loss target (``learned`` false) describe nothing the objective did, and too few seeds for a one-sided
     sign-flip test to reach ``p < alpha`` (:func:`attnstruct.stats.smallest_p`) cannot order the arms."""
     from .. import stats
-    from ..analyses import gates
+    from . import gates
 
     if not learned:
         return stats.NOT_LEARNED
@@ -38,7 +38,7 @@ def _nats(value: float) -> str:
 def loss_targets(targets: pd.DataFrame) -> str:
     """The learning gate (:func:`attnstruct.analyses.gates.loss_targets`' table): how many runs met their loss
     target, and per objective how far the final validation loss ends below the unigram entropy (mean over seeds)."""
-    from ..analyses.training_dynamics import label
+    from .training_dynamics import label
 
     rows = targets.reset_index()
     met, n = int(rows["met"].sum()), len(rows)
@@ -52,7 +52,7 @@ def scores_over_training(ds: xr.Dataset, learned: bool = True) -> str:
     """Notebook 05's runs (``symmetry``, ``directionality`` over ``(objective, seed, step, layer)``): with enough
     seeds of runs that learned, in how many seeds the encoder ends more symmetric than the decoder (the primary
     claim's statistic, the final median over layers); always the final medians over seeds of both scores."""
-    from ..analyses.training_dynamics import DECODER, ENCODER, final_median, has_both, label
+    from .training_dynamics import DECODER, ENCODER, final_median, has_both, label
 
     finals = {s: final_median(ds, s).median("seed") for s in SCORES}
     roles = {o: label(o).split(" (")[0] for o in ds.objective.values}
@@ -72,7 +72,7 @@ def scores_over_training(ds: xr.Dataset, learned: bool = True) -> str:
 def layer_lines(ds: xr.Dataset, seed: int) -> str:
     """One seed's layers (``symmetry`` over ``(objective, seed, step, layer)``): the range over layers of the final
     symmetry, per objective."""
-    from ..analyses.training_dynamics import label
+    from .training_dynamics import label
 
     final = ds.symmetry.sel(seed=seed).isel(step=-1)
     parts = [f"{span(final.sel(objective=o).values)} in the {label(o)}" for o in ds.objective.values]
@@ -82,7 +82,7 @@ def layer_lines(ds: xr.Dataset, seed: int) -> str:
 def head_scores(ds: xr.Dataset) -> str:
     """Per head at the last record, mean over seeds (:func:`attnstruct.analyses.training_dynamics.final_heads`):
     the range over heads and layers of each objective's symmetry."""
-    from ..analyses.training_dynamics import final_heads, label
+    from .training_dynamics import final_heads, label
 
     heads = final_heads(ds, "head_symmetry")
     parts = [f"{span(heads.sel(objective=o).values)} in the {label(o)}" for o in ds.objective.values]
@@ -93,7 +93,7 @@ def beside_authors(ds: xr.Dataset, authors: pd.DataFrame, learned: bool = True) 
     """Our final median symmetry over layers (mean over seeds, as drawn) per objective beside the authors' at their
     last step (:func:`attnstruct.reference.training_dynamics`), by mode; with enough seeds of runs that learned,
     whether our encoder ends above our decoder as the authors' encoders end above their decoders."""
-    from ..analyses.training_dynamics import DECODER, ENCODER, has_both, median_over_layers
+    from .training_dynamics import DECODER, ENCODER, has_both, median_over_layers
 
     ours = median_over_layers(ds, "symmetry").mean("seed").isel(step=-1)
     last = authors[authors.step == authors.step.max()]
@@ -125,7 +125,7 @@ def _rows(parts: Sequence[str], per_line: int = 2) -> str:
 
 def _per_objective(ds: xr.Dataset, line) -> str:
     """``line(objective)`` for each objective of ``ds``, each led by the objective's name when there are several."""
-    from ..analyses.training_dynamics import label
+    from .training_dynamics import label
 
     objectives = [str(o) for o in ds.objective.values]
     if len(objectives) == 1:
@@ -138,7 +138,7 @@ def loss_against_baseline(both: xr.Dataset, learned: bool = True) -> str:
     the placebo's range over seeds (``both``: ``val_loss`` over ``(objective, init, seed, step)`` of the arms, the
     baseline and the placebo, :func:`attnstruct.analyses.symmetric_init.loss_differences`); with enough seeds of
     runs that learned, which arms end further ahead of the baseline than the placebo does."""
-    from ..analyses.symmetric_init import BASELINE, PLACEBO, loss_differences
+    from .symmetric_init import BASELINE, PLACEBO, loss_differences
 
     arms = [str(i) for i in both.init.values if i not in (BASELINE, PLACEBO)]
     reason = no_finding(both.sizes["seed"], learned)
@@ -166,8 +166,8 @@ def symmetry_persistence(runs: xr.Dataset, learned: bool = True) -> str:
     """Each start's median symmetry over layers (``symmetry`` over ``(objective, init, seed, step, layer)``): with
     enough seeds of runs that learned, in how many seeds each treated start ends above the baseline of its seed (the
     persistence claims' statistic); otherwise where each start ends, mean over seeds."""
-    from ..analyses.symmetric_init import BASELINE
-    from ..analyses.training_dynamics import final_median
+    from .symmetric_init import BASELINE
+    from .training_dynamics import final_median
 
     final = final_median(runs, "symmetry")
     n = runs.sizes["seed"]
@@ -222,7 +222,7 @@ def vision_learning(learning: pd.DataFrame) -> str:
 def _prediction_seeds(summary: pd.DataFrame, prediction) -> tuple[int, int] | None:
     """In how many seeds of :func:`attnstruct.analyses.vision_objectives.final_summary`'s table the difference of
     ``prediction`` has its predicted sign, and of how many; None when an objective of it was not trained."""
-    from ..analyses.vision_objectives import per_seed
+    from .vision_objectives import per_seed
 
     if not {prediction.treated, prediction.baseline} <= set(summary.objective):
         return None
@@ -239,7 +239,7 @@ def _vision_scores(summary: pd.DataFrame, prediction, learned: bool, what: str, 
     counted = _prediction_seeds(summary, prediction)
     if reason is not None or counted is None:
         return f"{what} ({reason or 'the predicted pair was not trained'});\n{tail}"
-    from ..analyses.vision_objectives import PLACES
+    from .vision_objectives import PLACES
 
     words = "above" if prediction.sign > 0 else "below"
     return (
@@ -252,7 +252,7 @@ def vision_trajectories(summary: pd.DataFrame, learned: bool = True) -> str:
     """Section 4's figure: the primary prediction's seed count (masked against next-patch, median symmetry over
     layers) when the runs can tell, and each objective's final median symmetry over layers (median over seeds) of
     :func:`attnstruct.analyses.vision_objectives.final_summary`'s table."""
-    from ..analyses.vision_objectives import PREDICTIONS
+    from .vision_objectives import PREDICTIONS
 
     ends = summary.groupby("objective", sort=False).symmetry_median.median()
     tail = "final median symmetry over layers (median over seeds): " + ", ".join(
@@ -264,7 +264,7 @@ def vision_trajectories(summary: pd.DataFrame, learned: bool = True) -> str:
 def vision_last_layer(summary: pd.DataFrame, learned: bool = True) -> str:
     """Section 5's figure: the prediction on the last layer (classify-mean against classify) when the runs can
     tell, and each objective's final symmetry of its last layer (mean over seeds)."""
-    from ..analyses.vision_objectives import PREDICTIONS
+    from .vision_objectives import PREDICTIONS
 
     last = next(p for p in PREDICTIONS if p.place == "last")
     ends = summary.groupby("objective", sort=False).symmetry_last.mean()
