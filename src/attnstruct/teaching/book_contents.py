@@ -303,7 +303,7 @@ def timing_block(nb: Notebook | None, name: str) -> str:
     rows = ["| section | code cells | measured | in class |", "|---|---|---|---|"]
     for sec in sections(nb.nb):
         if sec["slow"]:
-            slow = "; ".join(f"cell [{n}] `{line}` took {seconds(t)}" for n, line, t in sec["slow"])
+            slow = "; ".join(f"the cell `{line}` took {seconds(t)}" for _, line, t in sec["slow"])
             how = f"show the stored output ({slow})"
         else:
             how = "run live"
