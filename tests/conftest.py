@@ -213,8 +213,9 @@ def hub(repos, tmp_path, monkeypatch, loopback_http):
 # Scheduling under pytest-xdist (`make check` and `make test` run `--dist loadgroup --no-loadscope-reorder`):
 # a group of tests is run whole by one worker. The tests of one notebook (its shared-build run, its
 # student version, their checks) form one group, so two workers never wait for each other's execution of one
-# notebook; the book and its browser tests form another; every other test is grouped by its module, so a
-# module's fixtures are built once. Groups are sent in this order: the notebooks, longest first; the other
+# notebook; the book and its browser tests form another; the nbgrader course, the handouts and the exercises'
+# outcomes over seeds form one each, so their module fixture is built once; every other test is grouped by its
+# module, so a module's fixtures are built once. Groups are sent in this order: the notebooks, longest first; the other
 # executions; the book, whose notebooks are built by then; the other modules, longest first. The short ones fill
 # the workers' time at the end.
 LONGEST_FIRST = (
@@ -229,6 +230,7 @@ LONGEST_FIRST = (
 )
 LONGEST_MODULES = ("test_text", "test_vision", "test_zoo", "test_sweep", "test_install", "test_training_evidence")
 SHARED_RUNS = {"executed_build", "student_runs"}
+MODULE_FIXTURE_GROUPS = ("test_course", "test_handouts", "test_exercise_outcomes")
 
 
 def _schedule(item) -> tuple[int, int, str]:
@@ -239,6 +241,8 @@ def _schedule(item) -> tuple[int, int, str]:
         return 0, LONGEST_FIRST.index(name), name
     if module == "test_book" or (module == "test_browser" and item.name.startswith("test_book")):
         return 2, 0, "book"
+    if module in MODULE_FIXTURE_GROUPS and item.get_closest_marker("notebook"):
+        return 1, 0, module  # one worker builds the module's fixture (a course, handouts, tiny runs) once
     if item.get_closest_marker("notebook"):
         return 1, 0, ""  # in no group: each is sent alone
     position = LONGEST_MODULES.index(module) if module in LONGEST_MODULES else len(LONGEST_MODULES)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-COURSE_PROFILE = "course"  # params/course.yaml: what students and nbgrader run, about a minute per notebook
+COURSE_PROFILE = "course"  # params/course.yaml: what students and nbgrader run, a minute or so per notebook
 
 # One BLAS/OpenMP thread per kernel and per subprocess: two pytest-xdist workers share the two cores, and the
 # stored claims (tests/claims/) were computed with the same setting.

@@ -131,7 +131,8 @@ def readme_text(assignments: list[tuple[str, list]], timeout: int) -> str:
         [
             "# attnstruct course (nbgrader)",
             "",
-            "One assignment per notebook, at the course profile (`params/course.yaml`: about a minute per notebook).",
+            "One assignment per notebook, at the course profile (`params/course.yaml`: a minute or so of one core "
+            "per notebook).",
             "Each check is worth one point. Autograding re-runs a notebook with a cell timeout of "
             f"{timeout} s; the slow cells read the runs stored in `work/` and never train again.",
             "",
