@@ -71,7 +71,7 @@ def loaded_names(source: str) -> set[str]:
     nodes = list(ast.walk(tree))
     read = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     bound = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
-    bound |= {a.arg for n in nodes if isinstance(n, ast.arg) for a in [n]}
+    bound |= {n.arg for n in nodes if isinstance(n, ast.arg)}
     bound |= {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     return read - bound - bound_names(source)
 
@@ -127,7 +127,7 @@ def slow_cell_note(nb, index: int, name: str = "notebook") -> str:
         return f"**Slow cell, needed by Exercise{'s' if len(needing) > 1 else ''} {which}**: run it. {stored}"
     dependents, _ = dependent_cells(nb, index)
     story = [i for i in dependents if not nb.cells[i].get("metadata", {}).get("nbgrader")]
-    sections = sorted({_section_of(nb, i) for i in story}, key=lambda s: [_section_of(nb, i) for i in story].index(s))
+    sections = list(dict.fromkeys(_section_of(nb, i) for i in story))  # in the order the cells come
     after = (
         f" Skip the {len(story)} later cell{'s' if len(story) != 1 else ''} that use its result too (in "
         + "; ".join(f"*{s}*" for s in sections)
