@@ -237,12 +237,14 @@ def _schedule(item) -> tuple[int, int, str]:
     """``(rank, position, group)`` of a test."""
     name = getattr(getattr(item, "callspec", None), "params", {}).get("name")
     module = item.path.stem
+    if module in MODULE_FIXTURE_GROUPS and item.get_closest_marker("notebook"):
+        # before the notebook groups: a test of the course parametrised by notebook name would join that
+        # notebook's group, and its worker would build the course's module fixture once more
+        return 1, 0, module
     if name in LONGEST_FIRST and SHARED_RUNS & set(item.fixturenames):
         return 0, LONGEST_FIRST.index(name), name
     if module == "test_book" or (module == "test_browser" and item.name.startswith("test_book")):
         return 2, 0, "book"
-    if module in MODULE_FIXTURE_GROUPS and item.get_closest_marker("notebook"):
-        return 1, 0, module  # one worker builds the module's fixture (a course, handouts, tiny runs) once
     if item.get_closest_marker("notebook"):
         return 1, 0, ""  # in no group: each is sent alone
     position = LONGEST_MODULES.index(module) if module in LONGEST_MODULES else len(LONGEST_MODULES)

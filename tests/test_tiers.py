@@ -1,5 +1,6 @@
 """The test suite's own machinery: its tiers are registered, and pytest-xdist keeps a group on one worker."""
 
+import os
 import re
 import subprocess
 import sys
@@ -39,3 +40,35 @@ def test_xdist_sends_a_group_to_one_worker(tmp_path):
     workers = {test: worker for worker, test in passed}
     assert len(workers) == 4, done.stdout[-2000:]
     assert len(set(workers.values())) == 1, workers
+
+
+GROUP_PRINTER = """
+import pytest
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    for item in items:
+        marker = item.get_closest_marker("xdist_group")
+        print("GROUP", item.nodeid, marker.args[0] if marker else "-")
+"""
+
+
+def test_the_tests_of_a_module_fixture_share_one_group(tmp_path):
+    """A module whose fixture is built once (the nbgrader course, the handouts) keeps every notebook-tier test in
+    its own group, whether or not it is parametrised by a notebook's name, so one worker builds that fixture once."""
+    (tmp_path / "group_printer.py").write_text(GROUP_PRINTER)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "group_printer", "-p", "no:cacheprovider"]
+        + ["tests/test_course.py", "tests/test_handouts.py", "-m", "notebook"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    groups = dict(line.split()[1:] for line in done.stdout.splitlines() if line.startswith("GROUP "))
+    assert any("[05_training_dynamics]" in test for test in groups), groups  # the case that once left its group
+    for module in ("test_course", "test_handouts"):
+        tests = {test: group for test, group in groups.items() if test.startswith(f"tests/{module}.py::")}
+        assert tests and set(tests.values()) == {module}, tests
