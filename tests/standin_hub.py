@@ -6,6 +6,9 @@ It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to reso
   ``safe=""``, so ``refs/pr/1`` arrives as ``refs%2Fpr%2F1``): the JSON that :class:`huggingface_hub.ModelInfo`
   parses (``id``, ``modelId``, ``sha``, ``siblings``, ``private``, ``gated``, ...). The query string is ignored except
   ``blobs=true`` (``files_metadata=True``), which adds ``size``, ``blobId`` and ``lfs`` to each sibling.
+* ``GET /api/models/{repo_id}/refs``: the repository's branches and tags (``add_repo(..., revision=R)`` makes a
+  branch ``R``; ``tag=True`` makes it a tag), as :meth:`huggingface_hub.HfApi.list_repo_refs` parses them
+  (``branches``, ``tags``, ``converts``, ``pullRequests``, each ``{"name", "ref", "targetCommit"}``).
 * ``HEAD`` and ``GET /{repo_id}/resolve/{revision}/{filename}``: ``200`` with the whole file, or ``206`` for a
   single ``Range: bytes=A-B`` / ``bytes=A-`` / ``bytes=-N`` (clipped to the file; ``416`` with
   ``Content-Range: bytes */SIZE`` when it starts past the end; a multi-range request also gets ``416``, the stand-in
@@ -70,6 +73,7 @@ LAST_MODIFIED = "2024-01-01T00:00:00.000Z"
 DTYPE_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "F16": 2, "BF16": 2, "I32": 4, "F32": 4, "F64": 8, "I64": 8}
 _DTYPE_RANK = {name: rank for rank, name in enumerate(DTYPE_SIZES)}
 
+_REFS = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)?)/refs/?$")
 _API = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)?)(?:/revision/(?P<rev>[^/]+))?/?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
@@ -204,6 +208,7 @@ class _File:
 class _Repo:
     def __init__(self):
         self.refs: dict[str, str] = {}  # branch/tag -> commit
+        self.tags: set[str] = set()  # the refs that are tags, not branches
         self.commits: dict[str, dict[str, _File]] = {}
         self.gated_token: str | None = None
 
@@ -323,12 +328,14 @@ class StandinHub:
         *,
         revision: str = "main",
         gated_token: str | None = None,
+        tag: bool = False,
     ) -> str:
         """Add (or move) branch ``revision`` of ``repo_id`` to a commit holding ``files``; returns the commit sha.
 
         The commit is the sha1 of the repo id and the files' names and ETags, so the same content gives the same
         commit; older commits stay reachable by their sha. ``gated_token`` gates the whole repository (all
-        revisions): file downloads then need ``Authorization: Bearer <gated_token>``.
+        revisions): file downloads then need ``Authorization: Bearer <gated_token>``. ``tag=True`` makes ``revision``
+        a tag (as Ettin's ``step*`` checkpoints are) instead of a branch (as Pythia's are).
         """
         entries = {name: _File(name, content) for name, content in files.items()}
         digest = hashlib.sha1(repo_id.encode())
@@ -339,6 +346,10 @@ class StandinHub:
             repo = self._repos.setdefault(repo_id, _Repo())
             repo.commits[commit] = entries
             repo.refs[revision] = commit
+            if tag:
+                repo.tags.add(revision)
+            else:
+                repo.tags.discard(revision)
             if gated_token is not None:
                 repo.gated_token = gated_token
         return commit
@@ -386,7 +397,9 @@ class StandinHub:
         with self._lock:
             self.requests.append((method, h.path, h.headers.get("Range")))
         parts = urlsplit(h.path)
-        if m := _API.match(parts.path):
+        if m := _REFS.match(parts.path):
+            self._refs(h, method, unquote(m["repo"]))
+        elif m := _API.match(parts.path):
             rev = unquote(m["rev"]) if m["rev"] else None
             self._model_info(h, method, unquote(m["repo"]), rev, parse_qs(parts.query))
         elif m := _RESOLVE.match(parts.path):
@@ -475,6 +488,20 @@ class StandinHub:
             except (ValueError, TypeError):
                 pass
         self._send(h, method, 200, {"Content-Type": "application/json"}, json.dumps(info).encode())
+
+    def _refs(self, h, method, repo_id: str) -> None:
+        found = self._lookup(h, method, repo_id, None, files=False)
+        if found is None:
+            return
+        repo = found[0]
+        with self._lock:
+            refs = sorted(repo.refs.items())
+            tags = set(repo.tags)
+        listing: dict[str, list] = {"branches": [], "tags": [], "converts": [], "pullRequests": []}
+        for name, commit in refs:
+            kind, prefix = ("tags", "refs/tags/") if name in tags else ("branches", "refs/heads/")
+            listing[kind].append({"name": name, "ref": prefix + name, "targetCommit": commit})
+        self._send(h, method, 200, {"Content-Type": "application/json"}, json.dumps(listing).encode())
 
     def _resolve(self, h: _Handler, method: str, repo_id: str, revision: str, filename: str) -> None:
         found = self._lookup(h, method, repo_id, revision, files=True)

@@ -76,6 +76,17 @@ def test_revisions_of_one_repo_are_separate_commits(hub):
     assert [s.rfilename for s in api.model_info(REPO, revision=main).siblings] == ["config.json"]
 
 
+def test_branches_and_tags_are_listed_as_list_repo_refs_reads_them(hub):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    tagged = hub.add_repo(REPO, {"config.json": CONFIG, "w.bin": b"1"}, revision="step100", tag=True)
+    branch = hub.add_repo(REPO, {"config.json": CONFIG, "w.bin": b"2"}, revision="step200")
+    refs = HfApi(endpoint=hub.url).list_repo_refs(REPO)
+    assert {(r.name, r.ref, r.target_commit) for r in refs.tags} == {("step100", "refs/tags/step100", tagged)}
+    assert {r.name for r in refs.branches} == {"main", "step200"}
+    assert next(r.target_commit for r in refs.branches if r.name == "step200") == branch
+    assert HfApi(endpoint=hub.url).model_info(REPO, revision="step100").sha == tagged
+
+
 def test_add_folder_serves_every_file_under_it(hub, tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "config.json").write_bytes(CONFIG)
