@@ -2,7 +2,8 @@
 
 ``CASES[name]`` gives a config factory, an input factory and what the attention check must neutralise:
 rotary models run with all positions equal (the rotation is then the identity), relative position biases
-are zeroed, QK-norm is applied to the extracted projections.
+are zeroed, QK-norm is applied to the extracted projections (its gains drawn at random, so that a gain applied to
+the wrong head fails).
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ SEQ2SEQ = dict(
     vocab_size=VOCAB,
     **TOKENS,
 )
+# Ettin's layout (jhu-clsp/ettin-encoder-* and -decoder-*): a global layer every third, sliding-window layers
+# between. local_attention=4 makes the windows mask part of a 6-token input (the encoder's local layers see 2 tokens
+# either side, the decoder's a token and the one before); biases are off in Ettin, on here to test their split.
+ETTIN = dict(
+    COMMON, **TOKENS, num_hidden_layers=4, global_attn_every_n_layers=3, local_attention=4, attention_bias=True
+)
+QK_NORM = ("q_norm", "k_norm")
 SEQ = 6
 
 
@@ -59,6 +67,7 @@ class Case:
     inputs: Callable[[], dict] = text
     rotary: bool = False  # pass position_ids of zeros
     zero: tuple[str, ...] = ()  # parameter name fragments to zero (relative position biases)
+    gains: tuple[str, ...] = ()  # parameter name fragments to draw at random (QK-norm gains, constant at init)
     qk_norm: bool = False
     kwargs: dict = field(default_factory=dict)
 
@@ -72,10 +81,8 @@ CASES = {
     "albert": Case(lambda: T.AlbertConfig(embedding_size=16, **COMMON, **TOKENS)),
     "mpnet": Case(lambda: T.MPNetConfig(**COMMON, **TOKENS), zero=("relative_attention_bias",)),
     "deberta-v2": Case(lambda: T.DebertaV2Config(**COMMON, relative_attention=False, pos_att_type=[])),
-    "modernbert": Case(
-        lambda: T.ModernBertConfig(**COMMON, **TOKENS, cls_token_id=1, sep_token_id=2, global_attn_every_n_layers=1),
-        rotary=True,
-    ),
+    "modernbert": Case(lambda: T.ModernBertConfig(**ETTIN, cls_token_id=1, sep_token_id=2), rotary=True),
+    "modernbert-decoder": Case(lambda: T.ModernBertDecoderConfig(**ETTIN, cls_token_id=1, sep_token_id=2), rotary=True),
     "gpt2": Case(lambda: T.GPT2Config(n_embd=D, n_head=H, n_layer=LAYERS, vocab_size=VOCAB, **TOKENS)),
     "gpt_neo": Case(
         lambda: T.GPTNeoConfig(
@@ -90,7 +97,7 @@ CASES = {
     "gptj": Case(
         lambda: T.GPTJConfig(n_embd=D, n_head=H, n_layer=LAYERS, rotary_dim=4, vocab_size=VOCAB, **TOKENS), rotary=True
     ),
-    "gpt_neox": Case(lambda: T.GPTNeoXConfig(**COMMON, **TOKENS), rotary=True),
+    "gpt_neox": Case(lambda: T.GPTNeoXConfig(**COMMON, **TOKENS, rotary_pct=0.25), rotary=True),
     "opt": Case(
         lambda: T.OPTConfig(
             hidden_size=D,
@@ -105,8 +112,15 @@ CASES = {
     "llama": Case(lambda: T.LlamaConfig(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
     "mistral": Case(lambda: T.MistralConfig(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
     "qwen2": Case(lambda: T.Qwen2Config(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
+    "olmo": Case(lambda: T.OlmoConfig(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
+    "olmo2": Case(
+        lambda: T.Olmo2Config(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True, qk_norm=True, gains=QK_NORM
+    ),
     "gemma3_text": Case(
-        lambda: T.Gemma3TextConfig(num_key_value_heads=1, head_dim=16, **COMMON, **TOKENS), rotary=True, qk_norm=True
+        lambda: T.Gemma3TextConfig(num_key_value_heads=1, head_dim=16, **COMMON, **TOKENS),
+        rotary=True,
+        qk_norm=True,
+        gains=QK_NORM,
     ),
     "phi": Case(lambda: T.PhiConfig(**COMMON, **TOKENS), rotary=True),
     "phi3": Case(lambda: T.Phi3Config(num_key_value_heads=2, **COMMON, **TOKENS), rotary=True),
@@ -157,6 +171,8 @@ def build(name: str, seed: int = 0):
         for pname, param in model.named_parameters():
             if any(z in pname for z in case.zero):
                 param.zero_()
+            elif any(g in pname for g in case.gains):
+                param.normal_(1, 0.3)
             elif pname.endswith("bias") and param.ndim == 1:
                 param.normal_(0, 0.3)  # trained checkpoints have non-zero biases; test the bias terms too
     return model

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
-from extract_models import CASES, build
+import transformers as T
+from extract_models import CASES, LAYERS, SEQ, VOCAB, D, H, build, text
 
 from attnstruct.analyses.extraction_checks import authors_gqa_pairing
-from attnstruct.checkpoints.extract import AttentionBlock, ExtractionError, hf
+from attnstruct.checkpoints.extract import AttentionBlock, ExtractionError, hf, iter_blocks
+from attnstruct.training.model import LanguageModel, TransformerConfig, attention_layers, attention_scale
 
 
 def capture_attention_inputs(model, blocks: list[AttentionBlock]):
@@ -38,19 +42,39 @@ def model_attentions(out, stack: str, layer: int) -> torch.Tensor:
     return out.attentions[layer]
 
 
-def our_logits(block: AttentionBlock, x, y, model=None, qk_norm=False):
-    """Unscaled logits ``[B, H, N, M]`` from the extracted weights (plus biases, plus QK-norm when asked)."""
+def apply_norm(norm: torch.nn.Module, t: torch.Tensor) -> torch.Tensor:
+    """A model's QK-norm on per-head projections ``[B, H, N, e]``: per head when its weight is ``[e]`` (Gemma-3),
+    else over the whole projection of the distinct heads before the head split (OLMo-2: ``[H e]`` queries,
+    ``[n_kv e]`` keys). Key heads arrive expanded (query head ``h`` has key head ``h // (H / n_kv)``), so the
+    distinct ones are every ``H / n_kv``-th; the normalised keys are expanded again the same way."""
+    batch, heads, length, width = t.shape
+    size = norm.weight.numel()
+    with torch.no_grad():
+        if size == width:
+            return norm.double()(t)
+        groups = size // width
+        distinct = t[:, :: heads // groups].transpose(1, 2).reshape(batch, length, size)
+        normed = norm.double()(distinct).view(batch, length, groups, width).transpose(1, 2)
+    return normed.repeat_interleave(heads // groups, dim=1)
+
+
+def projections(block: AttentionBlock, x, y) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head queries ``[B, H, N, d_head]`` and keys ``[B, H, M, d_head]`` from the extracted weights and biases."""
     q = torch.einsum("hed,bnd->bhne", block.w_q.double(), x.double())
     k = torch.einsum("hed,bmd->bhme", block.w_k.double(), y.double())
     if block.b_q is not None:
         q = q + block.b_q.double()[None, :, None, :]
     if block.b_k is not None:
         k = k + block.b_k.double()[None, :, None, :]
+    return q, k
+
+
+def our_logits(block: AttentionBlock, x, y, model=None, qk_norm=False):
+    """Unscaled logits ``[B, H, N, M]`` from the extracted weights (plus biases, plus QK-norm when asked)."""
+    q, k = projections(block, x, y)
     if qk_norm:
         attention = model.get_submodule(block.source_name.removesuffix(".weight").rsplit(".", 1)[0])
-        with torch.no_grad():
-            q = attention.q_norm.double()(q)
-            k = attention.k_norm.double()(k)
+        q, k = apply_norm(attention.q_norm, q), apply_norm(attention.k_norm, k)
     return q @ k.transpose(-1, -2)
 
 
@@ -106,7 +130,7 @@ def test_extraction_reproduces_the_models_attention(name):
         assert scale > 0 and residual < 1e-4, f"{name} {block.stack} layer {block.layer}: residual {residual:.2e}"
 
 
-@pytest.mark.parametrize("name", ["llama", "mistral", "qwen2", "phi3"])
+@pytest.mark.parametrize("name", ["llama", "mistral", "qwen2", "olmo", "olmo2", "phi3"])
 def test_grouped_query_pairing(name):
     """Query head h uses key head h // (H / n_kv); the pairing h mod n_kv must fail the attention check.
 
@@ -143,8 +167,9 @@ def test_disk_reader_equals_in_memory(name, tmp_path):
         assert a.extras == b.extras and a.causal == b.causal and a.n_kv_heads == b.n_kv_heads
 
 
-def test_torch_bin_and_sharded_safetensors(tmp_path):
-    model = build("llama")
+@pytest.mark.parametrize("name", ["llama", "modernbert-decoder", "olmo2"])
+def test_torch_bin_and_sharded_safetensors(name, tmp_path):
+    model = build(name)
     memory = extracted(model)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     (tmp_path / "bin").mkdir()
@@ -155,6 +180,162 @@ def test_torch_bin_and_sharded_safetensors(tmp_path):
     for source in (hf.TorchBinSource(tmp_path / "bin"), hf.SafetensorsSource(tmp_path / "sharded")):
         for a, b in zip(memory, hf.hf_blocks(source), strict=True):
             assert torch.equal(a.w_q, b.w_q) and torch.equal(a.w_k, b.w_k)
+            assert a.extras == b.extras and a.source_name == b.source_name
+    for a, b in zip(memory, iter_blocks(tmp_path / "bin"), strict=True):
+        assert torch.equal(a.w_q, b.w_q) and torch.equal(a.w_k, b.w_k) and a.extras == b.extras
+
+
+@pytest.mark.parametrize(
+    ("name", "with_head", "query"),
+    [
+        ("modernbert", T.ModernBertForMaskedLM, "model.layers.{}.attn.Wqkv.weight"),
+        ("modernbert-decoder", T.ModernBertDecoderForCausalLM, "model.layers.{}.attn.q_proj.weight"),
+    ],
+)
+def test_ettin_checkpoints(name, with_head, query, tmp_path):
+    """Ettin's encoders and decoders as the hub keeps them, with their heads (names start ``model.``): the encoder's
+    fused ``Wqkv`` ``[3 H d_head, d_model]`` and the decoder's ``q_proj``/``k_proj`` ``[H d_head, d_model]`` are
+    found in memory and on disk, in global and sliding-window layers alike, and give the model's own weights."""
+    torch.manual_seed(0)
+    config = CASES[name].config()
+    assert config.layer_types == ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]
+    model = with_head(config).eval()
+    model.set_attn_implementation("eager")
+    model.save_pretrained(tmp_path)
+    names = [query.format(layer) for layer in range(config.num_hidden_layers)]
+    for blocks in (extracted(model), list(iter_blocks(tmp_path))):
+        assert [b.source_name for b in blocks] == names
+        assert all(b.stack == ("decoder" if b.causal else "encoder") and "rotary" in b.extras for b in blocks)
+        assert [b.causal for b in blocks] == [name == "modernbert-decoder"] * config.num_hidden_layers
+        for layer, block in zip(model.model.layers, blocks, strict=True):
+            if name == "modernbert":
+                w_q, w_k = layer.attn.Wqkv.weight[:D], layer.attn.Wqkv.weight[D : 2 * D]
+            else:
+                w_q, w_k = layer.attn.q_proj.weight, layer.attn.k_proj.weight
+            assert torch.equal(block.w_q, w_q.detach().view(H, D // H, D))
+            assert torch.equal(block.w_k, w_k.detach().view(H, D // H, D))
+    inputs = text()
+    with torch.no_grad():
+        out = model.model(**inputs, position_ids=torch.zeros_like(inputs["input_ids"]), output_attentions=True)
+    allowed = (torch.ones(SEQ, SEQ).tril() if name == "modernbert-decoder" else torch.ones(SEQ, SEQ)).bool()
+    for kind, probs in zip(config.layer_types, out.attentions, strict=True):
+        masked_in_window = bool((probs[..., allowed] == 0).any())
+        assert masked_in_window == (kind == "sliding_attention"), "the local layers of the proof must mask tokens"
+
+
+def test_olmo2_qk_norm_is_flagged_and_needed(tmp_path):
+    """OLMo-2 normalises the whole query and key projections (``q_norm`` ``[H d_head]``, ``k_norm``
+    ``[n_kv d_head]``, not per head): its blocks carry ``qk_norm`` in memory and on disk, OLMo's do not, and the
+    model's attention is reproduced with its norm applied to the extracted projections, not without."""
+    model = build("olmo2")
+    model.save_pretrained(tmp_path)
+    blocks = extracted(model)
+    assert all("qk_norm" in b.extras for b in blocks) and all("qk_norm" in b.extras for b in iter_blocks(tmp_path))
+    assert not any("qk_norm" in b.extras for b in extracted(build("olmo")))
+    attention = model.layers[0].self_attn
+    assert attention.q_norm.weight.numel() == D and attention.k_norm.weight.numel() == blocks[0].n_kv_heads * (D // H)
+    captured, handles = capture_attention_inputs(model, blocks)
+    out = run(model, "olmo2")
+    for handle in handles:
+        handle.remove()
+    for block in blocks:
+        x, y = captured[(block.stack, block.layer)]
+        probs = model_attentions(out, block.stack, block.layer)
+        _, normed = fit_residual(our_logits(block, x, y, model, qk_norm=True), probs)
+        _, plain = fit_residual(our_logits(block, x, y), probs)
+        assert normed < 1e-4 and plain > 1e-2, (block.layer, normed, plain)
+
+
+def test_gpt_neox_partial_rotary():
+    """Pythia rotates the first ``rotary_pct`` of each head's dimensions and passes the rest through: with real
+    positions, the extracted heads rotated by the model's own ``apply_rotary_pos_emb`` (which leaves the last
+    three quarters of each head as they are) reproduce its attention, and unrotated they do not."""
+    from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb
+
+    model = build("gpt_neox")
+    blocks = extracted(model)
+    rotations, handles = {}, []
+    for block, layer in zip(blocks, model.layers, strict=True):
+
+        def hook(module, args, kwargs, key=block.layer):
+            rotations[key] = (kwargs.get("hidden_states", args[0] if args else None), kwargs["position_embeddings"])
+
+        handles.append(layer.attention.register_forward_pre_hook(hook, with_kwargs=True))
+    with torch.no_grad():
+        out = model(**text(), output_attentions=True)
+    for handle in handles:
+        handle.remove()
+    for block in blocks:
+        x, (cos, sin) = rotations[block.layer]
+        assert cos.shape[-1] == D // H // 4 and cos.shape[-2] == SEQ
+        q, k = projections(block, x, x)
+        q_rot, k_rot = apply_rotary_pos_emb(q, k, cos.double(), sin.double())
+        assert torch.equal(q_rot[..., cos.shape[-1] :], q[..., cos.shape[-1] :])
+        probs = out.attentions[block.layer]
+        _, rotated = fit_residual(q_rot @ k_rot.transpose(-1, -2), probs)
+        _, plain = fit_residual(q @ k.transpose(-1, -2), probs)
+        assert rotated < 1e-4 and plain > 1e-2, (block.layer, rotated, plain)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attnstruct_snapshot(causal, tmp_path):
+    """A snapshot of the project's Transformer, ``config.json`` (``model_type`` ``attnstruct-encoder`` or
+    ``attnstruct-decoder``, ``num_attention_heads``) and ``pytorch_model.bin`` of its ``state_dict``: per head, the
+    extracted ``W_q[h] x + b_q[h]`` and ``W_k[h] x + b_k[h]`` give the model's own ``q k^T`` ``[B, H, T, T]``, and
+    softmax of those logits times ``1/sqrt(d_head)`` under the stack's mask, applied to the model's values, gives
+    the output of its scaled dot-product attention; under the other stack's mask it does not.
+
+    In memory the model cannot be read: its ``.config`` is a ``TransformerConfig`` without a ``model_type``."""
+    torch.manual_seed(0)
+    config = TransformerConfig(vocab_size=VOCAB, max_len=16, d_model=D, n_layers=LAYERS, n_heads=H, dropout=0.0)
+    model = LanguageModel(config).eval()
+    with torch.no_grad():
+        for pname, param in model.named_parameters():
+            if pname.endswith("bias"):
+                param.normal_(0, 0.3)
+    model_type = "attnstruct-decoder" if causal else "attnstruct-encoder"
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type, "num_attention_heads": H}))
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    blocks = list(iter_blocks(tmp_path))
+    stack = "decoder" if causal else "encoder"
+    assert [(b.stack, b.layer, b.causal, b.n_kv_heads) for b in blocks] == [
+        (stack, i, causal, H) for i in range(LAYERS)
+    ]
+    assert [b.source_name for b in blocks] == [f"encoder.blocks.{i}.attention.query.weight" for i in range(LAYERS)]
+    assert all(set(b.extras) == {"q_bias", "k_bias"} for b in blocks)
+
+    layers = attention_layers(model)
+    captured = {}
+
+    def hook(module, args, output):
+        captured[layers.index(module)] = (*args, output)
+
+    handles = [layer.register_forward_hook(hook) for layer in layers]
+    with torch.no_grad():
+        model(torch.randint(0, VOCAB, (2, SEQ)), causal)
+    for handle in handles:
+        handle.remove()
+
+    def heads(t):
+        return t.view(2, SEQ, H, D // H).transpose(1, 2).double()
+
+    def attend(layer, logits, v, mask):
+        scores = (logits * attention_scale(config)).masked_fill(~mask, float("-inf"))
+        mixed = (torch.softmax(scores, -1) @ v).transpose(1, 2).reshape(2, SEQ, D)
+        with torch.no_grad():
+            return layer.output(mixed.float())
+
+    causal_mask, full = torch.ones(SEQ, SEQ, dtype=torch.bool).tril(), torch.ones(SEQ, SEQ, dtype=torch.bool)
+    own, other = (causal_mask, full) if causal else (full, causal_mask)
+    for block, layer in zip(blocks, layers, strict=True):
+        x, was_causal, output = captured[block.layer]
+        assert was_causal is causal
+        with torch.no_grad():
+            q, k, v = heads(layer.query(x)), heads(layer.key(x)), heads(layer.value(x))
+        logits = our_logits(block, x, x)
+        assert (logits - q @ k.transpose(-1, -2)).abs().max() < 1e-5
+        assert (attend(layer, logits, v, own) - output).abs().max() < 1e-5
+        assert (attend(layer, logits, v, other) - output).abs().max() > 1e-3
 
 
 def test_reader_errors(tmp_path):
@@ -172,8 +353,6 @@ def test_reader_errors(tmp_path):
     config["model_type"] = "swin"
     unsupported = tmp_path / "swin"
     unsupported.mkdir()
-    import json
-
     (unsupported / "config.json").write_text(json.dumps(config))
     with pytest.raises(ExtractionError, match="^unsupported architecture: 'swin'; supported model types: .*bert"):
         hf.family_of(type("C", (), {"model_type": "swin"})())

@@ -15,6 +15,19 @@ Fused layouts (``fused``):
   ``[q_h, k_h, v_h]`` for each head ``h`` (``view(H, 3, d_head, d_model)``);
 * ``qkv_contiguous``: ``[q | k | v]`` stacked along the output axis, ``H d_head`` rows of queries then
   ``n_kv d_head`` rows of keys (ModernBERT ``Wqkv``, Phi-3 ``qkv_proj``).
+
+QK-norm (``qk_norm`` patterns; blocks of a layer with a query-norm tensor carry the ``qk_norm`` extra): Gemma-3 and
+Qwen-3 normalise each head's ``[d_head]`` query and key, OLMo-2 the whole ``[H d_head]`` query and ``[n_kv d_head]``
+key projection, Phi each head with a LayerNorm. The score of ``W_qk`` leaves out this per-token normalisation (RMS,
+or mean and variance for LayerNorm) and its gains: the bilinear form is that of the projections before normalisation.
+
+ModernBERT's encoder fuses ``Wqkv``; its decoder form (``modernbert-decoder``, Ettin's decoders) keeps separate
+``attn.q_proj`` and ``attn.k_proj`` ``[H d_head, d_model]``, in memory and on disk alike.
+
+The project's own Transformer (:class:`attnstruct.training.model.LanguageModel`, model types ``attnstruct-encoder``
+and ``attnstruct-decoder``, exported as ``config.json`` and ``pytorch_model.bin``) keeps ``nn.Linear`` weights
+``encoder.blocks.{L}.attention.{query,key}.weight`` ``[d_model, d_model]`` with biases; the model type sets whether
+the stack is the bidirectional encoder or the causal decoder.
 """
 
 from __future__ import annotations
@@ -59,6 +72,7 @@ def _linear(stack, causal, prefix, q, k, **kw):
 
 
 _BERT = _linear("encoder", False, rf"encoder\.layer\.{L}\.attention\.self", "query", "key")
+_ATTNSTRUCT = rf"blocks\.{L}\.attention"  # LanguageModel: encoder.blocks.{L}; a bare Encoder: blocks.{L}
 _ROTARY = ("rotary",)
 _DECODER_ONLY = rf"layers\.{L}\.self_attn"
 
@@ -120,6 +134,11 @@ FAMILIES = (
                 "encoder", False, q=(rf"{P}layers\.{L}\.attn\.Wqkv\.weight$",), fused="qkv_contiguous", extras=_ROTARY
             ),
         ),
+    ),
+    Family(
+        "ModernBERT decoder",
+        ("modernbert-decoder",),
+        (_linear("decoder", True, rf"layers\.{L}\.attn", "q_proj", "k_proj", extras=_ROTARY),),
     ),
     Family(
         "GPT-2",
@@ -255,6 +274,8 @@ FAMILIES = (
         ("wav2vec2", "hubert", "wavlm", "data2vec-audio", "unispeech", "unispeech-sat"),
         (_linear("encoder", False, rf"encoder\.layers\.{L}\.attention", "q_proj", "k_proj"),),
     ),
+    Family("attnstruct", ("attnstruct-encoder",), (_linear("encoder", False, _ATTNSTRUCT, "query", "key"),)),
+    Family("attnstruct", ("attnstruct-decoder",), (_linear("decoder", True, _ATTNSTRUCT, "query", "key"),)),
 )
 
 FAMILY_BY_MODEL_TYPE = {t: f for f in FAMILIES for t in f.model_types}
