@@ -75,7 +75,10 @@ def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config
             assert declared[plural[field]][0] == default, f"{notebook}: {plural[field]}[0] is not {name}.{field}"
         else:
             unset.append(field)
-    expected_unset = {"tasks.text.TextConfig": ["init", "init_seed"], "tasks.vision.VisionConfig": ["objective"]}
+    expected_unset = {
+        "tasks.text.TextConfig": ["init", "init_seed", "init_from"],
+        "tasks.vision.VisionConfig": ["objective"],
+    }
     assert unset == expected_unset.get(config_class, ["objective", "factorised", "optimizer"]), unset
 
 

@@ -15,7 +15,10 @@ Initialisations (:func:`initialise`, the paper's symmetric initialisation experi
 The batch of step ``s`` (windows and masks) is drawn from a generator seeded with ``(seed, s)`` only
 (:func:`make_batch`); validation uses the same held-out windows and masks at every evaluation. The initial
 weights come from ``init_seed`` when it is set, else from ``seed``: two runs of one ``seed`` and different
-``init_seed`` see the same batches from different starts (notebook 06's placebo).
+``init_seed`` see the same batches from different starts (notebook 06's placebo). ``init_from`` continues
+training from a snapshot folder of another run (:mod:`attnstruct.training.snapshots`), with this run's objective:
+a decoder trained on as an encoder, say (notebook 09's cross-objective runs); the batches are still drawn from
+``(seed, step)``, steps counted from 1 again.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -53,7 +57,7 @@ class TextConfig(engine.RunConfig):
     CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "init", "seed")
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
-    PER_RUN: ClassVar[tuple[str, ...]] = ("init_seed",)
+    PER_RUN: ClassVar[tuple[str, ...]] = ("init_seed", "init_from")
 
     objective: str = "mlm"
     init: str = "bert"
@@ -63,6 +67,7 @@ class TextConfig(engine.RunConfig):
     vocab_size: int = 500
     val_fraction: float = 0.05
     init_seed: int | None = None  # the seed of the initial weights; None: ``seed``
+    init_from: str | None = None  # a snapshot folder whose weights the run starts from; None: a new model
 
     @property
     def weights_seed(self) -> int:
@@ -71,11 +76,16 @@ class TextConfig(engine.RunConfig):
 
     def run_name(self) -> str:
         name = super().run_name()
-        return name if self.init_seed is None else f"{name}-weights{self.init_seed}"
+        name = name if self.init_seed is None else f"{name}-weights{self.init_seed}"
+        return name if self.init_from is None else f"{name}-continued"
 
     def validate_task(self) -> None:
         one_of(self.init, INITS, "init")
         non_negative_integer(self, "init_seed", optional=True)
+        if self.init_from is not None and not isinstance(self.init_from, str):
+            raise ValueError(f"init_from must be a snapshot folder (a string) or None, got {self.init_from!r}")
+        if self.init_from is not None and self.init != "bert":
+            raise ValueError(f"init_from continues a trained model: init must be 'bert', got {self.init!r}")
         positive_integers(self, ("seq_len", "eval_batches"))
         if not isinstance(self.vocab_size, int) or self.vocab_size < 300:
             raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + merges), got {self.vocab_size!r}")
@@ -186,12 +196,31 @@ def initialise(model: LanguageModel, init: str, generator: torch.Generator) -> N
 
 
 def build_model(config: TextConfig, vocab_size: int) -> LanguageModel:
-    """The model of a run, initialised from ``config.weights_seed`` alone; the global RNG is left as it was."""
+    """The model of a run, initialised from ``config.weights_seed`` alone, or with the weights of the snapshot
+    ``config.init_from``; the global RNG is left as it was."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.weights_seed)  # the construction's draws, then BERT's initialisation
         model = LanguageModel(config.model_config(vocab_size))
     initialise(model, config.init, engine.seeded_generator(config.weights_seed, 7))
+    if config.init_from is not None:
+        model.load_state_dict(_snapshot_weights(config.init_from, model))
     return model
+
+
+def _snapshot_weights(folder: str, model: LanguageModel) -> dict[str, torch.Tensor]:
+    """The state dict of the snapshot in ``folder``, checked against ``model``'s tensors (one-line errors)."""
+    from ..training import snapshots
+
+    path = Path(folder) / snapshots.WEIGHTS
+    if not path.is_file():
+        raise ValueError(f"init_from: {path} does not exist (a snapshot folder holds {snapshots.WEIGHTS})")
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
+    found = {name: tuple(t.shape) for name, t in state.items()} if isinstance(state, dict) else {}
+    if found != expected:
+        different = sorted(set(found) ^ set(expected)) or [n for n in expected if found.get(n) != expected[n]]
+        raise ValueError(f"init_from: {folder} holds another model shape than this run's ({', '.join(different[:3])})")
+    return state
 
 
 def summed_loss(model: LanguageModel, batch: Batch, causal: bool) -> tuple[torch.Tensor, int]:
@@ -237,6 +266,11 @@ class TextTask:
         config, data = self.config, self.data
         return [make_batch(config, data, data.val, config.batch_size, VAL_SEED, i) for i in range(config.eval_batches)]
 
+    @property
+    def tokens_per_step(self) -> int:
+        """Tokens of text one optimiser step sees: ``batch_size`` windows of ``seq_len`` tokens."""
+        return self.config.batch_size * self.config.seq_len
+
     def prepare(self) -> None:
         self.data  # noqa: B018  (tokenise once, and fail here on a bad corpus)
 
@@ -270,10 +304,17 @@ def train_many(
     threads_per_worker: int = 1,
     cache=None,
     progress: bool = True,
+    snapshot_every: int | None = None,
 ) -> xr.Dataset:
     """:func:`attnstruct.training.processes.train_many` of one :class:`TextTask` per configuration; each run lives in
-    ``out_dir/<run_name>/`` (resumable)."""
+    ``out_dir/<run_name>/`` (resumable); ``snapshot_every`` keeps its weights as a local checkpoint series
+    (:mod:`attnstruct.training.snapshots`)."""
     tasks = [TextTask(config, cache) for config in configs]
     return many_runs.train_many(
-        tasks, out_dir, workers=workers, threads_per_worker=threads_per_worker, progress=progress
+        tasks,
+        out_dir,
+        workers=workers,
+        threads_per_worker=threads_per_worker,
+        progress=progress,
+        snapshot_every=snapshot_every,
     )

@@ -46,7 +46,7 @@ from .. import results, work
 from ..checkpoints.extract import count_parameters
 from ..checkpoints.scoring import resolve_device
 from ..conventions import DEVICES
-from . import run_folder
+from . import run_folder, snapshots
 from .config import Settings, non_negative_integer, one_of, positive_integers
 from .model import TransformerConfig
 from .records import SCORED_MATRIX, Records, record_scores
@@ -317,22 +317,31 @@ def train(
     *,
     progress: bool = False,
     callback: Callable[[int, nn.Module], None] | None = None,
+    snapshot_every: int | None = None,
 ) -> xr.Dataset:
     """Train one run of ``task`` and return its dataset.
 
     With ``run_dir``: resume from ``run_dir/checkpoint.pt`` if present, save ``run_dir/run.nc`` atomically at
     the end, and reuse a finished run made by the same code with the same parameters (a notice says so;
     :func:`attnstruct.training.run_folder.finished_run`). ``callback(step, model)`` runs after every optimiser step
-    (tests use it to interrupt). Under ``torchrun`` only rank 0 writes files. The global RNG state is the same
-    after the call as before.
+    (tests use it to interrupt). ``snapshot_every`` (a multiple of ``log_every``) keeps the weights at step 0, every
+    that many steps and at the end as checkpoint folders under ``run_dir/snapshots/``
+    (:mod:`attnstruct.training.snapshots`); a finished run without them is trained again to take them. Under
+    ``torchrun`` only rank 0 writes files. The global RNG state is the same after the call as before.
     """
     config = task.config
     rank, world = distributed()
     if config.batch_size % world:
         raise ValueError(f"batch_size {config.batch_size} is not divisible by the {world} processes")
-    done = run_folder.finished_run(config, run_dir, log=print if rank == 0 else lambda _: None)
-    if done is not None:
+    snapshots.check_every(snapshot_every, config.log_every)
+    if snapshot_every and run_dir is None:
+        raise ValueError("snapshots need a run folder (run_dir)")
+    log = print if rank == 0 else lambda _: None
+    done = run_folder.finished_run(config, run_dir, log=log)
+    if done is not None and snapshots.complete(run_dir, config.steps, snapshot_every):
         return done
+    if done is not None:
+        log(f"notice: {Path(run_dir).name} lacks its snapshots every {snapshot_every} steps; training it again")
     work.refuse_to_compute(f"the run {config.run_name()}" + (f" in {run_dir}" if run_dir is not None else ""))
     device = resolve_device(config.device)
     task.prepare()
@@ -340,11 +349,17 @@ def train(
         Path(run_dir).mkdir(parents=True, exist_ok=True)
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
-        return _train(task, run_dir, device, rank, world, progress, callback)
+        return _train(task, run_dir, device, rank, world, progress, callback, snapshot_every)
 
 
-def _train(task: Task, run_dir, device, rank: int, world: int, progress: bool, callback) -> xr.Dataset:
+def _train(task: Task, run_dir, device, rank, world, progress, callback, snapshot_every=None) -> xr.Dataset:
     config = task.config
+    keep = set(snapshots.snapshot_steps(config.steps, snapshot_every)) if rank == 0 else set()
+
+    def snapshot(step: int) -> None:
+        if step in keep:
+            snapshots.save(run_dir, config, model, step, getattr(task, "tokens_per_step", None))
+
     model = task.build_model().to(device)
     optimizer, scheduler = build_optimizer(config, model)
     start, records = run_folder.resume(run_dir, config, model, optimizer, scheduler)
@@ -356,6 +371,7 @@ def _train(task: Task, run_dir, device, rank: int, world: int, progress: bool, c
     step_once = Step(runner, model, optimizer, scheduler, config, device, world)
     if start == 0:
         _record(task, model, records, 0, float("nan"), scheduler, device)
+        snapshot(0)
     running_loss = torch.zeros((), device=device)
     bar = _progress_bar(config, start, progress and rank == 0)
     model.train()
@@ -370,6 +386,7 @@ def _train(task: Task, run_dir, device, rank: int, world: int, progress: bool, c
                 torch.distributed.all_reduce(train_loss)
                 train_loss /= world
             _record(task, model, records, step, float(train_loss), scheduler, device)
+            snapshot(step)
             running_loss.zero_()
             if bar is not None:
                 bar.set_postfix(loss=f"{float(train_loss):.3f}", sym=f"{np.median(records.symmetry_layer[-1]):+.2f}")

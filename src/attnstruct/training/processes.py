@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from .. import results
-from . import engine, run_folder
+from . import engine, run_folder, snapshots
 
 
 def set_worker_threads(threads: int) -> None:
@@ -61,17 +61,23 @@ def run_in_processes(
     return done
 
 
-def _train_in_worker(task, run_dir: str | None):
-    ds = engine.train(task, run_dir)
+def _train_in_worker(task, run_dir: str | None, snapshot_every: int | None = None):
+    ds = engine.train(task, run_dir, snapshot_every=snapshot_every)
     return run_dir if run_dir is not None else ds
 
 
-def _unique_names(tasks) -> list[str]:
-    names = [task.config.run_name() for task in tasks]
+def _unique_names(configs) -> list[str]:
+    names = [config.run_name() for config in configs]
     if len(set(names)) != len(names):
-        keys = tasks[0].config.RUN_KEYS
+        keys = configs[0].RUN_KEYS
         raise ValueError(f"two runs have the same {', '.join(keys[:-1])} and {keys[-1]}")
     return names
+
+
+def run_dirs(configs: Sequence, out_dir: str | os.PathLike) -> list[str]:
+    """The folder of each run under ``out_dir``: ``<run_name>-<first 8 hex digits of its config digest>``."""
+    names = _unique_names(configs)
+    return [str(Path(out_dir) / f"{name}-{config.digest()[:8]}") for name, config in zip(names, configs)]
 
 
 def train_many(
@@ -81,30 +87,34 @@ def train_many(
     workers: int = 2,
     threads_per_worker: int = 1,
     progress: bool = True,
+    snapshot_every: int | None = None,
 ) -> xr.Dataset:
     """Train every task (module docstring) and :func:`combine` the runs.
 
-    With ``out_dir``, run ``r`` lives in ``out_dir/<run_name>-<first 8 hex digits of its config digest>/``
-    (resumable, reused when finished), so runs of other parameters never share a folder and two notebooks that
-    ask for the same run share it; without, the runs are kept in memory. ``workers=1`` trains in this process,
-    one run after the other.
+    With ``out_dir``, run ``r`` lives in :func:`run_dirs` (resumable, reused when finished), so runs of other
+    parameters never share a folder and two notebooks that ask for the same run share it; without, the runs are
+    kept in memory. ``workers=1`` trains in this process, one run after the other. ``snapshot_every``: each run
+    keeps its weights every that many steps (:mod:`attnstruct.training.snapshots`); a finished run without them
+    is trained again.
     """
     if not tasks:
         raise ValueError("no runs to train")
-    names = _unique_names(tasks)
+    _unique_names([task.config for task in tasks])
     for task in tasks:
         task.prepare()
-    dirs = [
-        str(Path(out_dir) / f"{name}-{task.config.digest()[:8]}") if out_dir is not None else None
-        for name, task in zip(names, tasks)
+    dirs = run_dirs([task.config for task in tasks], out_dir) if out_dir is not None else [None] * len(tasks)
+    runs = [
+        run_folder.finished_run(task.config, run_dir)
+        if snapshots.complete(run_dir, task.config.steps, snapshot_every)
+        else None
+        for task, run_dir in zip(tasks, dirs)
     ]
-    runs = [run_folder.finished_run(task.config, run_dir) for task, run_dir in zip(tasks, dirs)]
     todo = [i for i, run in enumerate(runs) if run is None]
     if workers == 1:
         for i in todo:
-            runs[i] = engine.train(tasks[i], dirs[i], progress=progress)
+            runs[i] = engine.train(tasks[i], dirs[i], progress=progress, snapshot_every=snapshot_every)
     else:
-        arguments = [(tasks[i], dirs[i]) for i in todo]
+        arguments = [(tasks[i], dirs[i], snapshot_every) for i in todo]
         for i, made in zip(todo, run_in_processes(_train_in_worker, arguments, workers, threads_per_worker, progress)):
             runs[i] = results.load_dataset(Path(made) / run_folder.RUN_FILE) if isinstance(made, str) else made
     return combine(runs, type(tasks[0].config))

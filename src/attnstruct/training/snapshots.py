@@ -1,0 +1,106 @@
+"""Snapshots of a run's weights during training, kept as Hugging Face-style checkpoint folders: a local series.
+
+Public training series (Pythia's 154 branches, Ettin's tagged checkpoints, MultiBERTs' intermediate repositories)
+are folders of ``config.json`` and ``pytorch_model.bin``, one per training step. A run of the project's own
+Transformer (:mod:`attnstruct.training.model`) can leave the same thing behind, so that the code that reads the
+public series reads it too::
+
+    run_dir/snapshots/step000000/{config.json, pytorch_model.bin}
+    run_dir/snapshots/step000100/...
+
+* ``pytorch_model.bin`` is ``torch.save(model.state_dict())``: a torch ZIP checkpoint of float32 weights, the
+  format of Ettin's and Pythia's intermediate checkpoints.
+* ``config.json`` names the family ``attnstruct-encoder`` (bidirectional attention) or ``attnstruct-decoder``
+  (causal), whose query/key tensors are ``encoder.blocks.{L}.attention.{query,key}.weight``, with the shape keys
+  a reader needs (``num_attention_heads``, ``hidden_size``, ``num_hidden_layers``, ``vocab_size``) and, under
+  ``attnstruct``, the run's name, objective, seed, step and tokens per step.
+
+Snapshots are taken at step 0, at every ``every``-th step (a multiple of the run's ``log_every``, so each snapshot
+has its record in ``run.nc``) and at the last step. They are an output of training, not a parameter of it: the
+same run with or without snapshots trains to the same weights. Each file is written atomically, ``config.json``
+last, so a folder with a ``config.json`` is complete.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from .. import results
+from .._version import __version__
+
+FOLDER = "snapshots"
+WEIGHTS = "pytorch_model.bin"
+CONFIG = "config.json"
+MODEL_TYPES = {False: "attnstruct-encoder", True: "attnstruct-decoder"}
+
+
+def check_every(every: int | None, log_every: int) -> None:
+    """Raise ValueError unless ``every`` is None/0 (no snapshots) or a positive multiple of ``log_every``."""
+    if every in (None, 0):
+        return
+    if not isinstance(every, int) or isinstance(every, bool) or every < 0 or every % log_every:
+        raise ValueError(f"snapshot_every must be 0 or a multiple of log_every ({log_every}), got {every!r}")
+
+
+def snapshot_steps(steps: int, every: int | None) -> list[int]:
+    """The steps a run of ``steps`` steps keeps a snapshot of: 0, the multiples of ``every`` and ``steps``."""
+    if not every:
+        return []
+    return sorted({0, *range(every, steps + 1, every), steps})
+
+
+def folder(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / FOLDER / f"step{step:06d}"
+
+
+def model_config(config, model: torch.nn.Module, step: int, tokens_per_step: int | None) -> dict:
+    """``config.json`` of a snapshot of ``model`` (a :class:`~attnstruct.training.model.LanguageModel` or a model
+    with its ``.config`` shape) at ``step`` of the run ``config``."""
+    shape = model.config
+    return {
+        "model_type": MODEL_TYPES[bool(config.causal)],
+        "architectures": [type(model).__name__],
+        "num_attention_heads": shape.n_heads,
+        "hidden_size": shape.d_model,
+        "num_hidden_layers": shape.n_layers,
+        "vocab_size": getattr(shape, "vocab_size", None),
+        "tie_word_embeddings": True,
+        "attnstruct": {
+            "run": config.run_name(),
+            "objective": config.objective,
+            "seed": config.seed,
+            "step": step,
+            "tokens_per_step": tokens_per_step,
+            "transformer": shape.to_dict() if hasattr(shape, "to_dict") else None,
+            "attnstruct_version": __version__,
+        },
+    }
+
+
+def save(run_dir: str | Path, config, model: torch.nn.Module, step: int, tokens_per_step: int | None = None) -> Path:
+    """Write the snapshot of ``model`` at ``step`` under ``run_dir`` (module docstring); returns its folder."""
+    target = folder(run_dir, step)
+    state = {name: tensor.detach().to("cpu") for name, tensor in model.state_dict().items()}
+    results.write_atomically(target / WEIGHTS, lambda temporary: torch.save(state, temporary))
+    text = json.dumps(model_config(config, model, step, tokens_per_step), indent=1, sort_keys=True)
+    results.write_atomically(target / CONFIG, lambda temporary: Path(temporary).write_text(text))
+    return target
+
+
+def taken(run_dir: str | Path) -> dict[int, Path]:
+    """``{step: folder}`` of the complete snapshots under ``run_dir`` (those with a ``config.json``)."""
+    root = Path(run_dir) / FOLDER
+    found = {}
+    for path in sorted(root.glob("step*")) if root.is_dir() else ():
+        if (path / CONFIG).is_file() and (path / WEIGHTS).is_file() and path.name[4:].isdigit():
+            found[int(path.name[4:])] = path
+    return found
+
+
+def complete(run_dir: str | Path | None, steps: int, every: int | None) -> bool:
+    """Whether ``run_dir`` holds every snapshot a run of ``steps`` steps takes every ``every`` steps."""
+    wanted = snapshot_steps(steps, every)
+    return not wanted or (run_dir is not None and set(wanted) <= set(taken(run_dir)))
