@@ -8,7 +8,13 @@ Layout of the output folder ``DIR``:
   one of :data:`attnstruct.checkpoints.extract.blocks.FAILURE_KINDS`, read from the error (never parsed from its
   text); the sweep goes on past them, and a rerun tries them again;
 * ``DIR/sweep.nc``: every scored model of the list along ``model``
-  (:func:`attnstruct.checkpoints.tables.combine`).
+  (:func:`attnstruct.checkpoints.tables.combine`), with each model's ``revision``, ``commit``, ``step``, ``tokens``
+  and ``phase`` as coordinates (:func:`attnstruct.checkpoints.revisions.model_position`), so that a series of
+  checkpoints is one ``.sel``/``.where`` away; its ``parameters`` attr records the models and the settings.
+
+``shard="K/N"`` scores only shard ``K`` of ``N`` of the list (:func:`attnstruct.checkpoints.revisions.shard`: item
+``i`` goes to shard ``i mod N + 1``); that part's ``parameters`` also record the whole list (``listing``) and the
+shard, so that :func:`attnstruct.checkpoints.sweep_merge.combine_parts` can put the parts back in the list's order.
 
 Each model is scored by the project's one scoring path (:func:`attnstruct.checkpoints.scoring.score_blocks`) and its
 table turned into the one per-model dataset (:func:`attnstruct.checkpoints.tables.checkpoint_dataset`, whose role
@@ -37,6 +43,7 @@ from ..results import load_dataset, provenance_attrs, save_dataset, write_atomic
 from ..scores import DEFAULT_NUM_STD
 from .extract.blocks import ExtractionError, one_line
 from .resolve import open_checkpoint
+from .revisions import shard as shard_of
 from .scoring import block_precision, resolve_device, score_blocks
 from .tables import HEAD_MATRIX as _HEAD_MATRIX
 from .tables import LAYER_MATRIX, LAYOUT, checkpoint_dataset, combine
@@ -133,7 +140,8 @@ def _done(path: Path, settings: dict) -> bool:
     return all(recorded.get(k) == v for k, v in settings.items())
 
 
-def _write_failures(path: Path, failures: list[dict]) -> None:
+def write_failures(path: Path, failures: list[dict]) -> None:
+    """``failures.csv``: ``model, kind, reason``, one row per failure, written atomically."""
     table = pd.DataFrame(failures, columns=["model", "kind", "reason"])
     write_atomically(path, lambda tmp: table.to_csv(tmp, index=False))
 
@@ -150,7 +158,7 @@ def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar) -
         except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
             kind, reason = (err.kind, err.detail) if isinstance(err, ExtractionError) else ("error", one_line(err))
             result.failures.append({"model": model, "kind": kind, "reason": reason})
-            _write_failures(out / "failures.csv", result.failures)
+            write_failures(out / "failures.csv", result.failures)
         bar.update(1)
 
 
@@ -165,10 +173,18 @@ def run_sweep(
     precision: str = "auto",
     settings=None,
     progress: bool = False,
+    shard: str | None = None,
 ) -> SweepResult:
-    """Score ``models`` into ``out`` (module docstring); returns what was scored, skipped and failed."""
+    """Score ``models`` (with ``shard``, only that shard of them) into ``out`` (module docstring); returns what was
+    scored, skipped and failed."""
     if workers < 1:
         raise SweepError(f"--workers must be at least 1, got {workers}")
+    listing = list(models)
+    if shard is not None:
+        try:
+            models = shard_of(listing, shard)
+        except ValueError as err:
+            raise SweepError(str(err)) from None
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SweepError(f"--out {out} exists and is not a folder")
@@ -219,7 +235,7 @@ def run_sweep(
                 future.cancel()
             raise
     bar.close()
-    _write_failures(out / "failures.csv", result.failures)
+    write_failures(out / "failures.csv", result.failures)
     done = []
     for model in models:  # this run's datasets are in memory; only the skipped ones are read back
         path = folder / f"{file_stem(model)}.nc"
@@ -228,8 +244,11 @@ def run_sweep(
         elif model in result.skipped:
             done.append(load_dataset(path))
     if done:
+        parameters = {"models": list(models), "per_head": per_head, "num_std": num_std, "precision": precision}
+        if shard is not None:
+            parameters |= {"listing": listing, "shard": shard}
         attrs = provenance_attrs(
-            parameters={"models": list(models), "per_head": per_head, "num_std": num_std, "precision": precision},
+            parameters=parameters,
             scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
             num_std=num_std,
         )

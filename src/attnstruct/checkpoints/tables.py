@@ -28,6 +28,7 @@ from .extract import AttentionBlock, iter_blocks
 from .extract.blocks import STACKS
 from .extract.families import FAMILY_BY_MODEL_TYPE
 from .resolve import Checkpoint, open_checkpoint
+from .revisions import model_position, parse_training_position
 from .scoring import score_blocks
 
 COLUMNS = ("stack", "layer", "symmetry", "directionality")
@@ -184,10 +185,14 @@ MODEL_COORDS = {
     "source": "",
     "location": "",
     "revision": "",
+    "commit": "",
+    "step": math.nan,
+    "tokens": math.nan,
+    "phase": math.nan,
     "bytes_fetched": math.nan,
 }
 # Recorded in the sweep's per-model files (``parameters``): a file of another layout is scored again, not combined.
-LAYOUT = "model_dataset/2"
+LAYOUT = "model_dataset/3"
 
 
 def _relative_depth(symmetry: xr.DataArray) -> np.ndarray:
@@ -205,7 +210,8 @@ def model_dataset(
     source: str = "",
     location: str = "",
     model_type: str = "",
-    revision: str = "",
+    revision: str | None = None,
+    commit: str = "",
     bytes_fetched: float = math.nan,
     attrs: Mapping | None = None,
 ) -> xr.Dataset:
@@ -218,9 +224,16 @@ def model_dataset(
     comma-separated (``""`` for none). Coordinates: :data:`MODEL_COORDS` along ``model`` (``role`` by
     :func:`role_of`; ``family`` the extraction family of ``model_type``, else ``model_type``; ``n_params`` NaN for
     None or 0; ``source`` how the checkpoint was had: ``zoo``, ``local``, ``module``, ``ranges``, ...; ``location``
-    where) and ``relative_depth`` over ``(model, layer)``, ``layer / (n_layers - 1)`` of the deepest stack.
+    where; ``revision`` the one ``name`` names, ``ORG/NAME@REV``, unless given, ``""`` for none; ``commit`` the
+    commit a hub model was read at; ``step``, ``tokens``, ``phase`` the training position of the revision or of
+    ``name``'s last path component, NaN where unknown: :func:`attnstruct.checkpoints.revisions.model_position`) and
+    ``relative_depth`` over ``(model, layer)``, ``layer / (n_layers - 1)`` of the deepest stack.
     """
     ds = blocks_dataset(table).expand_dims(model=[name])
+    named, position = model_position(name)
+    if revision is not None and revision != named:
+        given = parse_training_position(revision)
+        named, position = revision, given if not math.isnan(given.step) else position
     family = FAMILY_BY_MODEL_TYPE.get(model_type)
     values = {
         "role": role_of(ds["stack"].values),
@@ -229,7 +242,9 @@ def model_dataset(
         "n_params": float(n_params) if n_params else math.nan,
         "source": source,
         "location": location,
-        "revision": revision,
+        "revision": named,
+        "commit": commit,
+        **position._asdict(),
         "bytes_fetched": float(bytes_fetched),
     }
     ds = ds.assign_coords({k: ("model", [values[k]]) for k in MODEL_COORDS})
@@ -250,7 +265,7 @@ def checkpoint_dataset(
         source=checkpoint.kind,
         location=checkpoint.location,
         model_type=checkpoint.model_type,
-        revision=checkpoint.revision,
+        commit=checkpoint.revision,
         bytes_fetched=checkpoint.bytes_fetched(),
         attrs=attrs,
     )

@@ -1,4 +1,5 @@
-"""Command line: ``attnstruct score``, ``sweep``, ``fetch-models``, ``train``, ``reproduce``, ``notebook``, ``list``.
+"""Command line: ``attnstruct score``, ``sweep``, ``revisions``, ``fetch-models``, ``train``, ``reproduce``,
+``notebook``, ``list``.
 
 Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
 (unknown notebook, profile or parameter; unreadable or unsupported checkpoint; a device that is not there), always
@@ -79,8 +80,19 @@ def _parser() -> Parser:
     score.add_argument("--device", default="auto", help=DEVICE_HELP)
 
     sweep = sub.add_parser("sweep", help="score many models (hub ids or local paths), resumably, into one dataset")
-    sweep.add_argument("list", help="text/CSV file of model ids or paths, one per line, or 'paper' (the authors' list)")
+    sweep.add_argument(
+        "list",
+        nargs="?",
+        help="text/CSV file of model ids or paths, one per line, or 'paper' (the authors' list); none with --combine",
+    )
     sweep.add_argument("--out", required=True, help="output folder: models/*.nc, failures.csv, sweep.nc")
+    sweep.add_argument("--shard", metavar="K/N", help="score only shard K of N of the list (item i: shard i mod N + 1)")
+    sweep.add_argument(
+        "--combine",
+        nargs="+",
+        metavar="DIR",
+        help="merge these sweeps' output folders (e.g. the shards) into --out instead of scoring",
+    )
     sweep.add_argument("--device", default="auto", help=DEVICE_HELP)
     sweep.add_argument("--per-head", action="store_true", help="also store per-head scores")
     sweep.add_argument("--workers", type=int, default=2, help="models scored at once (default: 2)")
@@ -91,6 +103,11 @@ def _parser() -> Parser:
         help=f"directionality threshold (default: {DEFAULT_NUM_STD:g})",
     )
     sweep.add_argument("--precision", choices=PRECISIONS, default="auto")
+
+    revisions = sub.add_parser("revisions", help="list a hub repository's branches and tags as sweep lines, by step")
+    revisions.add_argument("repo", help="hub repository ORG/NAME (a checkpoint series: EleutherAI/pythia-160m)")
+    revisions.add_argument("--match", metavar="REGEX", help="only revisions whose name contains this pattern")
+    revisions.add_argument("--out", help="also write the table (model, revision, kind, commit, step, ...) to FILE.csv")
     return parser
 
 
@@ -105,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
         from .train import main as main_train
 
         return main_train(argv[1:])
-    from . import run, score
+    from . import revisions, run, score
 
     commands = {
         "score": score.score,
         "sweep": score.sweep,
+        "revisions": revisions.revisions,
         "list": run.list_parameters,
         "reproduce": run.run_all,
         "notebook": run.run_one,

@@ -1,4 +1,5 @@
-"""``attnstruct score`` (every attention block of one checkpoint) and ``attnstruct sweep`` (many models, resumably).
+"""``attnstruct score`` (every attention block of one checkpoint) and ``attnstruct sweep`` (many models, resumably,
+in shards if need be, and the shards' folders merged).
 
 Bad input, an unreadable or unsupported checkpoint, or a device that is not there: :class:`CommandError` with the
 error's one line (an :class:`~attnstruct.checkpoints.extract.ExtractionError` says its kind first).
@@ -43,8 +44,14 @@ def score(args) -> int:
 
 
 def sweep(args) -> int:
-    """Score every model of ``args.list`` into ``args.out`` (:func:`attnstruct.checkpoints.sweep.run_sweep`); one
-    model's failure is listed in ``failures.csv`` with its kind, not fatal."""
+    """Score every model of ``args.list`` (with ``--shard K/N``, shard K of it) into ``args.out``
+    (:func:`attnstruct.checkpoints.sweep.run_sweep`); one model's failure is listed in ``failures.csv`` with its
+    kind, not fatal. With ``--combine DIR ...``, merge those sweeps' folders into ``args.out`` instead
+    (:func:`attnstruct.checkpoints.sweep_merge.combine_parts`)."""
+    if args.combine is not None:
+        return _combine(args)
+    if args.list is None:
+        raise CommandError("name the model LIST to sweep, or --combine DIR [DIR ...] to merge sweeps")
     from ..checkpoints.scoring import DeviceError
     from ..checkpoints.sweep import SweepError, read_model_list, run_sweep
 
@@ -58,11 +65,33 @@ def sweep(args) -> int:
             num_std=args.num_std,
             precision=args.precision,
             progress=sys.stderr.isatty(),
+            shard=args.shard,
         )
     except (SweepError, DeviceError, ValueError) as err:
         raise CommandError(str(err)) from None
     print(
         f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
+        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _combine(args) -> int:
+    """``attnstruct sweep --combine DIR ... --out DIR``: the parts' models in one ``sweep.nc``."""
+    if args.list is not None:
+        raise CommandError(f"--combine merges sweep folders and takes no model list (got {args.list})")
+    if args.shard is not None:
+        raise CommandError("--combine merges the shards; give --shard only when scoring one")
+    from ..checkpoints.sweep import SweepError
+    from ..checkpoints.sweep_merge import combine_parts
+
+    try:
+        result = combine_parts(args.combine, args.out)
+    except (SweepError, OSError, ValueError) as err:
+        raise CommandError(str(err)) from None
+    print(
+        f"{len(result.scored)} models from {len(args.combine)} parts, {len(result.failures)} failed "
         f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",
         file=sys.stderr,
     )
