@@ -34,6 +34,8 @@ def test_one_row_per_block_with_layer_and_head_scores(whisper_dir):
         "directionality",
         "n_heads",
         "n_kv_heads",
+        "d_model",
+        "d_head",
         "causal",
         "extras",
         "precision",

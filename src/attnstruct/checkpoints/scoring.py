@@ -120,9 +120,10 @@ def score_blocks(
     desc: str = "scoring",
     position: int | None = None,
 ) -> pd.DataFrame:
-    """The table of ``blocks`` (module docstring): one row per block, the layer scores, the metadata and, with
-    ``per_head``, each head's scores. ``device``: ``auto``, ``cpu`` or ``cuda``; ``precision``: ``auto``,
-    ``float64`` or ``float32``, chosen per block from its width.
+    """The table of ``blocks`` (module docstring): one row per block, the layer scores, the metadata (head counts,
+    ``d_model`` and ``d_head``, causal, extras, precision) and, with ``per_head``, each head's scores. ``device``:
+    ``auto``, ``cpu`` or ``cuda``; ``precision``: ``auto``, ``float64`` or ``float32``, chosen per block from its
+    width.
 
     Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` when there is no block, ``ValueError`` for an
     unknown
@@ -150,6 +151,8 @@ def score_blocks(
             "directionality": float(layer.directionality),
             "n_heads": block.n_heads,
             "n_kv_heads": block.n_kv_heads,
+            "d_model": block.w_q.shape[-1],
+            "d_head": block.w_q.shape[1],
             "causal": block.causal,
             "extras": ",".join(block.extras),
             "precision": used,

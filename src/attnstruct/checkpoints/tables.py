@@ -34,10 +34,13 @@ from .scoring import score_blocks
 COLUMNS = ("stack", "layer", "symmetry", "directionality")
 
 
-META_COLUMNS = ("n_heads", "n_kv_heads", "causal", "extras", "precision")
+META_COLUMNS = ("n_heads", "n_kv_heads", "d_model", "d_head", "causal", "extras", "precision")
 
 
 HEAD_COLUMNS = ("head_symmetry", "head_directionality")
+
+
+SHAPE_COLUMNS = ("d_model", "d_head")
 
 
 LAYER_MATRIX = "sum over heads of W_q^h W_k^h^T per attention block (d_model x d_model)"
@@ -52,7 +55,8 @@ def has_heads(table: pd.DataFrame) -> bool:
 
 
 def layer_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per block: ``stack layer symmetry directionality n_heads n_kv_heads causal extras precision``."""
+    """One row per block: ``stack layer symmetry directionality n_heads n_kv_heads d_model d_head causal extras
+    precision``."""
     return table[[*COLUMNS, *META_COLUMNS]]
 
 
@@ -88,16 +92,19 @@ def _grid(table: pd.DataFrame, stacks: list[str], n_layers: int, column: str) ->
 def blocks_dataset(table: pd.DataFrame) -> xr.Dataset:
     """The table over ``(stack, layer[, head])``, stacks in the order encoder, decoder, cross.
 
-    Variables: ``symmetry``, ``directionality``, ``n_heads``, ``n_kv_heads`` over ``(stack, layer)``, float64 with
-    NaN where a stack has fewer layers; with per-head scores, ``head_symmetry`` and ``head_directionality`` over
-    ``(stack, layer, head)``, ``head`` running to the largest head count, NaN beyond a block's own; ``extras``
-    over ``stack``, the sorted union of its blocks' extras, comma-separated (``""`` for none).
+    Variables: ``symmetry``, ``directionality``, ``n_heads``, ``n_kv_heads`` (and ``d_model``, ``d_head`` when the
+    table has them, as :func:`attnstruct.checkpoints.scoring.score_blocks` gives them: the shape of a block's
+    random-layer null) over ``(stack, layer)``, float64 with NaN where a stack has fewer layers; with per-head
+    scores, ``head_symmetry`` and ``head_directionality`` over ``(stack, layer, head)``, ``head`` running to the
+    largest head count, NaN beyond a block's own; ``extras`` over ``stack``, the sorted union of its blocks' extras,
+    comma-separated (``""`` for none).
     """
     stacks = [s for s in STACKS if s in set(table["stack"])]
     n_layers = int(table["layer"].max()) + 1
     variables = {
         k: (("stack", "layer"), _grid(table, stacks, n_layers, k))
-        for k in ("symmetry", "directionality", "n_heads", "n_kv_heads")
+        for k in ("symmetry", "directionality", "n_heads", "n_kv_heads", *SHAPE_COLUMNS)
+        if k in table.columns
     }
     coords = {"stack": stacks, "layer": np.arange(n_layers)}
     if has_heads(table):
@@ -192,7 +199,7 @@ MODEL_COORDS = {
     "bytes_fetched": math.nan,
 }
 # Recorded in the sweep's per-model files (``parameters``): a file of another layout is scored again, not combined.
-LAYOUT = "model_dataset/3"
+LAYOUT = "model_dataset/4"
 
 
 def _relative_depth(symmetry: xr.DataArray) -> np.ndarray:
