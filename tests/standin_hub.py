@@ -16,8 +16,19 @@ It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to reso
   ``ETag`` (quoted; the git blob sha1 for small text files, the sha256 of the content for "LFS" files, i.e. weights
   suffixes or >= 10 MiB; for a :class:`SparseFile` a sha256 fingerprint of its size and segments, which is stable but
   is not the content hash), ``Content-Length``, ``Accept-Ranges: bytes``, ``Content-Type``, and ``Content-Range`` on
-  206/416. No redirect to a CDN (files are served directly with 200, so there is no ``X-Linked-Etag``) and no Xet
-  headers (``X-Xet-Hash`` ...), so ``hf_hub_download`` takes the plain HTTP path even with ``hf_xet`` installed.
+  206/416. By default files are served directly (no redirect, so no ``X-Linked-Etag``); there are never Xet headers
+  (``X-Xet-Hash`` ...), so ``hf_hub_download`` takes the plain HTTP path even with ``hf_xet`` installed.
+* A CDN on another origin (a second server, ``cdn_url``: another port of 127.0.0.1): after
+  :meth:`StandinHub.redirect_large` the ``/resolve/`` HEAD and GET of LFS files of at least ``min_size`` bytes
+  answer ``302`` with ``Location: {cdn_url}/cdn/{repo_id}/{commit}/{filename}`` and the headers the Hub sends for
+  LFS files (``X-Linked-Size``, ``X-Linked-Etag`` = the sha256, ``X-Repo-Commit``, ``ETag`` = the pointer's git
+  blob id), from which ``hf_hub_download`` takes the file's metadata without following the redirect; it then GETs
+  the CDN URL without ``Authorization``. The CDN serves the bytes as ``/resolve/`` does (Range, 206/416, ``ETag``)
+  without asking for a token, and records each request. :meth:`StandinHub.redirect_repo` answers a renamed
+  repository's requests with ``307`` and a relative ``Location`` on the Hub's own origin, as the Hub does.
+* Faults, as the real Hub's, off by default (:meth:`StandinHub.rate_limit`, :meth:`~StandinHub.fail_once`,
+  :meth:`~StandinHub.break_once`, :meth:`~StandinHub.stall_once`): 429 with ``Retry-After`` and/or ``RateLimit``
+  headers every k-th request to the Hub's origin, a 5xx once, a body cut short once, an answer late once.
 * Errors, as the Hub sends them (``X-Error-Code`` + ``X-Error-Message`` headers and a JSON ``{"error": ...}`` body),
   which ``huggingface_hub.utils.hf_raise_for_status`` turns into typed errors:
 
@@ -41,6 +52,9 @@ pass ``endpoint=hub.url`` explicitly (``HfApi(endpoint=...)``, ``hf_hub_download
 ``hf_hub_url(endpoint=...)``); the project's code should pick the endpoint up at call time with
 ``os.environ.get("HF_ENDPOINT") or huggingface_hub.constants.ENDPOINT`` so that a test can ``monkeypatch.setenv`` it.
 
+The files it serves, bytes or :class:`~standin_files.SparseFile`, and what it reports about them (LFS or not, ETag,
+git blob id) are in ``tests/standin_files.py``; ``SparseFile`` and ``sparse_safetensors`` are importable from here too.
+
 Usage::
 
     with StandinHub() as hub:
@@ -50,166 +64,35 @@ Usage::
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import json
 import re
 import socket
-import struct
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from standin_files import HubFile, SparseFile, sparse_safetensors
 
 __all__ = ["SparseFile", "StandinHub", "sparse_safetensors"]
 
 CHUNK = 1 << 20  # bytes per socket write of a file body
-LFS_MIN_SIZE = 10 << 20  # the Hub stores files from 10 MiB on with LFS (ETag = sha256)
-LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf", ".npz", ".model")
 LAST_MODIFIED = "2024-01-01T00:00:00.000Z"
-
-# safetensors dtypes: bytes per element, in the order the safetensors library sorts tensors by (ascending; the
-# library writes the largest first, then by name).
-DTYPE_SIZES = {"BOOL": 1, "U8": 1, "I8": 1, "I16": 2, "F16": 2, "BF16": 2, "I32": 4, "F32": 4, "F64": 8, "I64": 8}
-_DTYPE_RANK = {name: rank for rank, name in enumerate(DTYPE_SIZES)}
 
 _REFS = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)?)/refs/?$")
 _API = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)?)(?:/revision/(?P<rev>[^/]+))?/?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_CDN = re.compile(r"^/cdn/(?P<repo>[^/]+(?:/[^/]+)?)/(?P<commit>[0-9a-f]{40})/(?P<file>.+)$")
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
-
-
-class SparseFile:
-    """A large file that is not held in memory: ``size`` bytes, of which only ``segments`` are stored.
-
-    Args:
-        size: total length in bytes.
-        segments: ``{offset: bytes}``; segments must lie inside the file and must not overlap. Every byte outside
-            them reads as zero.
-    """
-
-    def __init__(self, size: int, segments: dict[int, bytes]):
-        self.size = int(size)
-        self._offsets = sorted(segments)
-        self._data = [bytes(segments[o]) for o in self._offsets]
-        end = 0
-        for offset, data in zip(self._offsets, self._data):
-            if offset < end:
-                raise ValueError(f"segment at {offset} overlaps the previous one (which ends at {end})")
-            end = offset + len(data)
-        if end > self.size:
-            raise ValueError(f"segments end at {end}, past the file size {self.size}")
-
-    def __len__(self) -> int:
-        return self.size
-
-    def read(self, start: int = 0, end: int | None = None) -> bytes:
-        """Bytes ``[start, end)`` (``end`` defaults to the size), zeros where no segment is stored."""
-        end = self.size if end is None else min(end, self.size)
-        start = max(0, start)
-        if end <= start:
-            return b""
-        out = bytearray(end - start)
-        # The last segment starting at or before `start` may overlap the range; then every one starting before `end`.
-        first = max(0, bisect.bisect_right(self._offsets, start) - 1)
-        for i in range(first, len(self._offsets)):
-            offset, data = self._offsets[i], self._data[i]
-            if offset >= end:
-                break
-            lo, hi = max(start, offset), min(end, offset + len(data))
-            if lo < hi:
-                out[lo - start : hi - start] = data[lo - offset : hi - offset]
-        return bytes(out)
-
-    def fingerprint(self) -> str:
-        """A stable sha256 of the size and the stored segments (not of the content: it never reads the zeros)."""
-        digest = hashlib.sha256(f"sparse:{self.size}".encode())
-        for offset, data in zip(self._offsets, self._data):
-            digest.update(f":{offset}:{len(data)}:".encode())
-            digest.update(hashlib.sha256(data).digest())
-        return digest.hexdigest()
-
-
-def sparse_safetensors(
-    tensors: dict[str, tuple[str, list[int]]],
-    stored: dict[str, bytes],
-    *,
-    metadata: dict[str, str] | None = None,
-) -> SparseFile:
-    """A safetensors file as a :class:`SparseFile`: a real header, the ``stored`` tensors' bytes, zeros elsewhere.
-
-    The layout is the safetensors library's own (``safetensors.torch.save`` writes the same bytes for the same tensors):
-    8-byte little-endian header length, compact JSON header (``__metadata__`` first, then each tensor's ``dtype``,
-    ``shape``, ``data_offsets``), padded with spaces to a multiple of 8, then the data, tensors ordered by dtype size
-    (largest first) then by name.
-
-    Args:
-        tensors: ``{name: (dtype, shape)}``, dtype one of ``DTYPE_SIZES`` (``"F32"``, ``"BF16"``, ``"F16"``, ...).
-        stored: ``{name: raw little-endian bytes}`` for the tensors whose values matter (e.g. query/key weights);
-            each must have exactly the tensor's size.
-        metadata: the ``__metadata__`` entry; ``{"format": "pt"}`` (what transformers writes) when None; ``{}`` omits
-            it.
-    """
-    unknown = set(stored) - set(tensors)
-    if unknown:
-        raise KeyError(f"stored tensors not in `tensors`: {sorted(unknown)}")
-    header: dict = {}
-    meta = {"format": "pt"} if metadata is None else metadata
-    if meta:
-        header["__metadata__"] = meta
-    segments: dict[int, bytes] = {}
-    offset = 0
-    for name in sorted(tensors, key=lambda n: (-_DTYPE_RANK[tensors[n][0]], n)):
-        dtype, shape = tensors[name]
-        count = 1
-        for dim in shape:
-            count *= int(dim)
-        nbytes = count * DTYPE_SIZES[dtype]
-        header[name] = {"dtype": dtype, "shape": [int(d) for d in shape], "data_offsets": [offset, offset + nbytes]}
-        if name in stored:
-            if len(stored[name]) != nbytes:
-                raise ValueError(f"{name}: {len(stored[name])} bytes stored, {nbytes} expected for {dtype}{shape}")
-            segments[offset] = bytes(stored[name])
-        offset += nbytes
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    start = 8 + len(text)
-    return SparseFile(
-        start + offset, {0: struct.pack("<Q", len(text)) + text, **{start + o: d for o, d in segments.items()}}
-    )
-
-
-class _File:
-    """One file of a commit, with what the Hub reports about it."""
-
-    def __init__(self, name: str, content: bytes | SparseFile):
-        if isinstance(content, SparseFile):
-            self.content, self.size, self.lfs = content, content.size, True
-            self.sha256 = content.fingerprint()
-        else:
-            self.content, self.size = bytes(content), len(content)
-            self.lfs = self.size >= LFS_MIN_SIZE or name.endswith(LFS_SUFFIXES)
-            self.sha256 = hashlib.sha256(self.content).hexdigest()
-        if self.lfs:  # git stores the LFS pointer file
-            pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\nsize {self.size}\n"
-            git = pointer.encode()
-        else:
-            git = self.content
-        self.blob_id = hashlib.sha1(b"blob %d\0" % len(git) + git).hexdigest()
-        self.pointer_size = len(git)
-        self.etag = self.sha256 if self.lfs else self.blob_id
-
-    def read(self, start: int, end: int) -> bytes:
-        if isinstance(self.content, SparseFile):
-            return self.content.read(start, end)
-        return self.content[start:end]
 
 
 class _Repo:
     def __init__(self):
         self.refs: dict[str, str] = {}  # branch/tag -> commit
         self.tags: set[str] = set()  # the refs that are tags, not branches
-        self.commits: dict[str, dict[str, _File]] = {}
+        self.commits: dict[str, dict[str, HubFile]] = {}
         self.gated_token: str | None = None
 
     def default(self) -> str:
@@ -224,9 +107,9 @@ class _Repo:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, hub: StandinHub):
+    def __init__(self, hub: StandinHub, role: str):
         super().__init__(("127.0.0.1", 0), _Handler)
-        self.hub = hub
+        self.hub, self.role = hub, role  # role: "hub" or "cdn"
         self.connections: set[socket.socket] = set()
         self.connections_lock = threading.Lock()
 
@@ -265,53 +148,79 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):
         self.server.hub._handle(self, "HEAD")
 
+    def send_response(self, code, message=None):
+        self.server.hub._sent(self.server.role, code)
+        super().send_response(code, message)
+
     def log_message(self, format, *args):
         pass
 
 
 class StandinHub:
-    """A local Hugging Face Hub: repositories of in-memory files served on ``http://127.0.0.1:PORT``.
+    """A local Hugging Face Hub: repositories of in-memory files served on ``http://127.0.0.1:PORT`` (``url``), and
+    its CDN on another port (``cdn_url``).
 
     Use as a context manager (``with StandinHub() as hub:``) or with :meth:`start`/:meth:`stop`. Repositories may be
     added before or while it runs. Counters, all thread-safe:
 
-    * ``bytes_served``: body bytes handed to the connection for ``/resolve/`` GETs, all repositories;
+    * ``bytes_served``: body bytes of files handed to the connection (``/resolve/`` and CDN GETs), all repositories;
       :meth:`bytes_served_for` per repo;
-    * ``requests``: ``(method, path, Range header or None)`` per request, ``path`` as sent (URL-quoted, with the query).
+    * ``requests``: ``(method, path, Range header or None)`` per request to the Hub's origin, ``path`` as sent
+      (URL-quoted, with the query); ``statuses``: the status of each response it sent, in the order sent;
+    * ``cdn_requests``: ``(method, path, Range header or None, whether an Authorization header came)`` per request to
+      the CDN's origin (``cdn_url``);
+    * ``faults``: ``(fault, path)`` per fault injected: ``"rate limited"``, ``"failed"``, ``"broken"``, ``"stalled"``.
     """
 
     def __init__(self):
-        self.url = ""
+        self.url = self.cdn_url = ""
         self.bytes_served = 0
         self.requests: list[tuple[str, str, str | None]] = []
+        self.statuses: list[int] = []
+        self.cdn_requests: list[tuple[str, str, str | None, bool]] = []
+        self.faults: list[tuple[str, str]] = []
         self._served: dict[str, int] = {}
         self._repos: dict[str, _Repo] = {}
         self._truncated: dict[tuple[str, str], int] = {}
+        self._renamed: dict[str, str] = {}
+        self._redirect_min: int | None = None
+        self._rate: tuple[int, int | str | None, int | None, str] | None = None  # (every, Retry-After, reset, path)
+        self._rate_count = 0
+        self._once: list[tuple[str, str, str | None, object]] = []  # (fault, path substring, method or None, value)
         self._lock = threading.Lock()
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._servers: list[_Server] = []
+        self._threads: list[threading.Thread] = []
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
     def start(self) -> StandinHub:
-        """Start serving on a free port of 127.0.0.1 (a new port if it was stopped before); sets ``url``."""
-        if self._server is None:
-            self._server = _Server(self)
-            self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-            self._thread = threading.Thread(
-                target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="standin-hub", daemon=True
-            )
-            self._thread.start()
+        """Start serving the Hub and its CDN on two free ports of 127.0.0.1 (new ones if it was stopped before); sets
+        ``url`` and ``cdn_url``."""
+        if not self._servers:
+            self._servers = [_Server(self, "hub"), _Server(self, "cdn")]
+            self.url, self.cdn_url = (f"http://127.0.0.1:{server.server_address[1]}" for server in self._servers)
+            self._threads = [
+                threading.Thread(
+                    target=server.serve_forever,
+                    kwargs={"poll_interval": 0.05},
+                    name=f"standin-{server.role}",
+                    daemon=True,
+                )
+                for server in self._servers
+            ]
+            for thread in self._threads:
+                thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop serving and cut open connections; later requests to ``url`` are refused."""
-        server, self._server = self._server, None
-        if server is not None:
+        """Stop serving and cut open connections; later requests to ``url`` or ``cdn_url`` are refused."""
+        servers, self._servers = self._servers, []
+        for server in servers:
             server.shutdown()
             server.close_connections()
             server.server_close()
-            self._thread.join(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=5)
 
     def __enter__(self) -> StandinHub:
         return self.start()
@@ -337,7 +246,7 @@ class StandinHub:
         revisions): file downloads then need ``Authorization: Bearer <gated_token>``. ``tag=True`` makes ``revision``
         a tag (as Ettin's ``step*`` checkpoints are) instead of a branch (as Pythia's are).
         """
-        entries = {name: _File(name, content) for name, content in files.items()}
+        entries = {name: HubFile(name, content) for name, content in files.items()}
         digest = hashlib.sha1(repo_id.encode())
         for name in sorted(entries):
             digest.update(f"\0{name}\0{entries[name].etag}".encode())
@@ -377,27 +286,142 @@ class StandinHub:
             else:
                 self._truncated[(repo_id, filename)] = int(keep)
 
+    # -- redirects and faults --------------------------------------------------------------------------------------
+
+    def redirect_repo(self, old_id: str, new_id: str | None) -> None:
+        """From now on answer every Hub request under ``old_id`` (API and ``/resolve/``) with ``307`` and a relative
+        ``Location``, the same path under ``new_id``: a renamed repository. ``new_id=None`` undoes it."""
+        with self._lock:
+            if new_id is None:
+                self._renamed.pop(old_id, None)
+            else:
+                self._renamed[old_id] = new_id
+
+    def redirect_large(self, min_size: int | None = 0) -> None:
+        """From now on answer ``/resolve/`` HEAD and GET of LFS files of at least ``min_size`` bytes with ``302`` to
+        the CDN (module docstring), as the Hub does for LFS files; ``None`` serves them directly again."""
+        with self._lock:
+            self._redirect_min = min_size
+
+    def rate_limit(
+        self, every: int | None, retry_after: int | str | None = None, *, reset: int | None = None, path: str = ""
+    ) -> None:
+        """From now on answer every ``every``-th request to the Hub's origin with 429 and the Hub's error headers.
+
+        Requests are counted from this call over all paths of the Hub's origin, API and ``/resolve/`` alike, or only
+        those holding ``path`` when given; the CDN is never limited. ``retry_after`` (seconds, or an HTTP date as a
+        string) is sent as ``Retry-After``; ``reset`` as the IETF ``RateLimit: "api";r=0;t=RESET`` header (with a
+        ``RateLimit-Policy``); neither is sent when None. ``every=None`` stops it; ``every=1`` refuses everything.
+        (``hf_hub_download`` retries a 429 of its GET itself, sleeping ``Retry-After`` + 1 s for real: a test that
+        should not wait limits only the paths it reads by Range.)"""
+        with self._lock:
+            self._rate = None if every is None else (int(every), retry_after, reset, path)
+            self._rate_count = 0
+
+    def fail_once(self, path_substring: str, status: int = 503, *, method: str | None = None) -> None:
+        """The next request on either origin whose path holds ``path_substring`` (and whose method is ``method``,
+        when given) answers ``status`` with the Hub's error headers, once. Calls queue up."""
+        with self._lock:
+            self._once.append(("failed", path_substring, method, int(status)))
+
+    def break_once(self, path_substring: str, keep: int | None = None) -> None:
+        """The next GET on either origin whose path holds ``path_substring`` and whose answer has a body announces
+        the whole ``Content-Length`` but sends only ``keep`` bytes of it (half when None), then closes the
+        connection, once. :meth:`truncate` does the same for good."""
+        with self._lock:
+            self._once.append(("broken", path_substring, "GET", keep))
+
+    def stall_once(self, path_substring: str, seconds: float) -> None:
+        """The next request on either origin whose path holds ``path_substring`` is answered only after ``seconds``
+        (a client with a shorter timeout gives up first), once."""
+        with self._lock:
+            self._once.append(("stalled", path_substring, None, float(seconds)))
+
+    def _take(self, fault: str, path: str, method: str) -> tuple | None:
+        """The first queued one-shot ``fault`` matching this request, removed and recorded; None when none is."""
+        with self._lock:
+            for i, (kind, substring, wanted, value) in enumerate(self._once):
+                if kind == fault and substring in path and wanted in (None, method):
+                    del self._once[i]
+                    self.faults.append((fault, path))
+                    return (value,)
+        return None
+
+    def _fault(self, h: _Handler, method: str, cdn: bool) -> bool:
+        """Inject the faults switched on for this request; True when one of them answered it."""
+        stall = self._take("stalled", h.path, method)
+        if stall is not None:
+            time.sleep(stall[0])
+        with self._lock:
+            rate = None if cdn or self._rate is None or self._rate[3] not in h.path else self._rate
+            if rate is not None:
+                self._rate_count += 1
+                if self._rate_count % rate[0]:
+                    rate = None
+                else:
+                    self.faults.append(("rate limited", h.path))
+        if rate is not None:
+            _, retry_after, reset, _ = rate
+            extra = {} if retry_after is None else {"Retry-After": str(retry_after)}
+            if reset is not None:
+                extra |= {"RateLimit": f'"api";r=0;t={reset}', "RateLimit-Policy": '"fixed window";"api";q=500;w=300'}
+            self._error(h, method, 429, None, "You have exceeded our rate limit: retry later", extra)
+            return True
+        failed = self._take("failed", h.path, method)
+        if failed is not None:
+            self._error(h, method, failed[0], None, f"Internal error (HTTP {failed[0]})")
+            return True
+        return False
+
     # -- counters --------------------------------------------------------------------------------------------------
 
     def bytes_served_for(self, repo_id: str) -> int:
-        """Body bytes sent for ``/resolve/`` GETs of ``repo_id``."""
+        """Body bytes sent for ``/resolve/`` and CDN GETs of ``repo_id``'s files."""
         with self._lock:
             return self._served.get(repo_id, 0)
 
     def reset_counters(self) -> None:
-        """Zero ``bytes_served`` (all repositories) and empty ``requests``."""
+        """Zero ``bytes_served`` (all repositories) and empty ``requests``, ``statuses``, ``cdn_requests`` and
+        ``faults`` (the faults switched on stay on)."""
         with self._lock:
             self.bytes_served = 0
             self._served.clear()
-            self.requests.clear()
+            for record in (self.requests, self.statuses, self.cdn_requests, self.faults):
+                record.clear()
+
+    def _sent(self, role: str, status: int) -> None:
+        if role == "hub":
+            with self._lock:
+                self.statuses.append(status)
 
     # -- serving ---------------------------------------------------------------------------------------------------
 
     def _handle(self, h: _Handler, method: str) -> None:
+        cdn = h.server.role == "cdn"
         with self._lock:
-            self.requests.append((method, h.path, h.headers.get("Range")))
+            if cdn:
+                self.cdn_requests.append((method, h.path, h.headers.get("Range"), "Authorization" in h.headers))
+            else:
+                self.requests.append((method, h.path, h.headers.get("Range")))
+        if self._fault(h, method, cdn):
+            return
         parts = urlsplit(h.path)
-        if m := _REFS.match(parts.path):
+        if cdn:
+            if m := _CDN.match(parts.path):
+                self._cdn(h, method, unquote(m["repo"]), m["commit"], unquote(m["file"]))
+            else:
+                self._error(h, method, 404, None, f"Not found: {parts.path}")
+            return
+        m = _REFS.match(parts.path) or _API.match(parts.path) or _RESOLVE.match(parts.path)
+        with self._lock:
+            new_id = self._renamed.get(unquote(m["repo"])) if m else None
+        if new_id is not None:
+            begin, end = m.span("repo")
+            location = (
+                parts.path[:begin] + quote(new_id) + parts.path[end:] + (f"?{parts.query}" if parts.query else "")
+            )
+            self._send(h, method, 307, {"Location": location, "Content-Type": "text/plain"})
+        elif m := _REFS.match(parts.path):
             self._refs(h, method, unquote(m["repo"]))
         elif m := _API.match(parts.path):
             rev = unquote(m["rev"]) if m["rev"] else None
@@ -512,13 +536,38 @@ class StandinHub:
         if entry is None:
             self._error(h, method, 404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": commit})
             return
+        with self._lock:
+            redirect = self._redirect_min is not None and entry.lfs and entry.size >= self._redirect_min
+        if redirect:
+            location = f"{self.cdn_url}/cdn/{quote(repo_id)}/{commit}/{quote(filename)}"
+            headers = {
+                "Location": location,
+                "X-Linked-Size": str(entry.size),
+                "X-Linked-Etag": f'"{entry.sha256}"',
+                "X-Repo-Commit": commit,
+                "ETag": f'"{entry.blob_id}"',
+                "Content-Type": "text/plain; charset=utf-8",
+            }
+            self._send(h, method, 302, headers, f"Found. Redirecting to {location}".encode())
+            return
+        headers = {"Accept-Ranges": "bytes", "ETag": f'"{entry.etag}"', "X-Repo-Commit": commit}
+        self._serve(h, method, repo_id, filename, entry, headers)
+
+    def _cdn(self, h: _Handler, method: str, repo_id: str, commit: str, filename: str) -> None:
+        """A file of a commit, as the CDN serves it: no token asked for, no ``X-Repo-Commit``."""
+        with self._lock:
+            repo = self._repos.get(repo_id)
+            entry = repo.commits.get(commit, {}).get(filename) if repo is not None else None
+        if entry is None:
+            self._error(h, method, 404, None, "NoSuchKey")
+            return
+        self._serve(h, method, repo_id, filename, entry, {"Accept-Ranges": "bytes", "ETag": f'"{entry.sha256}"'})
+
+    def _serve(self, h: _Handler, method: str, repo_id: str, filename: str, entry: HubFile, headers: dict) -> None:
+        """The bytes of ``entry``: the whole file (200) or the range asked for (206, or 416), cut short when
+        :meth:`truncate` or :meth:`break_once` says so."""
         size = entry.size
-        headers = {
-            "Content-Type": "application/octet-stream",
-            "Accept-Ranges": "bytes",
-            "ETag": f'"{entry.etag}"',
-            "X-Repo-Commit": commit,
-        }
+        headers = {"Content-Type": "application/octet-stream", **headers}
         start, end, status = 0, size, 200
         value = h.headers.get("Range")
         if value is not None:
@@ -543,6 +592,10 @@ class StandinHub:
             return
         with self._lock:
             keep = self._truncated.get((repo_id, filename))
+        broken = self._take("broken", h.path, method) if end > start else None
+        if broken is not None:
+            once = (end - start) // 2 if broken[0] is None else broken[0]
+            keep = once if keep is None else min(keep, once)
         stop = end if keep is None else min(end, start + keep)
         pos = start
         try:

@@ -1,8 +1,10 @@
 """The stand-in Hub (tests/standin_hub.py) speaks the protocol huggingface_hub 2.4 expects. Offline: 127.0.0.1 only."""
 
+import hashlib
 import json
 import struct
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2
 import numpy as np
@@ -19,7 +21,7 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, parse_ratelimit_headers
 from standin_hub import SparseFile, StandinHub, sparse_safetensors
 
 pytestmark = pytest.mark.hub
@@ -254,3 +256,112 @@ def test_seven_billion_shaped_checkpoint_is_served_by_ranges(hub):
     assert row == q5[: 2 * d]
     zeros = _get(hub, REPO, "model.safetensors", commit, f"bytes={8 + n + begin - 16}-{8 + n + begin - 1}").content
     assert zeros == bytes(16)
+
+
+def _raw(url, range_=None, token=False, **kw):
+    """One request, no redirect followed, no status check."""
+    headers = build_hf_headers(token=token)
+    if range_ is not None:
+        headers["Range"] = range_
+    return get_session().get(url, headers=headers, follow_redirects=False, **kw)
+
+
+def test_large_files_redirect_to_a_cdn_on_another_origin(hub, tmp_path):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": WEIGHTS})
+    hub.redirect_large(min_size=1000)
+    url = hf_hub_url(REPO, "model.safetensors", revision=commit, endpoint=hub.url)
+    for method in ("HEAD", "GET"):
+        r = get_session().request(method, url, headers=build_hf_headers(token=False), follow_redirects=False)
+        assert r.status_code == 302 and r.headers["Location"].startswith(f"{hub.cdn_url}/cdn/{REPO}/{commit}/")
+        assert r.headers["X-Linked-Size"] == str(len(WEIGHTS)) and r.headers["X-Repo-Commit"] == commit
+        assert r.headers["X-Linked-Etag"] == f'"{hashlib.sha256(WEIGHTS).hexdigest()}"' and r.headers["ETag"]
+    assert urlsplit(hub.cdn_url).port != urlsplit(hub.url).port  # another origin
+    cdn = _raw(r.headers["Location"], "bytes=10-19")
+    assert cdn.status_code == 206 and cdn.content == WEIGHTS[10:20] and "X-Repo-Commit" not in cdn.headers
+    _raw(r.headers["Location"], token="hf_sent_anyway")
+    location = urlsplit(r.headers["Location"]).path
+    assert hub.cdn_requests == [("GET", location, "bytes=10-19", False), ("GET", location, None, True)]
+    assert _raw(hf_hub_url(REPO, "config.json", endpoint=hub.url)).status_code == 200  # not LFS: served directly
+    hub.reset_counters()
+    path = hf_hub_download(REPO, "model.safetensors", endpoint=hub.url, cache_dir=tmp_path, token="hf_some_token")
+    assert Path(path).read_bytes() == WEIGHTS
+    assert [(m, p) for m, p, _ in hub.requests] == [("HEAD", f"/{REPO}/resolve/main/model.safetensors")]
+    assert hub.cdn_requests == [("GET", location, None, False)]  # the token stayed on the hub
+    assert hub.bytes_served_for(REPO) == len(WEIGHTS)
+    hub.redirect_large(None)
+    assert _raw(url).status_code == 200
+
+
+def test_a_renamed_repository_answers_307_with_a_relative_location(hub, tmp_path):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    hub.redirect_repo("org/old", REPO)
+    r = _raw(hf_hub_url("org/old", "config.json", endpoint=hub.url))
+    assert r.status_code == 307 and r.headers["Location"] == f"/{REPO}/resolve/main/config.json"
+    assert HfApi(endpoint=hub.url, token=False).model_info("org/old").id == REPO
+    path = hf_hub_download("org/old", "config.json", endpoint=hub.url, cache_dir=tmp_path, token=False)
+    assert Path(path).read_bytes() == CONFIG
+    hub.redirect_repo("org/old", None)
+    with pytest.raises(RepositoryNotFoundError):
+        HfApi(endpoint=hub.url, token=False).model_info("org/old")
+
+
+def test_rate_limit_answers_every_kth_request_to_the_hub_with_429(hub):
+    commit = hub.add_repo(REPO, {"model.safetensors": WEIGHTS})
+    url = hf_hub_url(REPO, "model.safetensors", revision=commit, endpoint=hub.url)
+    hub.redirect_large()
+    hub.rate_limit(every=3, retry_after=7)
+    for _ in range(6):
+        r = _raw(url, "bytes=0-9")
+        if r.status_code == 302:
+            assert _raw(r.headers["Location"], "bytes=0-9").content == WEIGHTS[:10]  # the CDN is not counted
+    assert hub.statuses == [302, 302, 429, 302, 302, 429] and len(hub.cdn_requests) == 4
+    assert hub.faults == [("rate limited", urlsplit(url).path)] * 2
+    assert r.headers["Retry-After"] == "7" and r.headers["X-Error-Message"] and "RateLimit" not in r.headers
+    with pytest.raises(HfHubHTTPError) as err:
+        hf_raise_for_status(r)
+    assert err.value.response.status_code == 429
+    hub.rate_limit(every=1, reset=30)
+    r = _raw(f"{hub.url}/api/models/{REPO}")
+    assert r.status_code == 429 and "Retry-After" not in r.headers
+    limit = parse_ratelimit_headers(r.headers)
+    assert (limit.remaining, limit.reset_in_seconds) == (0, 30)
+    hub.rate_limit(every=1, path="/resolve/")
+    assert _raw(f"{hub.url}/api/models/{REPO}").status_code == 200 and _raw(url).status_code == 429
+    hub.rate_limit(None)
+    assert _raw(url).status_code == 302
+
+
+def test_fail_once_answers_the_next_matching_request_with_a_5xx(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "w.bin": WEIGHTS})
+    url = hf_hub_url(REPO, "w.bin", revision=commit, endpoint=hub.url)
+    hub.fail_once("w.bin")
+    hub.fail_once("w.bin", 502, method="GET")
+    assert _raw(hf_hub_url(REPO, "config.json", endpoint=hub.url)).status_code == 200  # does not match
+    assert _raw(url).status_code == 503
+    assert get_session().head(url).status_code == 200  # the 502 waits for a GET
+    assert [_raw(url).status_code for _ in range(2)] == [502, 200]
+    assert [fault for fault, _ in hub.faults] == ["failed", "failed"]
+
+
+def test_break_once_cuts_one_transfer_short_on_either_origin(hub):
+    commit = hub.add_repo(REPO, {"w.bin": WEIGHTS})
+    url = hf_hub_url(REPO, "w.bin", revision=commit, endpoint=hub.url)
+    hub.break_once("w.bin")
+    with pytest.raises(httpx2.RemoteProtocolError, match="received 500 bytes, expected 1000"):
+        _raw(url, "bytes=0-999")
+    assert _raw(url, "bytes=0-999").content == WEIGHTS[:1000]  # once
+    hub.redirect_large()
+    hub.break_once("w.bin", keep=10)
+    location = _raw(url, "bytes=0-99").headers["Location"]
+    with pytest.raises(httpx2.RemoteProtocolError, match="received 10 bytes, expected 100"):
+        _raw(location, "bytes=0-99")
+    assert hub.faults == [("broken", urlsplit(url).path), ("broken", urlsplit(location).path)]
+
+
+def test_stall_once_answers_late_once(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG})
+    url = hf_hub_url(REPO, "config.json", revision=commit, endpoint=hub.url)
+    hub.stall_once("config.json", 0.3)
+    with pytest.raises(httpx2.ReadTimeout):
+        _raw(url, timeout=0.05)
+    assert _raw(url, timeout=5).content == CONFIG and [fault for fault, _ in hub.faults] == ["stalled"]

@@ -1,0 +1,285 @@
+"""The hub client (attnstruct.checkpoints.hub_client) against the stand-in hub's redirects and faults: the bytes come
+right, the waits are the ones the hub asks for or the policy's backoff, the bounds hold. Waits are recorded, not
+slept; one timeout costs 0.05 s."""
+
+import random
+import threading
+import time
+from email.utils import formatdate
+from pathlib import Path
+
+import httpx2
+import pytest
+from huggingface_hub import HfApi, constants, hf_hub_download, hf_hub_url
+from huggingface_hub.errors import RepositoryNotFoundError
+from standin_hub import StandinHub
+
+from attnstruct.checkpoints.extract.blocks import ExtractionError
+from attnstruct.checkpoints.hub_client import (
+    REASONS,
+    RetryCounter,
+    RetryPolicy,
+    call_with_retries,
+    get_range,
+)
+
+pytestmark = pytest.mark.hub
+
+REPO = "org/tiny"
+DATA = bytes((i * 7 + i // 256) % 256 for i in range(10_000))
+CONFIG = b'{"model_type": "gpt2"}'
+
+
+@pytest.fixture(autouse=True)
+def _online_without_token(monkeypatch):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+
+@pytest.fixture
+def hub(loopback_http):
+    with StandinHub() as h:
+        yield h
+
+
+@pytest.fixture
+def waits():
+    return []
+
+
+@pytest.fixture
+def policy(waits):
+    """The default bounds, a seeded jitter, and waits recorded instead of slept."""
+    return RetryPolicy(rng=random.Random(7), sleep=waits.append)
+
+
+@pytest.fixture
+def counter():
+    return RetryCounter()
+
+
+def _url(hub, commit, file="model.safetensors", repo=REPO):
+    return hf_hub_url(repo, file, revision=commit, endpoint=hub.url)
+
+
+def _draws(seed, n, policy):
+    """The backoff waits a fresh ``random.Random(seed)`` gives for retries 0..n-1 under ``policy``'s base and cap."""
+    rng = random.Random(seed)
+    return [rng.uniform(0.0, min(policy.cap_s, policy.base_s * 2.0**i)) for i in range(n)]
+
+
+def test_a_redirect_to_the_cdn_keeps_the_range_and_leaves_the_token_on_the_hub(hub, policy, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA}, gated_token="hf_right")
+    hub.redirect_large()
+    url = _url(hub, commit)
+    assert get_range(url, 100, 300, token="hf_right", policy=policy, counter=counter) == DATA[100:300]
+    path = f"/{REPO}/resolve/{commit}/model.safetensors"
+    assert hub.requests == [("GET", path, "bytes=100-299")] and hub.statuses == [302]  # 302: the token was right
+    assert hub.cdn_requests == [("GET", f"/cdn/{REPO}/{commit}/model.safetensors", "bytes=100-299", False)]
+    with pytest.raises(ExtractionError) as err:
+        get_range(url, 0, 8, token="hf_wrong", policy=policy, counter=counter)
+    assert err.value.kind == "gated" and len(hub.requests) == 2  # a 403 is not retried
+    assert counter.summary() == "hub: no retries"
+
+
+def test_a_relative_redirect_on_the_hub_keeps_the_token(hub, policy, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA}, gated_token="hf_right")
+    hub.redirect_repo("org/old", REPO)
+    assert get_range(_url(hub, commit, repo="org/old"), 8, 16, token="hf_right", policy=policy) == DATA[8:16]
+    assert [p for _, p, _ in hub.requests] == [f"/{r}/resolve/{commit}/model.safetensors" for r in ("org/old", REPO)]
+    assert [r for _, _, r in hub.requests] == ["bytes=8-15"] * 2 and hub.statuses == [307, 206]
+
+
+@pytest.mark.parametrize("redirect", [False, True])
+def test_429_with_retry_after_is_waited_out_and_every_read_is_right(hub, policy, counter, waits, redirect):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    if redirect:
+        hub.redirect_large()
+    hub.rate_limit(every=3, retry_after=2)
+    for start in range(0, 10_000, 1000):
+        assert (
+            get_range(_url(hub, commit), start, start + 700, token=False, policy=policy, counter=counter)
+            == (DATA[start : start + 700])
+        )
+    refused = hub.statuses.count(429)
+    assert refused >= 3 and waits == [2.0] * refused
+    assert counter.retries == {**dict.fromkeys(REASONS, 0), "rate limited": refused}
+    assert counter.summary() == f"hub: {refused} retries ({refused} rate limited), {2.0 * refused:.1f} s waited"
+
+
+def test_retry_after_as_an_http_date_and_the_ratelimit_reset_are_honoured(hub, policy, waits):
+    url = _url(hub, hub.add_repo(REPO, {"model.safetensors": DATA}))
+    hub.rate_limit(every=2, retry_after=formatdate(time.time() + 30, usegmt=True))
+    assert [get_range(url, 0, 8, token=False, policy=policy) for _ in range(2)] == [DATA[:8]] * 2
+    hub.rate_limit(every=2, reset=12)
+    assert [get_range(url, 0, 8, token=False, policy=policy) for _ in range(2)] == [DATA[:8]] * 2
+    assert hub.statuses == [206, 429, 206, 206, 429, 206]
+    assert len(waits) == 2 and 27 < waits[0] <= 30 and waits[1] == 12.0
+
+
+def test_without_retry_after_the_waits_are_full_jitter_backoff_and_the_attempts_are_bounded(hub, waits, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.rate_limit(every=1)
+    policy = RetryPolicy(rng=random.Random(3), sleep=waits.append, cap_s=3.0)
+    with pytest.raises(ExtractionError) as err:
+        get_range(
+            _url(hub, commit), 0, 8, token=False, what="org/tiny/model.safetensors", policy=policy, counter=counter
+        )
+    assert (
+        err.value.kind == "rate limited"
+        and "\n" not in str(err.value)
+        and "org/tiny/model.safetensors" in str(err.value)
+    )
+    assert len(hub.requests) == policy.attempts == 6 and counter.retries["rate limited"] == 5
+    assert waits == _draws(3, 5, policy)
+    assert all(0 <= w < bound for w, bound in zip(waits, [1, 2, 3, 3, 3]))
+    assert counter.waited_s == pytest.approx(sum(waits))
+
+
+def test_a_wait_that_would_pass_the_total_bound_is_not_begun(hub, policy, waits):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.rate_limit(every=1, retry_after=120)
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
+    assert err.value.kind == "rate limited" and "would pass 300 s" in str(err.value)
+    assert waits == [120.0, 120.0] and len(hub.requests) == 3
+    hub.rate_limit(every=1, retry_after=1000)
+    with pytest.raises(ExtractionError, match="rate limited"):
+        get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
+    assert waits == [120.0, 120.0] and len(hub.requests) == 4
+
+
+@pytest.mark.parametrize("redirect", [False, True])
+def test_a_server_error_once_and_a_broken_transfer_once_are_survived(hub, policy, counter, waits, redirect):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    if redirect:
+        hub.redirect_large()
+    hub.fail_once("model.safetensors", 503)
+    hub.break_once("model.safetensors")
+    assert get_range(_url(hub, commit), 1000, 5000, token=False, policy=policy, counter=counter) == DATA[1000:5000]
+    assert [fault for fault, _ in hub.faults] == ["failed", "broken"]
+    assert (counter.retries["server error"], counter.retries["broken transfer"]) == (1, 1)
+    assert waits == _draws(7, 2, policy)
+    assert counter.summary() == f"hub: 2 retries (1 server error, 1 broken transfer), {sum(waits):.1f} s waited"
+
+
+def test_a_timeout_is_retried(hub, waits, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.stall_once("model.safetensors", 0.3)
+    policy = RetryPolicy(sleep=waits.append, timeout_s=0.05)
+    assert get_range(_url(hub, commit), 0, 100, token=False, policy=policy, counter=counter) == DATA[:100]
+    assert counter.retries["timeout"] == 1 and len(waits) == 1 and hub.faults[0][0] == "stalled"
+
+
+def test_failures_that_do_not_pass_give_up_after_a_few_attempts(hub, policy, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA, "w.bin": DATA})
+    for _ in range(10):
+        hub.fail_once("model.safetensors", 503)
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit), 0, 8, token=False, policy=policy, counter=counter)
+    assert err.value.kind == "error" and "HTTP 503" in str(err.value) and "4 attempts" in str(err.value)
+    assert len(hub.requests) == 1 + policy.failures == 4
+    hub.truncate(REPO, "w.bin", keep=10)
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit, "w.bin"), 0, 100, token=False, policy=policy, counter=counter)
+    assert err.value.kind == "truncated" and "\n" not in str(err.value) and len(hub.requests) == 8
+    assert (counter.retries["server error"], counter.retries["broken transfer"]) == (3, 3)
+
+
+def test_a_file_that_ends_early_and_other_4xx_are_not_retried(hub, policy, counter, waits):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit), 9_990, 10_010, token=False, policy=policy, counter=counter)
+    assert err.value.kind == "truncated" and "sent 10 of the 20 bytes" in str(err.value)
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit, "missing.safetensors"), 0, 8, token=False, policy=policy, counter=counter)
+    assert err.value.kind == "not found"
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit), 20_000, 20_008, token=False, policy=policy, counter=counter)  # 416
+    assert err.value.kind == "error" and "416" in str(err.value)
+    assert hub.statuses == [206, 404, 416] and waits == [] and counter.summary() == "hub: no retries"
+    assert get_range(_url(hub, commit), 5, 5, token=False, policy=policy) == b"" and len(hub.requests) == 3
+
+
+def test_call_with_retries_survives_a_429_and_a_503_of_the_api_and_does_not_retry_a_404(hub, policy, counter, waits):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG})
+    api = HfApi(endpoint=hub.url, token=False)
+    hub.rate_limit(every=2, retry_after=3)
+    for _ in range(2):
+        info = call_with_retries(lambda: api.model_info(REPO, timeout=5), what=REPO, policy=policy, counter=counter)
+        assert info.sha == commit
+    hub.rate_limit(None)
+    hub.fail_once("/api/models/", 503)
+    refs = call_with_retries(lambda: api.list_repo_refs(REPO), what=REPO, policy=policy, counter=counter)
+    assert [b.target_commit for b in refs.branches] == [commit]
+    assert hub.statuses == [200, 429, 200, 503, 200] and waits[0] == 3.0 and len(waits) == 2
+    assert (counter.retries["rate limited"], counter.retries["server error"]) == (1, 1)
+    with pytest.raises(RepositoryNotFoundError):  # raised unchanged, once
+        call_with_retries(lambda: api.model_info("org/none"), what="org/none", policy=policy, counter=counter)
+    assert len(hub.requests) == 6 and len(waits) == 2
+
+
+def test_call_with_retries_gives_up_in_one_line(hub, policy, counter):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    api = HfApi(endpoint=hub.url, token=False)
+    hub.rate_limit(every=1, retry_after=0)
+    with pytest.raises(ExtractionError) as err:
+        call_with_retries(lambda: api.model_info(REPO), what=f"{REPO}@main", policy=policy, counter=counter)
+    assert err.value.kind == "rate limited" and f"{REPO}@main" in str(err.value) and "\n" not in str(err.value)
+    assert len(hub.requests) == policy.attempts
+    with StandinHub() as gone:
+        dead = HfApi(endpoint=gone.url, token=False)
+    with pytest.raises(ExtractionError) as err:
+        call_with_retries(lambda: dead.model_info(REPO), what=REPO, policy=policy, counter=counter)
+    assert err.value.kind == "error" and counter.retries["unreachable"] == policy.failures
+
+
+def test_hf_hub_download_survives_a_429_and_a_503_and_a_redirect_to_the_cdn(hub, policy, counter, tmp_path):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": DATA}, gated_token="hf_right")
+    hub.redirect_large()
+    hub.fail_once("config.json", 429, method="HEAD")  # hf_hub_download asks again itself, without waiting
+    hub.fail_once("model.safetensors", 503, method="GET")  # it does not retry a 503 of a GET: call_with_retries does
+
+    def download(file):
+        return hf_hub_download(REPO, file, endpoint=hub.url, cache_dir=tmp_path, token="hf_right")
+
+    config = call_with_retries(lambda: download("config.json"), what=REPO, policy=policy, counter=counter)
+    weights = call_with_retries(lambda: download("model.safetensors"), what=REPO, policy=policy, counter=counter)
+    assert Path(config).read_bytes() == CONFIG and Path(weights).read_bytes() == DATA
+    assert 429 in hub.statuses and [fault for fault, _ in hub.faults] == ["failed", "failed"]
+    assert counter.retries["server error"] == 1 and sum(counter.retries.values()) == 1
+    weights_gets = [r for r in hub.cdn_requests if r[0] == "GET"]
+    assert weights_gets and not any(r[3] for r in weights_gets)  # the token never went to the CDN
+    assert all(m == "HEAD" for m, p, _ in hub.requests if p.endswith("model.safetensors"))
+    assert commit in Path(weights).parts
+
+
+def test_the_counter_sums_over_threads_and_reads_in_one_line():
+    counter = RetryCounter()
+    assert counter.summary() == "hub: no retries"
+    counter.add("timeout", 0.25)
+    assert counter.summary() == "hub: 1 retry (1 timeout), 0.2 s waited"
+
+    def add():
+        for _ in range(1000):
+            counter.add("rate limited", 0.5)
+
+    threads = [threading.Thread(target=add) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert counter.retries["rate limited"] == 4000 and counter.waited_s == pytest.approx(2000.25)
+    assert counter.summary() == "hub: 4001 retries (4000 rate limited, 1 timeout), 2000.2 s waited"
+    counter.reset()
+    assert counter.summary() == "hub: no retries" and counter.waited_s == 0
+    with pytest.raises(ValueError):
+        RetryPolicy(attempts=0)
+
+
+def test_a_200_to_a_range_request_is_the_whole_file_and_is_sliced():
+    from attnstruct.checkpoints.hub_client import _body
+
+    assert _body(httpx2.Response(200, content=DATA), 100, 200, "f") == DATA[100:200]
+    with pytest.raises(ExtractionError, match="truncated: f sent 0 of the 10 bytes"):
+        _body(httpx2.Response(200, content=DATA), 10_000, 10_010, "f")
