@@ -198,6 +198,28 @@ def test_the_null_of_the_mean_matches_every_equally_likely_draw():
         assert abs(count / len(sampled) - p) < 5 * np.sqrt(p * (1 - p) / len(sampled)), value
 
 
+
+def test_the_null_of_the_mean_by_unit_matches_every_equally_likely_draw():
+    """Brute force: two units with their own pools (3 values minus 2, and 2 minus 1): each of the 3 * 2 * 2 * 1 = 12
+    draws is equally likely, and the sampled means follow the exact distribution; one shared pool gives the law of
+    :func:`stats.null_of_the_mean`."""
+    pools, minus = [np.array([0.0, 1.0, 3.0]), np.array([10.0, 20.0])], [np.array([0.0, 2.0]), np.array([5.0])]
+    exact = {}
+    for a0, b0, a1, b1 in itertools.product(pools[0], minus[0], pools[1], minus[1]):
+        mean = round(((a0 - b0) + (a1 - b1)) / 2, 9)
+        exact[mean] = exact.get(mean, 0) + 1 / 12
+    sampled = stats.null_of_the_mean_by_unit(pools, minus, n_samples=200_000, seed=5)
+    values, counts = np.unique(np.round(sampled, 9), return_counts=True)
+    assert set(values) == set(exact)
+    for value, count in zip(values, counts):
+        p = exact[value]
+        assert abs(count / len(sampled) - p) < 5 * np.sqrt(p * (1 - p) / len(sampled)), value
+    shared = stats.null_of_the_mean_by_unit([pools[0]] * 3, n_samples=100_000, seed=1)
+    one_pool = stats.null_of_the_mean(pools[0], 3, n_samples=100_000, seed=2)
+    assert abs(shared.mean() - one_pool.mean()) < 0.02 and abs(shared.std() - one_pool.std()) < 0.02
+    with pytest.raises(ValueError, match="one sample per unit"):
+        stats.null_of_the_mean_by_unit(pools, minus[:1])
+
 def test_the_null_of_the_mean_of_one_pool_and_its_scale():
     pool = np.arange(100.0)
     one = stats.null_of_the_mean(pool, 1, n_samples=20_000, seed=1)

@@ -24,6 +24,7 @@ from .nulls import (
     median_null,
     null_median_over_layers,
     null_of_the_mean,
+    null_of_the_mean_by_unit,
     paired_null,
     peak_minus_final,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "median_null",
     "null_median_over_layers",
     "null_of_the_mean",
+    "null_of_the_mean_by_unit",
     "ordering",
     "overall",
     "paired_effect",

@@ -6,6 +6,7 @@
 * :func:`null_of_the_mean`: the null of a mean over ``n`` units, of one pool or of the difference of two. A verdict
   on a mean over ``n`` seeds is read against this, never against the null of one seed's value, which is about
   ``sqrt(n)`` times as wide.
+* :func:`null_of_the_mean_by_unit`: the same when each unit has a null of its own (units of different shapes).
 * :func:`paired_null`: the null of a mean paired difference when the two labels are exchangeable within a unit (runs
   that share their initialisation).
 * :func:`decay_null`: the null of "peaks, then decays" (:func:`decay_trend`, the downward trend of the records after
@@ -149,6 +150,32 @@ def null_of_the_mean(pool, n: int, *, minus=None, n_samples: int = 4000, seed: i
         draws = draws - b[rng.integers(0, len(b), (int(n_samples), int(n)))]
     return draws.mean(1)
 
+
+
+def null_of_the_mean_by_unit(pools, minus=None, *, n_samples: int = 4000, seed: int = 0) -> np.ndarray:
+    """``[n_samples]`` draws of the mean over units of ``A_u`` (or ``A_u - B_u``), each unit with a null of its own.
+
+    ``pools`` holds one sample per unit (``[k_u]`` each: the null of that unit's value, an untrained model of *its*
+    shape); ``A_u`` is drawn with replacement from ``pools[u]`` and, with ``minus`` (as many samples), ``B_u``
+    independently from ``minus[u]``, all from ``np.random.default_rng(seed)``. This is the null of a paired effect
+    whose units differ in shape (Ettin's encoder-decoder pairs of six sizes): :func:`null_of_the_mean` is the case
+    of one shared pool.
+    """
+    a = [finite_vector(pool, "pool", min_n=1) for pool in pools]
+    if not a:
+        raise ValueError("pools must hold one null sample per unit, got none")
+    b = None if minus is None else [finite_vector(pool, "minus", min_n=1) for pool in minus]
+    if b is not None and len(b) != len(a):
+        raise ValueError(f"minus must hold one sample per unit like pools: {len(b)} against {len(a)}")
+    if int(n_samples) != n_samples or n_samples < 2:
+        raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+    rng = np.random.default_rng(seed)
+    total = np.zeros(int(n_samples))
+    for u, pool in enumerate(a):
+        total += pool[rng.integers(0, len(pool), int(n_samples))]
+        if b is not None:
+            total -= b[u][rng.integers(0, len(b[u]), int(n_samples))]
+    return total / len(a)
 
 def paired_null(differences, *, n_samples: int = 4000, seed: int = 0, exact: bool | None = None) -> np.ndarray:
     """The null of the mean of ``differences`` ``[n]`` (treated minus baseline, paired by unit) when the two labels
