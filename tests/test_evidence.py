@@ -198,7 +198,6 @@ def test_the_null_of_the_mean_matches_every_equally_likely_draw():
         assert abs(count / len(sampled) - p) < 5 * np.sqrt(p * (1 - p) / len(sampled)), value
 
 
-
 def test_the_null_of_the_mean_by_unit_matches_every_equally_likely_draw():
     """Brute force: two units with their own pools (3 values minus 2, and 2 minus 1): each of the 3 * 2 * 2 * 1 = 12
     draws is equally likely, and the sampled means follow the exact distribution; one shared pool gives the law of
@@ -219,6 +218,7 @@ def test_the_null_of_the_mean_by_unit_matches_every_equally_likely_draw():
     assert abs(shared.mean() - one_pool.mean()) < 0.02 and abs(shared.std() - one_pool.std()) < 0.02
     with pytest.raises(ValueError, match="one sample per unit"):
         stats.null_of_the_mean_by_unit(pools, minus[:1])
+
 
 def test_the_null_of_the_mean_of_one_pool_and_its_scale():
     pool = np.arange(100.0)

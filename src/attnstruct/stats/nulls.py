@@ -151,7 +151,6 @@ def null_of_the_mean(pool, n: int, *, minus=None, n_samples: int = 4000, seed: i
     return draws.mean(1)
 
 
-
 def null_of_the_mean_by_unit(pools, minus=None, *, n_samples: int = 4000, seed: int = 0) -> np.ndarray:
     """``[n_samples]`` draws of the mean over units of ``A_u`` (or ``A_u - B_u``), each unit with a null of its own.
 
@@ -176,6 +175,7 @@ def null_of_the_mean_by_unit(pools, minus=None, *, n_samples: int = 4000, seed: 
         if b is not None:
             total -= b[u][rng.integers(0, len(b[u]), int(n_samples))]
     return total / len(a)
+
 
 def paired_null(differences, *, n_samples: int = 4000, seed: int = 0, exact: bool | None = None) -> np.ndarray:
     """The null of the mean of ``differences`` ``[n]`` (treated minus baseline, paired by unit) when the two labels
