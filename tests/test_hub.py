@@ -7,6 +7,7 @@ import torch
 
 from attnstruct import cli
 from attnstruct.checkpoints.hub import HubSettings, open_hub_model, parse_hub_id
+from attnstruct.checkpoints.resolve import open_checkpoint
 from attnstruct.checkpoints.scoring import score_model
 
 from conftest import tiny
@@ -86,10 +87,16 @@ def test_parameters_are_counted_from_the_headers_as_num_parameters_counts_them(h
             model.close()
 
 
-def test_a_repository_without_safetensors_is_downloaded_whole_and_said_so(hub, repos, capsys):
+def test_a_repository_with_only_pytorch_model_bin_is_read_by_ranges(hub, repos, capsys):
+    with open_checkpoint("tiny/bin-only") as checkpoint:
+        assert checkpoint.kind == "ranges" and checkpoint.n_params == tiny("bert").num_parameters()
     table = score_model("tiny/bin-only")
-    assert "downloading pytorch_model.bin whole" in capsys.readouterr().err
+    assert "whole" not in capsys.readouterr().err
     assert table.equals(score_model(repos["tiny/bin-only"]))
+    size = (repos["tiny/bin-only"] / "pytorch_model.bin").stat().st_size
+    weight_reads = [r for m, p, r in hub.requests if m == "GET" and p.endswith("pytorch_model.bin")]
+    assert weight_reads and all(r is not None and r.startswith("bytes=") for r in weight_reads)
+    assert hub.bytes_served_for("tiny/bin-only") < size
 
 
 def test_a_revision_pins_the_commit(hub, repos):
@@ -130,8 +137,6 @@ def test_truncated_transfer_is_named(hub, repos, capsys):
 
 def test_a_complete_snapshot_in_the_hub_cache_is_read_without_requests(hub, repos):
     from huggingface_hub import hf_hub_download
-
-    from attnstruct.checkpoints.resolve import open_checkpoint
 
     settings = HubSettings.from_env()
     for file in ("config.json", "model.safetensors"):

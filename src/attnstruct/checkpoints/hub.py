@@ -4,15 +4,17 @@ The environment is read at call time, so ``HF_ENDPOINT``, ``HF_HUB_CACHE``, ``HF
 behave as with any hub client. For a model, in this order:
 
 1. a complete snapshot of that revision in the hub cache (``huggingface-cli download`` made one): read locally;
-2. a manifest of an earlier run in attnstruct's range cache (the revision's commit and file list): no request;
-3. otherwise one ``model_info`` request gives the commit and the file list, kept as that manifest.
+2. a manifest of an earlier run in attnstruct's range cache (the revision's commit, files and sizes): no request;
+3. otherwise one ``model_info(files_metadata=True)`` request gives the commit, the file list and each file's
+   size, kept as that manifest (a manifest of an older run without sizes is refreshed when a size is needed).
 
-Then, for safetensors repositories, ``config.json`` (and the shard index) come through ``hf_hub_download`` into
-the hub cache, and only each shard's header and the query/key tensors come by Range request
-(:mod:`attnstruct.checkpoints.remote_safetensors`). Whole shards are never downloaded. Repositories without
-safetensors (only
-``pytorch_model.bin`` or one ``.gguf``) are downloaded whole through the hub client, which says so in one line.
-A branch revision (``main``) is pinned to the commit it had at the first run; name a commit to move on.
+Then ``config.json`` (and the shard index) come through ``hf_hub_download`` into the hub cache, and only the
+query/key tensors come by Range request, with what locates them: each safetensors shard's header
+(:mod:`attnstruct.checkpoints.remote_safetensors`), or each ``pytorch_model.bin`` shard's ZIP directory and
+pickled tensor metadata (:mod:`attnstruct.checkpoints.remote_torch_bin`; the pickle is never run). Whole shards
+are never downloaded. A legacy ``pytorch_model.bin`` (torch before 1.6, not a ZIP archive) and a repository with
+only one ``.gguf`` are downloaded whole through the hub client, which says so in one line. A branch revision
+(``main``) is pinned to the commit it had at the first run; name a commit to move on.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from ..results import write_atomically
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig, family_of
 from .remote_safetensors import RangeReader, RemoteSafetensors, hub_error
+from .remote_tensors import RangeTensorSource
+from .remote_torch_bin import RemoteTorchBin
+from .torch_zip import NotAZipArchive
 
 HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?)(?:@(?P<revision>[\w./-]+))?$")
 LOCAL_SUFFIXES = (".safetensors", ".gguf", ".onnx", ".bin", ".json", ".nc", ".csv")
@@ -81,8 +86,9 @@ class HubSettings:
 class HubModel:
     """A resolved hub model: what to read (``source``) and what was learnt on the way.
 
-    ``source`` is a local path (snapshot or downloaded file) or a :class:`RemoteSafetensors`; ``kind`` is
-    ``snapshot``, ``ranges`` or ``download``; ``bytes_fetched`` counts this run's network bytes of weights.
+    ``source`` is a local path (snapshot or downloaded file) or a range-read tensor source
+    (:class:`RemoteSafetensors`, :class:`RemoteTorchBin`); ``kind`` is ``snapshot``, ``ranges`` or ``download``;
+    ``bytes_fetched`` counts this run's network bytes of weights.
     """
 
     model_id: str
@@ -100,7 +106,7 @@ class HubModel:
         return reader.bytes_fetched if reader is not None else int(self.extra.get("bytes_downloaded", 0))
 
     def close(self) -> None:
-        if isinstance(self.source, RemoteSafetensors):
+        if isinstance(self.source, RangeTensorSource):
             self.source.close()
 
 
@@ -128,26 +134,39 @@ def _manifest_paths(settings: HubSettings, repo: str, revision: str) -> tuple[Pa
     return folder / "refs" / revision.replace("/", "--"), folder / "manifests"
 
 
-def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str]]:
-    """``(commit, files)`` of ``repo@revision``: from an earlier run's manifest, else one ``model_info`` request."""
+def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int] | None]:
+    """``(commit, files, sizes)`` of ``repo@revision``: from an earlier run's manifest (``sizes`` None in one
+    written before sizes were kept), else one ``model_info`` request."""
     ref, manifests = _manifest_paths(settings, repo, revision)
     if ref.is_file():
         commit = ref.read_text().strip()
         stored = manifests / f"{commit}.json"
         if stored.is_file():
-            return commit, json.loads(stored.read_text())["files"]
+            manifest = json.loads(stored.read_text())
+            return commit, manifest["files"], manifest.get("sizes")
+    return _model_info(settings, repo, revision)
+
+
+def _model_info(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
+    """One ``model_info(files_metadata=True)`` request, kept as the manifest of its commit (and of ``revision``)."""
     if settings.offline:
         raise ExtractionError(f"{repo}@{revision} is not in the cache and HF_HUB_OFFLINE is set", "offline")
     from huggingface_hub import HfApi
 
     try:
-        info = HfApi(endpoint=settings.endpoint, token=settings.token).model_info(repo, revision=revision)
+        api = HfApi(endpoint=settings.endpoint, token=settings.token)
+        info = api.model_info(repo, revision=revision, files_metadata=True)
     except Exception as err:
         raise hub_error(err, f"{repo}@{revision}") from None
-    files = sorted(s.rfilename for s in info.siblings or [])
-    write_atomically(manifests / f"{info.sha}.json", lambda tmp: Path(tmp).write_text(json.dumps({"files": files})))
+    siblings = info.siblings or []
+    files = sorted(s.rfilename for s in siblings)
+    sizes = {s.rfilename: s.lfs.size if s.lfs is not None else s.size for s in siblings}
+    sizes = {file: size for file, size in sizes.items() if size is not None}
+    ref, manifests = _manifest_paths(settings, repo, revision)
+    manifest = json.dumps({"files": files, "sizes": sizes})
+    write_atomically(manifests / f"{info.sha}.json", lambda tmp: Path(tmp).write_text(manifest))
     write_atomically(ref, lambda tmp: Path(tmp).write_text(info.sha))
-    return info.sha, files
+    return info.sha, files, sizes
 
 
 def _is_cached(settings: HubSettings, repo: str, commit: str, file: str) -> bool:
@@ -195,6 +214,27 @@ def _safetensors_files(settings: HubSettings, repo: str, commit: str, files: lis
     return [f for f in files if f.endswith(".safetensors") and "/" not in f]
 
 
+def _torch_bin_files(settings: HubSettings, repo: str, commit: str, files: list[str]) -> list[str]:
+    """``pytorch_model.bin``, or the shards the ``pytorch_model.bin.index.json`` names; none if neither is there."""
+    if "pytorch_model.bin" in files:
+        return ["pytorch_model.bin"]
+    if "pytorch_model.bin.index.json" in files:
+        index = json.loads(_download(settings, repo, commit, "pytorch_model.bin.index.json").read_text())
+        return sorted(set(index["weight_map"].values()))
+    return []
+
+
+def _range_reader(settings: HubSettings, repo: str, commit: str) -> RangeReader:
+    return RangeReader(
+        repo,
+        commit,
+        endpoint=settings.endpoint,
+        token=settings.token,
+        cache=settings.range_cache,
+        offline=settings.offline,
+    )
+
+
 def _whole_files(files: list[str], repo: str) -> list[str]:
     """Files to download whole for a repository without safetensors weights."""
     if "pytorch_model.bin" in files:
@@ -218,21 +258,27 @@ def open_hub_model(model_id: str, *, settings: HubSettings | None = None, worker
     snapshot = _complete_snapshot(settings, repo, revision)
     if snapshot is not None:
         return HubModel(model_id, repo, revision, snapshot.name, "snapshot", snapshot)
-    commit, files = _manifest(settings, repo, revision)
+    commit, files, sizes = _manifest(settings, repo, revision)
     shards = _safetensors_files(settings, repo, commit, files)
-    if shards:
+    torch_bins = [] if shards else _torch_bin_files(settings, repo, commit, files)
+    if shards or torch_bins:
         config = _config(settings, repo, commit, files)
         family_of(config)  # an unsupported architecture fails here, before any weight byte is read
-        reader = RangeReader(
-            repo,
-            commit,
-            endpoint=settings.endpoint,
-            token=settings.token,
-            cache=settings.range_cache,
-            offline=settings.offline,
-        )
-        source = RemoteSafetensors(reader, shards, config, workers=workers)
+    if shards:
+        source = RemoteSafetensors(_range_reader(settings, repo, commit), shards, config, workers=workers)
         return HubModel(model_id, repo, revision, commit, "ranges", source, n_params=source.n_params())
+    if torch_bins:
+        if sizes is None or not all(file in sizes for file in torch_bins):
+            _, _, sizes = _model_info(settings, repo, commit)
+        for file in torch_bins:
+            if file not in sizes:
+                raise ExtractionError(f"{repo}/{file} (no such file in the repository)", "not found")
+        try:
+            reader, description = _range_reader(settings, repo, commit), f"{repo}@{commit[:12]}"
+            source = RemoteTorchBin(reader, torch_bins, config, sizes=sizes, description=description, workers=workers)
+            return HubModel(model_id, repo, revision, commit, "ranges", source, n_params=source.n_params())
+        except NotAZipArchive:
+            pass  # the legacy format: downloaded whole below
     whole = _whole_files(files, repo)
     if not whole[0].endswith(".gguf"):
         _config(settings, repo, commit, files)

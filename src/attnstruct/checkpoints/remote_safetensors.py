@@ -3,20 +3,21 @@
 A safetensors file is ``[8-byte little-endian header length n][n bytes of JSON header][tensor data]``; the header
 maps each tensor name to ``dtype``, ``shape`` and ``data_offsets [begin, end)`` relative to the data start
 ``8 + n``. So one tensor is one byte range, and a checkpoint's query/key weights can be read without the
-embeddings or the MLPs. Every range read is stored on disk under ``cache/<repo>/<commit>/<file>/``, keyed by the
-commit, which never changes: a second read of the same tensor does no network I/O.
+embeddings or the MLPs. :class:`RangeReader` stores every range read on disk under
+``cache/<repo>/<commit>/<file>/``, keyed by the commit, which never changes: a second read of the same tensor does
+no network I/O (:mod:`attnstruct.checkpoints.remote_torch_bin` reads ``pytorch_model.bin`` through it too).
 
-:class:`RemoteSafetensors` is a :class:`~attnstruct.checkpoints.extract.hf.TensorSource`, so
-:func:`attnstruct.checkpoints.extract.hf.hf_blocks`
-reads it like a local folder. :meth:`RemoteSafetensors.prefetch` fetches a list of tensors in background threads,
-in order, so that the network works on the next layers while the current one is scored.
+:class:`RemoteSafetensors` builds the index of tensor locations from the headers; reading, prefetching in
+background threads (so that the network works on the next layers while the current one is scored) and counting
+parameters are :class:`~attnstruct.checkpoints.remote_tensors.RangeTensorSource`'s, a
+:class:`~attnstruct.checkpoints.extract.hf.TensorSource` that :func:`attnstruct.checkpoints.extract.hf.hf_blocks`
+reads like a local folder.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,13 +26,15 @@ import torch
 from ..results import write_atomically
 from .extract.blocks import ExtractionError, one_line
 from .extract.hf import JsonConfig
-from .extract.parameters import count_parameters
+from .remote_tensors import RangeTensorSource, TensorLocation, contiguous_strides
 
 DTYPES = {
     "F64": torch.float64,
     "F32": torch.float32,
     "F16": torch.float16,
     "BF16": torch.bfloat16,
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
     "I64": torch.int64,
     "I32": torch.int32,
     "I16": torch.int16,
@@ -122,8 +125,9 @@ def hub_error(err: BaseException, what: str) -> ExtractionError:
     return ExtractionError(f"cannot read {what} from the hub: {one_line(err)}")
 
 
-class RemoteSafetensors:
-    """The safetensors shards of a hub repository as a tensor source (names, one tensor at a time, config).
+class RemoteSafetensors(RangeTensorSource):
+    """The safetensors shards of a hub repository as a tensor source (names, shapes, one tensor or some of its
+    rows at a time, config): :class:`~attnstruct.checkpoints.remote_tensors.RangeTensorSource` over the headers.
 
     Args:
         reader: where the bytes come from.
@@ -133,102 +137,47 @@ class RemoteSafetensors:
     """
 
     def __init__(self, reader: RangeReader, files: list[str], config: JsonConfig, *, workers: int = 4):
-        self.reader, self.config = reader, config
-        self.description = f"{reader.repo}@{reader.commit[:12]}"
-        self._where: dict[str, tuple[str, dict, int]] = {}
         self.headers: dict[str, dict] = {}
+        index = {}
         for file in files:
-            header, data_start = self._header(file)
+            header, data_start = _header(reader, file)
             self.headers[file] = header
             for name, info in header.items():
                 if name != "__metadata__":
-                    self._where[name] = (file, info, data_start)
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-range")
-        self._pending: dict[str, Future] = {}
-        self._queue: list[tuple[str, ...]] = []
-        self._window = 2 * workers
+                    index[name] = _location(f"{reader.repo}/{file}", file, name, info, data_start)
+        super().__init__(reader, index, config, description=f"{reader.repo}@{reader.commit[:12]}", workers=workers)
 
-    def _header(self, file: str) -> tuple[dict, int]:
-        size = int.from_bytes(self.reader.read(file, 0, 8), "little")
-        if not 2 <= size <= MAX_HEADER_BYTES:
-            raise ExtractionError(f"{self.reader.repo}/{file} is not a safetensors file (header length {size})")
-        try:
-            header = json.loads(self.reader.read(file, 8, 8 + size))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ExtractionError(f"{self.reader.repo}/{file}: unreadable safetensors header ({err})") from None
-        if not isinstance(header, dict):
-            raise ExtractionError(f"{self.reader.repo}/{file}: the safetensors header is not a JSON object")
-        return header, 8 + size
 
-    def names(self) -> list[str]:
-        return list(self._where)
+def _header(reader: RangeReader, file: str) -> tuple[dict, int]:
+    """The JSON header of one shard and the offset of its data."""
+    size = int.from_bytes(reader.read(file, 0, 8), "little")
+    if not 2 <= size <= MAX_HEADER_BYTES:
+        raise ExtractionError(f"{reader.repo}/{file} is not a safetensors file (header length {size})")
+    try:
+        header = json.loads(reader.read(file, 8, 8 + size))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ExtractionError(f"{reader.repo}/{file}: unreadable safetensors header ({err})") from None
+    if not isinstance(header, dict):
+        raise ExtractionError(f"{reader.repo}/{file}: the safetensors header is not a JSON object")
+    return header, 8 + size
 
-    def _tensor(self, name: str, data: bytes) -> torch.Tensor:
-        """Tensor ``name`` from its bytes, checked against its dtype and shape."""
-        info = self._where[name][1]
-        dtype = DTYPES.get(info["dtype"])
-        if dtype is None:
-            raise ExtractionError(f"tensor {name} has dtype {info['dtype']}, which attnstruct cannot read")
-        shape = [int(n) for n in info["shape"]]
-        expected = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
-        if len(data) != expected:
-            raise ExtractionError(f"tensor {name}: {len(data)} bytes for shape {shape} {info['dtype']}")
-        if not data:
-            return torch.empty(shape, dtype=dtype)
-        return torch.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
 
-    def _load(self, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
-        """Tensors that lie next to each other in one file (:meth:`_groups`), in one range read."""
-        file, _, data_start = self._where[names[0]]
-        offsets = {n: self._where[n][1]["data_offsets"] for n in names}
-        start, end = min(b for b, _ in offsets.values()), max(e for _, e in offsets.values())
-        data = self.reader.read(file, data_start + start, data_start + end)
-        return {n: self._tensor(n, data[b - start : e - start]) for n, (b, e) in offsets.items()}
-
-    def _groups(self, names: list[str]) -> list[tuple[str, ...]]:
-        """``names`` in order, consecutive ones merged when their bytes touch in the same file (a bias and its
-        weight, say): one request and one cache file for each group."""
-        groups: list[list[str]] = []
-        span = None  # (file, begin, end) of the last group
-        for name in names:
-            file, info, _ = self._where[name]
-            begin, end = info["data_offsets"]
-            if span and span[0] == file and (begin == span[2] or end == span[1]):
-                groups[-1].append(name)
-                span = (file, min(begin, span[1]), max(end, span[2]))
-            else:
-                groups.append([name])
-                span = (file, begin, end)
-        return [tuple(g) for g in groups]
-
-    def prefetch(self, names: list[str]) -> None:
-        """Read ``names`` in the background, in this order, at most ``2 * workers`` tensors ahead of :meth:`get`
-        (so memory holds a few layers, not the model)."""
-        self._queue = self._groups([n for n in dict.fromkeys(names) if n in self._where])
-        self._refill()
-
-    def _refill(self) -> None:
-        while self._queue and len(self._pending) < self._window:
-            group = self._queue.pop(0)
-            future = self._pool.submit(self._load, group)
-            self._pending.update(dict.fromkeys(group, future))
-
-    def get(self, name: str) -> torch.Tensor:
-        """One tensor, from a prefetch when one was started."""
-        future = self._pending.pop(name, None)
-        if future is None:
-            self._queue = [g for g in self._queue if name not in g]
-        self._refill()
-        return future.result()[name] if future is not None else self._load((name,))[name]
-
-    def close(self) -> None:
-        self._queue.clear()
-        for future in self._pending.values():
-            future.cancel()
-        self._pool.shutdown(wait=True)
-        self._pending.clear()
-
-    def n_params(self) -> int:
-        """Parameters as ``model.num_parameters()`` counts them, from the headers alone
-        (:func:`attnstruct.checkpoints.extract.count_parameters`)."""
-        return count_parameters(self.headers.values(), config=self.config)
+def _location(what: str, file: str, name: str, info, data_start: int) -> TensorLocation:
+    """A header entry ``{"dtype", "shape", "data_offsets": [begin, end)}`` as a row-major location."""
+    try:
+        shape = tuple(int(n) for n in info["shape"])
+        begin, end = (int(n) for n in info["data_offsets"])
+        dtype_name = str(info["dtype"])
+    except (KeyError, TypeError, ValueError):
+        raise ExtractionError(f"{what}: the header entry of tensor {name} lacks dtype, shape or data_offsets") from None
+    return TensorLocation(
+        file=file,
+        dtype=DTYPES.get(dtype_name),
+        dtype_name=dtype_name,
+        shape=shape,
+        stride=contiguous_strides(shape),
+        storage=name,
+        storage_offset=0,
+        storage_bytes=end - begin,
+        data_start=data_start + begin,
+    )

@@ -6,7 +6,7 @@
 2. an existing file or folder (:func:`attnstruct.checkpoints.extract.iter_blocks` recognises the format);
 3. the name of a packaged checkpoint of the model zoo (``minilm-l6``), which must have been fetched;
 4. a hub id ``ORG/NAME[@REVISION]`` (:mod:`attnstruct.checkpoints.hub`: only the query/key bytes of safetensors
-repositories).
+and ``pytorch_model.bin`` repositories).
 
 The :class:`Checkpoint` it yields gives the blocks, how many there are when that is known without reading
 weights (for progress bars), and what the sweep records: the model type, the parameter count, the revision and
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from .extract import AttentionBlock, ExtractionError, count_parameters, iter_blocks
-from .extract.hf import ModuleSource, hf_blocks, query_key_names, stack_layers
+from .extract.hf import ModuleSource, hf_blocks, query_key_reads, stack_layers
 from .extract.sources import count_blocks
 
 
@@ -138,8 +138,7 @@ def open_checkpoint(source, *, n_heads: int | None = None, settings=None, worker
     try:
         if model.kind == "ranges":
             remote = model.source
-            order = query_key_names(remote)
-            remote.prefetch(order)
+            remote.prefetch(query_key_reads(remote))
             checkpoint = Checkpoint(
                 name=text,
                 kind="ranges",

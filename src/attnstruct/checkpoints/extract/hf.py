@@ -2,7 +2,9 @@
 
 Sources give tensor names, single tensors and the model config. :func:`hf_blocks` finds each family's
 query/key tensors by name (:mod:`attnstruct.checkpoints.extract.families`), loads one layer at a time, splits fused
-layouts and heads, and pairs key heads with query heads.
+layouts and heads, and pairs key heads with query heads. A source that also has ``shape(name)`` and
+``get_rows(name, rows)`` (the range-read ones) is asked only for the query and key rows of a fused QKV weight
+(``qkv_contiguous``, ``neox_per_head``), so its value rows are never read.
 """
 
 from __future__ import annotations
@@ -115,31 +117,69 @@ class SafetensorsSource:
 
 
 class TorchBinSource:
-    """A folder with ``pytorch_model.bin`` (or shards with an index), loaded memory-mapped, weights only."""
+    """A folder with ``pytorch_model.bin`` (or shards with ``pytorch_model.bin.index.json``).
+
+    A ``torch.save`` ZIP archive is read by byte ranges from disk, only the tensors asked for
+    (:class:`~attnstruct.checkpoints.remote_torch_bin.RemoteTorchBin` over a
+    :class:`~attnstruct.checkpoints.remote_tensors.LocalFileReader`, ``reader``); its pickle is never run. A file
+    in the legacy format (torch before 1.6) is loaded whole with ``torch.load(weights_only=True)``.
+    """
 
     def __init__(self, folder: str | Path):
+        from ..remote_tensors import LocalFileReader
+        from ..remote_torch_bin import RemoteTorchBin
+        from ..torch_zip import NotAZipArchive
+
         folder = Path(folder)
         self.config = _load_config(folder)
         self.description = str(folder)
         index = folder / "pytorch_model.bin.index.json"
         if index.is_file():
-            files = sorted({folder / f for f in json.loads(index.read_text())["weight_map"].values()})
+            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
         else:
-            files = [folder / "pytorch_model.bin"]
-        self._state = {}
-        for file in files:
-            try:
-                self._state.update(torch.load(file, map_location="cpu", mmap=True, weights_only=True))
-            except FileNotFoundError:
-                raise ExtractionError(f"checkpoint file {file}", "not found") from None
-            except Exception as err:
-                raise ExtractionError(f"cannot read {file.name}: {' '.join(str(err).split())}") from None
+            files = ["pytorch_model.bin"]
+        self.reader = LocalFileReader(folder)
+        self._state: dict[str, torch.Tensor] = {}
+        try:
+            sizes = {file: self.reader.size(file) for file in files}
+            self._ranges = RemoteTorchBin(self.reader, files, self.config, sizes=sizes, description=str(folder))
+        except NotAZipArchive:
+            self._ranges = None
+            for file in files:
+                self._state.update(_load_whole(folder / file))
 
     def names(self) -> list[str]:
-        return list(self._state)
+        return self._ranges.names() if self._ranges is not None else list(self._state)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._ranges.shape(name) if self._ranges is not None else tuple(self._state[name].shape)
 
     def get(self, name: str) -> torch.Tensor:
-        return self._state[name]
+        return self._ranges.get(name) if self._ranges is not None else self._state[name]
+
+    def get_rows(self, name: str, rows: list[tuple[int, int]]) -> torch.Tensor:
+        """Tensor ``name`` with only the rows ``[start, end)`` of dim 0 in ``rows`` read, the others zero."""
+        if self._ranges is not None:
+            return self._ranges.get_rows(name, rows)
+        tensor = self._state[name]
+        kept = torch.zeros_like(tensor)
+        for start, end in rows:
+            kept[start:end] = tensor[start:end]
+        return kept
+
+    def n_params(self) -> int | None:
+        """``num_parameters()``-style count from the index, or None for a legacy file."""
+        return self._ranges.n_params() if self._ranges is not None else None
+
+
+def _load_whole(file: Path) -> dict[str, torch.Tensor]:
+    """A legacy (pre-ZIP) ``torch.save`` file, tensors only."""
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise ExtractionError(f"checkpoint file {file}", "not found") from None
+    except Exception as err:
+        raise ExtractionError(f"cannot read {file.name}: {' '.join(str(err).split())}") from None
 
 
 def family_of(config) -> Family:
@@ -206,6 +246,29 @@ def _split_fused(spec: StackSpec, w: torch.Tensor, b: torch.Tensor | None, n_hea
     raise ExtractionError(f"unknown fused layout {spec.fused!r}")
 
 
+def fused_query_key_rows(spec: StackSpec, shape: tuple[int, ...], n_heads: int, config) -> list[tuple[int, int]] | None:
+    """Rows ``[start, end)`` of a fused weight ``[rows, d_model]`` that hold its queries and keys, values left out:
+    ``qkv_contiguous`` ``[(0, H d_head + n_kv d_head)]``; ``neox_per_head`` ``[(3 h d_head, 3 h d_head + 2 d_head)]``
+    for each head ``h``. None for other layouts (GPT-2's is split by columns) or a shape they do not fit."""
+    if spec.fused == "qkv_contiguous" and len(shape) == 2:
+        n_kv = _config_int(config, spec.kv_heads) or n_heads
+        d_head = _config_int(config, ("head_dim",)) or shape[1] // n_heads
+        nq, nk = n_heads * d_head, n_kv * d_head
+        return [(0, nq + nk)] if shape[0] == nq + 2 * nk else None
+    if spec.fused == "neox_per_head" and len(shape) == 2 and shape[0] % (3 * n_heads) == 0:
+        d_head = shape[0] // (3 * n_heads)
+        return [(3 * h * d_head, (3 * h + 2) * d_head) for h in range(n_heads)]
+    return None
+
+
+def _weight_read(source: TensorSource, spec: StackSpec, name: str) -> tuple[str, list[tuple[int, int]] | None]:
+    """``(name, rows)``: the query/key rows of a fused weight when the source reads rows, else ``(name, None)``."""
+    n_heads = _config_int(source.config, spec.heads)
+    if not spec.fused or n_heads is None or not hasattr(source, "get_rows"):
+        return name, None
+    return name, fused_query_key_rows(spec, tuple(source.shape(name)), n_heads, source.config)
+
+
 def _per_head(w_q, w_k, b_q, b_k, n_heads: int, what: str):
     """``[H d_head, d]`` and ``[n_kv d_head, d]`` -> ``[H, d_head, d]`` each, key heads expanded."""
     if w_q.shape[0] % n_heads:
@@ -233,8 +296,10 @@ def stack_layers(source: TensorSource) -> list[tuple[StackSpec, dict[int, str]]]
     return found
 
 
-def query_key_names(source: TensorSource) -> list[str]:
-    """The tensors :func:`hf_blocks` reads (query/key weights and their biases), in the order it reads them."""
+def query_key_reads(source: TensorSource) -> list[tuple[str, list[tuple[int, int]] | None]]:
+    """What :func:`hf_blocks` reads, in its order: ``(name, None)`` for a whole tensor (query/key weights and
+    biases), ``(name, rows)`` for the query/key rows of a fused weight (:func:`fused_query_key_rows`) from a source
+    with ``get_rows``. A prefetch of these is what :func:`hf_blocks` then asks for."""
     names = source.names()
     present = set(names)
     ordered = []
@@ -244,8 +309,14 @@ def query_key_names(source: TensorSource) -> list[str]:
             for weight in (layers[layer], k_layers.get(layer)):
                 if weight is not None:
                     bias = weight[: -len("weight")] + "bias"
-                    ordered += [weight, bias] if bias in present else [weight]
+                    read = _weight_read(source, spec, weight)
+                    ordered += [read, (bias, None)] if bias in present else [read]
     return ordered
+
+
+def query_key_names(source: TensorSource) -> list[str]:
+    """The tensors :func:`hf_blocks` reads (query/key weights and their biases), in the order it reads them."""
+    return [name for name, _ in query_key_reads(source)]
 
 
 def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
@@ -259,7 +330,8 @@ def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
         norm_layers = _match_layers(list(names), spec.qk_norm) if spec.qk_norm else {}
         for layer in sorted(layers):
             q_name = layers[layer]
-            w = check_finite(source.get(q_name).float(), q_name)
+            _, rows = _weight_read(source, spec, q_name)
+            w = check_finite((source.get_rows(q_name, rows) if rows else source.get(q_name)).float(), q_name)
             b = _bias(source, names, q_name)
             if spec.fused:
                 w_q, w_k, b_q, b_k = _split_fused(spec, w, b, n_heads, source.config)
