@@ -192,12 +192,17 @@ def hub(repos, tmp_path, monkeypatch, loopback_http):
     """A running stand-in hub with every repository of ``repos``, and the environment pointed at it.
 
     One per test: tests add repositories, truncate transfers and count requests. Starting one costs a few
-    milliseconds; the models it serves (``repos``) are built once per session.
+    milliseconds; the models it serves (``repos``) are built once per session. The hub client's waits between
+    retries are recorded in ``server.waits`` instead of slept.
     """
     import huggingface_hub.constants
     from standin_hub import StandinHub
 
+    from attnstruct.checkpoints import hub_client
+
     with StandinHub() as server:
+        server.waits = []
+        monkeypatch.setattr(hub_client, "DEFAULT_POLICY", hub_client.RetryPolicy(sleep=server.waits.append))
         for repo, folder in repos.items():
             server.add_folder(repo, folder)
         monkeypatch.setenv("HF_ENDPOINT", server.url)

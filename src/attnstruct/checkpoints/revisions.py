@@ -20,7 +20,7 @@ import pandas as pd
 
 from .extract.blocks import ExtractionError
 from .hub import HubSettings, parse_hub_id
-from .remote_safetensors import hub_error
+from .hub_client import call_with_retries, hub_error
 
 REVISION_COLUMNS = ("model", "revision", "kind", "commit", "step", "tokens", "phase")
 SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -146,8 +146,11 @@ def list_revisions(repo: str, *, match: str | None = None, settings: HubSettings
         raise ExtractionError(f"listing the revisions of {repo} needs the hub, and HF_HUB_OFFLINE is set", "offline")
     from huggingface_hub import HfApi
 
+    api = HfApi(endpoint=settings.endpoint, token=settings.token)
     try:
-        refs = HfApi(endpoint=settings.endpoint, token=settings.token).list_repo_refs(repo)
+        refs = call_with_retries(lambda: api.list_repo_refs(repo), what=repo)
+    except ExtractionError:
+        raise
     except Exception as err:
         raise hub_error(err, repo) from None
     rows = []

@@ -7,7 +7,9 @@ Layout of the output folder ``DIR``:
 * ``DIR/failures.csv``: ``model, kind, reason`` for each model of this run that could not be scored, ``kind``
   one of :data:`attnstruct.checkpoints.extract.blocks.FAILURE_KINDS`, read from the error (never parsed from its
   text); the sweep goes on past them, and a rerun tries them again;
-* ``DIR/sweep.nc``: every scored model of the list along ``model``
+* ``DIR/sweep.nc``: every scored model of the list along ``model`` (its ``hub_retries`` attr, and
+  :attr:`SweepResult.retries`, say in one line how many requests the hub client retried, and why:
+  :mod:`attnstruct.checkpoints.hub_client`)
   (:func:`attnstruct.checkpoints.tables.combine`), with each model's ``revision``, ``commit``, ``step``, ``tokens``
   and ``phase`` as coordinates (:func:`attnstruct.checkpoints.revisions.model_position`), so that a series of
   checkpoints is one ``.sel``/``.where`` away; its ``parameters`` attr records the models and the settings.
@@ -41,6 +43,7 @@ from tqdm import tqdm
 from ..report.progress import hidden
 from ..results import load_dataset, provenance_attrs, save_dataset, write_atomically
 from ..scores import DEFAULT_NUM_STD
+from . import hub_client
 from .extract.blocks import ExtractionError, one_line
 from .resolve import open_checkpoint
 from .revisions import shard as shard_of
@@ -62,6 +65,7 @@ class SweepResult:
     failures: list[dict] = field(default_factory=list)
     path: Path | None = None
     datasets: dict = field(default_factory=dict, repr=False)  # this run's per-model datasets, by model
+    retries: str = "hub: no retries"  # the hub client's retries during the sweep, in one line
 
 
 def read_model_list(spec: str) -> list[str]:
@@ -193,6 +197,7 @@ def run_sweep(
     folder = out / "models"
     folder.mkdir(parents=True, exist_ok=True)
     result = SweepResult()
+    hub_client.DEFAULT_COUNTER.reset()
     todo = []
     settings_now = {"per_head": per_head, "num_std": num_std, "precision": precision, "layout": LAYOUT}
     for model in models:
@@ -235,6 +240,7 @@ def run_sweep(
                 future.cancel()
             raise
     bar.close()
+    result.retries = hub_client.DEFAULT_COUNTER.summary()
     write_failures(out / "failures.csv", result.failures)
     done = []
     for model in models:  # this run's datasets are in memory; only the skipped ones are read back
@@ -251,6 +257,7 @@ def run_sweep(
             parameters=parameters,
             scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
             num_std=num_std,
+            hub_retries=result.retries,
         )
         result.path = save_dataset(combine(done, **attrs), out / "sweep.nc")
     return result

@@ -71,7 +71,7 @@ def sweep(args) -> int:
         raise CommandError(str(err)) from None
     print(
         f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
-        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",
+        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}; {result.retries}",
         file=sys.stderr,
     )
     return 0
