@@ -119,3 +119,19 @@ def test_init_from_a_missing_or_other_shaped_snapshot_is_one_line(text_file, tmp
         task.build_model()
     with pytest.raises(ValueError, match="init must be 'bert'"):
         tiny(text_file, init="symmetric", init_from=str(folder))
+
+
+def test_a_snapshot_is_read_by_byte_ranges_from_disk_and_the_bytes_are_counted(text_file, tmp_path, one_torch_thread):
+    """A local series is read as a hub one is: the ZIP's index, then only the query/key storages, counted as
+    bytes_fetched; they are the query/key bytes of the shape plus a small index."""
+    from attnstruct.checkpoints.resolve import open_checkpoint
+    from attnstruct.checkpoints.series import query_key_bytes
+
+    engine.train(text.TextTask(tiny(text_file, d_model=32, vocab_size=600)), tmp_path / "run", snapshot_every=12)
+    folder = snapshots.taken(tmp_path / "run")[12]
+    with open_checkpoint(str(folder)) as checkpoint:
+        list(checkpoint.blocks())
+        fetched = checkpoint.bytes_fetched()
+    weights = query_key_bytes(2, 32, 2, 16, bytes_per_value=4, bias=True)
+    assert weights <= fetched < weights + 16_000, (fetched, weights)
+    assert fetched < 0.25 * (folder / snapshots.WEIGHTS).stat().st_size

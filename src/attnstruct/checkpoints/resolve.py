@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from .extract import AttentionBlock, ExtractionError, count_parameters, iter_blocks
-from .extract.hf import ModuleSource, hf_blocks, query_key_reads, stack_layers
+from .extract.hf import ModuleSource, TorchBinSource, hf_blocks, query_key_reads, stack_layers
 from .extract.sources import count_blocks
 
 
@@ -58,7 +58,16 @@ def _model_type(path: Path) -> str:
     return ""
 
 
+def _torch_bin_folder(path: Path) -> bool:
+    """A Hugging Face folder whose weights are ``pytorch_model.bin`` (single or sharded), no safetensors."""
+    if not path.is_dir() or any(path.glob("*.safetensors")):
+        return False
+    return (path / "pytorch_model.bin").is_file() or (path / "pytorch_model.bin.index.json").is_file()
+
+
 def _local(name: str, path: Path, kind: str, n_heads: int | None, n_params: int | None) -> Checkpoint:
+    if _torch_bin_folder(path) and kind == "local":
+        return _local_torch_bin(name, path)
     if n_params is None:
         with contextlib.suppress(Exception):
             n_params = count_parameters(path)
@@ -70,6 +79,23 @@ def _local(name: str, path: Path, kind: str, n_heads: int | None, n_params: int 
         model_type=_model_type(path),
         n_params=n_params,
         location=str(path),
+    )
+
+
+def _local_torch_bin(name: str, path: Path) -> Checkpoint:
+    """A local ``pytorch_model.bin`` folder read by byte ranges from disk, as a hub repository is read: the blocks,
+    the parameter count from the pickled index, and the bytes read (``bytes_fetched``), counted as they would be
+    over the network."""
+    source = TorchBinSource(path)
+    return Checkpoint(
+        name=name,
+        kind="local",
+        blocks=lambda: hf_blocks(source),
+        n_blocks=sum(len(layers) for _, layers in stack_layers(source)),
+        model_type=_model_type(path),
+        n_params=source.n_params() if source.n_params() is not None else count_parameters(path),
+        location=str(path),
+        bytes_fetched=lambda: source.reader.bytes_fetched,
     )
 
 
