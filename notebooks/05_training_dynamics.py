@@ -91,6 +91,7 @@ log_every = 25  # record scores and training loss every this many steps
 eval_every = 25  # validation loss every this many steps (notebook 06 reads these runs too)
 eval_batches = 4  # held-out batches per validation
 checkpoint_every = 300  # resumable checkpoints
+snapshot_every = 100  # keep the weights every this many steps as checkpoint folders (notebook 09 reads them)
 n_null_draws = 400  # untrained models drawn for each null distribution
 workers = 2  # runs trained side by side (processes)
 threads_per_worker = 1  # torch threads per process
@@ -180,12 +181,19 @@ print("\n".join(training_dynamics.describe_setup(data, tokenizer, configs[0], ex
 #
 # The runs are spread over `workers` processes with `threads_per_worker` torch threads each. Each run keeps a
 # checkpoint in `results_dir/text_runs/<run>/` and its records in `run.nc`, so an interrupted notebook picks up
-# where it stopped, and a finished run is not repeated (notebook 06 reuses these runs as its baseline). The same
-# trainer runs under `torchrun` with DistributedDataParallel for the paper-scale profile (see the README).
+# where it stopped, and a finished run is not repeated (notebook 06 reuses these runs as its baseline). Every
+# `snapshot_every` steps a run also keeps its weights as a checkpoint folder (`config.json` and `pytorch_model.bin`,
+# the form of public training checkpoints), which notebook 09 reads as a series. The same trainer runs under
+# `torchrun` with DistributedDataParallel for the paper-scale profile (see the README).
 
 # %% tags=["slow"]
 dataset = text.train_many(
-    configs, results_dir / "text_runs", workers=workers, threads_per_worker=threads_per_worker, cache=cache_dir
+    configs,
+    results_dir / "text_runs",
+    workers=workers,
+    threads_per_worker=threads_per_worker,
+    cache=cache_dir,
+    snapshot_every=snapshot_every,
 )
 dataset = dataset.sel(init="bert", drop=True)
 print(dict(dataset.sizes))

@@ -58,6 +58,8 @@ def executed_build(shared_work):
     build = shared_work.folder("build")
 
     def run(name: str):
+        for needed in NEEDS.get(name, ()):
+            run(needed)  # its stored runs are this notebook's input
         params = notebook_params.parameters(ROOT, name)
 
         def execute(_folder):
@@ -232,7 +234,9 @@ LONGEST_FIRST = (
     "02_scores",
     "01_bilinear_form",
     "08_model_sweep",
+    "09_dynamics_at_scale",  # last: it reads notebook 05's runs (NEEDS), which are under way by then
 )
+NEEDS = {"09_dynamics_at_scale": ("05_training_dynamics",)}  # notebooks whose stored results another one reads
 LONGEST_MODULES = ("test_text", "test_vision", "test_zoo", "test_sweep", "test_install", "test_training_evidence")
 SHARED_RUNS = {"executed_build", "student_runs"}
 MODULE_FIXTURE_GROUPS = ("test_course", "test_handouts", "test_exercise_outcomes")

@@ -7,7 +7,7 @@ from the dataset, or from the paper's reference tables in ``attnstruct.reference
 else, formulas included, is a typed result.
 
 A verdict (*holds*, *does not hold*, *cannot tell at this scale*) comes from :func:`attnstruct.stats.decide` through a
-notebook's analysis module. So in notebooks 03-08 no string literal of a code cell holds a verdict word, no code cell
+notebook's analysis module. So in notebooks 03-09 no string literal of a code cell holds a verdict word, no code cell
 names the verdicts' constants, and a Markdown cell uses a verdict word only as the name of a verdict, emphasised.
 """
 
@@ -21,7 +21,7 @@ from attnstruct import notebooks
 from conftest import ROOT
 
 NOTEBOOKS = notebooks.list_notebooks(ROOT)
-VERDICT_NOTEBOOKS = [p for p in NOTEBOOKS if "03" <= p.stem[:2] <= "08"]
+VERDICT_NOTEBOOKS = [p for p in NOTEBOOKS if "03" <= p.stem[:2] <= "09"]
 CODE = re.compile(r"`[^`\n]+`|arXiv:\d+\.\d+|Exercise \d{2}\.\d+")
 TYPED_NUMBER = re.compile(r"(?<![\w.])[+\-−]?\d+\.\d+|\d+(?:\.\d+)?\s?%")
 INTERVAL_LEVEL = "95%"  # the level of every interval, a setting of attnstruct.stats, not a result

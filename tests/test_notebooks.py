@@ -2,6 +2,7 @@
 
 import json
 import re
+import shutil
 
 import jupytext
 import pytest
@@ -114,7 +115,8 @@ def test_sources_are_canonical_and_paired_notebooks_in_sync(name):
         )
 
 
-STORED_WORK = ("text_runs", "toy_runs", "vision_runs", "exercise_runs", "08_model_sweep")  # what a build stores
+STORED_WORK = ("text_runs", "toy_runs", "vision_runs", "exercise_runs", "08_model_sweep", "09_dynamics_at_scale")
+READS = {"09_dynamics_at_scale": ("05_training_dynamics.nc",)}  # another notebook's dataset it reads (its parameters)
 
 
 def _copy_finished_files(source, target) -> None:
@@ -144,6 +146,8 @@ def test_after_a_build_the_notebook_runs_again_in_a_fresh_kernel_and_trains_noth
     for folder in STORED_WORK:
         if (executed_build.build_dir / "results" / folder).is_dir():
             _copy_finished_files(executed_build.build_dir / "results" / folder, work / "results" / folder)
+    for dataset in READS.get(name, ()):
+        shutil.copy2(executed_build.build_dir / "results" / dataset, work / "results" / dataset)
     monkeypatch.setenv("ATTNSTRUCT_WORK", str(work))
     monkeypatch.setenv("ATTNSTRUCT_STORED_RUNS_ONLY", "1")
     defaults = {"results_dir": None, "figures_dir": None}

@@ -1,0 +1,303 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 09 · The claim at scale, without training: matched pairs, public training series, continued training
+#
+# *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927): the claim of section 4 (bidirectional training makes
+# $W_{qk}$ symmetric, autoregressive training does not) and its emergent dynamics, tested on checkpoints trained by
+# others, at budgets far beyond the paper's.*
+#
+# The paper's evidence comes in two kinds, and neither isolates the objective at scale. Its pretrained comparison
+# (notebooks 03 and 08) sets encoders against decoders that differ in data, size, tokenizer and recipe as well as
+# in the objective. Its training runs (notebook 05) isolate the objective, but they are small, with one run per
+# setting. Public checkpoints allow a stronger test at no cost of training:
+#
+# * **Matched pairs.** The Ettin suite trains an encoder (masked language modelling) and a decoder (next-token
+#   prediction) of each of six sizes on the same data, with the same recipe and shapes: only the objective and the
+#   attention mask differ, which is exactly the contrast the claim is about. The unit of the test is the size.
+# * **Training series with seeds.** Pythia's decoders keep 154 checkpoints of training as git branches, and the
+#   PolyPythias repeat the run with nine more seeds; MultiBERTs keep intermediate checkpoints of five encoder seeds.
+#   These are the dynamics of the paper's section 4 at thousands of times its budget, with an interval over seeds.
+# * **Cross-objective continued training.** Ettin also trains each final decoder on as an encoder, and each encoder
+#   on as a decoder. If the objective shapes $W_{qk}$, a decoder trained on bidirectionally should gain symmetry.
+#
+# Every checkpoint is read by byte ranges: the reader fetches the index of each file (a safetensors header, or the
+# directory and the pickled index of a torch `pytorch_model.bin`, unpickled by a reader that allows tensors and
+# plain containers only) and then only the bytes of the query and key weights, a small share of each file.
+#
+# **Offline, the same code path.** The quick profile reads a series the package makes itself: notebook 05's
+# encoder and decoder runs keep their weights every few steps as checkpoint folders of the same form as the
+# public ones, and each final run is trained on for a few more steps with the other objective. The paper profile
+# (`source = "hub"`) reads the public series named in the parameters; it needs hub access and no GPU.
+
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * say why a matched encoder-decoder pair tests the objective where a population of unrelated models cannot, and
+#   read a paired effect whose units are model sizes;
+# * read a checkpoint series (revisions of a repository, ordered by training step) into one dataset, and draw a
+#   score against tokens seen with a band over seeds;
+# * read what continued training with the other objective does to $W_{qk}$, before against after;
+# * tell how many bytes a reading of only the query and key weights costs, and compute it from a model's shape.
+
+# %% tags=["parameters"]
+source = "local"  # "local": notebook 05's runs as a checkpoint series (offline); "hub": the public series below
+trajectories = ["pythia-160m", "multiberts", "ettin-150m-encoder", "ettin-150m-decoder", "olmo-1b"]  # hub series
+pairs = ["ettin"]  # matched encoder-decoder pairs read from the hub
+crosses = ["ettin decoder continued as encoder", "ettin encoder continued as decoder"]  # continued training
+max_checkpoints = 12  # checkpoints kept per seed of a hub trajectory, spread evenly in log(1 + step)
+continue_steps = 100  # local: steps of training each final run on with the other objective
+continue_warmup = 20  # local: warm-up steps of the continued runs
+continue_every = 25  # local: the continued runs' record and evaluation interval
+n_null_draws = 200  # untrained stacks drawn for each null
+workers = 2  # local: runs trained side by side (processes); hub: checkpoints read at once (threads)
+threads_per_worker = 1  # local: torch threads per process
+device = "cpu"  # where the scores are computed: "cpu", "cuda" or "auto"
+cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
+results_dir = None  # where the datasets go; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
+
+# %%
+from attnstruct import notebooks, reference, results, work
+from attnstruct.analyses import dynamics_at_scale as scale
+from attnstruct.analyses import local_series
+from attnstruct.analyses import scale_figures as figures
+from attnstruct.analyses import scale_sentences as words
+from attnstruct.checkpoints import series as public
+from attnstruct.checkpoints import sweep
+from attnstruct.checkpoints.scoring import resolve_device
+from attnstruct.report import plotting, prose
+from attnstruct.tasks import corpus as text_corpus
+
+plotting.set_style()
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
+parameters = notebooks.notebook_parameters("09_dynamics_at_scale", globals())  # recorded with the dataset
+if source not in ("local", "hub"):
+    raise ValueError(f"source must be 'local' or 'hub', got {source!r}")
+where = resolve_device(device)  # a device that is not there stops here, in one line
+sweep_dir = results_dir / "09_dynamics_at_scale"
+
+# %% [markdown]
+# ## 1. The series
+#
+# Every checkpoint enters the analysis as an **entry**: its kind (a member of a matched pair, a point of a
+# trajectory, or the before or after of continued training), its series, its role (the attention of its
+# objective: bidirectional encoder or causal decoder), its unit (a size or a seed) and, for trajectories, its
+# training step and the tokens seen by then. One checkpoint may be several entries: the last snapshot of a local
+# run is a point of its trajectory, a member of its seed's pair, and the start of its continued run.
+#
+# Locally, the runs are notebook 05's, found by its parameters (read from its dataset when it has run, else its
+# defaults) and trained here only if they are not stored. On the hub, a trajectory's revisions are listed
+# (`attnstruct revisions`) and thinned to `max_checkpoints` per seed, evenly in $\log(1 + \mathrm{step})$, where the
+# early dynamics show.
+
+# %% tags=["slow"]
+if source == "local":
+    runs05 = local_series.notebook_05_parameters(results_dir)
+    made = local_series.make_series(
+        runs05,
+        results_dir / "text_runs",
+        continue_steps=continue_steps,
+        continue_warmup=continue_warmup,
+        continue_every=continue_every,
+        workers=workers,
+        threads_per_worker=threads_per_worker,
+        cache=cache_dir,
+    )
+    entries = made.entries
+    unigram = text_corpus.load_tokens(
+        runs05["corpus"], runs05["vocab_size"], runs05["val_fraction"], cache=cache_dir
+    ).unigram_entropy()
+    learned = made.learned(unigram)
+else:
+    entries = public.entries(trajectories, pairs, crosses, max_checkpoints=max_checkpoints)
+    learned = {}  # published models: trained to the end by their authors
+words.describe_series(entries)
+
+# %% [markdown]
+# ## 2. The analysis plan, declared before any score is read
+#
+# The claims follow from the series, not from their scores. Each matched-pair series' symmetry claim is
+# **primary**: the encoder of a pair ends more symmetric than its decoder. With several primary claims, their
+# p-values are corrected together by Holm's method. Everything else is **secondary**, reported uncorrected: the
+# pairs' directionality (the decoder more column-dominant), each trajectory's last checkpoints against an untrained
+# layer of their shape (an encoder's symmetry above it, a decoder's directionality below it), and each
+# continued-training series (symmetry gained when trained on as an encoder, lost as a decoder).
+#
+# The null of each question: a pair of the local series shares its initial weights (an encoder and a decoder of
+# one seed start from the same draw), so its objectives' labels are swapped within seeds; Ettin's pairs were
+# trained from independent starts, so their null is the difference of two untrained stacks of each pair's shapes.
+# A trajectory's last checkpoints are read against the mean over as many untrained models of their shape, and
+# continued training against its before and after swapped within units. The last columns give the smallest p each
+# design can reach with its number of units.
+
+# %%
+plan = scale.plan(entries)
+prose.show(prose.markdown_table(plan.table()))
+
+# %% [markdown]
+# ## 3. Reading the checkpoints, byte range by byte range
+#
+# The checkpoints are scored by the project's one sweep (`attnstruct sweep`): one dataset per checkpoint, resumable,
+# each failure listed with its kind rather than fatal. A local snapshot is read by the same range reader as a hub
+# file, from the disk instead of the network, so the bytes below are what a reading of the same files from the
+# hub would transfer.
+
+# %% tags=["slow"]
+models = list(dict.fromkeys(entries["model"]))
+swept = sweep.run_sweep(models, sweep_dir / "sweep", device=where, workers=workers, progress=False)
+ds, missing = scale.checkpoint_scores(entries, results.load_dataset(swept.path))
+prose.show(words.describe_scored(ds, missing))
+
+# %%
+file_bytes = local_series.weight_file_bytes(entries) if source == "local" else None
+needed = scale.bytes_needed(ds, file_bytes)
+prose.show(words.describe_bytes(needed))
+needed
+
+# %% [markdown]
+# ## 4. Matched pairs: the objective alone
+#
+# Each unit is drawn as its encoder and its decoder, median over layers, with the central 95% of an untrained stack
+# of that unit's shape in grey: the chance level. The claim predicts every encoder above its decoder in symmetry,
+# and, for directionality, the decoder lower (more column-dominant).
+
+# %%
+pair_effects = scale.pair_effects(ds, plan, n_draws=n_null_draws, learned=learned)
+for effect in pair_effects:
+    print(effect.sentence())
+
+# %% tags=["hide-input"]
+fig = figures.matched_pairs(ds, n_null_draws)
+_ = plotting.savefig(fig, figures_dir / "09_matched_pairs")
+
+# %%
+prose.show(words.describe_pairs(ds, pair_effects))
+
+# %% [markdown]
+# ## 5. Trajectories: the scores against the tokens seen
+#
+# One thin line per seed, the band between the seeds' lowest and highest value at each checkpoint, and the mean
+# over seeds in bold. The horizontal axis is the number of tokens seen, on a log scale, so that a run of a few
+# million tokens and one of hundreds of billions share one figure; where a series does not state its tokens per
+# step (Ettin's phases), it is drawn against its checkpoint index instead, in a panel of its own. The authors'
+# runs (their result files, median over layers, encoders solid and decoders dashed) are drawn in grey on the same
+# axes, at their batch of 32 sequences on each of 8 accumulation steps, 512 tokens each.
+
+# %%
+trajectory_effects = scale.trajectory_effects(ds, plan, n_draws=n_null_draws, learned=learned)
+for effect in trajectory_effects:
+    print(effect.sentence())
+
+# %% tags=["hide-input"]
+fig = figures.trajectories(ds, words.authors_runs_on_tokens(reference.training_dynamics()))
+_ = plotting.savefig(fig, figures_dir / "09_trajectories")
+
+# %%
+prose.show(words.describe_trajectories(ds, trajectory_effects))
+
+# %% [markdown]
+# ## 6. Continued training with the other objective
+#
+# Each line joins a model before and after it was trained on with the other objective. If the objective shapes
+# $W_{qk}$, the lines of a decoder continued as an encoder rise in symmetry and those of an encoder continued as a
+# decoder fall. Locally, the continued runs are short (`continue_steps`) and start again with a warm-up; Ettin's
+# continue for tens of billions of tokens.
+
+# %%
+cross_effects = scale.cross_effects(ds, plan, learned=learned)
+for effect in cross_effects:
+    print(effect.sentence())
+
+# %% tags=["hide-input"]
+fig = figures.continued_training(ds)
+_ = plotting.savefig(fig, figures_dir / "09_continued_training")
+
+# %%
+prose.show(words.describe_cross(ds, cross_effects))
+
+# %% [markdown]
+# ## 7. The verdicts together, and the dataset
+#
+# The primary claims first, then the count of every claim's verdict; a series whose runs did not learn their
+# objective is not judged. The dataset keeps every entry's layer scores, its series, role, unit and training
+# position, the checkpoints that could not be scored, and the verdicts.
+
+# %%
+effects = [*pair_effects, *trajectory_effects, *cross_effects]
+prose.show(words.learned_line(learned))
+prose.show(words.describe_summary(effects))
+dataset = scale.result_dataset(ds, parameters=parameters, effects=effects, missing=missing, source=source)
+path = results.save_dataset(dataset, results_dir / "09_dynamics_at_scale.nc")
+print(f"wrote {path.name}: {dict(dataset.sizes)}")
+
+# %% [markdown]
+# ## Exercises
+
+# %% [markdown]
+# ### Exercise 09.1: the bytes of a range read
+#
+# A range read of a checkpoint transfers its index and the query and key weights. Write
+# `ex_query_key_bytes(n_layers, d_model, n_heads, d_head, n_kv_heads, bytes_per_value, bias)` that returns the bytes of
+# the query and key weights and, when `bias` is true, of their biases: each layer has a query weight of
+# `n_heads * d_head` rows and a key weight of `n_kv_heads * d_head` rows, each row `d_model` values, and one bias value
+# per row. Then use it for Pythia-160m (12 layers, width 768, 12 heads of 64, float16, with biases): set
+# `ex_pythia_mb` to that number of bytes in megabytes (one megabyte is a million bytes). Predict first: is it closer to
+# a megabyte, ten, or a hundred?
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-09-1", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+def ex_query_key_bytes(n_layers, d_model, n_heads, d_head, n_kv_heads, bytes_per_value, bias):
+    rows = (n_heads + n_kv_heads) * d_head
+    return n_layers * rows * (d_model + (1 if bias else 0)) * bytes_per_value
+
+
+ex_pythia_mb = ex_query_key_bytes(12, 768, 12, 64, 12, 2, True) / 1e6
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-09-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+for shape in ((12, 768, 12, 64, 12), (28, 1792, 28, 64, 28), (4, 64, 4, 16, 2)):
+    for bytes_per_value, bias in ((4, False), (2, True)):
+        expected = public.query_key_bytes(*shape[:4], n_kv_heads=shape[4], bytes_per_value=bytes_per_value, bias=bias)
+        assert ex_query_key_bytes(*shape, bytes_per_value, bias) == expected, (
+            f"ex_query_key_bytes{(*shape, bytes_per_value, bias)} = {ex_query_key_bytes(*shape, bytes_per_value, bias)}:"
+            " count the rows of both weights, d_model values per row, one bias per row"
+        )
+expected_mb = public.query_key_bytes(12, 768, 12, 64, bytes_per_value=2, bias=True) / 1e6
+assert abs(ex_pythia_mb - expected_mb) < 1e-9, f"ex_pythia_mb = {ex_pythia_mb}: bytes divided by a million"
+print("ex_query_key_bytes agrees with the package on every shape, and ex_pythia_mb with it")
+
+# %% [markdown]
+# ## What to take away
+#
+# * A matched pair, an encoder and a decoder that differ only in the objective and the mask, tests the paper's claim
+#   directly; a population of unrelated models mixes the objective with everything else that differs between them.
+# * Checkpoints trained by others are an experiment that costs no training: a series of revisions, read by byte
+#   ranges, shows the scores emerge over hundreds of billions of tokens, with an interval over seeds where the
+#   series has seeds.
+# * Continued training with the other objective asks whether $W_{qk}$ follows the objective it is trained on now or
+#   keeps the structure of the one it started with.
+# * A verdict rests on its units: six sizes, five or ten seeds. One run per setting, as in the paper, can describe
+#   but cannot test.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `source = "hub"` on a machine with hub access: the public series of `trajectories`, `pairs` and `crosses`
+#   (`make notebook NB=09 PROFILE=paper`); `max_checkpoints` sets how many checkpoints of each seed are read.
+# * `trajectories = ["pythia-160m"]`: one series of ten seeds alone; a quicker first look at the hub.
+# * `continue_steps`: how long the local runs are trained on with the other objective; does a longer continuation
+#   move the decoder's symmetry further?
+# * `n_null_draws`: more untrained stacks for each null (a steadier 95% range, a slower notebook).

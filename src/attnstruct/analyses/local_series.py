@@ -1,0 +1,188 @@
+"""Notebook 09's offline series: notebook 05's encoder and decoder runs kept as checkpoints, and each continued with
+the other objective.
+
+The public series of notebook 09 (Ettin's matched pairs and cross-objective runs, Pythia's and MultiBERTs' seeds)
+are folders of ``config.json`` and ``pytorch_model.bin`` on the hub. Offline, the package makes a series of the same
+form itself: notebook 05's runs (the same Transformer trained as a masked-LM encoder and a next-token decoder, seed
+by seed, from the same weights and batches) keep their weights every ``snapshot_every`` steps
+(:mod:`attnstruct.training.snapshots`), and the last snapshot of each run is trained on for ``continue_steps`` steps
+with the other objective (``TextConfig.init_from``): a decoder continued as an encoder, an encoder continued as a
+decoder, as Ettin's ``enc-from-dec`` and ``dec-from-enc`` models are. Those folders are then read by the checkpoint
+readers, byte range by byte range, as any public checkpoint is.
+
+Every run is trained once and reused (:func:`attnstruct.tasks.text.train_many`'s run folders): after notebook 05 has
+run with the same parameters, only the continued runs are new.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from .. import notebooks, results
+from ..checkpoints.series import ENTRY_COLUMNS
+from ..tasks import text
+from ..training import processes, snapshots
+from . import dynamics_at_scale, gates
+
+NOTEBOOK_05 = "05_training_dynamics"
+ENCODER, DECODER = "mlm", "next-token"
+ROLE = {ENCODER: "encoder", DECODER: "decoder"}
+OTHER = {ENCODER: DECODER, DECODER: ENCODER}
+
+
+@dataclasses.dataclass
+class LocalSeries:
+    """The local series: its ``entries`` (one per use of a checkpoint), notebook 05's ``runs`` and the ``continued``
+    runs (combined datasets of runs, :func:`attnstruct.training.processes.combine`), whose losses say whether they
+    learned."""
+
+    entries: pd.DataFrame
+    runs: xr.Dataset
+    continued: xr.Dataset
+
+    def learned(self, unigram_entropy: float) -> dict[str, bool]:
+        """``{series: did every run behind it learn}`` (:mod:`attnstruct.analyses.gates`): a trajectory on its
+        objective's runs, the pairs on both objectives', a continued series on its continued runs."""
+        by_objective = gates.learned_by(gates.loss_targets(self.runs, unigram_entropy), "objective")
+        continued = gates.learned_by(gates.loss_targets(self.continued, unigram_entropy), "objective")
+        learned = {f"local {ROLE[o]}": by_objective[o] for o in (ENCODER, DECODER)}
+        learned["local pairs"] = all(by_objective.values())
+        for objective in (ENCODER, DECODER):
+            learned[f"local {ROLE[OTHER[objective]]} continued as {ROLE[objective]}"] = continued[objective]
+        return learned
+
+
+def notebook_05_parameters(results_dir: str | os.PathLike, root: str | os.PathLike | None = None) -> dict:
+    """The parameters notebook 05 ran with, read from its dataset in ``results_dir``; without one, the defaults of
+    its parameters cell (its quick profile). Output folders are left out."""
+    path = Path(results_dir) / f"{NOTEBOOK_05}.nc"
+    if path.is_file():
+        return json.loads(results.load_dataset(path).attrs["parameters"])
+    source = notebooks.resolve_notebook(notebooks.project_root(root), NOTEBOOK_05)
+    declared = notebooks.declared_parameters(notebooks.read_notebook(source))
+    return {k: v for k, v in declared.items() if k not in notebooks.PATH_PARAMETERS}
+
+
+def run_configs(parameters: Mapping) -> list[text.TextConfig]:
+    """Notebook 05's encoder and decoder run of every seed (``parameters``: its parameters)."""
+    return [
+        text.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
+        for objective in (ENCODER, DECODER)
+        for seed in parameters["seeds"]
+    ]
+
+
+def continued_config(
+    config: text.TextConfig, start: Path, steps: int, *, warmup: int, log_every: int
+) -> text.TextConfig:
+    """``config``'s run continued from the snapshot folder ``start`` with the other objective for ``steps`` steps
+    (its learning rate warmed up again over ``warmup`` steps and decayed as before); evaluated and recorded every
+    ``log_every`` steps."""
+    return dataclasses.replace(
+        config,
+        objective=OTHER[config.objective],
+        init_from=str(start),
+        steps=steps,
+        warmup=warmup,
+        log_every=log_every,
+        eval_every=log_every,
+        checkpoint_every=steps,
+    )
+
+
+def make_series(
+    parameters: Mapping,
+    runs_dir: str | os.PathLike,
+    *,
+    continue_steps: int,
+    continue_warmup: int,
+    continue_every: int,
+    workers: int = 2,
+    threads_per_worker: int = 1,
+    cache=None,
+    progress: bool = True,
+) -> LocalSeries:
+    """Train (or reuse) notebook 05's runs with their snapshots and the continued runs; return them with the entries
+    of every checkpoint (:data:`attnstruct.checkpoints.series.ENTRY_COLUMNS`):
+
+    * ``trajectory``: every snapshot of 05's runs, series ``local encoder`` / ``local decoder``, one seed each;
+    * ``pair``: the final encoder and decoder of each seed (the unit is the seed: one shape, same data);
+    * ``cross``: per seed and direction, the 05 run's final snapshot (``before``) and the continued run's final one
+      (``after``), series ``local decoder continued as encoder`` and ``local encoder continued as decoder``.
+
+    ``parameters`` are notebook 05's (:func:`notebook_05_parameters`), which must set ``snapshot_every``.
+    """
+    every = int(parameters.get("snapshot_every") or 0)
+    if every < 1:
+        raise ValueError("notebook 05's parameters keep no snapshots (snapshot_every); the local series needs them")
+    configs = run_configs(parameters)
+    runs_dir = Path(runs_dir)
+    common = dict(workers=workers, threads_per_worker=threads_per_worker, cache=cache, progress=progress)
+    runs = text.train_many(configs, runs_dir, snapshot_every=every, **common)
+    finals = {
+        (c.objective, c.seed): snapshots.folder(d, c.steps)
+        for c, d in zip(configs, processes.run_dirs(configs, runs_dir))
+    }
+    continued = [
+        continued_config(
+            c, finals[(c.objective, c.seed)], continue_steps, warmup=continue_warmup, log_every=continue_every
+        )
+        for c in configs
+    ]
+    continued_runs = text.train_many(continued, runs_dir, snapshot_every=continue_steps, **common)
+    rows = []
+    for config, folder in zip(configs, processes.run_dirs(configs, runs_dir)):
+        role, tokens = ROLE[config.objective], config.batch_size * config.seq_len
+        for step, path in snapshots.taken(folder).items():
+            rows.append(_entry(path, "trajectory", f"local {role}", role, config.seed, step, step * tokens))
+        rows.append(_entry(finals[(config.objective, config.seed)], "pair", "local pairs", role, config.seed))
+    for config, folder in zip(continued, processes.run_dirs(continued, runs_dir)):
+        role = ROLE[config.objective]
+        series = f"local {ROLE[OTHER[config.objective]]} continued as {role}"
+        rows.append(_entry(Path(config.init_from), "cross", series, role, config.seed, stage="before"))
+        rows.append(_entry(snapshots.folder(folder, config.steps), "cross", series, role, config.seed, stage="after"))
+    return LocalSeries(pd.DataFrame(rows, columns=list(ENTRY_COLUMNS)), runs, continued_runs)
+
+
+def _entry(path: Path, kind: str, series: str, role: str, seed: int, step=float("nan"), tokens=float("nan"), stage=""):
+    return {
+        "model": str(path),
+        "kind": kind,
+        "series": series,
+        "role": role,
+        "unit": f"seed {seed}",
+        "seed": int(seed),
+        "stage": stage,
+        "step": float(step),
+        "tokens": float(tokens),
+    }
+
+
+def weight_file_bytes(entries: pd.DataFrame) -> dict[str, int]:
+    """``{model: bytes of its pytorch_model.bin}`` of the local checkpoints of ``entries``."""
+    return {
+        model: (Path(model) / snapshots.WEIGHTS).stat().st_size
+        for model in dict.fromkeys(entries["model"])
+        if (Path(model) / snapshots.WEIGHTS).is_file()
+    }
+
+
+def plan_entries() -> pd.DataFrame:
+    """One entry per series of the local series (its kind, name, role and unit kind): all that
+    :func:`attnstruct.analyses.dynamics_at_scale.plan` reads to declare the claims."""
+    rows = [_entry(Path(""), "trajectory", f"local {ROLE[o]}", ROLE[o], 0) for o in (ENCODER, DECODER)]
+    rows += [_entry(Path(""), "pair", "local pairs", ROLE[o], 0) for o in (ENCODER, DECODER)]
+    for objective in (DECODER, ENCODER):
+        series = f"local {ROLE[OTHER[objective]]} continued as {ROLE[objective]}"
+        rows.append(_entry(Path(""), "cross", series, ROLE[objective], 0, stage="before"))
+    return pd.DataFrame(rows, columns=list(ENTRY_COLUMNS))
+
+
+PLAN = dynamics_at_scale.plan(plan_entries())  # the plan of notebook 09 on the local series (the quick profile)

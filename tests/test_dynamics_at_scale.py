@@ -1,0 +1,256 @@
+"""Notebook 09's analysis on made-up series with a known answer: the entries, the joined scores, the plan, the
+verdicts of pairs, trajectories and continued training, and the catalogue of public series."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from attnstruct import stats
+from attnstruct.analyses import dynamics_at_scale as scale
+from attnstruct.analyses import scale_sentences as words
+from attnstruct.checkpoints import series
+
+SHAPES = {"17m": (64, 4, 3), "32m": (96, 6, 4), "68m": (128, 8, 5)}  # (d_model, n_heads, n_layers)
+
+
+def fake_sweep(medians: dict[str, tuple[float, int, int, int]], *, stacks=None, rng=None) -> xr.Dataset:
+    """A sweep.nc-shaped dataset: each model's one stack has layers scattered tightly around its given median."""
+    rng = rng or np.random.default_rng(0)
+    depth = max(n for *_, n in medians.values())
+    models = list(medians)
+    symmetry = np.full((len(models), 2, depth), np.nan)
+    directionality = np.full_like(symmetry, np.nan)
+    d_model, n_heads = np.full_like(symmetry, np.nan), np.full_like(symmetry, np.nan)
+    for i, (model, (value, width, heads, layers)) in enumerate(medians.items()):
+        stack = (stacks or {}).get(model, 0)
+        symmetry[i, stack, :layers] = value + 0.001 * rng.standard_normal(layers)
+        directionality[i, stack, :layers] = -value + 0.001 * rng.standard_normal(layers)
+        d_model[i, stack, :layers], n_heads[i, stack, :layers] = width, heads
+    dims = ("model", "stack", "layer")
+    return xr.Dataset(
+        {
+            "symmetry": (dims, symmetry),
+            "directionality": (dims, directionality),
+            "d_model": (dims, d_model),
+            "n_heads": (dims, n_heads),
+        },
+        coords={
+            "model": models,
+            "stack": ["encoder", "decoder"],
+            "layer": np.arange(depth),
+            "phase": ("model", np.zeros(len(models))),
+            "family": ("model", ["f"] * len(models)),
+            "n_params": ("model", np.full(len(models), 1e6)),
+            "bytes_fetched": ("model", np.full(len(models), 1000.0)),
+        },
+    )
+
+
+def entry(model, kind, name, role, unit, seed=-1, stage="", step=math.nan, tokens=math.nan):
+    return dict(
+        model=model, kind=kind, series=name, role=role, unit=unit, seed=seed, stage=stage, step=step, tokens=tokens
+    )
+
+
+def pairs_case(gap: float):
+    """Ettin-like pairs of three sizes: the encoder's median symmetry exceeds the decoder's by ``gap``."""
+    rows, medians = [], {}
+    for size, (width, heads, layers) in SHAPES.items():
+        for role, value in (("encoder", 0.1 + gap), ("decoder", 0.1)):
+            medians[f"{role}-{size}"] = (value, width, heads, layers)
+            rows.append(entry(f"{role}-{size}", "pair", "ettin", role, size))
+    return pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)), fake_sweep(medians)
+
+
+def seed_pairs_case(gaps):
+    rows, medians = [], {}
+    for seed, gap in enumerate(gaps):
+        for role, value in (("encoder", 0.2 + gap), ("decoder", 0.2)):
+            medians[f"{role}-{seed}"] = (value, 64, 4, 4)
+            rows.append(entry(f"{role}-{seed}", "pair", "local pairs", role, f"seed {seed}", seed))
+    return pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)), fake_sweep(medians)
+
+
+def test_checkpoint_scores_joins_entries_and_lists_the_models_the_sweep_lacks():
+    entries, sweep = pairs_case(0.3)
+    entries = pd.concat([entries, pd.DataFrame([entry("gone", "pair", "ettin", "encoder", "1b")])], ignore_index=True)
+    ds, missing = scale.checkpoint_scores(entries, sweep)
+    assert missing == ["gone"] and ds.sizes["checkpoint"] == 6
+    assert list(ds["n_layers"].values) == [3, 3, 4, 4, 5, 5] and list(ds["d_model"].values[:2]) == [64, 64]
+    np.testing.assert_allclose(scale.median(ds, "symmetry").values[::2], 0.4, atol=0.01)
+    two = fake_sweep({"m": (0.1, 64, 4, 4)}, stacks={})
+    two["symmetry"][0, 1, :] = 0.0  # a second stack: not a series checkpoint
+    with pytest.raises(ValueError, match="one self-attention stack"):
+        scale.checkpoint_scores(pd.DataFrame([entry("m", "pair", "s", "encoder", "1")]), two)
+
+
+def test_the_plan_makes_each_pair_series_symmetry_primary_and_everything_else_secondary():
+    rows = [
+        entry("a", "pair", "ettin", "encoder", "17m"),
+        entry("b", "trajectory", "pythia", "decoder", "seed 0", 0, step=0.0),
+        entry("c", "cross", "ettin decoder continued as encoder", "encoder", "17m", stage="before"),
+    ]
+    plan = scale.plan(pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)))
+    roles = {claim.name: claim.role for claim in plan.claims}
+    assert roles == {
+        "ettin: encoder minus decoder, median symmetry": "primary",
+        "ettin: encoder minus decoder, median directionality": "secondary",
+        "pythia: final median directionality minus an untrained layer's": "secondary",
+        "ettin decoder continued as encoder: median symmetry after minus before": "secondary",
+    }
+    assert plan.claim("ettin: encoder minus decoder, median symmetry").unit == "size"
+
+
+@pytest.mark.parametrize("gap, verdict", [(0.3, stats.CANNOT_TELL), (0.0, stats.CANNOT_TELL)])
+def test_three_sizes_cannot_reach_a_verdict_whatever_the_gap(gap, verdict):
+    """Three units: a sign-flip test cannot go below p = 1/8, so even a large gap reads cannot tell."""
+    entries, sweep = pairs_case(gap)
+    ds, _ = scale.checkpoint_scores(entries, sweep)
+    symmetry, _ = scale.pair_effects(ds, scale.plan(entries), n_draws=20)
+    assert symmetry.verdict == verdict and symmetry.n == 3 and abs(symmetry.estimate - gap) < 0.01
+
+
+def test_six_seeds_with_a_large_gap_hold_and_the_flip_does_not_hold():
+    entries, sweep = seed_pairs_case([0.3, 0.25, 0.35, 0.3, 0.28, 0.32])
+    ds, _ = scale.checkpoint_scores(entries, sweep)
+    symmetry, direction = scale.pair_effects(ds, scale.plan(entries), n_draws=20)
+    assert symmetry.verdict == stats.HOLDS and symmetry.family.startswith("primary")
+    # the fake directionality is minus the symmetry: the encoder is the lower one, against the prediction
+    assert direction.verdict == stats.DOES_NOT_HOLD and direction.estimate < 0
+    flipped, flipped_sweep = seed_pairs_case([-0.3, -0.25, -0.35, -0.3, -0.28, -0.32])
+    ds, _ = scale.checkpoint_scores(flipped, flipped_sweep)
+    assert scale.pair_effects(ds, scale.plan(flipped), n_draws=20)[0].verdict == stats.DOES_NOT_HOLD
+    unlearned = scale.pair_effects(ds, scale.plan(flipped), n_draws=20, learned={"local pairs": False})[0]
+    assert unlearned.verdict == stats.CANNOT_TELL and unlearned.reason == stats.NOT_LEARNED
+
+
+def test_a_shape_null_is_drawn_for_pairs_of_independent_starts():
+    """Pairs of sizes are read against untrained stacks of their shapes: a gap inside that null's range is not
+    beyond it, even with a clean sign."""
+    entries, sweep = pairs_case(0.001)
+    ds, _ = scale.checkpoint_scores(entries, sweep)
+    symmetry = scale.pair_effects(ds, scale.plan(entries), n_draws=20)[0]
+    assert symmetry.null is not None and symmetry.null.null_low < 0.001 < symmetry.null.null_high
+
+
+def trajectory_case(final: float, role: str, seeds: int = 6):
+    rows, medians = [], {}
+    for seed in range(seeds):
+        for step, value in ((0, 0.0), (100, final / 2), (1000, final)):
+            model = f"{role}-s{seed}@step{step}"
+            medians[model] = (value + 0.01 * seed, 64, 4, 4)
+            rows.append(entry(model, "trajectory", f"{role} run", role, f"seed {seed}", seed, "", step, step * 10.0))
+    return pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)), fake_sweep(medians)
+
+
+def test_a_trajectory_is_judged_at_each_seeds_last_checkpoint_against_an_untrained_layer():
+    entries, sweep = trajectory_case(0.5, "encoder")
+    ds, _ = scale.checkpoint_scores(entries, sweep)
+    (effect,) = scale.trajectory_effects(ds, scale.plan(entries), n_draws=50)
+    assert effect.verdict == stats.HOLDS and effect.n == 6 and effect.claim.startswith("encoder run: final median sym")
+    assert list(scale.last_checkpoints(ds, "encoder run")["step"].values) == [1000.0] * 6
+    lines = scale.trajectory_lines(ds, "encoder run", "symmetry")
+    assert len(lines) == 18 and lines.groupby("seed")["step"].apply(list).iloc[0] == [0.0, 100.0, 1000.0]
+    # a decoder's claim is about directionality, predicted below the null: the fake directionality is -0.5
+    entries, sweep = trajectory_case(0.5, "decoder")
+    ds, _ = scale.checkpoint_scores(entries, sweep)
+    (effect,) = scale.trajectory_effects(ds, scale.plan(entries), n_draws=50)
+    assert "directionality" in effect.claim and effect.verdict == stats.HOLDS
+
+
+def cross_case(change: float, role: str, units: int = 6):
+    rows, medians = [], {}
+    for u in range(units):
+        for stage, value in (("before", 0.1), ("after", 0.1 + change + 0.01 * u)):
+            medians[f"{stage}-{u}"] = (value, 64, 4, 4)
+            rows.append(entry(f"{stage}-{u}", "cross", f"to {role}", role, f"size{u}", stage=stage))
+    return pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)), fake_sweep(medians)
+
+
+@pytest.mark.parametrize(
+    "change, role, verdict",
+    [(0.3, "encoder", stats.HOLDS), (-0.3, "decoder", stats.HOLDS), (-0.3, "encoder", stats.DOES_NOT_HOLD)],
+)
+def test_continued_training_reads_after_minus_before_in_the_direction_of_the_new_objective(change, role, verdict):
+    entries, sweep = cross_case(change, role)
+    ds, _ = scale.checkpoint_scores(entries, sweep)
+    (effect,) = scale.cross_effects(ds, scale.plan(entries))
+    assert effect.verdict == verdict and effect.unit == "size"
+    table = scale.before_and_after(ds, f"to {role}")
+    np.testing.assert_allclose(table["change"], change + 0.01 * np.arange(6), atol=0.01)
+
+
+def test_bytes_needed_counts_each_model_once_and_the_share_of_its_files():
+    entries, sweep = seed_pairs_case([0.1, 0.2])
+    doubled = pd.concat([entries, entries.assign(kind="trajectory", series="local pairs")], ignore_index=True)
+    ds, _ = scale.checkpoint_scores(doubled, sweep)
+    table = scale.bytes_needed(ds, {m: 10_000 for m in entries["model"]})
+    assert table.loc["local pairs", "checkpoints"] == 4 and table.loc["local pairs", "bytes"] == 4000
+    assert table.loc["local pairs", "share of files"] == pytest.approx(0.1)
+    assert "4 checkpoints" in words.describe_bytes(table) and "10.0%" in words.describe_bytes(table)
+
+
+def test_the_sentences_state_what_made_up_data_says():
+    entries, sweep = seed_pairs_case([0.3, 0.25, 0.35, -0.1, 0.28, 0.32])
+    ds, _ = scale.checkpoint_scores(entries, sweep)
+    effects = scale.pair_effects(ds, scale.plan(entries), n_draws=20)
+    assert "in 5 of 6 seeds" in words.describe_pairs(ds, effects)
+    assert words.pairs_title(ds) == "The encoder is the more symmetric of its matched pair in 5 of 6 (local pairs)"
+    assert "Primary: local pairs: encoder minus decoder, median symmetry" in words.describe_summary(effects)
+
+
+def test_thin_keeps_the_ends_and_spreads_the_rest_in_log_steps():
+    pythia = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, *range(1000, 143001, 1000)]
+    kept = series.thin(pythia, 8)
+    assert kept[0] == 0 and kept[-1] == len(pythia) - 1 and len(kept) <= 8
+    steps = np.log1p(np.array(pythia, dtype=float)[kept])
+    assert np.diff(steps).min() > 0.5  # no two kept checkpoints crowd together in log(1 + step)
+    assert series.thin([5, 6, 7], 8) == [0, 1, 2] and series.thin(range(10), 3, log=False) == [0, 4, 9]
+    with pytest.raises(ValueError, match="at least 2"):
+        series.thin(pythia, 1)
+
+
+def test_query_key_bytes_counts_both_weights_their_rows_and_biases():
+    assert series.query_key_bytes(1, 4, 2, 2) == (4 + 4) * 4 * 4  # 4 query rows, 4 key rows of 4 floats
+    assert series.query_key_bytes(12, 768, 12, 64, bytes_per_value=2, bias=True) == 12 * 1536 * 769 * 2
+    assert series.query_key_bytes(2, 64, 8, 8, n_kv_heads=2) == 2 * (64 + 16) * 64 * 4
+    with pytest.raises(ValueError, match="d_head must be a positive integer"):
+        series.query_key_bytes(1, 4, 2, 0)
+
+
+def test_the_catalogued_pairs_and_crosses_need_no_hub_and_name_every_size():
+    table = series.entries(pairs=["ettin"], crosses=list(series.CROSSES))
+    pairs = table[table["kind"] == "pair"]
+    assert list(pairs["unit"].unique()) == list(series.ETTIN_SIZES) and set(pairs["role"]) == {"encoder", "decoder"}
+    cross = table[(table["kind"] == "cross") & (table["stage"] == "after")]
+    assert "jhu-clsp/ettin-enc-from-dec-150m" in set(cross["model"])
+    with pytest.raises(ValueError, match="unknown series nope; known: ettin"):
+        series.entries(pairs=["nope"])
+
+
+@pytest.mark.hub
+def test_a_trajectory_lists_a_repositorys_revisions_thinned_in_training_order(hub, repos):
+    for step in (0, 1, 2, 4, 100, 1000, 5000):
+        hub.add_folder("org/run", repos["tiny/bert"], revision=f"step{step}")
+    hub.add_folder("org/run", repos["tiny/bert"], revision="ext10", tag=True)
+    trajectory = series.Trajectory("run", "encoder", ("org/run",), r"^(step|ext)\d+$", 100.0)
+    rows = pd.DataFrame(series.trajectory_entries(trajectory, max_checkpoints=4))
+    assert rows["model"].iloc[0] == "org/run@step0" and rows["model"].iloc[-1] == "org/run@ext10"
+    assert len(rows) <= 4 and set(rows["kind"]) == {"trajectory"} and (rows["seed"] == 0).all()
+    plain = series.Trajectory("run", "encoder", ("org/run",), r"^step\d+$", 100.0)
+    rows = pd.DataFrame(series.trajectory_entries(plain, max_checkpoints=3))
+    assert list(rows["step"]) == [0.0, 100.0, 5000.0] and list(rows["tokens"]) == [0.0, 10_000.0, 500_000.0]
+
+
+def test_the_local_series_plan_is_the_one_its_entries_declare():
+    from attnstruct.analyses import local_series, plans
+
+    assert plans.plan_of("09_dynamics_at_scale") is local_series.PLAN
+    names = [claim.name for claim in local_series.PLAN.claims]
+    assert names[0] == "local pairs: encoder minus decoder, median symmetry" and len(names) == 6
+    assert [c.name for c in local_series.PLAN.primary] == names[:1]
