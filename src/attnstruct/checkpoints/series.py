@@ -36,6 +36,34 @@ ETTIN_SIZES = ("17m", "32m", "68m", "150m", "400m", "1b")
 
 
 @dataclass(frozen=True)
+class Shape:
+    """What a range read of one checkpoint costs: its attention shape and how its weights are stored (from the
+    model's ``config.json``), for :func:`query_key_bytes`."""
+
+    n_layers: int
+    d_model: int
+    n_heads: int
+    d_head: int
+    bytes_per_value: int
+    bias: bool
+
+    def query_key_bytes(self) -> int:
+        return query_key_bytes(
+            self.n_layers, self.d_model, self.n_heads, self.d_head, bytes_per_value=self.bytes_per_value, bias=self.bias
+        )
+
+
+ETTIN_SHAPES = {  # layers, width, heads of 64 each; float32, no attention biases
+    "17m": Shape(7, 256, 4, 64, 4, False),
+    "32m": Shape(10, 384, 6, 64, 4, False),
+    "68m": Shape(19, 512, 8, 64, 4, False),
+    "150m": Shape(22, 768, 12, 64, 4, False),
+    "400m": Shape(28, 1024, 16, 64, 4, False),
+    "1b": Shape(28, 1792, 28, 64, 4, False),
+}
+
+
+@dataclass(frozen=True)
 class Trajectory:
     """One series of training checkpoints: ``runs[s]`` is seed ``s``'s repository, whose revisions matching
     ``match`` are its checkpoints; or, with ``match`` None, ``runs[s]`` lists the checkpoints themselves (one
@@ -47,6 +75,7 @@ class Trajectory:
     match: str | None
     tokens_per_step: float = math.nan
     about: str = ""
+    shape: Shape | None = None
 
 
 def _multiberts_steps() -> tuple[int, ...]:
@@ -64,6 +93,7 @@ TRAJECTORIES = {
             r"^step\d+$",
             2_097_152.0,
             "GPT-NeoX decoders on the Pile, the original and the nine PolyPythias seeds",
+            Shape(12, 768, 12, 64, 2, True),
         ),
         Trajectory(
             "multiberts",
@@ -76,6 +106,7 @@ TRAJECTORIES = {
             None,
             256.0 * 512.0,
             "BERT-base encoders (masked LM and next-sentence prediction), five seeds",
+            Shape(12, 768, 12, 64, 4, True),
         ),
         Trajectory(
             "ettin-150m-encoder",
@@ -83,6 +114,7 @@ TRAJECTORIES = {
             ("jhu-clsp/ettin-encoder-150m",),
             r"^(step|ext|decay)\d+$",
             about="ModernBERT-style encoder, pre-training, context extension and decay",
+            shape=ETTIN_SHAPES["150m"],
         ),
         Trajectory(
             "ettin-150m-decoder",
@@ -90,6 +122,7 @@ TRAJECTORIES = {
             ("jhu-clsp/ettin-decoder-150m",),
             r"^(step|ext|decay)\d+$",
             about="the same recipe and shapes as a causal decoder",
+            shape=ETTIN_SHAPES["150m"],
         ),
         Trajectory(
             "olmo-1b",
@@ -97,6 +130,7 @@ TRAJECTORIES = {
             ("allenai/OLMo-1B-hf",),
             r"^step\d+-tokens\d+B$",
             about="OLMo-1 decoder; the tokens seen are in the branch names",
+            shape=Shape(16, 2048, 16, 128, 4, False),
         ),
     )
 }
