@@ -238,7 +238,9 @@ prose.show(words.describe_cross(ds, cross_effects))
 effects = [*pair_effects, *trajectory_effects, *cross_effects]
 prose.show(words.learned_line(learned))
 prose.show(words.describe_summary(effects))
-dataset = scale.result_dataset(ds, parameters=parameters, effects=effects, missing=missing, source=source)
+dataset = scale.result_dataset(
+    ds, parameters=parameters, effects=effects, missing=missing, source=source, relative_to=results_dir
+)
 path = results.save_dataset(dataset, results_dir / "09_dynamics_at_scale.nc")
 print(f"wrote {path.name}: {dict(dataset.sizes)}")
 

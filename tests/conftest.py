@@ -90,6 +90,9 @@ def student_runs(shared_work):
     base = shared_work.folder("students")
 
     def run(name):
+        for needed in NEEDS.get(name, ()):
+            run(needed)  # in the same folder: its stored runs are this notebook's input, as in the shared build
+
         def execute(_folder):
             source = ROOT / "notebooks" / f"{name}.py"
             student = exercises.student_version(course_notebooks.course_notebook(ROOT, source))

@@ -139,6 +139,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the Hub; every response carries a Content-Length
+    disable_nagle_algorithm = True  # a redirect's headers and body go out in two writes: do not wait between them
     timeout = 30  # idle kept-alive connections are dropped after this many seconds
     server: _Server
 

@@ -10,7 +10,7 @@ import pytest
 from attnstruct import cli
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.extract import FAILURE_KINDS, ExtractionError, iter_blocks, one_line
-from attnstruct.checkpoints.remote_safetensors import hub_error
+from attnstruct.checkpoints.hub_client import hub_error
 from attnstruct.cli.errors import CommandError, Parser, refuse
 
 from conftest import ROOT

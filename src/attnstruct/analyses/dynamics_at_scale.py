@@ -27,6 +27,7 @@ Every verdict comes from :func:`attnstruct.stats.paired_effect` through the plan
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -322,12 +323,28 @@ def bytes_needed(ds: xr.Dataset, file_bytes: Mapping[str, float] | None = None) 
     return pd.DataFrame(rows).set_index("series")
 
 
+def _relative(model: str, root: Path | None) -> str:
+    if root is None:
+        return model
+    path = Path(model)
+    return path.relative_to(root).as_posix() if path.is_absolute() and path.is_relative_to(root) else model
+
+
 def result_dataset(
-    ds: xr.Dataset, *, parameters: Mapping, effects: Sequence[stats.Effect], missing: Sequence[str], source: str
+    ds: xr.Dataset,
+    *,
+    parameters: Mapping,
+    effects: Sequence[stats.Effect],
+    missing: Sequence[str],
+    source: str,
+    relative_to: str | Path | None = None,
 ) -> xr.Dataset:
     """Notebook 09's dataset: ``ds`` (:func:`checkpoint_scores`) with provenance attrs, the checkpoints that could not
-    be scored (``missing``, JSON) and the verdicts (``verdicts``, JSON)."""
-    out = ds.copy()
+    be scored (``missing``, JSON) and the verdicts (``verdicts``, JSON). Local checkpoints under ``relative_to`` (the
+    results folder) are named relative to it, so that the same runs give the same dataset wherever they lie."""
+    root = Path(relative_to).resolve() if relative_to is not None else None
+    out = ds.assign_coords(model=("checkpoint", [_relative(str(m), root) for m in ds["model"].values]))
+    missing = [_relative(m, root) for m in missing]
     out.attrs = results.provenance_attrs(
         parameters=parameters,
         scored_matrix="sum over heads of W_q^h W_k^h^T of each checkpoint's self-attention layers (d_model x d_model)",

@@ -130,9 +130,13 @@ def make_series(
         (c.objective, c.seed): snapshots.folder(d, c.steps)
         for c, d in zip(configs, processes.run_dirs(configs, runs_dir))
     }
-    continued = [
+    continued = [  # the start named relative to runs_dir, so the runs do not depend on where that folder is
         continued_config(
-            c, finals[(c.objective, c.seed)], continue_steps, warmup=continue_warmup, log_every=continue_every
+            c,
+            finals[(c.objective, c.seed)].relative_to(runs_dir),
+            continue_steps,
+            warmup=continue_warmup,
+            log_every=continue_every,
         )
         for c in configs
     ]
@@ -146,7 +150,7 @@ def make_series(
     for config, folder in zip(continued, processes.run_dirs(continued, runs_dir)):
         role = ROLE[config.objective]
         series = f"local {ROLE[OTHER[config.objective]]} continued as {role}"
-        rows.append(_entry(Path(config.init_from), "cross", series, role, config.seed, stage="before"))
+        rows.append(_entry(runs_dir / config.init_from, "cross", series, role, config.seed, stage="before"))
         rows.append(_entry(snapshots.folder(folder, config.steps), "cross", series, role, config.seed, stage="after"))
     return LocalSeries(pd.DataFrame(rows, columns=list(ENTRY_COLUMNS)), runs, continued_runs)
 

@@ -286,8 +286,8 @@ def read_central_directory(read: Read, size: int, what: str) -> tuple[dict[str, 
     entries, cd_size, cd_offset, tail, tail_start = _end_records(read, size, what)
     if cd_offset >= tail_start:
         directory = tail[cd_offset - tail_start : cd_offset - tail_start + cd_size]
-    else:
-        directory = read(cd_offset, cd_offset + cd_size)
+    else:  # only the part the tail lacks is read again
+        directory = read(cd_offset, tail_start) + tail[: cd_offset + cd_size - tail_start]
     members, pos = {}, 0
     for _ in range(entries):
         if pos + CENTRAL_HEADER.size > len(directory):

@@ -16,9 +16,9 @@ The batch of step ``s`` (windows and masks) is drawn from a generator seeded wit
 (:func:`make_batch`); validation uses the same held-out windows and masks at every evaluation. The initial
 weights come from ``init_seed`` when it is set, else from ``seed``: two runs of one ``seed`` and different
 ``init_seed`` see the same batches from different starts (notebook 06's placebo). ``init_from`` continues
-training from a snapshot folder of another run (:mod:`attnstruct.training.snapshots`), with this run's objective:
-a decoder trained on as an encoder, say (notebook 09's cross-objective runs); the batches are still drawn from
-``(seed, step)``, steps counted from 1 again.
+training from a snapshot folder of another run (:mod:`attnstruct.training.snapshots`; a relative path is read from
+the runs folder of :func:`train_many`) with this run's objective: a decoder trained on as an encoder, say (notebook
+09's cross-objective runs); the batches are still drawn from ``(seed, step)``, steps counted from 1 again.
 """
 
 from __future__ import annotations
@@ -195,15 +195,18 @@ def initialise(model: LanguageModel, init: str, generator: torch.Generator) -> N
                 layer.query.weight.copy_(layer.key.weight)
 
 
-def build_model(config: TextConfig, vocab_size: int) -> LanguageModel:
+def build_model(config: TextConfig, vocab_size: int, runs_dir=None) -> LanguageModel:
     """The model of a run, initialised from ``config.weights_seed`` alone, or with the weights of the snapshot
-    ``config.init_from``; the global RNG is left as it was."""
+    ``config.init_from`` (a relative path is read from ``runs_dir``, the folder of the runs, so that the run's
+    parameters, and its reuse key, do not depend on where that folder is); the global RNG is left as it was."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.weights_seed)  # the construction's draws, then BERT's initialisation
         model = LanguageModel(config.model_config(vocab_size))
     initialise(model, config.init, engine.seeded_generator(config.weights_seed, 7))
     if config.init_from is not None:
-        model.load_state_dict(_snapshot_weights(config.init_from, model))
+        start = Path(config.init_from)
+        start = start if start.is_absolute() or runs_dir is None else Path(runs_dir) / start
+        model.load_state_dict(_snapshot_weights(str(start), model))
     return model
 
 
@@ -251,11 +254,11 @@ class TextTask:
 
     EVALUATIONS: ClassVar[dict[str, str]] = {"val_loss": "loss on fixed held-out windows (NaN between evaluations)"}
 
-    def __init__(self, config: TextConfig, cache: str | os.PathLike | None = None):
-        self.config, self.cache = config, cache
+    def __init__(self, config: TextConfig, cache: str | os.PathLike | None = None, runs_dir=None):
+        self.config, self.cache, self.runs_dir = config, cache, runs_dir
 
     def __getstate__(self) -> dict:  # a spawned worker loads the (cached) tokens itself
-        return {"config": self.config, "cache": self.cache}
+        return {"config": self.config, "cache": self.cache, "runs_dir": self.runs_dir}
 
     @functools.cached_property
     def data(self) -> corpus.TokenData:
@@ -275,7 +278,7 @@ class TextTask:
         self.data  # noqa: B018  (tokenise once, and fail here on a bad corpus)
 
     def build_model(self) -> LanguageModel:
-        return build_model(self.config, self.data.vocab_size)
+        return build_model(self.config, self.data.vocab_size, self.runs_dir)
 
     def batch(self, step: int) -> Batch:
         return make_batch(self.config, self.data, self.data.train, self.config.batch_size, self.config.seed, step)
@@ -309,7 +312,7 @@ def train_many(
     """:func:`attnstruct.training.processes.train_many` of one :class:`TextTask` per configuration; each run lives in
     ``out_dir/<run_name>/`` (resumable); ``snapshot_every`` keeps its weights as a local checkpoint series
     (:mod:`attnstruct.training.snapshots`)."""
-    tasks = [TextTask(config, cache) for config in configs]
+    tasks = [TextTask(config, cache, out_dir) for config in configs]
     return many_runs.train_many(
         tasks,
         out_dir,

@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the checkout holding src/attnstruc
 MAIN_FIGURE = pages.MAIN_FIGURE
 GUIDES = (
     "command-line",
+    "series",
     "training",
     "teaching",
     "architecture",

@@ -216,9 +216,13 @@ def _match_layers(names: list[str], patterns: tuple[str, ...]) -> dict[int, str]
     return {}
 
 
-def _bias(source: TensorSource, names: set[str], weight_name: str) -> torch.Tensor | None:
+def _bias(source: TensorSource, names: set[str], weight_name: str, rows=None) -> torch.Tensor | None:
+    """The bias of ``weight_name``, if the checkpoint has one; with ``rows`` (a fused weight read by rows), only
+    those entries are read, the value ones left zero."""
     name = weight_name[: -len("weight")] + "bias"
-    return check_finite(source.get(name).float(), name) if name in names else None
+    if name not in names:
+        return None
+    return check_finite((source.get_rows(name, rows) if rows else source.get(name)).float(), name)
 
 
 def _split_fused(spec: StackSpec, w: torch.Tensor, b: torch.Tensor | None, n_heads: int, config):
@@ -298,8 +302,8 @@ def stack_layers(source: TensorSource) -> list[tuple[StackSpec, dict[int, str]]]
 
 def query_key_reads(source: TensorSource) -> list[tuple[str, list[tuple[int, int]] | None]]:
     """What :func:`hf_blocks` reads, in its order: ``(name, None)`` for a whole tensor (query/key weights and
-    biases), ``(name, rows)`` for the query/key rows of a fused weight (:func:`fused_query_key_rows`) from a source
-    with ``get_rows``. A prefetch of these is what :func:`hf_blocks` then asks for."""
+    biases), ``(name, rows)`` for the query/key rows of a fused weight and its bias (:func:`fused_query_key_rows`)
+    from a source with ``get_rows``. A prefetch of these is what :func:`hf_blocks` then asks for."""
     names = source.names()
     present = set(names)
     ordered = []
@@ -310,7 +314,7 @@ def query_key_reads(source: TensorSource) -> list[tuple[str, list[tuple[int, int
                 if weight is not None:
                     bias = weight[: -len("weight")] + "bias"
                     read = _weight_read(source, spec, weight)
-                    ordered += [read, (bias, None)] if bias in present else [read]
+                    ordered += [read, (bias, read[1])] if bias in present else [read]
     return ordered
 
 
@@ -332,7 +336,7 @@ def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
             q_name = layers[layer]
             _, rows = _weight_read(source, spec, q_name)
             w = check_finite((source.get_rows(q_name, rows) if rows else source.get(q_name)).float(), q_name)
-            b = _bias(source, names, q_name)
+            b = _bias(source, names, q_name, rows)
             if spec.fused:
                 w_q, w_k, b_q, b_k = _split_fused(spec, w, b, n_heads, source.config)
             else:
