@@ -38,7 +38,9 @@ import torch
 from .extract.blocks import ExtractionError, one_line
 from .extract.parameters import count_named
 
-MERGE_GAP = 24  # bytes: reads this close are merged (a ZIP data descriptor, 16 or 24 bytes, parts two members)
+# bytes: reads this close are merged, one request costing more than a page read in vain (the value entries of a fused
+# bias between its heads' query and key entries; a ZIP data descriptor and local header between two members)
+MERGE_GAP = 4096
 RowRanges = tuple[tuple[int, int], ...]  # [start, end) row ranges of dim 0, sorted, merged
 ReadKey = tuple[str, RowRanges | None]  # a tensor, whole (None) or some of its rows
 
