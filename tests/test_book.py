@@ -29,6 +29,7 @@ PAGES = {"instructor": ("index", "lecture-path", "exercises", "data", "citation"
 PAGES["student"] = tuple(p for p in PAGES["instructor"] if p != "lecture-path")
 GUIDES = (
     "command-line",
+    "series",
     "training",
     "teaching",
     "architecture",
