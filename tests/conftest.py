@@ -4,6 +4,7 @@ Nothing heavy is imported at module level: the pytest-xdist controller loads thi
 the workers, and runs no test.
 """
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -76,12 +77,63 @@ def executed_build(shared_work):
     return run
 
 
+# What a build stores for a later run of a notebook to reuse (results/ folders), and another notebook's dataset
+# that a notebook reads (09 reads 05's parameters from it).
+STORED_WORK = ("text_runs", "toy_runs", "vision_runs", "exercise_runs", "08_model_sweep", "09_dynamics_at_scale")
+READS = {"09_dynamics_at_scale": ("05_training_dynamics.nc",)}
+
+
+def copy_stored_work(build: Path, work: Path, name: str) -> None:
+    """The stored results of ``build`` that notebook ``name`` reuses, copied into the work folder ``work``: every
+    folder of :data:`STORED_WORK` (the hidden temporary files of atomic writes skipped, and any file another
+    worker's run removes meanwhile, such as a checkpoint at the end of its run) and the datasets of :data:`READS`."""
+    import shutil
+
+    def copy(src, dst):
+        try:
+            shutil.copy2(src, dst)
+        except FileNotFoundError:
+            pass
+
+    for folder in STORED_WORK:
+        if (build / "results" / folder).is_dir():
+            shutil.copytree(
+                build / "results" / folder,
+                work / "results" / folder,
+                ignore=shutil.ignore_patterns(".*"),
+                copy_function=copy,
+                dirs_exist_ok=True,
+            )
+    for dataset in READS.get(name, ()):
+        (work / "results").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build / "results" / dataset, work / "results" / dataset)
+
+
+@contextlib.contextmanager
+def stored_runs_only(work: Path):
+    """Notebooks started in the block write to the work folder ``work`` and may not train
+    (``ATTNSTRUCT_WORK``, ``ATTNSTRUCT_STORED_RUNS_ONLY=1``; kernels inherit the environment)."""
+    saved = {key: os.environ.get(key) for key in ("ATTNSTRUCT_WORK", "ATTNSTRUCT_STORED_RUNS_ONLY")}
+    os.environ.update(ATTNSTRUCT_WORK=str(work), ATTNSTRUCT_STORED_RUNS_ONLY="1")
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 @pytest.fixture(scope="session")
-def student_runs(shared_work):
+def student_runs(shared_work, executed_build):
     """``student_runs(name)``: the student version of notebook ``name`` as ``make exercises`` writes it (its course
     version with solutions stubbed, :func:`attnstruct.teaching.exercises.student_version`) run once per session
-    with the parameters of ``executed_build``, every cell executed whatever raised before; returns ``(executed
-    notebook, build folder)``."""
+    with the parameters of ``executed_build``, as a student opens it after a build: in a fresh kernel, its output
+    folders left to their default (a work folder holding a copy of the build's stored runs,
+    :func:`copy_stored_work`) and nothing allowed to train (:func:`stored_runs_only`), every cell executed whatever
+    raised before; returns ``(executed notebook, work folder)``. Its dataset and figures are in the work folder's
+    ``results/`` and ``figures/``."""
     import nbformat
 
     from attnstruct import notebooks
@@ -90,20 +142,22 @@ def student_runs(shared_work):
     base = shared_work.folder("students")
 
     def run(name):
-        for needed in NEEDS.get(name, ()):
-            run(needed)  # in the same folder: its stored runs are this notebook's input, as in the shared build
+        executed_build(name)  # the stored runs it reads
 
         def execute(_folder):
             source = ROOT / "notebooks" / f"{name}.py"
             student = exercises.student_version(course_notebooks.course_notebook(ROOT, source))
-            params = notebook_params.parameters(ROOT, name)
-            result = notebooks.run_notebook(
-                ROOT, source, params, base, profile="quick", notebook=student, allow_errors=True
-            )
-            return str(result.executed)
+            params = {**notebook_params.parameters(ROOT, name), "results_dir": None, "figures_dir": None}
+            work = base / name / "work"
+            copy_stored_work(executed_build.build_dir, work, name)
+            with stored_runs_only(work):
+                result = notebooks.run_notebook(
+                    ROOT, source, params, base / name, profile="quick", notebook=student, allow_errors=True
+                )
+            return [str(result.executed), str(work)]
 
-        executed = shared_work.once(f"student-{name}", execute)
-        return nbformat.read(executed, as_version=4), base
+        executed, work = shared_work.once(f"student-{name}", execute)
+        return nbformat.read(executed, as_version=4), Path(work)
 
     return run
 

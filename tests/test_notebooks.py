@@ -2,7 +2,6 @@
 
 import json
 import re
-import shutil
 
 import jupytext
 import pytest
@@ -11,7 +10,7 @@ import xarray as xr
 from attnstruct import notebooks, results
 from attnstruct.analyses import plans
 
-from conftest import ROOT
+from conftest import ROOT, copy_stored_work
 from notebook_params import parameters as course_parameters
 
 NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]
@@ -79,7 +78,9 @@ def test_the_paper_profile_starts_smoke_profile(name, tmp_path):
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_same_parameters_give_identical_data(name, executed_build, student_runs):
     """Two runs with the same parameters write the same data and figures, bit for bit: the notebook, and its
-    student version (whose exercises come after the dataset and the figures are written)."""
+    student version (whose exercises come after the dataset and the figures are written) in a fresh kernel that
+    reads the build's stored runs (a second training of the same run is proven to give the same run by the
+    training tests: a resumed run, runs in processes, under torchrun)."""
     _, again = student_runs(name)
     a = results.load_dataset(executed_build.build_dir / "results" / f"{name}.nc")
     b = results.load_dataset(again / "results" / f"{name}.nc")
@@ -115,24 +116,6 @@ def test_sources_are_canonical_and_paired_notebooks_in_sync(name):
         )
 
 
-STORED_WORK = ("text_runs", "toy_runs", "vision_runs", "exercise_runs", "08_model_sweep", "09_dynamics_at_scale")
-READS = {"09_dynamics_at_scale": ("05_training_dynamics.nc",)}  # another notebook's dataset it reads (its parameters)
-
-
-def _copy_finished_files(source, target) -> None:
-    """Copy ``source`` to ``target``, skipping the hidden temporary files of atomic writes and any file that another
-    worker's run removes meanwhile (a checkpoint at the end of its run)."""
-    import shutil
-
-    def copy(src, dst):
-        try:
-            shutil.copy2(src, dst)
-        except FileNotFoundError:
-            pass
-
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*"), copy_function=copy, dirs_exist_ok=True)
-
-
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_after_a_build_the_notebook_runs_again_in_a_fresh_kernel_and_trains_nothing(
@@ -143,11 +126,7 @@ def test_after_a_build_the_notebook_runs_again_in_a_fresh_kernel_and_trains_noth
     ``ATTNSTRUCT_STORED_RUNS_ONLY=1`` makes anything that would train fail the run."""
     _, params = executed_build(name)
     work = tmp_path / "work"
-    for folder in STORED_WORK:
-        if (executed_build.build_dir / "results" / folder).is_dir():
-            _copy_finished_files(executed_build.build_dir / "results" / folder, work / "results" / folder)
-    for dataset in READS.get(name, ()):
-        shutil.copy2(executed_build.build_dir / "results" / dataset, work / "results" / dataset)
+    copy_stored_work(executed_build.build_dir, work, name)
     monkeypatch.setenv("ATTNSTRUCT_WORK", str(work))
     monkeypatch.setenv("ATTNSTRUCT_STORED_RUNS_ONLY", "1")
     defaults = {"results_dir": None, "figures_dir": None}
