@@ -13,16 +13,21 @@ In the spirit of minGPT's task-free trainer: the loop knows nothing of text or i
 * ``attrs()``: what the run's dataset should record about the data.
 
 The loop (:func:`train`) draws ``batch(step)``, reseeds dropout from ``(seed, step)``, takes an AdamW step on
-``total / count`` (:class:`Step`), records the scores every ``log_every`` steps and at the last step
-(:mod:`attnstruct.training.records`), evaluates every ``eval_every`` steps and at the last step, and writes a
-checkpoint at the first record step past each multiple of ``checkpoint_every`` (:mod:`attnstruct.training.run_folder`),
-so that a resumed run ends with the dataset of an uninterrupted one.
+``total / count`` (:class:`attnstruct.training.step.Step`, in ``accumulate`` micro-batches), records the scores
+every ``log_every`` steps and at the last step (:mod:`attnstruct.training.records`), evaluates every
+``eval_every`` steps and at the last step, and writes a checkpoint at the first record step past each multiple of
+``checkpoint_every`` (:mod:`attnstruct.training.run_folder`), so that a resumed run ends with the dataset of an
+uninterrupted one.
 
 Scale-out: under ``torchrun`` (an initialised process group) every rank draws the same global batch and takes
 rows ``rank::world``; the model and the task's loss are wrapped in DistributedDataParallel once
-(:class:`Objective`), and the loss is divided by the global number of targets over the number of processes,
-so that DDP's gradient average is the one-process gradient. ``amp=True`` runs the forward pass under bfloat16
-autocast on CUDA.
+(:class:`~attnstruct.training.step.Objective`), and the loss is divided by the global number of targets over the
+number of processes, so that DDP's gradient average is the one-process gradient. ``accumulate=k`` splits each
+process's rows again into ``k`` micro-batches with one optimiser step (the maths: :mod:`attnstruct.training.step`).
+
+On a GPU: ``amp=True`` runs the forward pass under bfloat16 autocast, ``compile=True`` compiles the model and its
+loss with ``torch.compile``, AdamW is fused, and batches (drawn on the CPU) reach the device from pinned memory
+without blocking. The model's attention is :func:`torch.nn.functional.scaled_dot_product_attention`.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -50,16 +55,24 @@ from . import run_folder, snapshots
 from .config import Settings, non_negative_integer, one_of, positive_integers
 from .model import TransformerConfig
 from .records import SCORED_MATRIX, Records, record_scores
+from .step import Objective, Step, build_optimizer, distributed, runner, seeded_generator, transfer
+
+__all__ = [
+    "SCHEDULES",
+    "Objective",
+    "RunConfig",
+    "Step",
+    "Task",
+    "build_optimizer",
+    "distributed",
+    "evaluation_mode",
+    "mean_loss",
+    "seeded_generator",
+    "to_dataset",
+    "train",
+]
 
 SCHEDULES = ("constant", "linear", "cosine")
-
-
-def seeded_generator(*seeds: int) -> torch.Generator:
-    """A CPU generator seeded by a fixed mix of the integers (e.g. ``(seed, step)``): same seeds, same draws."""
-    mixed = 0
-    for value in seeds:
-        mixed = (mixed * 1_000_003 + int(value)) % (2**63 - 1)
-    return torch.Generator().manual_seed(mixed)
 
 
 @dataclass(frozen=True)
@@ -70,12 +83,18 @@ class RunConfig(Settings):
     overrides those that notebook 07 sets otherwise. Subclasses name their objectives in ``OBJECTIVES``, which
     objectives attend causally in ``CAUSAL``, the fields that tell runs apart in ``RUN_KEYS``, and check their
     own fields in :meth:`validate_task`.
+
+    Fields added after runs were first recorded are named in ``OMITTED_AT_DEFAULT``: at their default they are
+    left out of the record (:meth:`to_dict`, hence of the digest and the run folder's name), so a run recorded
+    before they existed keeps its folder and its parameters; any other value is recorded.
     """
 
     OBJECTIVES: ClassVar[tuple[str, ...]] = ()
     CAUSAL: ClassVar[Mapping[str, bool]] = {}
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "seed")
     CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # the order of each run key's values in combined runs
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("accumulate", "compile")
+    PER_RUN: ClassVar[tuple[str, ...]] = ("accumulate", "compile")  # a notebook need not declare them
 
     objective: str = ""
     seed: int = 0
@@ -97,10 +116,14 @@ class RunConfig(Settings):
     norm: str = "pre"
     device: str = "cpu"
     amp: bool = False
+    accumulate: int = 1  # micro-batches per step: batch_size rows in accumulate parts, one optimiser step
+    compile: bool = False  # torch.compile the model and its loss
 
     def __post_init__(self):
         one_of(self.objective, self.OBJECTIVES, "objective")
-        positive_integers(self, ("steps", "batch_size", "log_every", "eval_every", "checkpoint_every"))
+        positive_integers(self, ("steps", "batch_size", "log_every", "eval_every", "checkpoint_every", "accumulate"))
+        if self.batch_size % self.accumulate:
+            raise ValueError(f"batch_size {self.batch_size} is not divisible into {self.accumulate} micro-batches")
         positive_integers(self, ("d_model", "n_layers", "n_heads"))
         non_negative_integer(self, "seed")
         if self.eval_every % self.log_every:
@@ -119,9 +142,16 @@ class RunConfig(Settings):
         one_of(self.norm, ("post", "pre"), "norm")
         if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES:
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
-        if not isinstance(self.amp, bool):
-            raise ValueError(f"amp must be true or false, got {self.amp!r}")
+        for name in ("amp", "compile"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
         self.validate_task()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record of the configuration: every field, but those of ``OMITTED_AT_DEFAULT`` at their default."""
+        record = super().to_dict()
+        defaults = {f.name: f.default for f in fields(self)}
+        return {k: v for k, v in record.items() if k not in self.OMITTED_AT_DEFAULT or v != defaults[k]}
 
     def validate_task(self) -> None:
         """The task's own checks (raise ValueError with one line)."""
@@ -160,93 +190,6 @@ class Task(Protocol):
     def attrs(self) -> dict: ...
 
 
-def build_optimizer(config: RunConfig, model: nn.Module):
-    """AdamW (no weight decay on biases, LayerNorms and other 1-D parameters, as BERT) and the learning-rate
-    schedule: a linear warm-up over ``warmup`` steps, then ``constant``, ``linear`` decay to 0 at the last step
-    (Hugging Face's default), or ``cosine`` decay to 0 at the last step. A short run with ``constant`` sees the
-    rate of the first steps of a long run."""
-    decay, no_decay = [], []
-    for name, parameter in model.named_parameters():
-        (no_decay if parameter.ndim < 2 or "norm" in name else decay).append(parameter)
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr,
-    )
-
-    def factor(step: int) -> float:
-        if step < config.warmup:
-            return (step + 1) / config.warmup
-        if config.schedule == "constant":
-            return 1.0
-        if config.schedule == "linear":
-            return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup))
-        progress = (step - config.warmup) / max(1, config.steps - config.warmup)
-        return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-class Objective(nn.Module):
-    """A model and its task's loss as one module: ``forward(batch) -> (total, count)``.
-
-    DistributedDataParallel wraps this once, so the task's loss may call any part of the model (e.g. a head
-    applied to the masked positions only) and the model itself is never unwrapped.
-    """
-
-    def __init__(self, task: Task, model: nn.Module):
-        super().__init__()
-        self.model = model
-        self.loss = task.loss
-
-    def forward(self, batch):
-        return self.loss(self.model, batch)
-
-
-def distributed() -> tuple[int, int]:
-    """(rank, world size) of an initialised process group, else (0, 1)."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    return 0, 1
-
-
-@dataclass
-class Step:
-    """One optimiser step of a run (also what ``benchmarks/train_throughput.py`` times).
-
-    ``runner(batch) -> (total, count)`` is an :class:`Objective`, possibly inside DDP. The loss is
-    ``total / (count_global / world)``: the mean over the global batch's targets once DDP averages gradients.
-    """
-
-    runner: Callable
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    config: RunConfig
-    device: torch.device
-    world: int = 1
-
-    def __call__(self, batch, step: int) -> torch.Tensor:
-        torch.manual_seed(seeded_generator(self.config.seed, step, 1).initial_seed())  # dropout of this step
-        autocast = (
-            torch.autocast(self.device.type, dtype=torch.bfloat16)
-            if self.config.amp and self.device.type == "cuda"
-            else contextlib.nullcontext()
-        )
-        with autocast:
-            total, count = self.runner(batch)
-        if self.world > 1:
-            count = torch.as_tensor(count, device=total.device, dtype=torch.float64)
-            torch.distributed.all_reduce(count)
-            count = float(count) / self.world
-        loss = total / count
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.clip)
-        self.optimizer.step()
-        self.scheduler.step()
-        return loss.detach()
-
-
 def _record(task: Task, model, records: Records, step: int, train_loss: float, scheduler, device) -> None:
     config = task.config
     start = time.perf_counter()
@@ -271,14 +214,16 @@ def evaluation_mode(model: nn.Module):
         model.train(was_training)
 
 
-def mean_loss(task: Task, model: nn.Module, batches, device) -> float:
-    """Mean loss per target over ``batches`` (summed in float64 over the batches), in evaluation mode."""
+def mean_loss(task: Task, model: nn.Module, batches, device, parts: int = 1) -> float:
+    """Mean loss per target over ``batches`` (summed in float64 over the batches), in evaluation mode; each batch
+    in ``parts`` pieces of rows ``i::parts`` (a run's ``accumulate``: no more activations than a training step)."""
     total, count = 0.0, 0
     with evaluation_mode(model):
         for batch in batches:
-            batch_total, batch_count = task.loss(model, batch.to(device))
-            total += float(batch_total)
-            count += int(batch_count)
+            for i in range(parts):
+                batch_total, batch_count = task.loss(model, batch.rows(i, parts).to(device))
+                total += float(batch_total)
+                count += int(batch_count)
     return total / count
 
 
@@ -331,8 +276,11 @@ def train(
     """
     config = task.config
     rank, world = distributed()
-    if config.batch_size % world:
-        raise ValueError(f"batch_size {config.batch_size} is not divisible by the {world} processes")
+    if config.batch_size % (world * config.accumulate):
+        raise ValueError(
+            f"batch_size {config.batch_size} is not divisible by the {world} processes x {config.accumulate} "
+            "micro-batches"
+        )
     snapshots.check_every(snapshot_every, config.log_every)
     if snapshot_every and run_dir is None:
         raise ValueError("snapshots need a run folder (run_dir)")
@@ -363,12 +311,7 @@ def _train(task: Task, run_dir, device, rank, world, progress, callback, snapsho
     model = task.build_model().to(device)
     optimizer, scheduler = build_optimizer(config, model)
     start, records = run_folder.resume(run_dir, config, model, optimizer, scheduler)
-    runner = Objective(task, model)
-    if world > 1:
-        runner = nn.parallel.DistributedDataParallel(
-            runner, **({"device_ids": [device.index]} if device.type == "cuda" else {})
-        )
-    step_once = Step(runner, model, optimizer, scheduler, config, device, world)
+    step_once = Step(runner(task, model, config, device, world), model, optimizer, scheduler, config, device, world)
     if start == 0:
         _record(task, model, records, 0, float("nan"), scheduler, device)
         snapshot(0)
@@ -376,7 +319,7 @@ def _train(task: Task, run_dir, device, rank, world, progress, callback, snapsho
     bar = _progress_bar(config, start, progress and rank == 0)
     model.train()
     for step in range(start + 1, config.steps + 1):
-        running_loss += step_once(task.batch(step).rows(rank, world).to(device), step)
+        running_loss += step_once(transfer(task.batch(step).rows(rank, world), device), step)
         if callback is not None:
             callback(step, model)
         if step % config.log_every == 0 or step == config.steps:
