@@ -78,7 +78,6 @@ from attnstruct.checkpoints import series as public
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.scoring import resolve_device
 from attnstruct.report import plotting, prose
-from attnstruct.tasks import corpus as text_corpus
 
 plotting.set_style()
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
@@ -116,9 +115,7 @@ if source == "local":
         cache=cache_dir,
     )
     entries = made.entries
-    unigram = text_corpus.load_tokens(
-        runs05["corpus"], runs05["vocab_size"], runs05["val_fraction"], cache=cache_dir
-    ).unigram_entropy()
+    unigram = local_series.notebook_05_tokens(runs05, cache_dir).unigram_entropy()
     learned = made.learned(unigram)
 else:
     entries = public.entries(trajectories, pairs, crosses, max_checkpoints=max_checkpoints)

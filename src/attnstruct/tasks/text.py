@@ -19,6 +19,16 @@ weights come from ``init_seed`` when it is set, else from ``seed``: two runs of 
 training from a snapshot folder of another run (:mod:`attnstruct.training.snapshots`; a relative path is read from
 the runs folder of :func:`train_many`) with this run's objective: a decoder trained on as an encoder, say (notebook
 09's cross-objective runs); the batches are still drawn from ``(seed, step)``, steps counted from 1 again.
+
+The corpus (:mod:`attnstruct.tasks.run_corpus`): the packaged plays or one UTF-8 text file with the BPE trained here
+(``tokenizer="bpe"``, ``vocab_size``), as :mod:`attnstruct.tasks.corpus` reads them; anything else is a *prepared
+corpus*, tokenised once by :mod:`attnstruct.tasks.prepared_corpus` (a hub dataset ``hf://datasets/ORG/NAME[@REV]``
+with ``corpus_config``, ``corpus_split``, ``corpus_field``; a named corpus; parquet, jsonl or text files or a
+folder of them; a tokenizer by hub id or ``tokenizer.json`` path; ``max_tokens``; ``preprocessing``) or a prepared
+folder itself, and read by memory map: the windows of a batch are the only tokens read, drawn from ``(seed, step)``
+exactly as from the plays. The model's vocabulary is then the tokenizer's, the mask id the tokenizer's (masked LM
+needs one), and the random tokens of BERT's 10% come from the whole vocabulary, as Hugging Face's collator draws
+them.
 """
 
 from __future__ import annotations
@@ -40,6 +50,18 @@ from ..training import processes as many_runs
 from ..training.config import non_negative_integer, one_of, positive_integers
 from ..training.model import LanguageModel, TransformerConfig, attention_layers
 from . import corpus
+from .run_corpus import CORPUS_OPTIONS, corpus_data, corpus_tokenizer
+
+__all__ = [
+    "CORPUS_OPTIONS",
+    "Batch",
+    "TextConfig",
+    "TextTask",
+    "corpus_data",
+    "corpus_tokenizer",
+    "train",
+    "train_many",
+]
 
 OBJECTIVES = ("mlm", "next-token", "next-token-mlm-collator")
 INITS = ("bert", "symmetric", "symmetric-matched", "default-scale")
@@ -57,7 +79,8 @@ class TextConfig(engine.RunConfig):
     CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "init", "seed")
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
-    PER_RUN: ClassVar[tuple[str, ...]] = ("init_seed", "init_from")
+    PER_RUN: ClassVar[tuple[str, ...]] = (*engine.RunConfig.PER_RUN, "init_seed", "init_from", *CORPUS_OPTIONS)
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*engine.RunConfig.OMITTED_AT_DEFAULT, *CORPUS_OPTIONS)
 
     objective: str = "mlm"
     init: str = "bert"
@@ -68,6 +91,12 @@ class TextConfig(engine.RunConfig):
     val_fraction: float = 0.05
     init_seed: int | None = None  # the seed of the initial weights; None: ``seed``
     init_from: str | None = None  # a snapshot folder whose weights the run starts from; None: a new model
+    tokenizer: str = "bpe"  # "bpe" (trained here, vocab_size), a hub id or a tokenizer.json path
+    corpus_config: str | None = None  # a hub dataset's configuration (subset)
+    corpus_split: str | None = None  # a hub dataset's split; None: the prepared corpus's default
+    corpus_field: str | None = None  # the text column; None: the prepared corpus's default
+    max_tokens: int | None = None  # tokenise at most this many tokens of the source; None: all
+    preprocessing: str = "none"  # a transform of each document before tokenising (tasks.preprocessing)
 
     @property
     def weights_seed(self) -> int:
@@ -93,6 +122,22 @@ class TextConfig(engine.RunConfig):
             raise ValueError(f"val_fraction must be in (0, 0.5), got {self.val_fraction!r}")
         if not isinstance(self.corpus, (str, os.PathLike)):
             raise ValueError(f"corpus must be a packaged corpus name or a path, got {self.corpus!r}")
+        if not isinstance(self.tokenizer, str) or not self.tokenizer:
+            raise ValueError(f"tokenizer must be 'bpe', a hub id or a tokenizer.json path, got {self.tokenizer!r}")
+        for name in ("corpus_config", "corpus_split", "corpus_field"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string or None, got {getattr(self, name)!r}")
+        if self.max_tokens is not None:
+            positive_integers(self, ("max_tokens",))
+        from .preprocessing import PREPROCESSING
+
+        one_of(self.preprocessing, tuple(PREPROCESSING), "preprocessing")
+
+    @property
+    def prepared(self) -> bool:
+        """Whether the corpus is a prepared corpus (module docstring), not the plays or a text file with the BPE."""
+        defaults = all(getattr(self, name) == getattr(TextConfig, name) for name in CORPUS_OPTIONS)
+        return not (defaults and corpus.takes_text_path(self.corpus))
 
     def model_config(self, vocab_size: int) -> TransformerConfig:
         return self.transformer_config(vocab_size=vocab_size, max_len=self.seq_len)
@@ -103,14 +148,21 @@ class TextConfig(engine.RunConfig):
 
 @dataclass(frozen=True)
 class Batch:
-    """Model inputs ``[B, T]``, the positions that carry a loss (bool ``[B, T]``) and their targets ``[n]``."""
+    """Model inputs ``[B, T]``, the positions that carry a loss (bool ``[B, T]``) and their targets ``[n]``;
+    ``positions`` (int64 ``[n]``) are the selected positions' indices in the flattened ``[B * T]``, found on the
+    CPU when the batch is made, so that the loss gathers them on a device without waiting for it."""
 
     inputs: torch.Tensor
     selected: torch.Tensor
     targets: torch.Tensor
+    positions: torch.Tensor | None = None
+
+    def __post_init__(self):
+        if self.positions is None:
+            object.__setattr__(self, "positions", self.selected.reshape(-1).nonzero()[:, 0])
 
     def rows(self, start: int, step: int) -> Batch:
-        """The rows ``start::step`` (one process's share of a global batch)."""
+        """The rows ``start::step`` (one process's share of a global batch, or one micro-batch of it)."""
         if step == 1:
             return self
         row_of_target = self.selected.nonzero()[:, 0]
@@ -118,21 +170,26 @@ class Batch:
         return Batch(self.inputs[start::step], self.selected[start::step], self.targets[keep])
 
     def to(self, device) -> Batch:
-        return Batch(self.inputs.to(device), self.selected.to(device), self.targets.to(device))
+        return Batch(*(t.to(device) for t in (self.inputs, self.selected, self.targets, self.positions)))
 
 
-def draw_windows(ids: torch.Tensor, n: int, length: int, generator: torch.Generator) -> torch.Tensor:
-    """``n`` random windows of ``length`` consecutive tokens, ``[n, length]``."""
+def draw_windows(ids, n: int, length: int, generator: torch.Generator) -> torch.Tensor:
+    """``n`` random windows of ``length`` consecutive tokens of ``ids`` (a tensor, or an array such as a memory
+    map, of which only the windows are read), ``[n, length]`` int64."""
     if len(ids) <= length:
         raise ValueError(f"the text has {len(ids)} tokens, fewer than one window of {length + 1}")
     starts = torch.randint(0, len(ids) - length, (n,), generator=generator)
-    return ids[starts[:, None] + torch.arange(length)]
+    index = starts[:, None] + torch.arange(length)
+    if isinstance(ids, torch.Tensor):
+        return ids[index]
+    return torch.from_numpy(ids[index.numpy()].astype("int64"))
 
 
 def mask_for_mlm(
-    tokens: torch.Tensor, mask_id: int, vocab_size: int, n_special: int, rate: float, generator: torch.Generator
+    tokens: torch.Tensor, mask_id: int, random_range: tuple[int, int], rate: float, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """BERT's corruption: select ``rate`` of positions (at least one per row); 80% -> [MASK], 10% random, 10% kept.
+    """BERT's corruption: select ``rate`` of positions (at least one per row); 80% -> [MASK], 10% a random token
+    drawn uniformly from ``[low, high) = random_range``, 10% kept.
 
     Returns the corrupted inputs ``[B, T]`` and the selection ``[B, T]`` (bool).
     """
@@ -140,29 +197,27 @@ def mask_for_mlm(
     selected = draws < rate
     selected[torch.arange(len(tokens)), draws.argmin(1)] = True
     action = torch.rand(tokens.shape, generator=generator)
-    random_tokens = torch.randint(n_special, vocab_size, tokens.shape, generator=generator)
+    random_tokens = torch.randint(*random_range, tokens.shape, generator=generator)
     inputs = torch.where(selected & (action < 0.8), mask_id, tokens)
     inputs = torch.where(selected & (action >= 0.8) & (action < 0.9), random_tokens, inputs)
     return inputs, selected
 
 
-def make_batch(config: TextConfig, data: corpus.TokenData, ids: torch.Tensor, n: int, *seeds: int) -> Batch:
-    """The batch for one step (or one validation batch), a pure function of the seeds."""
+def make_batch(config: TextConfig, data, ids, n: int, *seeds: int) -> Batch:
+    """The batch for one step (or one validation batch), a pure function of the seeds; ``data`` is the corpus
+    (:class:`attnstruct.tasks.corpus.TokenData` or :class:`~attnstruct.tasks.corpus.MappedTokens`), ``ids`` one
+    of its splits."""
     generator = engine.seeded_generator(*seeds)
     windows = draw_windows(ids, n, config.seq_len + 1, generator)
     if config.objective == "mlm":
         tokens = windows[:, :-1]
-        inputs, selected = mask_for_mlm(
-            tokens, data.mask_id, data.vocab_size, data.n_special, config.mask_rate, generator
-        )
+        inputs, selected = mask_for_mlm(tokens, data.mask_id, data.random_tokens, config.mask_rate, generator)
         return Batch(inputs, selected, tokens[selected])
     inputs, following = windows[:, :-1], windows[:, 1:]
     if config.objective == "next-token":
         return Batch(inputs, torch.ones_like(inputs, dtype=torch.bool), following.reshape(-1))
     # The authors' decoder runs: MLM-corrupted inputs, a next-token loss only where the next token was selected.
-    corrupted, chosen = mask_for_mlm(
-        windows, data.mask_id, data.vocab_size, data.n_special, config.mask_rate, generator
-    )
+    corrupted, chosen = mask_for_mlm(windows, data.mask_id, data.random_tokens, config.mask_rate, generator)
     selected = chosen[:, 1:]
     return Batch(corrupted[:, :-1], selected, following[selected])
 
@@ -231,19 +286,13 @@ def summed_loss(model: LanguageModel, batch: Batch, causal: bool) -> tuple[torch
 
     Only the selected positions go through the output projection (the LM head is the most expensive layer).
     """
-    hidden = model.hidden(batch.inputs, causal)
+    hidden = model.hidden(batch.inputs, causal).flatten(0, 1)
     every_position = batch.selected.numel() == len(batch.targets)
-    logits = model.head(hidden.flatten(0, 1) if every_position else hidden[batch.selected])
+    logits = model.head(hidden if every_position else hidden.index_select(0, batch.positions))
     return F.cross_entropy(logits.float(), batch.targets, reduction="sum"), len(batch.targets)
 
 
 # ---------------------------------------------------------------------------------------------- the task
-
-
-@functools.lru_cache(maxsize=4)
-def _tokens(source, vocab_size: int, val_fraction: float, cache) -> corpus.TokenData:
-    """:func:`attnstruct.tasks.corpus.load_tokens`, once per process for the runs that share a text and tokenizer."""
-    return corpus.load_tokens(source, vocab_size, val_fraction, cache)
 
 
 class TextTask:
@@ -261,8 +310,8 @@ class TextTask:
         return {"config": self.config, "cache": self.cache, "runs_dir": self.runs_dir}
 
     @functools.cached_property
-    def data(self) -> corpus.TokenData:
-        return _tokens(self.config.corpus, self.config.vocab_size, self.config.val_fraction, self.cache)
+    def data(self) -> corpus.TokenData | corpus.MappedTokens:
+        return corpus_data(self.config, self.cache)
 
     @functools.cached_property
     def validation(self) -> list[Batch]:
@@ -287,10 +336,12 @@ class TextTask:
         return summed_loss(model, batch, self.config.causal)
 
     def evaluate(self, model: LanguageModel, device) -> dict[str, float]:
-        return {"val_loss": engine.mean_loss(self, model, self.validation, device)}
+        return {"val_loss": engine.mean_loss(self, model, self.validation, device, self.config.accumulate)}
 
     def attrs(self) -> dict:
         data = self.data
+        if isinstance(data, corpus.MappedTokens):
+            return data.attrs()
         return {"corpus": data.source, "corpus_tokens": f"{len(data.train)} train / {len(data.val)} validation"}
 
 

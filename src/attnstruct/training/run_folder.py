@@ -44,6 +44,7 @@ TRAINING_CODE = (
     "attnstruct.training.model",
     "attnstruct.training.records",
     "attnstruct.training.run_folder",
+    "attnstruct.training.step",
 )
 TASKS = "attnstruct.tasks"
 
@@ -65,11 +66,16 @@ def _tasks_imported(module: str, root: Path) -> set[str]:
 
 def code_modules(config, root: Path = PACKAGE) -> tuple[str, ...]:
     """The modules whose code determines a run of ``config``: :data:`TRAINING_CODE`, the module of the
-    configuration's class, and (for a task of ``attnstruct.tasks``) the task modules it imports; sorted."""
+    configuration's class, and (for a task of ``attnstruct.tasks``) the task modules it imports, and those they
+    import in turn; sorted."""
     task = type(config).__module__
     modules = {*TRAINING_CODE, task}
     if task.startswith(TASKS + "."):
-        modules |= _tasks_imported(task, root)
+        pending = [task]
+        while pending:
+            found = _tasks_imported(pending.pop(), root) - modules
+            modules |= found
+            pending.extend(found)
     return tuple(sorted(modules))
 
 

@@ -1,0 +1,240 @@
+"""The tokenizer of a prepared corpus, by name, and the encoding of documents with it (in worker processes too).
+
+``--tokenizer`` names one of:
+
+* a hub tokenizer, ``ORG/NAME[@REVISION]`` (``google-bert/bert-base-uncased``): its ``tokenizer.json`` through
+  ``hf_hub_download`` (retried by :func:`attnstruct.checkpoints.hub_client.call_with_retries`) into the hub cache.
+  A branch is pinned to the commit it had at its first use (the ``models`` entries of the pins file of
+  :mod:`attnstruct.tasks.hub_corpora`), so a later use reads the cached file without a request, offline too;
+* a local ``tokenizer.json`` (or a folder holding one);
+* ``bpe`` or ``bpe:N``: a byte-level BPE of vocabulary ``N`` (default :data:`DEFAULT_BPE_VOCAB`) trained here by
+  :func:`attnstruct.tasks.corpus.train_tokenizer` on the source's first training documents, at most
+  :data:`BPE_SAMPLE_CHARS` characters of them (ten per token under ``--max-tokens``: a bounded, deterministic
+  sample), kept in ``<cache>/corpora/tokenizers/`` under the source's digest and the settings, so a second use
+  reads no text.
+
+The digest of a tokenizer is the sha256 of its JSON: the file's text as read (as trained: ``Tokenizer.to_str()``).
+Documents are encoded with ``encode_batch(..., add_special_tokens=True)`` (BERT's ``[CLS] ... [SEP]`` around each
+document; nothing for a tokenizer without a post-processor), truncation and padding switched off. ``mask_id`` is
+the id of ``[MASK]`` or ``<mask>``, else of a special token whose text holds ``mask`` (None if none); ``pad_id``
+likewise with ``pad``; ``special_ids`` are the ids of the added tokens marked special.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_BPE_VOCAB = 8192
+BPE_SAMPLE_CHARS = 20_000_000
+BATCH = 256  # documents per encode_batch call
+_BPE = re.compile(r"^bpe(?::(?P<n>\d+))?$")
+
+
+def dtype_for(vocab_size: int) -> np.dtype:
+    """``uint16`` when the vocabulary fits (``vocab_size < 65536``), else ``uint32``."""
+    return np.dtype(np.uint16 if vocab_size < 1 << 16 else np.uint32)
+
+
+@dataclass(frozen=True)
+class TokenizerSource:
+    """A resolved tokenizer: its JSON, digest and ids of note, and what to pin once a preparation begins."""
+
+    spec: str
+    text: str
+    vocab_size: int
+    mask_id: int | None
+    pad_id: int | None
+    special_ids: tuple[int, ...]
+    origin: dict = field(default_factory=dict)
+    pin: tuple[str, str] | None = None  # ("ORG/NAME@REV", commit)
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    def meta(self) -> dict:
+        """The ``tokenizer`` entry of ``meta.json``: spec, digest, vocab_size, and where it came from."""
+        return {"spec": self.spec, "digest": self.digest, "vocab_size": self.vocab_size, **self.origin}
+
+    def remember(self, cache=None) -> None:
+        if self.pin is not None:
+            from .hub_corpora import record_pin
+
+            record_pin("models", *self.pin, cache=cache)
+
+
+def load(text: str):
+    """A ``tokenizers.Tokenizer`` from its JSON, truncation and padding off."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(text)
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _special(tokenizer, names: tuple[str, ...], word: str) -> int | None:
+    for name in names:
+        found = tokenizer.token_to_id(name)
+        if found is not None:
+            return int(found)
+    hits = sorted(i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special and word in t.content.lower())
+    return int(hits[0]) if hits else None
+
+
+def from_json(spec: str, text: str, what: str, origin: dict, pin=None) -> TokenizerSource:
+    """A :class:`TokenizerSource` of a tokenizer's JSON; CorpusError naming ``what`` when it cannot be read."""
+    from .corpus_sources import CorpusError
+
+    try:
+        tokenizer = load(text)
+    except Exception as err:
+        raise CorpusError(f"cannot read the tokenizer {what} ({' '.join(str(err).split())[:200]})") from None
+    added = tokenizer.get_added_tokens_decoder()
+    return TokenizerSource(
+        spec=spec,
+        text=text,
+        vocab_size=tokenizer.get_vocab_size(with_added_tokens=True),
+        mask_id=_special(tokenizer, ("[MASK]", "<mask>"), "mask"),
+        pad_id=_special(tokenizer, ("[PAD]", "<pad>"), "pad"),
+        special_ids=tuple(sorted(int(i) for i, t in added.items() if t.special)),
+        origin=origin,
+        pin=pin,
+    )
+
+
+def _local(spec: str) -> TokenizerSource:
+    from .corpus_sources import CorpusError
+
+    path = Path(spec).expanduser().resolve()
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CorpusError(f"cannot read the tokenizer {str(path)!r} ({err.__class__.__name__})") from None
+    return from_json(spec, text, repr(str(path)), {"path": str(path)})
+
+
+def _hub(spec: str, settings, cache) -> TokenizerSource:
+    from huggingface_hub import hf_hub_download
+
+    from ..checkpoints.hub import parse_hub_id
+    from .corpus_sources import CorpusError
+    from .hub_corpora import COMMIT, _hub_call, hub_settings, read_pins
+
+    repo, revision = parse_hub_id(spec)
+    settings = hub_settings(settings)
+    key = f"{repo}@{revision}"
+    commit = revision if COMMIT.match(revision) else read_pins(cache)["models"].get(key)
+
+    def download() -> str:
+        return hf_hub_download(
+            repo,
+            "tokenizer.json",
+            revision=commit or revision,
+            cache_dir=settings.hub_cache,
+            endpoint=settings.endpoint,
+            token=settings.token,
+            local_files_only=settings.offline,
+        )
+
+    try:
+        path = Path(download() if settings.offline else _hub_call(download, f"{repo}/tokenizer.json"))
+    except CorpusError as err:
+        if "no such file" in str(err):
+            raise CorpusError(f"cannot read the tokenizer {spec}: the repository has no tokenizer.json") from None
+        raise
+    except Exception:  # offline: not in the hub cache
+        raise CorpusError(f"offline: {repo}/tokenizer.json is not in the cache and HF_HUB_OFFLINE is set") from None
+    commit = commit or path.parent.name
+    pin = None if COMMIT.match(revision) else (key, commit)
+    return from_json(spec, path.read_text(encoding="utf-8"), spec, {"repo": repo, "commit": commit}, pin)
+
+
+def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
+    from ..checkpoints.zoo.cache import cache_dir
+    from ..results import write_atomically
+    from .corpus import train_tokenizer
+    from .corpus_sources import CorpusError
+
+    if vocab < 300:
+        raise CorpusError(f"{spec}: a byte-level BPE needs a vocabulary of at least 300 (256 bytes + merges)")
+    path = cache_dir(cache) / "corpora" / "tokenizers" / f"bpe-{vocab}-{sample_key}.json"
+    origin = {"trained_on": f"the source's first training documents, {sample_chars:,} characters at most"}
+    if path.is_file():
+        return from_json(spec, path.read_text(encoding="utf-8"), str(path), origin)
+    documents = sample(sample_chars)
+    if not documents:
+        raise CorpusError(f"{spec}: the source holds no text to train a tokenizer on")
+    text = train_tokenizer(documents, vocab, cache).to_str()
+    write_atomically(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return from_json(spec, text, str(path), origin)
+
+
+def resolve_tokenizer(
+    spec: str, *, sample, sample_chars: int = BPE_SAMPLE_CHARS, sample_key: str = "", settings=None, cache=None
+) -> TokenizerSource:
+    """The tokenizer ``spec`` names (module docstring). ``sample(n_chars)`` gives the first training documents, at
+    most ``sample_chars`` characters, a ``bpe`` tokenizer learns from, ``sample_key`` what identifies them (the
+    source and the settings). CorpusError, one line, when it cannot be had."""
+    from .corpus_sources import CorpusError
+
+    if match := _BPE.match(spec):
+        return _bpe(spec, int(match["n"] or DEFAULT_BPE_VOCAB), sample, sample_chars, sample_key, cache)
+    if Path(spec).expanduser().exists() or spec.endswith(".json"):
+        return _local(spec)
+    from ..checkpoints.hub import looks_like_hub_id
+
+    if looks_like_hub_id(spec):
+        return _hub(spec, settings, cache)
+    raise CorpusError(f"cannot read the tokenizer {spec!r}: not bpe[:N], a tokenizer.json nor a hub id ORG/NAME")
+
+
+class Encoder:
+    """Documents to token ids: the tokenizer loaded once, each text preprocessed (by its name in
+    ``attnstruct.tasks.preprocessing.PREPROCESSING``) then encoded in batches of :data:`BATCH`."""
+
+    def __init__(self, text: str, preprocessing: str, dtype: str):
+        self.tokenizer, self.dtype = load(text), np.dtype(dtype)
+        self.transform = preprocessing_function(preprocessing)
+
+    def __call__(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``(tokens, lengths)``: the ids of every document, concatenated (``dtype [sum(lengths)]``), and each
+        document's count (``int64 [len(texts)]``)."""
+        parts = []
+        for i in range(0, len(texts), BATCH):
+            batch = [self.transform(text) for text in texts[i : i + BATCH]]
+            parts += [np.asarray(e.ids, dtype=self.dtype) for e in self.tokenizer.encode_batch(batch)]
+        lengths = np.array([len(p) for p in parts], dtype=np.int64)
+        return (np.concatenate(parts) if parts else np.zeros(0, self.dtype)), lengths
+
+
+def preprocessing_function(name: str):
+    """The transform named ``name`` (:data:`attnstruct.tasks.preprocessing.PREPROCESSING`); CorpusError naming the
+    known ones otherwise."""
+    from .corpus_sources import CorpusError
+    from .preprocessing import PREPROCESSING
+
+    if name not in PREPROCESSING:
+        raise CorpusError(f"unknown preprocessing {name!r}; known: {', '.join(PREPROCESSING)}")
+    return PREPROCESSING[name]
+
+
+_WORKER: dict = {}
+
+
+def start_worker(text: str, preprocessing: str, dtype: str) -> None:
+    """Initialise a worker process: one tokenizer thread (the processes are the parallelism), one Encoder."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _WORKER["encode"] = Encoder(text, preprocessing, dtype)
+
+
+def encode_in_worker(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    return _WORKER["encode"](texts)
