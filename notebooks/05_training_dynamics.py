@@ -85,8 +85,14 @@ weight_decay = 0.01  # AdamW weight decay (not on biases and LayerNorm)
 clip = 1.0  # gradient-norm clipping
 mask_rate = 0.15  # masked-LM selection rate (80% [MASK], 10% random, 10% kept)
 vocab_size = 500  # byte-level BPE vocabulary trained on the corpus (small: the runs learn context sooner)
-corpus = "shakespeare"  # the packaged plays, or a path to a UTF-8 text file
-val_fraction = 0.05  # the last share of every play held out for validation
+corpus = "shakespeare"  # the packaged plays, a UTF-8 text file, or what `attnstruct prepare-corpus` takes
+tokenizer = "bpe"  # "bpe" (vocab_size, trained on the corpus), a hub tokenizer id or a tokenizer.json
+corpus_config = None  # a hub dataset's config (corpus "hf://datasets/ORG/NAME" or a named corpus)
+corpus_split = None  # its split; None: train
+corpus_field = None  # the field holding the text; None: the named corpus's, else "text"
+max_tokens = None  # tokenise at most this many tokens of a prepared corpus; None: all
+preprocessing = "none"  # "as-authors": every character spaced, as the paper's script did (docs/paper-notes.md)
+val_fraction = 0.05  # held out for validation: the last share of every play, or of a prepared corpus's documents
 log_every = 25  # record scores and training loss every this many steps
 eval_every = 25  # validation loss every this many steps (notebook 06 reads these runs too)
 eval_batches = 4  # held-out batches per validation
@@ -97,6 +103,8 @@ workers = 2  # runs trained side by side (processes)
 threads_per_worker = 1  # torch threads per process
 device = "cpu"  # "cpu", "cuda" or "auto"
 amp = False  # bfloat16 autocast on CUDA
+accumulate = 1  # micro-batches per step (gradient accumulation): batch_size sequences in accumulate parts
+compile = False  # torch.compile the model and its loss (worth it on a GPU)
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
 results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
 figures_dir = None  # where the figures go; None: figures/ of the work folder
@@ -111,8 +119,7 @@ from attnstruct import notebooks, reference, results, stats, work
 from attnstruct.analyses import final_ordering, gates, plans, training_dynamics
 from attnstruct.analyses import training_titles as titles
 from attnstruct.report import plotting, prose
-from attnstruct.tasks import corpus as text_corpus
-from attnstruct.tasks import text
+from attnstruct.tasks import step_cost, text
 
 plotting.set_style()
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
@@ -163,13 +170,21 @@ prose.show(prose.markdown_table(plan.table(reach)))
 # of a model that ignores context and predicts every token from its overall frequency. A model whose loss is not
 # well below it has not learned to use context, and then its attention scores mean little: whatever $W_{qk}$
 # looks like, it is not yet doing the job the objective asks of it.
+#
+# Other profiles train on other text. `corpus` takes whatever `attnstruct prepare-corpus` takes: a hub dataset
+# (`hf://datasets/ORG/NAME`, with `corpus_config`, `corpus_split` and `corpus_field`), a named corpus such as
+# `wikipedia-en` or `wikitext-103`, or local parquet, JSON-lines or text files; `tokenizer` a hub tokenizer (the
+# paper's is `google-bert/bert-base-uncased`) or a `tokenizer.json`. Such a corpus is tokenised once, on first use,
+# into one flat file of token ids in the attnstruct cache, and every batch reads only its windows of it by memory
+# map. The validation split is then a share of the documents, and the model's vocabulary is the tokenizer's. The
+# first line below names the corpus, the tokenizer and the tokens this run has.
 
 # %% tags=["nbval-check-output"]
-data = text_corpus.load_tokens(corpus, vocab_size, val_fraction, cache=cache_dir)
-tokenizer = text_corpus.train_tokenizer(text_corpus.read_documents(corpus, cache_dir), vocab_size, cache_dir)
+data = text.corpus_data(configs[0], cache_dir)
+token_model = text.corpus_tokenizer(configs[0], cache_dir)
 unigram_entropy = data.unigram_entropy()
 example = "To be, or not to be, that is the question:"
-print("\n".join(training_dynamics.describe_setup(data, tokenizer, configs[0], example)))
+print("\n".join(training_dynamics.describe_setup(data, token_model, configs[0], example)))
 
 # %% [markdown]
 # ## Training: the two objectives side by side
@@ -185,6 +200,15 @@ print("\n".join(training_dynamics.describe_setup(data, tokenizer, configs[0], ex
 # `snapshot_every` steps a run also keeps its weights as a checkpoint folder (`config.json` and `pytorch_model.bin`,
 # the form of public training checkpoints), which notebook 09 reads as a series. The same trainer runs under
 # `torchrun` with DistributedDataParallel for the paper-scale profile (see the README).
+#
+# Before anything trains, the cell below says what the runs will cost: the tokens each run sees, how many passes
+# over the training tokens that makes, and a projected time from one optimiser step of this configuration timed
+# on this kernel's device (`device`), with `workers` runs side by side. At the quick profile that is minutes; at
+# the paper profile, read it before you commit a GPU to it.
+
+# %%
+step_timing = step_cost.measure(configs[0], device, data.vocab_size, data.mask_id, steps=1, warmup=1)
+print("\n".join(step_cost.describe_cost(configs, step_timing, data.vocab_size, len(data.train), workers)))
 
 # %% tags=["slow"]
 dataset = text.train_many(

@@ -85,8 +85,14 @@ weight_decay = 0.01  # AdamW weight decay (not on biases and LayerNorm)
 clip = 1.0  # gradient-norm clipping
 mask_rate = 0.15  # masked-LM selection rate (80% [MASK], 10% random, 10% kept)
 vocab_size = 500  # byte-level BPE vocabulary
-corpus = "shakespeare"  # the packaged plays, or a path to a UTF-8 text file
-val_fraction = 0.05  # the last share of every play held out for validation
+corpus = "shakespeare"  # the packaged plays, a UTF-8 text file, or what `attnstruct prepare-corpus` takes
+tokenizer = "bpe"  # "bpe" (vocab_size, trained on the corpus), a hub tokenizer id or a tokenizer.json
+corpus_config = None  # a hub dataset's config (corpus "hf://datasets/ORG/NAME" or a named corpus)
+corpus_split = None  # its split; None: train
+corpus_field = None  # the field holding the text; None: the named corpus's, else "text"
+max_tokens = None  # tokenise at most this many tokens of a prepared corpus; None: all
+preprocessing = "none"  # "as-authors": every character spaced, as the paper's script did (docs/paper-notes.md)
+val_fraction = 0.05  # held out for validation: the last share of every play, or of a prepared corpus's documents
 log_every = 15  # scores and training loss every this many steps
 eval_every = 15  # validation loss every this many steps
 eval_batches = 4  # held-out batches per validation
@@ -96,6 +102,8 @@ workers = 2  # runs trained side by side (processes)
 threads_per_worker = 1  # torch threads per process
 device = "cpu"  # "cpu", "cuda" or "auto"
 amp = False  # bfloat16 autocast on CUDA
+accumulate = 1  # micro-batches per step (gradient accumulation): batch_size sequences in accumulate parts
+compile = False  # torch.compile the model and its loss (worth it on a GPU)
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
 results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
 figures_dir = None  # where the figures go; None: figures/ of the work folder
@@ -109,8 +117,7 @@ from attnstruct import factor_scores, notebooks, results, work
 from attnstruct.analyses import gates, plans, speedup_metrics, symmetric_init, symmetric_start, training_dynamics
 from attnstruct.analyses import training_titles as titles
 from attnstruct.report import plotting, prose
-from attnstruct.tasks import corpus as text_corpus
-from attnstruct.tasks import text
+from attnstruct.tasks import step_cost, text
 from attnstruct.training.model import query_key_factors
 
 plotting.set_style()
@@ -161,16 +168,30 @@ prose.show(prose.markdown_table(plan.table(reach)))
 # matrix). The first line gives the standard deviation of PyTorch's default initialisation at this width, which
 # the `symmetric` and `default-scale` rows should show.
 
+# %%
+data = text.corpus_data(configs[0], cache_dir)  # the tokens every run trains on (notebook 05 describes them)
+
 # %% tags=["nbval-check-output"]
 print(symmetric_start.describe_scales(d_model))
-print(symmetric_start.initial_state(configs, vocab_size).round(4).to_string())
+print(symmetric_start.initial_state(configs, data.vocab_size).round(4).to_string())
 
 # %% [markdown]
 # ## Training
 #
 # Every run has its own folder under `results_dir/text_runs/` (resumable; a run of notebook 05 with the same
 # settings is reused). Validation loss is measured every `eval_every` steps on the same held-out windows for every
-# run. The placebo runs are trained beside the arms.
+# run. The placebo runs are trained beside the arms. First, what they will cost: the tokens of each run, the passes
+# over the training tokens, and a projected time from one step timed on this kernel's device.
+#
+# The cost grows with every arm and every seed: an arm is one more run per objective and seed, and its placebo is
+# one more per objective and seed again. At the paper profile (its text is Wikipedia with the bert-base-uncased
+# tokenizer, as the paper's was, and a run is the paper's 200,000 steps of 256 sequences of 512 tokens) the
+# projection below runs to GPU-days; the verdicts need the seeds, so read the projection before choosing fewer.
+
+# %%
+step_timing = step_cost.measure(configs[0], device, data.vocab_size, data.mask_id, steps=1, warmup=1)
+every_run = configs + placebo_configs
+print("\n".join(step_cost.describe_cost(every_run, step_timing, data.vocab_size, len(data.train), workers)))
 
 # %% tags=["slow"]
 runs, placebo = (
@@ -192,7 +213,6 @@ print(dict(runs.sizes))
 # learn.
 
 # %%
-data = text_corpus.load_tokens(corpus, vocab_size, val_fraction, cache=cache_dir)
 unigram_entropy = data.unigram_entropy()
 targets = gates.loss_targets([runs, placebo], unigram_entropy)
 prose.show(gates.describe_loss_targets(targets, unigram_entropy))

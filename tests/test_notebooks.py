@@ -63,11 +63,20 @@ def test_the_paper_profile_starts_smoke_profile(name, tmp_path):
     """The paper's shapes (``params/smoke.yaml``: the paper profile with a few steps) run to the end on a CPU.
 
     A second execution of 05, 06 and 07, with other parameters than the shared build's: the paper's widths,
-    sequence lengths and vocabulary, which the tests' small parameters never reach."""
+    sequence lengths, vocabulary and micro-batches, which the tests' small parameters never reach. 05 and 06 print
+    the cost of their runs before the cell that trains them."""
     params = notebooks.load_profile(ROOT, "smoke")[name]
     paper = notebooks.load_profile(ROOT, "paper")[name]
     assert params["d_model"] == paper["d_model"] and params.get("seq_len") == paper.get("seq_len")
-    notebooks.run_notebook(ROOT, notebooks.resolve_notebook(ROOT, name), params, tmp_path, profile="smoke")
+    if name == "05_training_dynamics":  # the paper's micro-batches (06 takes fewer: ten runs)
+        assert params.get("accumulate") == paper["accumulate"] and params["batch_size"] % paper["accumulate"] == 0
+    run = notebooks.run_notebook(ROOT, notebooks.resolve_notebook(ROOT, name), params, tmp_path, profile="smoke")
+    if name != "07_vision":
+        cells = [c for c in notebooks.read_notebook(run.executed).cells if c.cell_type == "code"]
+        outputs = [json.dumps(c.get("outputs", [])) for c in cells]
+        cost = next(i for i, shown in enumerate(outputs) if "each run: " in shown)
+        first_slow = next(i for i, c in enumerate(cells) if "slow" in c.metadata.get("tags", []))
+        assert cost < first_slow and "projected: " in outputs[cost] and "passes over the " in outputs[cost]
     ds = results.load_dataset(tmp_path / "results" / f"{name}.nc")
     recorded = json.loads(ds.attrs["parameters"])
     assert recorded["d_model"] == paper["d_model"] and recorded["steps"] == params["steps"]

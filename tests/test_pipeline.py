@@ -47,6 +47,18 @@ def test_the_quick_profile_is_the_notebook_defaults_and_the_paper_and_course_pro
                 assert declared[name] != value, f"params/{profile}.yaml: {path.stem}.{name} = {value!r} is the default"
 
 
+@pytest.mark.parametrize("profile", ["gpu", "smoke"])
+def test_a_profile_that_extends_another_holds_only_its_changes(profile):
+    """``extends: paper``: each value of the file is a parameter of its notebook and differs from the paper's."""
+    own = yaml.safe_load((ROOT / "params" / f"{profile}.yaml").read_text())
+    base = notebooks.load_profile(ROOT, own.pop("extends"))
+    for stem, values in own.items():
+        declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, stem)))
+        for name, value in values.items():
+            assert name in declared, f"params/{profile}.yaml: {stem} has no parameter {name}"
+            assert base.get(stem, {}).get(name, declared[name]) != value, f"params/{profile}.yaml: {stem}.{name}"
+
+
 def _defaults(config_class) -> dict:
     return {f: getattr(config_class(), f) for f in config_class.field_names()}
 
