@@ -15,7 +15,21 @@ import struct
 __all__ = ["DTYPE_SIZES", "HubFile", "SparseFile", "sparse_safetensors"]
 
 LFS_MIN_SIZE = 10 << 20  # the Hub stores files from 10 MiB on with LFS (ETag = sha256)
-LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf", ".npz", ".model")
+LFS_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".h5",
+    ".msgpack",
+    ".onnx",
+    ".gguf",
+    ".npz",
+    ".model",
+    ".parquet",
+    ".arrow",
+)
 
 # safetensors dtypes: bytes per element, in the order the safetensors library sorts tensors by (ascending; the
 # library writes the largest first, then by name).

@@ -18,6 +18,14 @@ It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to reso
   is not the content hash), ``Content-Length``, ``Accept-Ranges: bytes``, ``Content-Type``, and ``Content-Range`` on
   206/416. By default files are served directly (no redirect, so no ``X-Linked-Etag``); there are never Xet headers
   (``X-Xet-Hash`` ...), so ``hf_hub_download`` takes the plain HTTP path even with ``hf_xet`` installed.
+* Dataset repositories (:meth:`StandinHub.add_dataset`), as ``datasets`` and ``HfApi`` read them:
+  ``GET /api/datasets/{repo_id}[/revision/{revision}]`` (the JSON :class:`huggingface_hub.DatasetInfo` parses),
+  ``GET /api/datasets/{repo_id}/refs``, ``GET /api/datasets/{repo_id}/tree/{revision}[/{path}]`` (query
+  ``recursive``; ``RepoFile`` entries with ``oid``, ``size`` and ``lfs``, ``RepoFolder`` entries; at most
+  ``tree_page_size`` per page, the next one named by a ``Link: <...>; rel="next"`` header, as the Hub paginates;
+  ``EntryNotFound`` for a path that holds nothing), and ``HEAD``/``GET /datasets/{repo_id}/resolve/{revision}/{file}``
+  with everything the model route does below (Range, redirects to ``/cdn/datasets/...``, faults, gating).
+  ``POST .../paths-info`` is not served.
 * A CDN on another origin (a second server, ``cdn_url``: another port of 127.0.0.1): after
   :meth:`StandinHub.redirect_large` the ``/resolve/`` HEAD and GET of LFS files of at least ``min_size`` bytes
   answer ``302`` with ``Location: {cdn_url}/cdn/{repo_id}/{commit}/{filename}`` and the headers the Hub sends for
@@ -28,7 +36,8 @@ It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to reso
   repository's requests with ``307`` and a relative ``Location`` on the Hub's own origin, as the Hub does.
 * Faults, as the real Hub's, off by default (:meth:`StandinHub.rate_limit`, :meth:`~StandinHub.fail_once`,
   :meth:`~StandinHub.break_once`, :meth:`~StandinHub.stall_once`): 429 with ``Retry-After`` and/or ``RateLimit``
-  headers every k-th request to the Hub's origin, a 5xx once, a body cut short once, an answer late once.
+  headers every k-th request to the Hub's origin, a 5xx once, a body cut short once, an answer late once, every
+  answer late (:meth:`~StandinHub.slow_down`).
 * Errors, as the Hub sends them (``X-Error-Code`` + ``X-Error-Message`` headers and a JSON ``{"error": ...}`` body),
   which ``huggingface_hub.utils.hf_raise_for_status`` turns into typed errors:
 
@@ -43,7 +52,8 @@ It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to reso
     without a token and reports ``gated="manual"``. Note ``GatedRepoError`` is a subclass of
     ``RepositoryNotFoundError``: test for it first.
 
-  Any other path gets a plain 404 (``HfHubHTTPError``); ``list_repo_tree``/``snapshot_download`` are not supported.
+  Any other path gets a plain 404 (``HfHubHTTPError``); ``list_repo_tree`` of a model and ``snapshot_download`` are
+  not supported.
 
 The endpoint: ``huggingface_hub`` reads ``HF_ENDPOINT`` once, at import time, into
 ``huggingface_hub.constants.ENDPOINT`` (and ``HF_HUB_OFFLINE`` into ``constants.HF_HUB_OFFLINE``, which
@@ -85,6 +95,12 @@ _REFS = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)?)/refs/?$")
 _API = re.compile(r"^/api/models/(?P<repo>[^/]+(?:/[^/]+)?)(?:/revision/(?P<rev>[^/]+))?/?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+(?:/[^/]+)?)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _CDN = re.compile(r"^/cdn/(?P<repo>[^/]+(?:/[^/]+)?)/(?P<commit>[0-9a-f]{40})/(?P<file>.+)$")
+_DATASET_CDN = re.compile(r"^/cdn/datasets/(?P<repo>[^/]+/[^/]+)/(?P<commit>[0-9a-f]{40})/(?P<file>.+)$")
+_DATASET_REFS = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)/refs/?$")
+_DATASET_TREE = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)(?:/(?P<path>.+))?$")
+_DATASET_API = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?/?$")
+_DATASET_RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+DATASET = "dataset"
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
 
 
@@ -165,7 +181,7 @@ class StandinHub:
     added before or while it runs. Counters, all thread-safe:
 
     * ``bytes_served``: body bytes of files handed to the connection (``/resolve/`` and CDN GETs), all repositories;
-      :meth:`bytes_served_for` per repo;
+      :meth:`bytes_served_for` per repo or file, :meth:`requests_for` the requests that name a repository;
     * ``requests``: ``(method, path, Range header or None)`` per request to the Hub's origin, ``path`` as sent
       (URL-quoted, with the query); ``statuses``: the status of each response it sent, in the order sent;
     * ``cdn_requests``: ``(method, path, Range header or None, whether an Authorization header came)`` per request to
@@ -181,13 +197,17 @@ class StandinHub:
         self.cdn_requests: list[tuple[str, str, str | None, bool]] = []
         self.faults: list[tuple[str, str]] = []
         self._served: dict[str, int] = {}
+        self._served_files: dict[tuple[str, str], int] = {}
         self._repos: dict[str, _Repo] = {}
+        self._datasets: dict[str, _Repo] = {}
+        self.tree_page_size = 1000  # entries per page of a tree listing, as the Hub (then a Link to the next page)
         self._truncated: dict[tuple[str, str], int] = {}
         self._renamed: dict[str, str] = {}
         self._redirect_min: int | None = None
         self._rate: tuple[int, int | str | None, int | None, str] | None = None  # (every, Retry-After, reset, path)
         self._rate_count = 0
         self._once: list[tuple[str, str, str | None, object]] = []  # (fault, path substring, method or None, value)
+        self._delay = 0.0
         self._lock = threading.Lock()
         self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
@@ -247,13 +267,29 @@ class StandinHub:
         revisions): file downloads then need ``Authorization: Bearer <gated_token>``. ``tag=True`` makes ``revision``
         a tag (as Ettin's ``step*`` checkpoints are) instead of a branch (as Pythia's are).
         """
+        return self._add(self._repos, repo_id, files, revision=revision, gated_token=gated_token, tag=tag)
+
+    def add_dataset(
+        self,
+        repo_id: str,
+        files: dict[str, bytes | SparseFile],
+        *,
+        revision: str = "main",
+        gated_token: str | None = None,
+        tag: bool = False,
+    ) -> str:
+        """:meth:`add_repo` for a dataset repository (``/api/datasets/...``, ``/datasets/.../resolve/...``): the
+        same commits, branches, tags, gating, Range reads, redirects and faults."""
+        return self._add(self._datasets, repo_id, files, revision=revision, gated_token=gated_token, tag=tag)
+
+    def _add(self, store: dict, repo_id: str, files: dict, *, revision: str, gated_token, tag: bool) -> str:
         entries = {name: HubFile(name, content) for name, content in files.items()}
         digest = hashlib.sha1(repo_id.encode())
         for name in sorted(entries):
             digest.update(f"\0{name}\0{entries[name].etag}".encode())
         commit = digest.hexdigest()
         with self._lock:
-            repo = self._repos.setdefault(repo_id, _Repo())
+            repo = store.setdefault(repo_id, _Repo())
             repo.commits[commit] = entries
             repo.refs[revision] = commit
             if tag:
@@ -338,6 +374,12 @@ class StandinHub:
         with self._lock:
             self._once.append(("stalled", path_substring, None, float(seconds)))
 
+    def slow_down(self, seconds: float) -> None:
+        """From now on answer every request on either origin only after ``seconds`` (0: at once again): a slow link,
+        which leaves a test the time to interrupt a client mid-transfer."""
+        with self._lock:
+            self._delay = float(seconds)
+
     def _take(self, fault: str, path: str, method: str) -> tuple | None:
         """The first queued one-shot ``fault`` matching this request, removed and recorded; None when none is."""
         with self._lock:
@@ -353,6 +395,8 @@ class StandinHub:
         stall = self._take("stalled", h.path, method)
         if stall is not None:
             time.sleep(stall[0])
+        if self._delay:
+            time.sleep(self._delay)
         with self._lock:
             rate = None if cdn or self._rate is None or self._rate[3] not in h.path else self._rate
             if rate is not None:
@@ -376,10 +420,20 @@ class StandinHub:
 
     # -- counters --------------------------------------------------------------------------------------------------
 
-    def bytes_served_for(self, repo_id: str) -> int:
-        """Body bytes sent for ``/resolve/`` and CDN GETs of ``repo_id``'s files."""
+    def bytes_served_for(self, repo_id: str, filename: str | None = None) -> int:
+        """Body bytes sent for ``/resolve/`` and CDN GETs of ``repo_id``'s files (of ``filename`` alone, when given);
+        a model and a dataset of one id are counted together."""
         with self._lock:
-            return self._served.get(repo_id, 0)
+            if filename is None:
+                return self._served.get(repo_id, 0)
+            return self._served_files.get((repo_id, filename), 0)
+
+    def requests_for(self, repo_id: str) -> list[tuple[str, str, str | None]]:
+        """The requests to the Hub's origin and the CDN whose path names ``repo_id``: ``(method, path, Range)``."""
+        with self._lock:
+            hub = [r for r in self.requests if f"/{repo_id}/" in unquote(r[1]) or unquote(r[1]).endswith(repo_id)]
+            cdn = [r[:3] for r in self.cdn_requests if f"/{repo_id}/" in unquote(r[1])]
+        return hub + cdn
 
     def reset_counters(self) -> None:
         """Zero ``bytes_served`` (all repositories) and empty ``requests``, ``statuses``, ``cdn_requests`` and
@@ -387,6 +441,7 @@ class StandinHub:
         with self._lock:
             self.bytes_served = 0
             self._served.clear()
+            self._served_files.clear()
             for record in (self.requests, self.statuses, self.cdn_requests, self.faults):
                 record.clear()
 
@@ -408,10 +463,14 @@ class StandinHub:
             return
         parts = urlsplit(h.path)
         if cdn:
-            if m := _CDN.match(parts.path):
+            if m := _DATASET_CDN.match(parts.path):
+                self._cdn(h, method, unquote(m["repo"]), m["commit"], unquote(m["file"]), DATASET)
+            elif m := _CDN.match(parts.path):
                 self._cdn(h, method, unquote(m["repo"]), m["commit"], unquote(m["file"]))
             else:
                 self._error(h, method, 404, None, f"Not found: {parts.path}")
+            return
+        if self._dataset_route(h, method, parts):
             return
         m = _REFS.match(parts.path) or _API.match(parts.path) or _RESOLVE.match(parts.path)
         with self._lock:
@@ -432,6 +491,74 @@ class StandinHub:
         else:
             self._error(h, method, 404, None, f"Not found: {parts.path}")
 
+    def _dataset_route(self, h: _Handler, method: str, parts) -> bool:
+        """Answer a dataset repository's request (module docstring); False when the path is not one."""
+        path = parts.path
+        if m := _DATASET_REFS.match(path):
+            found = self._lookup(h, method, unquote(m["repo"]), None, files=False, kind=DATASET)
+            if found is not None:
+                self._send_json(h, method, _refs_of(found[0]))
+        elif m := _DATASET_TREE.match(path):
+            path_in_repo = unquote(m["path"]).strip("/") if m["path"] else ""
+            self._tree(h, method, unquote(m["repo"]), unquote(m["rev"]), path_in_repo, parse_qs(parts.query))
+        elif m := _DATASET_API.match(path):
+            rev = unquote(m["rev"]) if m["rev"] else None
+            found = self._lookup(h, method, unquote(m["repo"]), rev, files=False, kind=DATASET)
+            if found is not None:
+                self._send_json(h, method, self._dataset_info(unquote(m["repo"]), *found))
+        elif m := _DATASET_RESOLVE.match(path):
+            self._resolve(h, method, unquote(m["repo"]), unquote(m["rev"]), unquote(m["file"]), DATASET)
+        else:
+            return False
+        return True
+
+    def _dataset_info(self, repo_id: str, repo: _Repo, commit: str) -> dict:
+        """What :class:`huggingface_hub.DatasetInfo` parses of a dataset repository at ``commit``."""
+        entries = repo.commits[commit]
+        return {
+            "_id": commit[:24],
+            "id": repo_id,
+            "author": repo_id.split("/")[0],
+            "sha": commit,
+            "lastModified": LAST_MODIFIED,
+            "createdAt": LAST_MODIFIED,
+            "private": False,
+            "gated": "manual" if repo.gated_token is not None else False,
+            "disabled": False,
+            "downloads": 0,
+            "likes": 0,
+            "tags": [],
+            "siblings": [{"rfilename": name} for name in sorted(entries)],
+            "usedStorage": sum(e.size for e in entries.values()),
+        }
+
+    def _tree(self, h: _Handler, method: str, repo_id: str, revision: str, path: str, query: dict) -> None:
+        """``GET /api/datasets/{id}/tree/{rev}[/{path}]``: the files and folders under ``path`` (all levels with
+        ``recursive=true``, else its direct children), in path order, :attr:`tree_page_size` per page, the next page
+        named by a ``Link: <...>; rel="next"`` header with a ``cursor``; 404 ``EntryNotFound`` for a path that holds
+        nothing."""
+        found = self._lookup(h, method, repo_id, revision, files=False, kind=DATASET)
+        if found is None:
+            return
+        repo, commit = found
+        recursive = query.get("recursive", ["false"])[-1].lower() in ("1", "true")
+        entries = _tree_entries(repo.commits[commit], path, recursive)
+        if path and not entries:
+            self._error(h, method, 404, "EntryNotFound", f"{path} does not exist on {revision}")
+            return
+        start = int(query.get("cursor", ["0"])[-1])
+        page = entries[start : start + self.tree_page_size]
+        headers = {}
+        if start + self.tree_page_size < len(entries):
+            cursor = {**{k: v[-1] for k, v in query.items()}, "cursor": str(start + self.tree_page_size)}
+            following = "&".join(f"{k}={quote(v, safe='')}" for k, v in cursor.items())
+            headers["Link"] = f'<{self.url}{urlsplit(h.path).path}?{following}>; rel="next"'
+        self._send_json(h, method, page, headers)
+
+    def _send_json(self, h: _Handler, method: str, value, headers: dict | None = None) -> None:
+        body = json.dumps(value).encode()
+        self._send(h, method, 200, {"Content-Type": "application/json", **(headers or {})}, body)
+
     def _send(self, h: _Handler, method: str, status: int, headers: dict[str, str], body: bytes = b"") -> None:
         h.send_response(status)
         for key, value in headers.items():
@@ -447,17 +574,17 @@ class StandinHub:
             headers["X-Error-Code"] = code
         self._send(h, method, status, headers, json.dumps({"error": message}).encode())
 
-    def _lookup(self, h: _Handler, method: str, repo_id: str, revision: str | None, files: bool):
+    def _lookup(self, h: _Handler, method: str, repo_id: str, revision: str | None, files: bool, kind: str = "model"):
         """The repo and commit (``revision`` None: the default branch), or None after sending the Hub's error."""
         with self._lock:
-            repo = self._repos.get(repo_id)
+            repo = (self._datasets if kind == DATASET else self._repos).get(repo_id)
         auth = h.headers.get("Authorization")
         if repo is None:
             message = "Repository not found"
             self._error(h, method, 401 if auth is None else 404, "RepoNotFound", message)
             return None
         if files and repo.gated_token is not None and auth != f"Bearer {repo.gated_token}":
-            message = f"Access to model {repo_id} is restricted"
+            message = f"Access to {kind} {repo_id} is restricted"
             if auth is None:
                 message += ". You must have access to it and be authenticated to access it. Please log in."
             else:
@@ -518,18 +645,12 @@ class StandinHub:
         found = self._lookup(h, method, repo_id, None, files=False)
         if found is None:
             return
-        repo = found[0]
         with self._lock:
-            refs = sorted(repo.refs.items())
-            tags = set(repo.tags)
-        listing: dict[str, list] = {"branches": [], "tags": [], "converts": [], "pullRequests": []}
-        for name, commit in refs:
-            kind, prefix = ("tags", "refs/tags/") if name in tags else ("branches", "refs/heads/")
-            listing[kind].append({"name": name, "ref": prefix + name, "targetCommit": commit})
-        self._send(h, method, 200, {"Content-Type": "application/json"}, json.dumps(listing).encode())
+            listing = _refs_of(found[0])
+        self._send_json(h, method, listing)
 
-    def _resolve(self, h: _Handler, method: str, repo_id: str, revision: str, filename: str) -> None:
-        found = self._lookup(h, method, repo_id, revision, files=True)
+    def _resolve(self, h: _Handler, method: str, repo_id: str, revision: str, filename: str, kind="model") -> None:
+        found = self._lookup(h, method, repo_id, revision, files=True, kind=kind)
         if found is None:
             return
         repo, commit = found
@@ -540,7 +661,8 @@ class StandinHub:
         with self._lock:
             redirect = self._redirect_min is not None and entry.lfs and entry.size >= self._redirect_min
         if redirect:
-            location = f"{self.cdn_url}/cdn/{quote(repo_id)}/{commit}/{quote(filename)}"
+            where = "datasets/" if kind == DATASET else ""
+            location = f"{self.cdn_url}/cdn/{where}{quote(repo_id)}/{commit}/{quote(filename)}"
             headers = {
                 "Location": location,
                 "X-Linked-Size": str(entry.size),
@@ -554,10 +676,10 @@ class StandinHub:
         headers = {"Accept-Ranges": "bytes", "ETag": f'"{entry.etag}"', "X-Repo-Commit": commit}
         self._serve(h, method, repo_id, filename, entry, headers)
 
-    def _cdn(self, h: _Handler, method: str, repo_id: str, commit: str, filename: str) -> None:
+    def _cdn(self, h: _Handler, method: str, repo_id: str, commit: str, filename: str, kind="model") -> None:
         """A file of a commit, as the CDN serves it: no token asked for, no ``X-Repo-Commit``."""
         with self._lock:
-            repo = self._repos.get(repo_id)
+            repo = (self._datasets if kind == DATASET else self._repos).get(repo_id)
             entry = repo.commits.get(commit, {}).get(filename) if repo is not None else None
         if entry is None:
             self._error(h, method, 404, None, "NoSuchKey")
@@ -605,6 +727,8 @@ class StandinHub:
                 with self._lock:  # counted before the write, so a client that has read the body sees the count
                     self.bytes_served += len(chunk)
                     self._served[repo_id] = self._served.get(repo_id, 0) + len(chunk)
+                    key = (repo_id, filename)
+                    self._served_files[key] = self._served_files.get(key, 0) + len(chunk)
                 h.wfile.write(chunk)
                 pos += len(chunk)
         except OSError:  # the client went away
@@ -619,3 +743,37 @@ def _unsatisfiable(m: re.Match, size: int) -> bool:
     if m[1]:
         return int(m[1]) >= size and not (m[2] and int(m[2]) < int(m[1]))
     return bool(m[2]) and (int(m[2]) == 0 or size == 0)
+
+
+def _refs_of(repo: _Repo) -> dict[str, list]:
+    """The branches and tags of ``repo`` as ``GET /api/{models,datasets}/{id}/refs`` lists them."""
+    listing: dict[str, list] = {"branches": [], "tags": [], "converts": [], "pullRequests": []}
+    for name, commit in sorted(repo.refs.items()):
+        kind, prefix = ("tags", "refs/tags/") if name in repo.tags else ("branches", "refs/heads/")
+        listing[kind].append({"name": name, "ref": prefix + name, "targetCommit": commit})
+    return listing
+
+
+def _tree_entries(files: dict[str, HubFile], path: str, recursive: bool) -> list[dict]:
+    """The tree entries (``RepoFile``/``RepoFolder`` JSON) of ``files`` under folder ``path`` ("" for the root), or
+    the one file ``path`` names."""
+    if path in files:
+        names, base = [path], path.rsplit("/", 1)[0] + "/" if "/" in path else ""
+    else:
+        base = f"{path}/" if path else ""
+        names = [n for n in files if n.startswith(base)]
+    found: dict[str, dict] = {}
+    for name in names:
+        rest = name[len(base) :].split("/")
+        depth = len(rest) if recursive else 1
+        for i in range(1, min(depth, len(rest) - 1) + 1):
+            folder = base + "/".join(rest[:i])
+            oid = hashlib.sha1(folder.encode()).hexdigest()
+            found.setdefault(folder, {"type": "directory", "oid": oid, "path": folder})
+        if recursive or len(rest) == 1 or name == path:
+            entry = files[name]
+            item = {"type": "file", "oid": entry.blob_id, "size": entry.size, "path": name}
+            if entry.lfs:
+                item["lfs"] = {"oid": entry.sha256, "size": entry.size, "pointerSize": entry.pointer_size}
+            found[name] = item
+    return [found[k] for k in sorted(found)]

@@ -365,3 +365,76 @@ def test_stall_once_answers_late_once(hub):
     with pytest.raises(httpx2.ReadTimeout):
         _raw(url, timeout=0.05)
     assert _raw(url, timeout=5).content == CONFIG and [fault for fault, _ in hub.faults] == ["stalled"]
+
+
+# -- dataset repositories --------------------------------------------------------------------------------------------
+
+DATASET_ID = "org/prose"
+DATASET_FILES = {
+    "README.md": b"---\nconfigs:\n- config_name: en\n  data_files: en/*.parquet\n---\n# prose\n",
+    "en/train-00000-of-00002.parquet": bytes(range(256)) * 50,
+    "en/train-00001-of-00002.parquet": bytes(range(256)) * 40,
+    "fr/notes/readme.txt": b"bonjour",
+}
+
+
+def test_dataset_info_returns_its_commit_and_says_whether_it_is_gated(hub):
+    commit = hub.add_dataset(DATASET_ID, DATASET_FILES)
+    hub.add_dataset("org/closed", {"a.txt": b"x"}, gated_token="hf_secret")
+    api = HfApi(endpoint=hub.url, token=False)
+    info = api.dataset_info(DATASET_ID, revision="main")
+    assert info.id == DATASET_ID and info.sha == commit and not info.gated
+    assert sorted(s.rfilename for s in info.siblings) == sorted(DATASET_FILES)
+    assert api.dataset_info("org/closed").gated == "manual"
+    with pytest.raises(RepositoryNotFoundError):
+        api.dataset_info("org/missing")
+    with pytest.raises(RevisionNotFoundError):
+        api.dataset_info(DATASET_ID, revision="v9")
+    with pytest.raises(RepositoryNotFoundError):  # a model of that id does not exist
+        api.model_info(DATASET_ID)
+
+
+def test_a_dataset_tree_lists_files_with_sizes_and_folders_recursively_or_not(hub):
+    hub.add_dataset(DATASET_ID, DATASET_FILES)
+    api = HfApi(endpoint=hub.url, token=False)
+    listed = list(api.list_repo_tree(DATASET_ID, recursive=True, repo_type="dataset"))
+    files = {e.path: e.size for e in listed if hasattr(e, "size")}
+    assert files == {name: len(content) for name, content in DATASET_FILES.items()}
+    assert {e.path for e in listed if not hasattr(e, "size")} == {"en", "fr", "fr/notes"}
+    assert all(e.lfs is not None for e in listed if e.path.endswith(".parquet"))
+    top = {e.path for e in api.list_repo_tree(DATASET_ID, repo_type="dataset")}
+    assert top == {"README.md", "en", "fr"}
+    inner = {e.path for e in api.list_repo_tree(DATASET_ID, path_in_repo="en", repo_type="dataset")}
+    assert inner == {"en/train-00000-of-00002.parquet", "en/train-00001-of-00002.parquet"}
+    with pytest.raises(RemoteEntryNotFoundError):
+        list(api.list_repo_tree(DATASET_ID, path_in_repo="de", repo_type="dataset"))
+
+
+def test_a_long_tree_comes_in_pages_linked_by_the_next_header(hub):
+    hub.add_dataset(DATASET_ID, {f"data/part-{i:03d}.jsonl": b"{}\n" for i in range(7)})
+    hub.tree_page_size = 3
+    api = HfApi(endpoint=hub.url, token=False)
+    listed = [e.path for e in api.list_repo_tree(DATASET_ID, recursive=True, repo_type="dataset")]
+    assert listed == ["data"] + [f"data/part-{i:03d}.jsonl" for i in range(7)]
+    pages = [path for _, path, _ in hub.requests if "/tree/" in path]
+    assert len(pages) == 3 and all("cursor=" in path for path in pages[1:])
+
+
+def test_dataset_files_download_and_read_by_range_through_the_cdn_without_the_token(hub, tmp_path):
+    commit = hub.add_dataset(DATASET_ID, DATASET_FILES, gated_token="hf_secret")
+    hub.redirect_large(0)
+    name = "en/train-00000-of-00002.parquet"
+    with pytest.raises(GatedRepoError):
+        hf_hub_download(DATASET_ID, name, repo_type="dataset", cache_dir=tmp_path, endpoint=hub.url, token=False)
+    path = hf_hub_download(
+        DATASET_ID, name, repo_type="dataset", cache_dir=tmp_path, endpoint=hub.url, token="hf_secret"
+    )
+    assert Path(path).read_bytes() == DATASET_FILES[name] and commit in path
+    url = hf_hub_url(DATASET_ID, name, repo_type="dataset", revision=commit, endpoint=hub.url)
+    assert url.startswith(f"{hub.url}/datasets/{DATASET_ID}/resolve/")
+    headers = {**build_hf_headers(token="hf_secret"), "Range": "bytes=10-19"}
+    response = get_session().get(url, headers=headers, follow_redirects=True)
+    hf_raise_for_status(response)
+    assert response.status_code == 206 and response.content == DATASET_FILES[name][10:20]
+    assert all(path.startswith(f"/cdn/datasets/{DATASET_ID}/") and not auth for _, path, _, auth in hub.cdn_requests)
+    assert hub.bytes_served_for(DATASET_ID, name) == len(DATASET_FILES[name]) + 10

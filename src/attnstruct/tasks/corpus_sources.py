@@ -270,6 +270,19 @@ class Source:
             self._parquet[name] = parquet
         return self._parquet[name]
 
+    def check_field(self) -> None:
+        """CorpusError (one line) when the first data file's rows lack :attr:`field` or it holds no text: its parquet
+        footer (kept for the read that follows), or its first JSON line."""
+        name = self.files[0]
+        if kind_of(name) == "parquet":
+            self._parquet_file(name)
+        elif kind_of(name) == "jsonl":
+            line = b""
+            while b"\n" not in line and len(line) < self.sizes[0]:
+                line += self.reader.read(name, len(line), min(self.sizes[0], len(line) + _LINE_READ))
+            if line.split(b"\n", 1)[0].strip():
+                self._json_text(line.split(b"\n", 1)[0], name, 0)
+
     def units(self) -> Iterator[Unit]:
         """Every unit of the source, in order (a parquet file's footer is read when its turn comes)."""
         for index, (name, size) in enumerate(zip(self.files, self.sizes)):

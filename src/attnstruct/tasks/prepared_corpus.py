@@ -234,6 +234,7 @@ def prepare(
     if (folder / "meta.json").is_file():
         return open_prepared(folder)
     partial = folder.with_name(f".{key}.partial")
+    src.check_field()
     what = f"{src.spec}" + "".join(f", {k} {v}" for k, v in (("config", src.config), ("split", src.split)) if v)
     log(f"preparing {what}, field {src.field}, with {tok.spec} ({tok.vocab_size:,} tokens) -> {folder}")
 
