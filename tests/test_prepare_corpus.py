@@ -124,13 +124,16 @@ def expected_splits(val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_the_tokens_are_those_of_a_direct_tokenisation_of_the_same_rows(served, capsys):
-    status, out, _ = prepare(SPEC, "--tokenizer", TOKENIZER, "--val-fraction", 0.1, capsys=capsys)
+    run = ("--steps", 100, "--batch-size", 4, "--seq-len", 32)
+    status, out, _ = prepare(SPEC, "--tokenizer", TOKENIZER, "--val-fraction", 0.1, *run, capsys=capsys)
     assert status == 0
     (folder,) = prepared_folders()
     corpus = prepared_corpus.open_prepared(folder)
     train, val = expected_splits(0.1)
     assert len(val) > 0 and np.array_equal(corpus.train, train) and np.array_equal(corpus.val, val)
     assert f"prepared: {len(train) + len(val):,} tokens ({len(train):,} train, {len(val):,} val)" in out
+    passes = f"a run of 100 steps x 4 sequences x 32 tokens = 12,800 tokens makes {12_800 / len(train):,.2f} passes"
+    assert passes in out
     assert corpus.meta["source"]["config"] == "en" and corpus.meta["source"]["split"] == "train"
     assert corpus.meta["source"]["commit"] == served.add_dataset(DATASET, FILES)  # the same content, the same commit
     assert corpus.train.dtype == np.uint16 and corpus.mask_id == 4
