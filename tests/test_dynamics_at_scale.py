@@ -12,6 +12,7 @@ import xarray as xr
 
 from attnstruct import stats
 from attnstruct.analyses import dynamics_at_scale as scale
+from attnstruct.analyses import local_series
 from attnstruct.analyses import scale_sentences as words
 from attnstruct.checkpoints import series
 
@@ -254,3 +255,11 @@ def test_the_local_series_plan_is_the_one_its_entries_declare():
     names = [claim.name for claim in local_series.PLAN.claims]
     assert names[0] == "local pairs: encoder minus decoder, median symmetry" and len(names) == 6
     assert [c.name for c in local_series.PLAN.primary] == names[:1]
+
+
+@pytest.mark.checkpoint  # the packaged plays
+def test_the_tokens_of_notebook_05s_runs_are_found_from_its_parameters(tmp_path):
+    parameters = local_series.notebook_05_parameters(tmp_path)  # no dataset there: the notebook's defaults
+    tokens = local_series.notebook_05_tokens(parameters)
+    assert tokens.vocab_size == parameters["vocab_size"] and tokens.source == "shakespeare"
+    assert 0 < tokens.unigram_entropy() < math.log(tokens.vocab_size)

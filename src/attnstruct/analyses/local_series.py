@@ -72,7 +72,7 @@ def notebook_05_parameters(results_dir: str | os.PathLike, root: str | os.PathLi
 
 def notebook_05_tokens(parameters: Mapping, cache=None):
     """The tokens notebook 05's runs of ``parameters`` trained on (:func:`attnstruct.tasks.text.corpus_data`)."""
-    return text.corpus_data(text.TextConfig.from_params(parameters, objective=ENCODER, seed=0), cache)
+    return text.corpus_data(text.TextConfig.from_params(parameters, objective=ENCODER, seed=0, init="bert"), cache)
 
 
 def run_configs(parameters: Mapping) -> list[text.TextConfig]:
