@@ -1,6 +1,7 @@
 """A stand-in Hugging Face Hub for offline tests: a threaded HTTP server on 127.0.0.1 serving in-memory repositories.
 
-It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to resolve a model and read its files:
+It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to resolve a model or a dataset and read
+its files:
 
 * ``GET /api/models/{repo_id}`` and ``GET /api/models/{repo_id}/revision/{revision}`` (revision URL-quoted with
   ``safe=""``, so ``refs/pr/1`` arrives as ``refs%2Fpr%2F1``): the JSON that :class:`huggingface_hub.ModelInfo`
@@ -23,9 +24,12 @@ It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to reso
   ``GET /api/datasets/{repo_id}/refs``, ``GET /api/datasets/{repo_id}/tree/{revision}[/{path}]`` (query
   ``recursive``; ``RepoFile`` entries with ``oid``, ``size`` and ``lfs``, ``RepoFolder`` entries; at most
   ``tree_page_size`` per page, the next one named by a ``Link: <...>; rel="next"`` header, as the Hub paginates;
-  ``EntryNotFound`` for a path that holds nothing), and ``HEAD``/``GET /datasets/{repo_id}/resolve/{revision}/{file}``
-  with everything the model route does below (Range, redirects to ``/cdn/datasets/...``, faults, gating).
-  ``POST .../paths-info`` is not served.
+  ``EntryNotFound`` for a path that holds nothing; ``expand`` is accepted, and adds nothing), and
+  ``HEAD``/``GET /datasets/{repo_id}/resolve/{revision}/{file}`` with everything the model route does below (Range,
+  redirects to ``/cdn/datasets/...``, faults, gating).
+* ``POST /api/{models,datasets}/{repo_id}/paths-info/{revision}`` (form or JSON body ``paths``, as
+  :meth:`huggingface_hub.HfApi.get_paths_info` sends it): the tree entry of each path that exists, in the order
+  asked, a folder as a ``RepoFolder``; paths that hold nothing are left out.
 * A CDN on another origin (a second server, ``cdn_url``: another port of 127.0.0.1): after
   :meth:`StandinHub.redirect_large` the ``/resolve/`` HEAD and GET of LFS files of at least ``min_size`` bytes
   answer ``302`` with ``Location: {cdn_url}/cdn/{repo_id}/{commit}/{filename}`` and the headers the Hub sends for
@@ -37,7 +41,7 @@ It speaks the part of the Hub protocol that ``huggingface_hub`` 2.4 uses to reso
 * Faults, as the real Hub's, off by default (:meth:`StandinHub.rate_limit`, :meth:`~StandinHub.fail_once`,
   :meth:`~StandinHub.break_once`, :meth:`~StandinHub.stall_once`): 429 with ``Retry-After`` and/or ``RateLimit``
   headers every k-th request to the Hub's origin, a 5xx once, a body cut short once, an answer late once, every
-  answer late (:meth:`~StandinHub.slow_down`).
+  answer late, or every answer to some paths (:meth:`~StandinHub.slow_down`).
 * Errors, as the Hub sends them (``X-Error-Code`` + ``X-Error-Message`` headers and a JSON ``{"error": ...}`` body),
   which ``huggingface_hub.utils.hf_raise_for_status`` turns into typed errors:
 
@@ -100,6 +104,9 @@ _DATASET_REFS = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)/refs/?$")
 _DATASET_TREE = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)(?:/(?P<path>.+))?$")
 _DATASET_API = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?/?$")
 _DATASET_RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
+_PATHS_INFO = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+(?:/[^/]+)?)/paths-info/(?P<rev>[^/]+)$")
+_ROUTES = (_DATASET_CDN, _CDN, _DATASET_REFS, _DATASET_TREE, _DATASET_API, _DATASET_RESOLVE, _PATHS_INFO)
+_ROUTES += (_REFS, _API, _RESOLVE)  # the dataset routes first: a model route would misread some of their paths
 DATASET = "dataset"
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
 
@@ -165,6 +172,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self):
         self.server.hub._handle(self, "HEAD")
 
+    def do_POST(self):
+        self.body = self.rfile.read(int(self.headers.get("Content-Length") or 0))  # read whatever the answer
+        self.server.hub._handle(self, "POST")
+
     def send_response(self, code, message=None):
         self.server.hub._sent(self.server.role, code)
         super().send_response(code, message)
@@ -181,7 +192,8 @@ class StandinHub:
     added before or while it runs. Counters, all thread-safe:
 
     * ``bytes_served``: body bytes of files handed to the connection (``/resolve/`` and CDN GETs), all repositories;
-      :meth:`bytes_served_for` per repo or file, :meth:`requests_for` the requests that name a repository;
+      :meth:`bytes_served_for` per repo or file, :meth:`requests_for` the requests that name a repository or a file
+      of it; :meth:`reset_counters` zeroes them all;
     * ``requests``: ``(method, path, Range header or None)`` per request to the Hub's origin, ``path`` as sent
       (URL-quoted, with the query); ``statuses``: the status of each response it sent, in the order sent;
     * ``cdn_requests``: ``(method, path, Range header or None, whether an Authorization header came)`` per request to
@@ -207,7 +219,7 @@ class StandinHub:
         self._rate: tuple[int, int | str | None, int | None, str] | None = None  # (every, Retry-After, reset, path)
         self._rate_count = 0
         self._once: list[tuple[str, str, str | None, object]] = []  # (fault, path substring, method or None, value)
-        self._delay = 0.0
+        self._delay: tuple[float, str] = (0.0, "")  # (seconds, path substring)
         self._lock = threading.Lock()
         self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
@@ -316,7 +328,7 @@ class StandinHub:
         announcing the full ``Content-Length``/``Content-Range``, then close the connection: a transfer cut short.
         ``keep=None`` undoes it."""
         with self._lock:
-            if repo_id not in self._repos:
+            if repo_id not in self._repos and repo_id not in self._datasets:
                 raise KeyError(repo_id)
             if keep is None:
                 self._truncated.pop((repo_id, filename), None)
@@ -374,11 +386,11 @@ class StandinHub:
         with self._lock:
             self._once.append(("stalled", path_substring, None, float(seconds)))
 
-    def slow_down(self, seconds: float) -> None:
-        """From now on answer every request on either origin only after ``seconds`` (0: at once again): a slow link,
-        which leaves a test the time to interrupt a client mid-transfer."""
+    def slow_down(self, seconds: float, path: str = "") -> None:
+        """From now on answer every request on either origin (only those whose path holds ``path``, when given) after
+        ``seconds`` (0: at once again): a slow link, which leaves a test the time to interrupt a client mid-transfer."""
         with self._lock:
-            self._delay = float(seconds)
+            self._delay = (float(seconds), path)
 
     def _take(self, fault: str, path: str, method: str) -> tuple | None:
         """The first queued one-shot ``fault`` matching this request, removed and recorded; None when none is."""
@@ -395,8 +407,10 @@ class StandinHub:
         stall = self._take("stalled", h.path, method)
         if stall is not None:
             time.sleep(stall[0])
-        if self._delay:
-            time.sleep(self._delay)
+        with self._lock:
+            delay, where = self._delay
+        if delay and where in h.path:
+            time.sleep(delay)
         with self._lock:
             rate = None if cdn or self._rate is None or self._rate[3] not in h.path else self._rate
             if rate is not None:
@@ -428,11 +442,18 @@ class StandinHub:
                 return self._served.get(repo_id, 0)
             return self._served_files.get((repo_id, filename), 0)
 
-    def requests_for(self, repo_id: str) -> list[tuple[str, str, str | None]]:
-        """The requests to the Hub's origin and the CDN whose path names ``repo_id``: ``(method, path, Range)``."""
+    def requests_for(self, repo_id: str, filename: str | None = None) -> list[tuple[str, str, str | None]]:
+        """The requests to the Hub's origin, then the CDN's, whose path names ``repo_id`` (and file ``filename`` of
+        it, through ``/resolve/`` or the CDN, when given): ``(method, path, Range)``; a model and a dataset of one
+        id are counted together."""
+
+        def named(path: str) -> bool:
+            names = _names(path)
+            return names is not None and names[0] == repo_id and filename in (None, names[1])
+
         with self._lock:
-            hub = [r for r in self.requests if f"/{repo_id}/" in unquote(r[1]) or unquote(r[1]).endswith(repo_id)]
-            cdn = [r[:3] for r in self.cdn_requests if f"/{repo_id}/" in unquote(r[1])]
+            hub = [r for r in self.requests if named(r[1])]
+            cdn = [r[:3] for r in self.cdn_requests if named(r[1])]
         return hub + cdn
 
     def reset_counters(self) -> None:
@@ -462,6 +483,13 @@ class StandinHub:
         if self._fault(h, method, cdn):
             return
         parts = urlsplit(h.path)
+        if method == "POST":
+            if not cdn and (m := _PATHS_INFO.match(parts.path)):
+                kind = DATASET if m["kind"] == "datasets" else "model"
+                self._paths_info(h, unquote(m["repo"]), unquote(m["rev"]), kind)
+            else:
+                self._error(h, method, 405 if _names(parts.path) else 404, None, f"No POST route: {parts.path}")
+            return
         if cdn:
             if m := _DATASET_CDN.match(parts.path):
                 self._cdn(h, method, unquote(m["repo"]), m["commit"], unquote(m["file"]), DATASET)
@@ -554,6 +582,21 @@ class StandinHub:
             following = "&".join(f"{k}={quote(v, safe='')}" for k, v in cursor.items())
             headers["Link"] = f'<{self.url}{urlsplit(h.path).path}?{following}>; rel="next"'
         self._send_json(h, method, page, headers)
+
+    def _paths_info(self, h: _Handler, repo_id: str, revision: str, kind: str) -> None:
+        """``POST /api/{models,datasets}/{id}/paths-info/{rev}``: the entry of each path asked for that exists."""
+        found = self._lookup(h, "POST", repo_id, revision, files=False, kind=kind)
+        if found is None:
+            return
+        body, content_type = h.body.decode(errors="replace"), h.headers.get("Content-Type", "")
+        if "json" in content_type:
+            paths = json.loads(body or "{}").get("paths", [])
+            paths = [paths] if isinstance(paths, str) else paths
+        else:
+            paths = parse_qs(body).get("paths", [])
+        files = found[0].commits[found[1]]
+        entries = [_path_entry(files, path.strip("/")) for path in paths]
+        self._send_json(h, "POST", [entry for entry in entries if entry is not None])
 
     def _send_json(self, h: _Handler, method: str, value, headers: dict | None = None) -> None:
         body = json.dumps(value).encode()
@@ -754,6 +797,36 @@ def _refs_of(repo: _Repo) -> dict[str, list]:
     return listing
 
 
+def _names(path: str) -> tuple[str, str | None] | None:
+    """``(repo_id, file)`` a request's path (as sent: quoted, maybe with a query) names, ``file`` None for an API
+    route; None for a path of no route."""
+    path = urlsplit(path).path
+    for route in _ROUTES:
+        if m := route.match(path):
+            file = m.groupdict().get("file")
+            return unquote(m["repo"]), unquote(file) if file else None
+    return None
+
+
+def _file_entry(name: str, entry: HubFile) -> dict:
+    """A file's tree entry (``RepoFile`` JSON), with ``lfs`` for an LFS file."""
+    item = {"type": "file", "oid": entry.blob_id, "size": entry.size, "path": name}
+    if entry.lfs:
+        item["lfs"] = {"oid": entry.sha256, "size": entry.size, "pointerSize": entry.pointer_size}
+    return item
+
+
+def _folder_entry(folder: str) -> dict:
+    return {"type": "directory", "oid": hashlib.sha1(folder.encode()).hexdigest(), "path": folder}
+
+
+def _path_entry(files: dict[str, HubFile], path: str) -> dict | None:
+    """The entry of the file or folder ``path`` of ``files``; None when it holds nothing."""
+    if path in files:
+        return _file_entry(path, files[path])
+    return _folder_entry(path) if path and any(n.startswith(f"{path}/") for n in files) else None
+
+
 def _tree_entries(files: dict[str, HubFile], path: str, recursive: bool) -> list[dict]:
     """The tree entries (``RepoFile``/``RepoFolder`` JSON) of ``files`` under folder ``path`` ("" for the root), or
     the one file ``path`` names."""
@@ -768,12 +841,7 @@ def _tree_entries(files: dict[str, HubFile], path: str, recursive: bool) -> list
         depth = len(rest) if recursive else 1
         for i in range(1, min(depth, len(rest) - 1) + 1):
             folder = base + "/".join(rest[:i])
-            oid = hashlib.sha1(folder.encode()).hexdigest()
-            found.setdefault(folder, {"type": "directory", "oid": oid, "path": folder})
+            found.setdefault(folder, _folder_entry(folder))
         if recursive or len(rest) == 1 or name == path:
-            entry = files[name]
-            item = {"type": "file", "oid": entry.blob_id, "size": entry.size, "path": name}
-            if entry.lfs:
-                item["lfs"] = {"oid": entry.sha256, "size": entry.size, "pointerSize": entry.pointer_size}
-            found[name] = item
+            found[name] = _file_entry(name, files[name])
     return [found[k] for k in sorted(found)]

@@ -1,5 +1,7 @@
 """The cost of a run: FLOPs per token against PyTorch's own count, a timed step, projections and their sentences."""
 
+import math
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -43,7 +45,8 @@ def test_flops_per_token_refuses_a_share_of_positions_outside_zero_to_one():
 
 def test_the_peak_of_a_known_gpu_is_found_by_its_name_and_a_cpu_has_none():
     assert budget.peak_flops("NVIDIA H100 80GB HBM3") == 989e12
-    assert budget.peak_flops("NVIDIA H100 PCIe") == 756e12
+    assert budget.peak_flops("NVIDIA H100 PCIe") == 756e12 and budget.peak_flops("NVIDIA H100 NVL") == 835e12
+    assert budget.peak_flops("NVIDIA L40S") == 362e12 and budget.peak_flops("NVIDIA L4") == 121e12
     assert budget.peak_flops("cpu") is None and budget.peak_flops("Some Future Accelerator") is None
     assert budget.mfu(1e6, 1e6, 2e12) == 0.5 and budget.mfu(1e6, 1e6, None) is None
 
@@ -74,17 +77,46 @@ def test_the_cost_lines_count_tokens_passes_and_the_projected_time():
     configs = [text.TextConfig(objective=o, steps=1000, batch_size=8, seq_len=32) for o in ("mlm", "next-token")]
     timing = budget.StepTiming(seconds=0.5, tokens=8 * 32, warmup_seconds=1.0, device="cpu")
     lines = step_cost.describe_cost(configs, timing, vocab_size=500, train_tokens=64_000, parallel=1)
-    assert lines[0] == "each run: 1,000 steps x 8 sequences x 32 tokens = 256,000 tokens"
-    assert lines[1] == "passes over the 64,000 training tokens: 4.00 per run"
-    assert lines[2].startswith("one step timed on cpu: 0.5 s (512 tokens/s,") and "utilisation" not in lines[2]
     mlm, decoder = (step_cost.flops_per_token(c, 500) for c in configs)
     expected = budget.duration(0.5 * 1000 * (1 + decoder / mlm))  # the decoder's head sees every position
-    assert lines[3] == f"projected: 2 runs, 1 side by side (2 after one another): {expected} at that step time"
+    assert lines == [
+        "each run: 1,000 steps x 8 sequences x 32 tokens = 256,000 tokens",
+        "passes over the 64,000 training tokens: 4.00 per run",
+        "one optimiser step timed on cpu: 0.5 s",
+        "tokens per second: 512",
+        f"training FLOPs per token: {mlm / 1e6:,.1f} million",
+        "model-FLOPs utilisation: not known (no peak FLOP/s known for cpu)",
+        f"projected: 2 runs, 1 side by side (2 after one another): {expected} at that step time",
+    ]
+
+
+def test_runs_side_by_side_are_projected_by_rounds_of_the_slowest():
+    configs = [text.TextConfig(steps=100, batch_size=8, seq_len=32)] * 5
+    timing = budget.StepTiming(seconds=2.0, tokens=8 * 32, warmup_seconds=1.0, device="cpu")
+    lines = step_cost.describe_cost(configs, timing, vocab_size=500, parallel=2)
+    expected = budget.duration(budget.project(2.0, 100, runs=5, parallel=2))
+    assert lines[-1] == f"projected: 5 runs, 2 side by side (3 after one another): {expected} at that step time"
+    with pytest.raises(ValueError, match="side by side"):
+        step_cost.describe_cost(configs, timing, vocab_size=500, parallel=0)
 
 
 def test_the_passes_of_a_corpus_not_prepared_yet_are_said_to_be_unknown():
-    timing = budget.StepTiming(seconds=1.0, tokens=64, warmup_seconds=1.0, device="NVIDIA H200")
-    lines = step_cost.describe_cost([text.TextConfig()], timing, vocab_size=500, parallel=4)
+    config = text.TextConfig()
+    tokens = round(0.4 * 989e12 / step_cost.flops_per_token(config, 500))  # 40% of an H200's peak in one second
+    timing = budget.StepTiming(seconds=1.0, tokens=tokens, warmup_seconds=1.0, device="NVIDIA H200")
+    lines = step_cost.describe_cost([config], timing, vocab_size=500, parallel=4)
     assert lines[1] == "passes over the training tokens: not known until the corpus is prepared"
-    assert "model-FLOPs utilisation" in lines[2]
-    assert lines[3].startswith("projected: 1 run, 1 side by side (1 after one another): ")
+    assert lines[3] == f"tokens per second: {tokens:,}" and "," in lines[3]
+    assert lines[5] == "model-FLOPs utilisation: 40%"
+    assert lines[6].startswith("projected: 1 run, 1 side by side (1 after one another): ")
+
+
+def test_the_random_corpus_stands_in_for_a_prepared_one():
+    task = step_cost.RandomTokenTask(text.TextConfig(seq_len=16), vocab_size=50, mask_id=3)
+    data = task.data
+    assert data.train.shape == data.val.shape == (4 * 17,) and int(data.train.max()) < 50
+    assert data.random_tokens == (0, 50) and data.mask_id == 3 and data.vocab_size == 50
+    assert task.attrs()["corpus"] == "uniform random ids of a 50-token vocabulary"
+    counts = torch.bincount(data.train, minlength=50).double() / len(data.train)
+    entropy = -(counts[counts > 0] * counts[counts > 0].log()).sum()
+    assert data.unigram_entropy() == pytest.approx(float(entropy)) and 0 < entropy <= math.log(50)

@@ -39,7 +39,14 @@ def test_the_cpu_smoke_check_writes_every_part_with_its_numbers(tmp_path):
         assert step["seconds_per_step"] > 0 and step["tokens_per_second"] > 0 and step["mfu"] is None
     assert report["torchrun"]["finished"] and report["torchrun"]["backend"] == "gloo"
     hours = report["projections"]
-    assert hours["paper/profile/06"]["runs"] == 50 and hours["paper/profile/05"]["runs"] == 10
+    assert set(hours["per_run"]) == {f"{s}/{o}" for s in ("bert-mini", "bert-base") for o in ("mlm", "next-token")}
+    assert all(run["hours"] > 0 for run in hours["per_run"].values())
+    for profile in ("paper", "gpu"):
+        for shape in ("profile", "bert-base"):
+            for notebook in ("05", "06"):
+                runs = hours[f"{profile}/{shape}/{notebook}"]
+                assert runs["runs"] >= 2 and runs["hours"] >= 0.999 * runs["runs"] * min(runs["hours_per_run"].values())
+    assert hours["paper/profile/05"]["steps_per_run"] > hours["gpu/profile/05"]["steps_per_run"]
     assert hours["paper/profile/05"]["hours"] > hours["gpu/profile/05"]["hours"] > 0
     assert all(math.isfinite(x) for x in numbers(report))
 

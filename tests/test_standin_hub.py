@@ -3,6 +3,7 @@
 import hashlib
 import json
 import struct
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -438,3 +439,150 @@ def test_dataset_files_download_and_read_by_range_through_the_cdn_without_the_to
     assert response.status_code == 206 and response.content == DATASET_FILES[name][10:20]
     assert all(path.startswith(f"/cdn/datasets/{DATASET_ID}/") and not auth for _, path, _, auth in hub.cdn_requests)
     assert hub.bytes_served_for(DATASET_ID, name) == len(DATASET_FILES[name]) + 10
+
+
+def _dataset_url(hub, name, revision="main", repo=DATASET_ID):
+    return hf_hub_url(repo, name, repo_type="dataset", revision=revision, endpoint=hub.url)
+
+
+def test_dataset_files_answer_the_hubs_typed_errors(hub, tmp_path):
+    hub.add_dataset(DATASET_ID, DATASET_FILES)
+    hub.add_dataset("org/closed", DATASET_FILES, gated_token="hf_secret")
+
+    def download(repo, name, revision=None, token=False):
+        kw = dict(repo_type="dataset", revision=revision, cache_dir=tmp_path, endpoint=hub.url, token=token)
+        return hf_hub_download(repo, name, **kw)
+
+    with pytest.raises(RemoteEntryNotFoundError):
+        download(DATASET_ID, "en/missing.parquet")
+    with pytest.raises(RevisionNotFoundError):
+        download(DATASET_ID, "README.md", revision="v9")
+    with pytest.raises(RepositoryNotFoundError) as err:
+        download("org/missing", "README.md")
+    assert not isinstance(err.value, GatedRepoError)
+    with pytest.raises(RepositoryNotFoundError):  # a model of that id does not exist
+        hf_hub_download(DATASET_ID, "README.md", cache_dir=tmp_path, endpoint=hub.url, token=False)
+    statuses = []
+    for token in (False, "hf_other"):
+        with pytest.raises(GatedRepoError) as err:
+            download("org/closed", "README.md", token=token)
+        statuses.append(err.value.response.status_code)
+    assert statuses == [401, 403]
+    assert Path(download("org/closed", "README.md", token="hf_secret")).read_bytes() == DATASET_FILES["README.md"]
+
+
+def test_dataset_ranges_are_clipped_or_416_as_for_a_model(hub):
+    commit = hub.add_dataset(DATASET_ID, DATASET_FILES)
+    name = "en/train-00001-of-00002.parquet"
+    data, url = DATASET_FILES[name], _dataset_url(hub, name, commit)
+    head = get_session().head(url, headers=build_hf_headers(token=False))
+    assert head.status_code == 200 and int(head.headers["Content-Length"]) == len(data)
+    assert head.headers["X-Repo-Commit"] == commit
+    assert head.headers["ETag"].strip('"') == hashlib.sha256(data).hexdigest()
+    r = _raw(url, f"bytes={len(data) - 4}-{len(data) + 50}")
+    assert r.status_code == 206 and r.content == data[-4:]
+    assert r.headers["Content-Range"] == f"bytes {len(data) - 4}-{len(data) - 1}/{len(data)}"
+    past = _raw(url, f"bytes={len(data)}-")
+    assert past.status_code == 416 and past.headers["Content-Range"] == f"bytes */{len(data)}"
+
+
+def test_the_faults_strike_dataset_files_too(hub):
+    hub.add_dataset(DATASET_ID, DATASET_FILES)
+    name = "en/train-00000-of-00002.parquet"
+    url = _dataset_url(hub, name)
+    hub.rate_limit(every=2, retry_after=4, path="/datasets/")
+    first, second = _raw(url, "bytes=0-9"), _raw(url, "bytes=0-9")
+    assert (first.status_code, second.status_code, second.headers["Retry-After"]) == (206, 429, "4")
+    hub.rate_limit(None)
+    hub.fail_once(name, 503)
+    assert [_raw(url, "bytes=0-9").status_code for _ in range(2)] == [503, 206]
+    hub.break_once(name)
+    with pytest.raises(httpx2.RemoteProtocolError, match="received 50 bytes, expected 100"):
+        _raw(url, "bytes=0-99")
+    assert [fault for fault, _ in hub.faults] == ["rate limited", "failed", "broken"]
+
+
+def test_truncate_cuts_a_dataset_file_short(hub):
+    hub.add_dataset(DATASET_ID, DATASET_FILES)
+    name = "en/train-00000-of-00002.parquet"
+    hub.truncate(DATASET_ID, name, keep=30)
+    with pytest.raises(httpx2.RemoteProtocolError, match="received 30 bytes, expected 100"):
+        _raw(_dataset_url(hub, name), "bytes=0-99")
+    with pytest.raises(KeyError):
+        hub.truncate("org/missing", name, keep=30)
+
+
+def test_requests_and_bytes_are_counted_per_repository_and_file_until_reset(hub):
+    commit = hub.add_dataset(DATASET_ID, DATASET_FILES)
+    hub.add_dataset("org/prose2", DATASET_FILES)
+    hub.redirect_large(0)
+    shards = sorted(name for name in DATASET_FILES if name.endswith(".parquet"))
+    for name in shards:
+        location = _raw(_dataset_url(hub, name, commit), "bytes=0-9").headers["Location"]
+        assert _raw(location, "bytes=0-9").content == DATASET_FILES[name][:10]
+    _raw(_dataset_url(hub, "README.md", commit))
+    _raw(_dataset_url(hub, "README.md", repo="org/prose2"))
+    HfApi(endpoint=hub.url, token=False).dataset_info(DATASET_ID)
+    assert len(hub.requests_for(DATASET_ID)) == 2 * len(shards) + 2  # the CDN's requests too
+    assert [path for _, path, _ in hub.requests_for(DATASET_ID, shards[0])] == [
+        f"/datasets/{DATASET_ID}/resolve/{commit}/{shards[0]}",
+        f"/cdn/datasets/{DATASET_ID}/{commit}/{shards[0]}",
+    ]
+    assert len(hub.requests_for(DATASET_ID, "README.md")) == 1 and len(hub.requests_for("org/prose2")) == 1
+    assert hub.bytes_served_for(DATASET_ID, shards[1]) == 10
+    assert hub.bytes_served_for(DATASET_ID) == 20 + len(DATASET_FILES["README.md"])
+    hub.reset_counters()
+    assert hub.requests_for(DATASET_ID) == [] and hub.bytes_served_for(DATASET_ID) == 0 and hub.bytes_served == 0
+
+
+def test_paths_info_gives_the_entries_of_the_paths_that_exist(hub):
+    commit = hub.add_dataset(DATASET_ID, DATASET_FILES)
+    api = HfApi(endpoint=hub.url, token=False)
+    name = "en/train-00000-of-00002.parquet"
+    found = api.get_paths_info(DATASET_ID, [name, "fr/notes", "de", "README.md"], repo_type="dataset", revision=commit)
+    assert [(type(e).__name__, e.path) for e in found] == [
+        ("RepoFile", name),
+        ("RepoFolder", "fr/notes"),
+        ("RepoFile", "README.md"),
+    ]
+    assert found[0].size == len(DATASET_FILES[name]) and found[2].lfs is None
+    assert found[0].lfs.sha256 == hashlib.sha256(DATASET_FILES[name]).hexdigest()
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    assert [e.path for e in api.get_paths_info(REPO, "config.json")] == ["config.json"]
+    with pytest.raises(RevisionNotFoundError):
+        api.get_paths_info(DATASET_ID, "README.md", repo_type="dataset", revision="v9")
+    # the POST bodies were read: the kept-alive connection answers the next request
+    assert _raw(f"{hub.url}/api/datasets/{DATASET_ID}/tree/main").status_code == 200
+
+
+def test_a_tree_listing_asked_to_expand_parses_as_one_that_is_not(hub):
+    hub.add_dataset(DATASET_ID, DATASET_FILES)
+    api = HfApi(endpoint=hub.url, token=False)
+    plain = [(e.path, getattr(e, "size", None)) for e in api.list_repo_tree(DATASET_ID, repo_type="dataset")]
+    expanded = api.list_repo_tree(DATASET_ID, repo_type="dataset", expand=True)
+    assert [(e.path, getattr(e, "size", None)) for e in expanded] == plain
+    assert any("expand=True" in path or "expand=true" in path for _, path, _ in hub.requests)
+
+
+def test_a_tokenizer_repository_serves_its_tokenizer_json_to_hf_hub_download(hub, tmp_path):
+    tokenizer = json.dumps({"version": "1.0", "model": {"type": "WordPiece", "vocab": {"[UNK]": 0}}}).encode()
+    commit = hub.add_repo("org/tok", {"tokenizer.json": tokenizer})
+    path = hf_hub_download("org/tok", "tokenizer.json", cache_dir=tmp_path, endpoint=hub.url, token=False)
+    assert Path(path).read_bytes() == tokenizer and Path(path).parent.name == commit
+    assert [method for method, _, _ in hub.requests_for("org/tok", "tokenizer.json")] == ["HEAD", "GET"]
+
+
+def test_slow_down_delays_every_answer_or_those_to_some_paths(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "w.bin": WEIGHTS})
+
+    def seconds(name):
+        began = time.monotonic()
+        assert _raw(hf_hub_url(REPO, name, revision=commit, endpoint=hub.url)).status_code == 200
+        return time.monotonic() - began
+
+    hub.slow_down(0.5, path="w.bin")
+    assert seconds("w.bin") >= 0.5 and seconds("config.json") < 0.5
+    hub.slow_down(0.5)
+    assert seconds("config.json") >= 0.5
+    hub.slow_down(0)
+    assert seconds("w.bin") < 0.5

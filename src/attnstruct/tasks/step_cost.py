@@ -21,7 +21,7 @@ import torch
 
 from ..report.prose import count
 from ..training import budget
-from . import text
+from . import corpus, text
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,17 @@ class RandomTokens:
 
     @property
     def random_tokens(self) -> tuple[int, int]:
+        """``[low, high)`` of BERT's random replacements: the whole vocabulary (there are no special tokens)."""
         return 0, self.vocab_size
+
+    @property
+    def source(self) -> str:
+        return f"uniform random ids of a {self.vocab_size:,}-token vocabulary"
+
+    def unigram_entropy(self) -> float:
+        """``-sum_v p_v log p_v`` (nats) of the training ids: close to ``log vocab_size`` when ``train`` is much
+        longer than the vocabulary, lower otherwise (ids never drawn contribute 0)."""
+        return corpus.unigram_entropy(self.train, self.vocab_size)
 
 
 class RandomTokenTask(text.TextTask):
@@ -83,8 +93,8 @@ def describe_cost(
     """The cost lines of ``configs`` (module docstring); ``timing`` is :func:`measure` of ``configs[0]``,
     ``vocab_size`` the model's vocabulary, ``train_tokens`` the corpus's training tokens (None: not prepared yet),
     ``parallel`` the runs trained side by side."""
-    if not configs:
-        raise ValueError("no runs to cost")
+    if not configs or parallel < 1:
+        raise ValueError(f"no runs to cost, or fewer than one side by side ({len(configs)} runs, {parallel})")
     first = configs[0]
     tokens = [c.steps * c.batch_size * c.seq_len for c in configs]
     lines = [
@@ -98,11 +108,13 @@ def describe_cost(
         lines.append("passes over the training tokens: not known until the corpus is prepared")
     flops = flops_per_token(first, vocab_size)
     utilisation = budget.mfu(flops, timing.tokens_per_second, budget.peak_flops(timing.device))
-    lines.append(
-        f"one step timed on {timing.device}: {budget.duration(timing.seconds)} "
-        f"({timing.tokens_per_second:,.0f} tokens/s, {flops / 1e6:,.1f} MFLOP per token"
-        + (f", model-FLOPs utilisation {utilisation:.0%})" if utilisation is not None else ")")
-    )
+    unknown = f"not known (no peak FLOP/s known for {timing.device})"
+    lines += [
+        f"one optimiser step timed on {timing.device}: {budget.duration(timing.seconds)}",
+        f"tokens per second: {timing.tokens_per_second:,.0f}",
+        f"training FLOPs per token: {flops / 1e6:,.1f} million",
+        f"model-FLOPs utilisation: {unknown if utilisation is None else f'{utilisation:.0%}'}",
+    ]
     seconds = [timing.seconds * flops_per_token(c, vocab_size) / flops * c.steps for c in configs]
     rounds = -(-len(configs) // parallel)
     projected = sum(sorted(seconds, reverse=True)[i] for i in range(0, len(configs), parallel))

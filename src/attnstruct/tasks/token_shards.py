@@ -71,9 +71,10 @@ def tokenise(src, text, dtype, shards: Path, max_tokens, workers, preprocessing,
         pool = context.Pool(workers, initializer=start_worker, initargs=(text, preprocessing, dtype.name))
     bar = tqdm(total=max_tokens, unit="tok", unit_scale=True, disable=hidden(progress and sys.stderr.isatty()))
     done, total, pending, units = [], 0, deque(), src.units()
+    ahead = 2 * workers if pool is not None else 1  # units read before their turn: none without worker processes
     try:
         while True:
-            while len(pending) < 2 * workers and (unit := next(units, None)) is not None:
+            while len(pending) < ahead and (unit := next(units, None)) is not None:
                 path = shards / f"{unit.name}.npz"
                 if path.is_file():
                     pending.append((path, None, None))

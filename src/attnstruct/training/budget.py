@@ -35,8 +35,9 @@ from ..checkpoints.scoring import resolve_device
 from .step import Step, build_optimizer, runner, transfer
 
 PEAK_BF16_FLOPS = {  # dense bf16 tensor-core peak, FLOP/s, by a part of the name torch reports (first match wins)
-    "H200": 989e12,
+    "H200": 989e12,  # also the GH200
     "H100 PCIe": 756e12,
+    "H100 NVL": 835e12,
     "H100": 989e12,
     "A100": 312e12,
     "L40S": 362e12,
