@@ -85,7 +85,8 @@ def test_which_sources_are_prepared_corpora(tmp_path, prepared):
     assert corpus.takes_text_path("missing.txt") and corpus.takes_text_path("some/where")  # their error: no file
     for source in ("hf://datasets/org/prose", "wikitext-103", tmp_path / "rows.jsonl", tmp_path, prepared):
         assert not corpus.takes_text_path(source), source
-    assert corpus.is_prepared(prepared) and not corpus.is_prepared(tmp_path) and not corpus.is_prepared("x")
+    is_prepared = prepared_corpus.is_prepared
+    assert is_prepared(prepared) and not is_prepared(tmp_path) and not is_prepared("x")
     assert not text.TextConfig().prepared and not tiny(tmp_path / "plain.txt").prepared
     assert tiny(tmp_path / "plain.txt", tokenizer="org/tok").prepared and tiny(prepared).prepared
     assert text.TextConfig(max_tokens=10).prepared  # the plays with an option of a prepared corpus

@@ -11,10 +11,9 @@ Validation text is held out per document: the last ``val_fraction`` of every pla
 cover every play and no window straddles the boundary.
 
 Any other corpus (a hub dataset, a named corpus, parquet or jsonl files, a folder, another tokenizer) is tokenised
-once into a *prepared corpus* folder (format ``attnstruct-tokens/1``, written by
-:mod:`attnstruct.tasks.prepared_corpus`); :class:`MappedTokens` is what training reads of it: the token ids by
-memory map, never loaded whole, their counts and the metadata. :func:`takes_text_path` says which path a source
-takes.
+once into a *prepared corpus* folder (written and recognised by :mod:`attnstruct.tasks.prepared_corpus`);
+:class:`MappedTokens` is what training reads of it: the token ids by memory map, never loaded whole, their counts
+and the metadata. :func:`takes_text_path` says which path a source takes.
 """
 
 from __future__ import annotations
@@ -33,8 +32,6 @@ from ..checkpoints import zoo
 from ..results import write_atomically
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[MASK]", "[SEP]")
-PREPARED_FORMAT = "attnstruct-tokens/1"
-PREPARED_META = "meta.json"
 DOCUMENT_SUFFIXES = (".parquet", ".jsonl", ".json")  # files of rows, read by attnstruct.tasks.corpus_sources
 CORPORA = zoo.load_corpora()  # name -> zoo.Entry, from the "corpora" list of the registry
 SHAKESPEARE = CORPORA["shakespeare"]
@@ -200,16 +197,6 @@ def takes_text_path(source: str | os.PathLike) -> bool:
     if path.is_file():
         return not path.name.lower().endswith(DOCUMENT_SUFFIXES)
     return len(path.parts) > 1 or bool(path.suffix)
-
-
-def is_prepared(source: str | os.PathLike) -> bool:
-    """Whether ``source`` is a prepared corpus folder: its ``meta.json`` names the format ``attnstruct-tokens/1``."""
-    if not isinstance(source, (str, os.PathLike)) or not (meta := Path(source) / PREPARED_META).is_file():
-        return False
-    try:
-        return json.loads(meta.read_text()).get("format") == PREPARED_FORMAT
-    except (ValueError, AttributeError):
-        return False
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,16 @@ def _tokens(path: Path, dtype: np.dtype) -> np.ndarray:
     return np.memmap(path, dtype=dtype, mode="r")
 
 
+def is_prepared(source) -> bool:
+    """Whether ``source`` is a prepared corpus folder: its ``meta.json`` names the format :data:`FORMAT`."""
+    if not isinstance(source, (str, os.PathLike)) or not (meta := Path(source) / "meta.json").is_file():
+        return False
+    try:
+        return json.loads(meta.read_text()).get("format") == FORMAT
+    except (ValueError, AttributeError):
+        return False
+
+
 def open_prepared(folder: str | os.PathLike) -> PreparedCorpus:
     """The prepared corpus in ``folder``; CorpusError when it is not one (no ``meta.json``, another format, files
     that disagree with it)."""

@@ -62,7 +62,7 @@ def _mapped(source: str, options: tuple, vocab_size: int, val_fraction: float, c
 
     values = {name: value for name, value, _ in options}
     tokenizer = values.pop("tokenizer")
-    if corpus.is_prepared(source):
+    if prepared_corpus.is_prepared(source):
         given = [name for name, value, default in options if name != "tokenizer" and value != default]
         if given:
             raise ValueError(f"corpus {source!r} is a prepared folder: {', '.join(given)} do not apply")

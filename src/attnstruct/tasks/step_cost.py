@@ -117,7 +117,7 @@ def describe_cost(
     ]
     seconds = [timing.seconds * flops_per_token(c, vocab_size) / flops * c.steps for c in configs]
     rounds = -(-len(configs) // parallel)
-    projected = sum(sorted(seconds, reverse=True)[i] for i in range(0, len(configs), parallel))
+    projected = budget.project_runs(seconds, parallel)
     side_by_side = min(parallel, len(configs))
     lines.append(
         f"projected: {count(len(configs), 'run')}, {side_by_side} side by side ({rounds} after one another): "

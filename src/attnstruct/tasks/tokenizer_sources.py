@@ -220,11 +220,12 @@ def preprocessing_function(name: str):
     """The transform named ``name`` (:data:`attnstruct.tasks.preprocessing.PREPROCESSING`); CorpusError naming the
     known ones otherwise."""
     from .corpus_sources import CorpusError
-    from .preprocessing import PREPROCESSING
+    from .preprocessing import preprocessing
 
-    if name not in PREPROCESSING:
-        raise CorpusError(f"unknown preprocessing {name!r}; known: {', '.join(PREPROCESSING)}")
-    return PREPROCESSING[name]
+    try:
+        return preprocessing(name)
+    except ValueError as err:
+        raise CorpusError(str(err)) from None
 
 
 _WORKER: dict = {}

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -131,11 +132,19 @@ def time_steps(task, device="auto", steps: int = 3, warmup: int = 1) -> StepTimi
 
 def project(step_seconds: float, steps: int, runs: int, parallel: int = 1) -> float:
     """Seconds for ``runs`` runs of ``steps`` steps, ``parallel`` of them side by side at ``step_seconds`` each:
-    ``ceil(runs / parallel) * steps * step_seconds`` (side by side on one device, each run is slower than alone:
-    this is the fastest such a plan can be)."""
+    ``ceil(runs / parallel) * steps * step_seconds`` (:func:`project_runs` of equal runs)."""
     if min(steps, runs, parallel) < 1 or step_seconds < 0:
         raise ValueError("steps, runs and parallel must be positive and step_seconds not negative")
-    return -(-runs // parallel) * steps * step_seconds
+    return project_runs([steps * step_seconds] * runs, parallel)
+
+
+def project_runs(run_seconds: Sequence[float], parallel: int = 1) -> float:
+    """Seconds for runs of ``run_seconds`` each, ``parallel`` of them side by side, longest first: the sum of the
+    longest run of each round of ``parallel`` (side by side on one device, each run is slower than alone: this is
+    the fastest such a plan can be)."""
+    if parallel < 1 or not run_seconds or min(run_seconds) < 0:
+        raise ValueError("parallel must be positive, and the runs' seconds given and not negative")
+    return sum(sorted(run_seconds, reverse=True)[::parallel])
 
 
 def duration(seconds: float) -> str:
