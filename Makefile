@@ -16,8 +16,8 @@ MODELS ?= $(if $(filter paper,$(PROFILE)),all,core)
 TEST_WORKERS ?= auto
 # pytest-xdist: one group per notebook and one for the book on one worker each, groups first (tests/conftest.py)
 PYTEST := MPLBACKEND=agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
-CHECK_TIERS := not (notebook or browser or install or checkpoint or findings)
-.PHONY: help install fetch reproduce notebook book handouts exercises course lab check test findings claims-refs sync lock clean
+CHECK_TIERS := not (notebook or browser or install or checkpoint or findings or hostile)
+.PHONY: help install fetch reproduce notebook book handouts exercises course lab check test hostile findings claims-refs sync lock clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ test: install ## the whole suite: fetches the checkpoints, installs Chromium if 
 	@echo "make test: looking for the system Chromium (apt-get installs it when missing and you are root): the browser tests drive it"
 	@.ci/ensure-chromium
 	$(PYTEST) -m "not findings" --durations=30 $(ARGS)
+
+hostile: install ## the hostile-input suite alone: malicious files, a misbehaving hub, full and read-only disks (docs/security.md)
+	$(PYTEST) -m hostile $(ARGS)
 
 findings: install ## the headline findings, asserted on the datasets that `make reproduce` wrote to $(BUILD)
 	ATTNSTRUCT_FINDINGS_BUILD=$(BUILD) MPLBACKEND=agg $(BIN)/python -m pytest -m findings -rs tests/test_findings.py $(ARGS)

@@ -54,6 +54,7 @@ def test_stored_runs_only_refuses_to_compute_what_is_not_stored(tmp_path, monkey
     assert not work.stored_only()
 
 
+@pytest.mark.checkpoint  # trains on the packaged plays, which `make fetch` downloads
 def test_stored_runs_only_stops_a_training_run_that_is_not_stored_and_reuses_one_that_is(tmp_path, monkeypatch):
     config = text.TextConfig(steps=2, batch_size=2, seq_len=8, d_model=16, n_layers=1, n_heads=2, warmup=1)
     config = text.TextConfig(**{**config.to_dict(), "log_every": 1, "eval_every": 1, "eval_batches": 1})
