@@ -17,6 +17,7 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+from student_facing import as_papermill_leaves_it, held_lines, leaks, solution_lines
 
 from attnstruct.teaching import book, book_contents, book_pages, exercises
 
@@ -205,34 +206,44 @@ def test_exercises_page_has_one_dropdown_per_solution_cell(books):
         assert not fragment or fragment in Page(target).ids, href
 
 
-def _solution_lines(build: Path) -> dict[str, set[str]]:
-    """Per notebook, the lines of its solution regions that no other cell of the notebook holds (the lines of
-    code only a solution gives away), read with :func:`attnstruct.teaching.exercises.exercises`."""
-    out = {}
+def test_no_file_of_the_student_book_holds_a_solution_line_or_a_build_path(books):
+    """Every file of the student book, the pages' ``.ipynb`` downloads (``_sources/``) and the search index
+    included, read as raw text, as HTML and as JSON: no line of a solution, no path of the build machine."""
+    folder, build = books
+    lines = solution_lines(ROOT)  # from the notebook sources
+    assert all(lines.values()), "a notebook without solution lines to look for"
+    paths = (str(build), str(folder), str(ROOT))
+    assert leaks(folder / "student", set().union(*lines.values()), paths) == []
+    assert (folder / "student" / "searchindex.js").is_file()
+    for name in NOTEBOOKS:  # the same reader finds every line where it is meant to be
+        assert held_lines(folder / "instructor", lines[name]) == lines[name], name
+        assert (folder / "student" / "_sources" / "notebooks" / f"{name}.ipynb").is_file(), name
+
+
+def test_no_file_of_the_instructor_book_holds_a_path_of_the_build_machine(books):
+    folder, build = books
+    assert leaks(folder / "instructor", set(), (str(build), str(folder), str(ROOT))) == []
+
+
+def test_the_download_of_a_notebook_page_keeps_nothing_of_its_run(built):
+    """A page's ``.ipynb`` download is the page's notebook: no papermill record (it holds the input notebook whole
+    and the run's paths), no injected parameters cell; in the student book, nbgrader's stub for each solution."""
+    site, build = built
     for name in NOTEBOOKS:
-        nb = _executed(build, name)
-        others = "\n".join(c.source for c in exercises.student_version(nb).cells)
-        lines = set()
-        for ex in exercises.exercises(nb, name):
-            region = ex.solution.split(exercises.BEGIN, 1)[1].split(exercises.END, 1)[0]
-            lines |= {ln.strip() for ln in region.splitlines() if len(ln.strip()) >= 8 and ln.strip() not in others}
-        out[name] = lines
-    return out
+        download = nbformat.read(site / "_sources" / "notebooks" / f"{name}.ipynb", as_version=4)
+        assert "papermill" not in download.metadata, name
+        assert not [c for c in download.cells if "papermill" in c.metadata], name
+        assert not [c for c in download.cells if exercises.INJECTED in c.metadata.get("tags", [])], name
+        stubs = sum("raise NotImplementedError()" in c.source for c in download.cells)
+        wanted = len(exercises.exercises(_executed(build, name), name)) if _audience(site) == "student" else 0
+        assert stubs == wanted, name
 
 
 def test_the_student_book_holds_no_solution(books):
     folder, build = books
-    solution_lines = _solution_lines(build)
-    assert any(solution_lines.values()), "no solution line to look for"
-    student = {p: Page(p).text for p in _html_pages(folder / "student")}
-    instructor = "\n".join(Page(p).text for p in _html_pages(folder / "instructor"))
-    for path, text in student.items():
+    for path in _html_pages(folder / "student"):
+        text = Page(path).text
         assert exercises.BEGIN not in text and exercises.END not in text, path
-        for name, lines in solution_lines.items():
-            shown = sorted(line for line in lines if line in text)
-            assert not shown, f"{path.name} shows solution lines of {name}: {shown[:3]}"
-    for name, lines in solution_lines.items():  # the same lines are found where they are meant to be
-        assert all(line in instructor for line in lines), name
     page = Page(folder / "student" / "exercises.html")
     assert not _solution_dropdowns(page)
     for name in NOTEBOOKS:
@@ -375,8 +386,11 @@ SOLUTION = {"nbgrader": {"solution": True, "grade": False, "grade_id": "ex-09-1"
 CHECK = {"nbgrader": {"solution": False, "grade": True, "grade_id": "ex-09-1-check", "locked": True, "points": 1}}
 
 
+SECRET = "return x * x  # the secret"
+
+
 def _exercise_notebook():
-    """A notebook with an exercise, an injected parameters cell, a draw-only cell and a mention of a guide."""
+    """A notebook with an exercise, a draw-only cell and a mention of a guide."""
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
     printed = [new_output("stream", name="stdout", text="drawn\n")]
@@ -384,11 +398,10 @@ def _exercise_notebook():
         cells=[
             new_markdown_cell("# 09 · A title\n\nThe numbers are in `docs/paper-notes.md`; see docs/training.md."),
             new_code_cell("results_dir = None", metadata={"tags": ["parameters"]}),
-            new_code_cell('results_dir = "/machine/build/results"', metadata={"tags": ["injected-parameters"]}),
             new_code_cell("print('drawn')  # draw only", metadata={"tags": ["hide-input"]}, outputs=printed),
             new_markdown_cell("## Exercises\n\n### Exercise 09.1: first\n\nDo $x^2$."),
             new_code_cell(
-                "def f(x):\n    ### BEGIN SOLUTION\n    return x * x  # the secret\n    ### END SOLUTION",
+                f"def f(x):\n    ### BEGIN SOLUTION\n    {SECRET}\n    ### END SOLUTION",
                 metadata=SOLUTION,
                 outputs=[new_output("stream", name="stdout", text="the secret output\n")],
             ),
@@ -398,8 +411,19 @@ def _exercise_notebook():
                 outputs=[new_output("stream", name="stdout", text="right: 9\n")],
             ),
             new_markdown_cell("## What to take away\n\n* a point"),
-        ]
+        ],
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python", "pygments_lexer": "ipython3"},
+        },
     )
+
+
+def _executed_notebook(build: Path):
+    """:func:`_exercise_notebook` as papermill leaves it in ``build/notebooks/09_synthetic.ipynb``: with the
+    injected parameters cell (after the parameters cell, with the build's path) and papermill's record."""
+    target = build / "notebooks" / "09_synthetic.ipynb"
+    return as_papermill_leaves_it(_exercise_notebook(), {"results_dir": str(build / "results")}, target)
 
 
 def test_exercises_are_read_with_and_without_nbgrader_cells():
@@ -431,25 +455,27 @@ def test_exercises_are_read_with_and_without_nbgrader_cells():
     assert book_contents.exercises("09_x", new_notebook(cells=[new_markdown_cell("# 09"), new_code_cell("1")])) == []
 
 
-def test_the_site_copy_of_a_notebook_hides_what_a_reader_should_not_see():
-    nb = _exercise_notebook()
+def test_the_site_copy_of_a_notebook_hides_what_a_reader_should_not_see(tmp_path):
+    nb = _executed_notebook(tmp_path / "build")
     found = book_contents.exercises("09_x", nb)
     guides = ["paper-notes", "training"]
     for audience in AUDIENCES:
         page = book_pages.for_site(nb, found, audience=audience, guides=guides, prefix="../guides/")
-        tags = [c.metadata.get("tags", []) for c in page.cells]
-        assert "remove-cell" in tags[2] and tags[3] == ["hide-input"], audience
+        text = nbformat.writes(page)  # also the page's download
+        assert str(tmp_path) not in text and "papermill" not in text, audience  # no record of the run
+        assert len(page.cells) == len(nb.cells) - 1 and page.cells[2].source == nb.cells[3].source  # injected: gone
+        assert [c.metadata.get("tags", []) for c in page.cells][2] == ["hide-input"], audience
         assert "[`docs/paper-notes.md`](../guides/paper-notes.md)" in page.cells[0].source
         assert "[docs/training.md](../guides/training.md)" in page.cells[0].source
-        solution, check = page.cells[5], page.cells[6]
+        solution, check = page.cells[4], page.cells[5]
         if audience == "instructor":
-            assert "hide-input" in solution.metadata["tags"] and "the secret" in solution.source
+            assert "hide-input" in solution.metadata["tags"] and SECRET in solution.source
             assert solution.outputs and check.outputs
         else:
-            assert "the secret" not in solution.source and "raise NotImplementedError()" in solution.source
+            assert SECRET not in text and "raise NotImplementedError()" in solution.source
             assert not solution.outputs and not check.outputs and check.source == nb.cells[6].source
-            assert page.cells[3].outputs  # every other output stays
-    assert nb.cells[5].source.count("the secret") == 1 and "remove-cell" not in nb.cells[2].metadata["tags"]
+            assert page.cells[2].outputs  # every other output stays
+    assert exercises.INJECTED in nb.cells[2].metadata["tags"] and "papermill" in nb.metadata  # left as it was
 
 
 def test_docs_mentions_become_links_outside_code():
@@ -476,16 +502,20 @@ def test_docs_mentions_become_links_outside_code():
 
 
 def _synthetic_build(folder: Path) -> Path:
-    """A build folder with one executed notebook (:func:`_exercise_notebook` with papermill's metadata)."""
-    nb = _exercise_notebook()
-    nb.metadata["papermill"] = {"duration": 1.5, "exception": None, "parameters": {}}
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python", "pygments_lexer": "ipython3"}
-    for cell in nb.cells:
-        cell.metadata.setdefault("papermill", {"duration": 0.1})
-    (folder / "notebooks").mkdir(parents=True)
-    nbformat.write(nb, folder / "notebooks" / "09_synthetic.ipynb")
+    """A build folder with one executed notebook (:func:`_executed_notebook`)."""
+    _executed_notebook(folder)
     return folder
+
+
+def test_the_student_book_of_a_synthetic_build_holds_no_solution_line_or_build_path(tmp_path):
+    """The executed notebook holds its solution twice (in its cell and in papermill's copy of the input notebook)
+    and the build's path; no file of the student book, the page's download included, holds either."""
+    build = _synthetic_build(tmp_path / "build")
+    assert held_lines(build / "notebooks", {SECRET}) == {SECRET}
+    site = book.build_book(build, audience="student", log=lambda message: None)
+    assert leaks(site, {SECRET}, (str(build), str(ROOT))) == []
+    download = nbformat.read(site / "_sources" / "notebooks" / "09_synthetic.ipynb", as_version=4)
+    assert "raise NotImplementedError()" in download.cells[4].source and "papermill" not in download.metadata
 
 
 def test_both_books_of_a_synthetic_build(tmp_path):
@@ -498,10 +528,10 @@ def test_both_books_of_a_synthetic_build(tmp_path):
     assert not [p.name for p in out.iterdir() if p.name not in ("index.html", *AUDIENCES)]
     for audience in AUDIENCES:
         page = Page(out / audience / "notebooks" / "09_synthetic.html")
-        assert "/machine/build/results" not in page.text and "drawn" in page.text
+        assert str(build) not in page.text and "drawn" in page.text
         folded = [a for t, a in page.tags if t == "details" and "above-input" in a.get("class", "")]
         assert len(folded) == (2 if audience == "instructor" else 1), audience  # the draw cell (and the solution)
-        assert ("the secret" in page.text) == (audience == "instructor")
+        assert (SECRET in page.text) == (audience == "instructor")
         assert ("right: 9" in page.text) == (audience == "instructor")  # a check's output follows the solution
         linked = {a.get("href") for t, a in page.tags if t == "a"}
         assert {"../guides/paper-notes.html", "../guides/training.html"} <= linked

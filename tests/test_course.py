@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from student_facing import held_lines, leaks, solution_lines
 
 from attnstruct import notebooks
 from attnstruct.teaching import course, course_notebooks, exercises
@@ -158,6 +159,14 @@ def test_make_course_writes_the_nbgrader_layout(graded_course):
         assert exercises.BEGIN not in nbformat.writes(released), name
         checks = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade")]
         assert checks and all(c.metadata["nbgrader"].get("checksum") for c in checks), name
+        assert "papermill" not in released.metadata, name
+
+
+@pytest.mark.notebook
+def test_no_file_of_the_release_holds_a_solution_line_or_a_build_path(graded_course):
+    lines = set().union(*solution_lines(ROOT).values())
+    assert lines & held_lines(graded_course / "source", lines)  # the reader finds them where they are meant to be
+    assert leaks(graded_course / "release", lines, (str(graded_course), str(ROOT))) == []
 
 
 @pytest.mark.notebook

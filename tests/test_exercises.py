@@ -3,6 +3,7 @@
 import jupytext
 import nbformat
 import pytest
+from student_facing import as_papermill_leaves_it, leaks, solution_lines
 
 from attnstruct import notebooks
 from attnstruct.teaching import course_notebooks, exercises
@@ -52,6 +53,20 @@ def test_the_student_version_stubs_the_solution_and_leaves_the_source_alone():
     assert "return 2 * x" in nb.cells[2].source  # the solution version is untouched
     assert "return 2 * x" not in student.cells[2].source and "raise NotImplementedError()" in student.cells[2].source
     assert student.cells[3].source == nb.cells[3].source and student.cells[3].metadata.nbgrader["locked"]
+
+
+def test_the_student_version_of_an_executed_notebook_keeps_nothing_of_its_run(tmp_path):
+    """papermill records the input notebook whole (solutions in) and the run's paths; a student copy made from an
+    executed notebook keeps neither, nor the injected parameters cell."""
+    build = tmp_path / "build"
+    executed = as_papermill_leaves_it(toy(), {"before": 2, "results_dir": str(build / "results")}, build / "x.ipynb")
+    assert "return 2 * x" in nbformat.writes(executed) and str(build) in nbformat.writes(executed)  # what it had
+    student = exercises.student_version(executed)
+    text = nbformat.writes(student)
+    assert "return 2 * x" not in text and str(build) not in text
+    assert "papermill" not in student.metadata and not [c for c in student.cells if "papermill" in c.metadata]
+    assert not [c for c in student.cells if exercises.INJECTED in c.metadata.get("tags", [])]
+    assert [c.source for c in student.cells][:1] == ["before = 1"]  # papermill's cell went in before it
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -104,6 +119,8 @@ def test_make_exercises_writes_one_student_notebook_per_notebook(tmp_path, monke
     for path in (tmp_path / "students").glob("*.ipynb"):
         text = path.read_text()
         assert exercises.BEGIN not in text and "raise NotImplementedError()" in text
+    lines = set().union(*solution_lines(ROOT).values())
+    assert leaks(tmp_path / "students", lines, (str(ROOT),)) == []
 
 
 def test_a_markup_error_writes_nothing_and_exits_2(tmp_path, monkeypatch, capsys):

@@ -12,6 +12,7 @@ notebook again (myst-nb with ``nb_execution_mode = "off"``), and writes ``<build
       data.html            every dataset (copied under data/) with its size and provenance
       citation.html        BibTeX of the paper (from CITATION.cff) and of this companion
       notebooks/NN_x.html  each executed notebook (student: solutions replaced by nbgrader's stub)
+      _sources/notebooks/NN_x.ipynb   its download: the page's notebook, without papermill's record of the run
       guides/NAME.html     the repository's guides (``docs/NAME.md``), and every one a page mentions
 
 What differs between the books is in :mod:`attnstruct.teaching.book_pages`. Everything is local: MathJax 2.7
@@ -199,7 +200,7 @@ def _landing(src: Path, build_dir: Path, books, audience: str, guides: list[str]
         "figure": lambda _: shown,
         "notebook_table": lambda _: contents.notebook_table(books),
         "course_links": lambda _: pages.course_paragraph(audience, guides),
-        "build_dir": lambda _: str(build_dir),
+        "build_dir": lambda _: pages.shown_folder(build_dir, ROOT),
         "profiles": lambda _: f"{len(ran)} of {len(books)} notebooks run; profile {profiles}",
         "other_book": lambda _: (
             f"This is the {audience}'s book; `make book` writes the {other}'s beside it, in `../{other}/`."

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from .book_contents import EXERCISE_HEADING, Exercise, Notebook, code_block, is_check, is_solution
 from .book_contents import cell as table_cell
+from .exercises import without_run_record
 
 AUDIENCES = ("instructor", "student")
 INSTRUCTOR_PAGES = ("lecture-path",)  # the lecture path holds the answer key to the lecturer's questions
 INSTRUCTOR_GUIDES = ("teaching",)  # how to run the course and generate the student notebooks
 MAIN_FIGURE = "03_encoders_vs_decoders.png"  # the landing page's figure
 MAIN_DATASET = "03_pretrained_models.nc"  # its data, for its title
-INJECTED = "injected-parameters"  # papermill's tag on the cell it adds (absolute paths of the build machine)
 DOCS_MENTION = re.compile(r"(?<![\w./\[(-])docs/([A-Za-z0-9_-]+)\.md(?![\w\]-])")
 DOCS_CODE = re.compile(r"^docs/([A-Za-z0-9_-]+)\.md$")
 DOCS_LINK = re.compile(r"\]\((?!https?:|/)(?:\./)?([A-Za-z0-9_-]+)\.md(?:#[^)]*)?\)")  # a guide's link to a sibling
@@ -184,19 +184,19 @@ def _link_outputs(cell, prefix: str, guides: Iterable[str]) -> None:
 def for_site(nb, found: list[Exercise], *, audience: str = "instructor", guides: Iterable[str] = (), prefix=""):
     """A copy of ``nb`` for its page in the ``audience`` book.
 
-    papermill's injected parameters cell is removed (myst-nb's ``remove-cell``); a cell tagged ``hide-input``
-    keeps its tag (folded input); in the instructor book the solution inputs are folded too, in the student
-    book they are nbgrader's stub (:func:`stub_solutions`); a target is put before each exercise prompt, and
-    the ``docs/NAME.md`` mentions of Markdown become links to ``{prefix}NAME.md`` (:func:`link_docs`).
+    The copy is also the page's download (Sphinx copies it to ``_sources/``), so it carries no record of the
+    papermill run (:func:`attnstruct.teaching.exercises.without_run_record`: papermill's metadata, which holds the
+    whole input notebook, and its injected parameters cell, which holds the build machine's paths). A cell tagged
+    ``hide-input`` keeps its tag (folded input); in the instructor book the solution inputs are folded too, in the
+    student book they are nbgrader's stub (:func:`stub_solutions`); a target is put before each exercise prompt,
+    and the ``docs/NAME.md`` mentions of Markdown become links to ``{prefix}NAME.md`` (:func:`link_docs`).
     """
     check_audience(audience)
-    nb = stub_solutions(nb) if audience == "student" else copy.deepcopy(nb)
+    nb = without_run_record(stub_solutions(nb) if audience == "student" else copy.deepcopy(nb))
     targets = iter([ex.target for ex in found if ex.heading])  # the prompts' headings, in order
     guides = list(guides)
     for cell in nb.cells:
-        if INJECTED in cell.metadata.get("tags", []):
-            _add_tag(cell, "remove-cell")
-        elif is_solution(cell) and cell.cell_type == "code" and audience == "instructor":
+        if is_solution(cell) and cell.cell_type == "code" and audience == "instructor":
             _add_tag(cell, "hide-input")
         elif cell.cell_type == "markdown" and not is_solution(cell):
             lines = []
@@ -210,6 +210,13 @@ def for_site(nb, found: list[Exercise], *, audience: str = "instructor", guides:
 
 
 # The landing page.
+
+
+def shown_folder(folder: Path, root: Path) -> str:
+    """How a page names a folder of the build: relative to the checkout ``root`` when inside it (``build/quick``),
+    else by its own name. A page never holds an absolute path of the machine that built it."""
+    folder, root = Path(folder).resolve(), Path(root).resolve()
+    return folder.relative_to(root).as_posix() if folder.is_relative_to(root) else folder.name
 
 
 def course_paragraph(audience: str, guides: Iterable[str]) -> str:

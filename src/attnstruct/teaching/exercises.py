@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+INJECTED = "injected-parameters"  # papermill's tag on the cell it adds: a run's parameters, paths included
 PROMPT = re.compile(r"^#{2,4}\s+Exercise\s+(\d{2})\.(\d+)\s*:\s*(.+)$", re.M)
 THEORY_NOTEBOOKS = ("01", "02", "04")  # the bilinear form, the scores, the gradient: at least three exercises each
 MIN_EXERCISES = {"theory": 3, "other": 1}
@@ -102,15 +103,26 @@ def required_exercises(name: str) -> int:
     return MIN_EXERCISES["theory" if name[:2] in THEORY_NOTEBOOKS else "other"]
 
 
+def without_run_record(nb):
+    """``nb``, changed in place, without what papermill recorded of the run that executed it: the notebook's
+    ``metadata.papermill`` (the input notebook itself when it was handed over in memory, solutions included; the
+    parameters and the output path, absolute paths of the build machine), each cell's, and the injected parameters
+    cell (tagged :data:`INJECTED`, those paths again). What a reader is handed carries none of them."""
+    nb.metadata.pop("papermill", None)
+    nb.cells = [cell for cell in nb.cells if INJECTED not in cell.get("metadata", {}).get("tags", [])]
+    for cell in nb.cells:
+        cell.metadata.pop("papermill", None)
+    return nb
+
+
 def student_version(nb):
     """A copy of ``nb`` with every solution region replaced by a stub, hidden tests and outputs removed and the
-    prompt and check cells locked, by nbgrader's preprocessors (the solution version is left untouched)."""
+    prompt and check cells locked, by nbgrader's preprocessors, and without the record of any papermill run
+    (:func:`without_run_record`); the solution version is left untouched."""
     from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions, LockCells
 
-    student = copy.deepcopy(nb)
+    student = without_run_record(copy.deepcopy(nb))
     resources = {"language": "python"}
     for step in (ClearSolutions(enforce_metadata=True), ClearHiddenTests(), ClearOutput(), LockCells()):
         student, resources = step.preprocess(student, resources)
-    for cell in student.cells:
-        cell.metadata.pop("papermill", None)
     return student
