@@ -17,9 +17,10 @@ from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
-from student_facing import as_papermill_leaves_it, held_lines, leaks, solution_lines
 
 from attnstruct.teaching import book, book_contents, book_pages, exercises
+
+from student_facing import as_papermill_leaves_it, held_lines, leaks, solution_lines
 
 pytestmark = pytest.mark.notebook
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from student_facing import held_lines, leaks, solution_lines
 
 from attnstruct import notebooks
 from attnstruct.teaching import course, course_notebooks, exercises
+
+from student_facing import held_lines, leaks, solution_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]

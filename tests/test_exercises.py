@@ -3,12 +3,12 @@
 import jupytext
 import nbformat
 import pytest
-from student_facing import as_papermill_leaves_it, leaks, solution_lines
 
 from attnstruct import notebooks
 from attnstruct.teaching import course_notebooks, exercises
 
 from conftest import ROOT
+from student_facing import as_papermill_leaves_it, leaks, solution_lines
 
 NOTEBOOKS = [p.stem for p in notebooks.list_notebooks(ROOT)]
 SOLUTION = 'nbgrader={"grade": false, "grade_id": "ex-01-1", "locked": false, "schema_version": 3, "solution": true}'

@@ -7,6 +7,7 @@ import pickle
 
 import pytest
 import torch
+
 from hostile import TreeWatch, assert_refused, canary, code_running_pickle, full_disk, read_only_folder
 
 pytestmark = pytest.mark.hostile
