@@ -99,3 +99,25 @@ def test_no_module_parses_a_message_for_its_kind_or_keeps_its_own_argument_error
     sources = "".join(p.read_text() for p in (ROOT / "src" / "attnstruct").rglob("*.py"))
     assert "class _ArgumentError" not in sources and "def failure_kind" not in sources
     assert "def _one_line" not in sources and "def _first_line(exc" not in sources
+
+
+@pytest.mark.parametrize(
+    "command, module, function", [("list", "run", "list_parameters"), ("fetch-models", "fetch", "main_fetch")]
+)
+def test_an_output_that_cannot_be_written_is_refused_in_one_line_by_every_command(
+    tmp_path, capsys, monkeypatch, command, module, function
+):
+    import errno
+    import importlib
+
+    from hostile import assert_refused
+
+    from attnstruct.results import OutputError
+
+    target = tmp_path / "table.csv"
+
+    def full(*_):
+        raise OutputError(target, "No space left on device", errno.ENOSPC)
+
+    monkeypatch.setattr(importlib.import_module(f"attnstruct.cli.{module}"), function, full)
+    assert_refused(cli.main([command]), capsys.readouterr().err, str(target), "No space left on device")

@@ -165,3 +165,49 @@ def test_precision_choice(bert_dir):
     assert block_precision(768, "auto") == "float64" and block_precision(4096, "auto") == "float32"
     with pytest.raises(ValueError, match="precision"):
         score_model(folder, precision="half")
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--num-std", "nan"], "--num-std"),
+        (["--num-std", "inf"], "--num-std"),
+        (["--num-std", "-1"], "--num-std"),
+        (["--num-std", "\uff12"], "--num-std"),  # a full-width 2, which float() reads as 2
+        (["--heads", "0"], "--heads"),
+        (["--heads", "\uff14"], "--heads"),
+        (["--precision", "half"], "--precision"),
+        (["--out", ""], "--out"),
+    ],
+    ids=["nan", "inf", "negative", "full-width", "no-heads", "full-width-heads", "precision", "empty-out"],
+)
+def test_bad_score_arguments_are_refused_before_anything_is_written(
+    bert_dir, tmp_path, capsys, monkeypatch, extra, named
+):
+    from hostile import TreeWatch, assert_refused
+
+    folder, _ = bert_dir
+    monkeypatch.chdir(tmp_path)
+    with TreeWatch(tmp_path) as watch:
+        status = cli.main(["score", str(folder), *extra])
+    assert_refused(status, capsys.readouterr().err, named)
+    assert watch.changed() == set()
+
+
+@pytest.mark.parametrize(
+    "out, reason",
+    [("a-folder.nc", "it is a folder"), ("a-file/s.nc", "is not a folder"), ("s" * 300 + ".csv", "File name too long")],
+    ids=["folder", "below-a-file", "name-too-long"],
+)
+def test_an_out_that_cannot_be_a_file_is_refused_before_scoring(bert_dir, tmp_path, capsys, monkeypatch, out, reason):
+    from hostile import TreeWatch, assert_refused
+
+    import attnstruct.checkpoints.scoring as scoring
+
+    (tmp_path / "a-folder.nc").mkdir()
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setattr(scoring, "score_model", lambda *a, **k: pytest.fail("scored before the output was checked"))
+    with TreeWatch(tmp_path) as watch:
+        status = cli.main(["score", str(bert_dir[0]), "--out", str(tmp_path / out)])
+    assert_refused(status, capsys.readouterr().err, str(tmp_path / out), reason)
+    assert watch.changed() == set()

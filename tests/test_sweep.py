@@ -148,7 +148,7 @@ def test_offline_without_cache_is_a_listed_failure(hub, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        (["--workers", "0"], "--workers must be at least 1"),
+        (["--workers", "0"], "argument --workers: must be a whole number, 1 or more"),
         (["--device", "tpu"], "unknown device"),
     ],
 )
@@ -371,3 +371,259 @@ def test_bad_revisions_input_is_one_line_exit_2(series, tmp_path, capsys, monkey
     assert cli.main(["revisions", "org/series"]) == 2
     assert "offline:" in one_line(capsys)
     assert not (tmp_path / "list.txt").exists()
+
+
+def colliding_names() -> tuple[str, str]:
+    """Two model names whose readable part (the first 80 characters) is the same and whose first 32 bits of sha1,
+    the hash of the earlier file names, agree: about 2**16 names to try (the birthday bound)."""
+    import hashlib
+
+    seen = {}
+    for i in range(2**20):
+        name = "org/" + "x" * 80 + str(i)
+        short = hashlib.sha1(name.encode()).hexdigest()[:8]
+        if short in seen:
+            return seen[short], name
+        seen[short] = name
+    raise AssertionError("no collision in 2**20 names")
+
+
+def test_two_names_whose_short_hashes_collide_get_files_of_their_own():
+    first, second = colliding_names()
+    assert sweep.file_stem(first) != sweep.file_stem(second)
+
+
+def test_a_file_holding_another_models_scores_is_scored_again(hub, tmp_path):
+    sweep.run_sweep(["tiny/bert"], tmp_path)
+    (path,) = (tmp_path / "models").glob("*.nc")
+    path.rename(tmp_path / "models" / f"{sweep.file_stem('tiny/gpt2')}.nc")  # as a clash of file names would leave it
+    again = sweep.run_sweep(["tiny/gpt2"], tmp_path)
+    assert again.scored == ["tiny/gpt2"] and again.skipped == []
+    assert load_dataset(tmp_path / "sweep.nc").model.values.tolist() == ["tiny/gpt2"]
+
+
+def test_a_folder_with_the_earlier_file_names_resumes_without_rescoring(hub, tmp_path):
+    sweep.run_sweep(["tiny/bert"], tmp_path)
+    (path,) = (tmp_path / "models").glob("*.nc")
+    path.rename(tmp_path / "models" / f"{sweep.earlier_file_stem('tiny/bert')}.nc")
+    hub.reset_counters()
+    again = sweep.run_sweep(["tiny/bert"], tmp_path)
+    assert again.skipped == ["tiny/bert"] and hub.bytes_served_for("tiny/bert") == 0
+    assert [p.name for p in (tmp_path / "models").glob("*.nc")] == [f"{sweep.file_stem('tiny/bert')}.nc"]
+
+
+def offline_list(tmp_path, monkeypatch) -> str:
+    """A one-model list that a sweep run offline gets through at once (the model fails, offline)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    listing = tmp_path / "list.txt"
+    listing.write_text("org/model\n")
+    return str(listing)
+
+
+def test_a_second_sweep_into_a_folder_in_use_is_refused_naming_the_folder_and_the_holder(tmp_path, capsys, monkeypatch):
+    import os
+
+    from hostile import TreeWatch, assert_refused
+
+    from attnstruct.results import output_lock
+
+    listing, out = offline_list(tmp_path, monkeypatch), tmp_path / "out"
+    with output_lock(out, "sweep"), TreeWatch(tmp_path) as watch:
+        status = cli.main(["sweep", listing, "--out", str(out)])
+        assert_refused(status, capsys.readouterr().err, str(out), f"pid {os.getpid()}")
+        assert watch.changed() == set()
+
+
+def test_a_sweep_removes_the_temporary_files_a_killed_sweep_left(tmp_path, monkeypatch):
+    listing, out = offline_list(tmp_path, monkeypatch), tmp_path / "out"
+    (out / "models").mkdir(parents=True)
+    left = [out / ".sweep.nc.k2j4h5g1.tmp", out / "models" / ".org--model.0123abcd.nc.x_y1z2w3.tmp"]
+    for path in left:
+        path.write_bytes(b"half a file")
+    assert cli.main(["sweep", listing, "--out", str(out)]) == 0
+    assert not any(path.exists() for path in left)
+
+
+def test_a_disk_failure_stops_the_sweep_in_one_line_and_keeps_the_files_written(hub, tmp_path, monkeypatch, capsys):
+    import errno
+
+    from hostile import assert_refused
+
+    from attnstruct.results import OutputError
+
+    real = sweep.save_dataset
+
+    def full_after_one(dataset, path):
+        if list(path.parent.glob("*.nc")):
+            raise OutputError(path, "No space left on device", errno.ENOSPC)
+        return real(dataset, path)
+
+    monkeypatch.setattr(sweep, "save_dataset", full_after_one)
+    listing = tmp_path / "list.txt"
+    listing.write_text("tiny/bert\ntiny/gpt2\ntiny/bart\n")
+    status = cli.main(["sweep", str(listing), "--out", str(tmp_path / "out"), "--workers", "1"])
+    assert_refused(status, capsys.readouterr().err, "No space left on device", str(tmp_path / "out" / "models"))
+    assert len(list((tmp_path / "out" / "models").glob("*.nc"))) == 1
+    assert not (tmp_path / "out" / "sweep.nc").exists() and not (tmp_path / "out" / "failures.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [
+        (["--num-std", "nan"], "--num-std"),
+        (["--num-std", "inf"], "--num-std"),
+        (["--num-std", "-1"], "--num-std"),
+        (["--num-std", "\uff12"], "--num-std"),  # a full-width 2, which float() reads as 2
+        (["--workers", "100000"], "--workers"),
+        (["--workers", "\uff12"], "--workers"),
+        (["--shard", "\uff11/\uff12"], "--shard"),  # full-width 1/2, which int() and \d read as digits
+        (["--precision", "half"], "--precision"),
+    ],
+)
+def test_bad_sweep_arguments_are_refused_before_anything_is_written(tmp_path, capsys, monkeypatch, extra, named):
+    from hostile import TreeWatch, assert_refused
+
+    listing = offline_list(tmp_path, monkeypatch)
+    with TreeWatch(tmp_path) as watch:
+        status = cli.main(["sweep", listing, "--out", str(tmp_path / "out"), *extra])
+    assert_refused(status, capsys.readouterr().err, named)
+    assert watch.changed() == set()
+
+
+def test_an_empty_out_is_refused_rather_than_taken_for_the_current_folder(tmp_path, capsys, monkeypatch):
+    from hostile import TreeWatch, assert_refused
+
+    listing = offline_list(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    with TreeWatch(tmp_path) as watch:
+        status = cli.main(["sweep", listing, "--out", ""])
+    assert_refused(status, capsys.readouterr().err, "--out")
+    assert watch.changed() == set()
+
+
+def test_an_out_below_a_file_is_refused_in_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    from hostile import TreeWatch, assert_refused
+
+    listing = offline_list(tmp_path, monkeypatch)
+    (tmp_path / "a-file").write_text("")
+    with TreeWatch(tmp_path) as watch:
+        status = cli.main(["sweep", listing, "--out", str(tmp_path / "a-file" / "out")])
+    assert_refused(status, capsys.readouterr().err, str(tmp_path / "a-file"))
+    assert watch.changed() == set()
+
+
+@pytest.mark.parametrize(
+    "name, content",
+    [
+        ("binary.txt", b"org/model\n\xff\xfe\x00\x81 not text\n"),
+        ("nul.txt", b"org/model\n\x00org/other\n"),
+        ("control.txt", b"org/model\x1b[2J\n"),
+        ("huge.txt", b"x\n" * (9 * 2**20)),
+        ("blank.txt", b"\n \n\t\n"),
+        ("binary.csv", b"model\n\xff\xfe\x00\x81\n"),
+        ("unclosed.csv", b'model\n"org/model\n'),
+    ],
+    ids=["binary", "nul", "control", "huge", "blank", "binary-csv", "unclosed-csv"],
+)
+def test_a_model_list_that_is_not_a_text_list_is_refused_naming_it(tmp_path, capsys, monkeypatch, name, content):
+    from hostile import TreeWatch, assert_refused
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    listing = tmp_path / name
+    listing.write_bytes(content)
+    with TreeWatch(tmp_path) as watch:
+        status = cli.main(["sweep", str(listing), "--out", str(tmp_path / "out")])
+    assert_refused(status, capsys.readouterr().err, str(listing))
+    assert watch.changed() == set()
+
+
+@pytest.fixture(scope="module")
+def one_part(repos, tmp_path_factory):
+    """A sweep's folder of one local model (no hub needed), to copy and spoil."""
+    part = tmp_path_factory.mktemp("part") / "part"
+    sweep.run_sweep([str(repos["tiny/bert"])], part)
+    return part
+
+
+def _rewrite_attrs(path, **attrs):
+    ds = load_dataset(path)
+    ds.attrs.update(attrs)
+    save_dataset(ds, path)
+
+
+def _spoil(part, case):
+    """Spoil a copy of a sweep's folder as a hostile one would be; returns the file the refusal must name."""
+    (model,) = (part / "models").glob("*.nc")
+    parameters = json.loads(load_dataset(model).attrs["parameters"])
+    if case == "model-not-netcdf":
+        model.write_bytes(b"\x89HDF\r\n\x1a\n" + b"\0" * 64)
+    elif case == "model-without-model":
+        save_dataset(load_dataset(model).rename({"model": "other"}), model)
+    elif case == "model-parameters-a-list":
+        _rewrite_attrs(model, parameters="[1, 2]")
+    elif case == "model-of-another-name":
+        _rewrite_attrs(model, parameters=json.dumps(parameters | {"model": "org/else"}))
+    elif case == "model-num-std-text":
+        _rewrite_attrs(model, parameters=json.dumps(parameters | {"num_std": "2"}))
+    elif case == "sweep-not-json":
+        _rewrite_attrs(model := part / "sweep.nc", parameters="{nope")
+    elif case == "listing-a-string":
+        recorded = json.loads(load_dataset(part / "sweep.nc").attrs["parameters"])
+        _rewrite_attrs(model := part / "sweep.nc", parameters=json.dumps(recorded | {"listing": "abc"}))
+    elif case == "failures-not-csv":
+        (model := part / "failures.csv").write_bytes(b'model,kind,reason\n"unclosed,\xff\n')
+    elif case == "failures-other-columns":
+        (model := part / "failures.csv").write_text("name\nx\n")
+    elif case == "model-linking-out":
+        import h5py
+
+        with h5py.File(model, "r+") as f:
+            f["borrowed"] = h5py.ExternalLink("/etc/hostname", "/")
+    elif case == "link-out-of-the-part":
+        outside = part.parent / "elsewhere.nc"
+        model.rename(outside)
+        model.symlink_to(outside)
+    return model
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "model-not-netcdf",
+        "model-without-model",
+        "model-parameters-a-list",
+        "model-of-another-name",
+        "model-num-std-text",
+        "sweep-not-json",
+        "listing-a-string",
+        "failures-not-csv",
+        "failures-other-columns",
+        "model-linking-out",
+        "link-out-of-the-part",
+    ],
+)
+def test_a_part_holding_files_a_sweep_does_not_write_is_refused_naming_the_file(one_part, tmp_path, capsys, case):
+    import shutil
+
+    from hostile import TreeWatch, assert_refused
+
+    part = tmp_path / "part"
+    shutil.copytree(one_part, part, symlinks=True)
+    spoiled = _spoil(part, case)
+    with TreeWatch(tmp_path) as watch:
+        status = cli.main(["sweep", "--combine", str(part), "--out", str(tmp_path / "out")])
+    assert_refused(status, capsys.readouterr().err, spoiled.name)
+    assert watch.changed() == set()
+
+
+def test_a_combine_into_a_folder_in_use_is_refused_naming_the_holder(one_part, tmp_path, capsys):
+    import os
+
+    from hostile import TreeWatch, assert_refused
+
+    from attnstruct.results import output_lock
+
+    with output_lock(tmp_path / "out", "sweep"), TreeWatch(tmp_path) as watch:
+        status = cli.main(["sweep", "--combine", str(one_part), "--out", str(tmp_path / "out")])
+        assert_refused(status, capsys.readouterr().err, str(tmp_path / "out"), f"pid {os.getpid()}")
+        assert watch.changed() == set()

@@ -175,6 +175,11 @@ def parse_shard(spec: str) -> tuple[int, int]:
 
 def shard(items: Sequence, spec: str) -> list:
     """Shard ``K/N`` of ``items``: item ``i`` (0-based) goes to shard ``i mod N + 1``, so the ``N`` shards hold every
-    item once and a series ordered by step is spread evenly over them. ``shard("abcde", "2/2") == ["b", "d"]``."""
+    item once and a series ordered by step is spread evenly over them. ``shard("abcde", "2/2") == ["b", "d"]``.
+
+    ``K`` and ``N`` are written in ASCII digits: ``int`` would also read other scripts' digits (a full-width
+    ``１/２``), which no shard of a list is named by."""
+    if not isinstance(spec, str) or not re.fullmatch(r"[0-9]+/[0-9]+", spec.strip()):
+        raise ValueError(f"--shard must be K/N in ASCII digits with 1 <= K <= N (shard K of N), got {spec!r}")
     k, n = parse_shard(spec)
     return list(items)[k - 1 :: n]

@@ -2,8 +2,9 @@
 
 Layout of the output folder ``DIR``:
 
-* ``DIR/models/<model>.nc``: one dataset per scored model, written atomically; a model whose file exists is not
-  scored again, so an interrupted sweep resumes where it stopped;
+* ``DIR/models/<model>.nc``: one dataset per scored model, written atomically, named by :func:`file_stem`; a model
+  whose file holds that model (its ``model`` coordinate and recorded parameter) scored with the same settings is not
+  scored again, so an interrupted sweep resumes where it stopped (a file of another model is never taken for it);
 * ``DIR/failures.csv``: ``model, kind, reason`` for each model of this run that could not be scored, ``kind``
   one of :data:`attnstruct.checkpoints.extract.blocks.FAILURE_KINDS`, read from the error (never parsed from its
   text); the sweep goes on past them, and a rerun tries them again;
@@ -23,12 +24,19 @@ table turned into the one per-model dataset (:func:`attnstruct.checkpoints.table
 rule and coordinates notebooks 03 and 07 share). A file written with another layout of that dataset
 (:data:`attnstruct.checkpoints.tables.LAYOUT`) is scored again rather than combined with newer ones.
 Models are scored in worker threads: fetching (network) and the products (torch, GIL released) overlap.
+
+One process at a time writes ``DIR`` (:func:`attnstruct.results.output_lock`, which the kernel drops when its holder
+ends, killed or not): a second sweep or combine into it is refused at once naming the holder's pid, and the holder
+removes the temporary files a killed sweep left. A disk that takes no file stops the sweep with
+:class:`attnstruct.results.OutputError`, one line; the models written stay.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import math
 import re
 import threading
 from collections.abc import Sequence
@@ -36,12 +44,21 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import xarray as xr
 from tqdm import tqdm
 
 from ..report.progress import hidden
-from ..results import load_dataset, provenance_attrs, save_dataset, write_atomically
+from ..results import (
+    OutputError,
+    load_dataset,
+    output_lock,
+    provenance_attrs,
+    remove_leftovers,
+    save_dataset,
+    write_atomically,
+)
 from ..scores import DEFAULT_NUM_STD
 from . import hub_client
 from .extract.blocks import ExtractionError, one_line
@@ -68,9 +85,36 @@ class SweepResult:
     retries: str = "hub: no retries"  # the hub client's retries during the sweep, in one line
 
 
+MAX_LIST_BYTES = 16 * 2**20  # a list of 16 MiB holds about 200,000 hub ids
+MAX_WORKERS = 64
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters but tab and newline
+
+
+def _list_text(path: Path) -> str:
+    """The text of a model list: at most :data:`MAX_LIST_BYTES`, UTF-8, no control character but tab and newline."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_LIST_BYTES:
+            raise SweepError(f"model list {path} is {size} bytes; a list is at most {MAX_LIST_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as err:
+        raise SweepError(f"model list {path} cannot be read ({err.strerror or err})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise SweepError(f"model list {path} is not UTF-8 text (byte {err.start} is not)") from None
+    text = text.replace("\r\n", "\n")
+    if bad := _CONTROL.search(text):
+        line = text.count("\n", 0, bad.start()) + 1
+        raise SweepError(f"model list {path} holds a control character ({bad[0]!r}) on line {line}: not a text list")
+    return text
+
+
 def read_model_list(spec: str) -> list[str]:
     """Model ids or paths: ``paper`` (the authors' list, first appearance order), a ``.csv`` with a ``model``
-    column, or a text file with one per line (``#`` starts a comment)."""
+    column, or a text file with one per line (``#`` starts a comment). A file that is not such a list (more than
+    :data:`MAX_LIST_BYTES`, not UTF-8, a control character, a CSV that does not parse, no model) is refused with
+    :class:`SweepError` naming it."""
     if spec == "paper":
         from ..reference import reference_table
 
@@ -78,23 +122,37 @@ def read_model_list(spec: str) -> list[str]:
     path = Path(spec)
     if not path.is_file():
         raise SweepError(f"model list {spec} is not a file (give a text/CSV file of model ids or paths, or 'paper')")
+    text = _list_text(path)
     if path.suffix == ".csv":
-        table = pd.read_csv(path, dtype=str)
+        try:
+            table = pd.read_csv(io.StringIO(text), dtype=str)
+        except (ValueError, pd.errors.ParserError) as err:  # EmptyDataError is a ValueError
+            raise SweepError(f"model list {path} is not a CSV table ({one_line(err)})") from None
         if "model" not in table.columns:
             raise SweepError(f"{path}: a CSV model list needs a 'model' column, found {list(table.columns)}")
         models = [m.strip() for m in table["model"].dropna()]
     else:
-        lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+        lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
         models = [line for line in lines if line]
-    if not models:
+    if not any(models):
         raise SweepError(f"model list {path} names no model")
-    return list(dict.fromkeys(models))
+    return list(dict.fromkeys(m for m in models if m))
+
+
+def _readable(model: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", model).strip("-.")[:80] or "model"
 
 
 def file_stem(model: str) -> str:
-    """A file name for ``model`` that is safe on every file system and unique (a hash of the full name)."""
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "--", model).strip("-.")[:80] or "model"
-    return f"{readable}.{hashlib.sha1(model.encode()).hexdigest()[:8]}"
+    """A file name for ``model`` that is safe on every file system and its own: the name made readable (80
+    characters at most) and 128 bits of the full name's sha256. A file's model is also checked against its
+    content before it is taken as done (:func:`_done`)."""
+    return f"{_readable(model)}.{hashlib.sha256(model.encode()).hexdigest()[:32]}"
+
+
+def earlier_file_stem(model: str) -> str:
+    """The file name sweeps before :func:`file_stem` gave ``model`` (32 bits of sha1): a folder of theirs resumes."""
+    return f"{_readable(model)}.{hashlib.sha1(model.encode()).hexdigest()[:8]}"
 
 
 def score_one(
@@ -132,16 +190,29 @@ def score_one(
         return checkpoint_dataset(model, checkpoint, table, attrs=attrs)
 
 
-def _done(path: Path, settings: dict) -> bool:
-    """Whether ``path`` holds a model scored with the same settings (others are scored again)."""
+def _done(path: Path, model: str, settings: dict) -> bool:
+    """Whether ``path`` holds ``model`` (its ``model`` coordinate and recorded parameter) scored with the same
+    settings; a file of another model, of other settings or unreadable is scored again."""
     if not path.is_file():
         return False
     try:
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             recorded = json.loads(ds.attrs.get("parameters", "{}"))
-    except (OSError, ValueError):
+            names = [str(m) for m in np.atleast_1d(ds["model"].values)] if "model" in ds.variables else []
+    except (OSError, ValueError, TypeError):
+        return False
+    if not isinstance(recorded, dict) or names != [model] or recorded.get("model") != model:
         return False
     return all(recorded.get(k) == v for k, v in settings.items())
+
+
+def _adopt_earlier_files(folder: Path, models: Sequence[str], settings: dict) -> None:
+    """Rename a model's file of the earlier naming (:func:`earlier_file_stem`) to :func:`file_stem` when it holds that
+    model with these settings; one holding another model stays where it is, not taken."""
+    for model in models:
+        path, earlier = folder / f"{file_stem(model)}.nc", folder / f"{earlier_file_stem(model)}.nc"
+        if not path.exists() and _done(earlier, model, settings):
+            earlier.replace(path)
 
 
 def write_failures(path: Path, failures: list[dict]) -> None:
@@ -157,13 +228,25 @@ def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar) -
         try:
             dataset = future.result()
             save_dataset(dataset, folder / f"{file_stem(model)}.nc")
-            result.scored.append(model)
-            result.datasets[model] = dataset
+        except OutputError:  # a disk that takes no file (full, read-only) fails every model: the sweep stops
+            raise
         except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
             kind, reason = (err.kind, err.detail) if isinstance(err, ExtractionError) else ("error", one_line(err))
             result.failures.append({"model": model, "kind": kind, "reason": reason})
             write_failures(out / "failures.csv", result.failures)
+        else:
+            result.scored.append(model)
+            result.datasets[model] = dataset
         bar.update(1)
+
+
+def _check_settings(workers: int, num_std: float, out) -> None:
+    if not 1 <= workers <= MAX_WORKERS:
+        raise SweepError(f"--workers must be from 1 to {MAX_WORKERS}, got {workers}")
+    if not (isinstance(num_std, (int, float)) and math.isfinite(num_std) and num_std >= 0):
+        raise SweepError(f"--num-std must be a finite number, 0 or more, got {num_std!r}")
+    if not str(out):
+        raise SweepError("--out names no folder (an empty name)")
 
 
 def run_sweep(
@@ -180,9 +263,13 @@ def run_sweep(
     shard: str | None = None,
 ) -> SweepResult:
     """Score ``models`` (with ``shard``, only that shard of them) into ``out`` (module docstring); returns what was
-    scored, skipped and failed."""
-    if workers < 1:
-        raise SweepError(f"--workers must be at least 1, got {workers}")
+    scored, skipped and failed.
+
+    ``out`` is held for the whole sweep (:func:`attnstruct.results.output_lock`): a second sweep or combine into it
+    is refused at once (:class:`~attnstruct.results.FolderInUse`, naming the holder's pid), and the temporary files
+    that a killed sweep left in ``out`` and ``out/models`` are removed. A file that cannot be written (a full or
+    read-only disk) stops the sweep with :class:`~attnstruct.results.OutputError`; the models written stay."""
+    _check_settings(workers, num_std, out)
     listing = list(models)
     if shard is not None:
         try:
@@ -194,14 +281,40 @@ def run_sweep(
         raise SweepError(f"--out {out} exists and is not a folder")
     where = resolve_device(device)
     block_precision(1, precision)
+    with output_lock(out, "sweep"):
+        return _sweep_locked(
+            models,
+            listing,
+            out,
+            where,
+            per_head=per_head,
+            workers=workers,
+            num_std=num_std,
+            precision=precision,
+            settings=settings,
+            progress=progress,
+            shard=shard,
+        )
+
+
+def _sweep_locked(
+    models, listing, out: Path, where, *, per_head, workers, num_std, precision, settings, progress, shard
+) -> SweepResult:
+    """:func:`run_sweep` once ``out`` is held."""
     folder = out / "models"
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as err:
+        raise OutputError(folder, err.strerror or str(err), err.errno) from None
+    remove_leftovers(out)
+    remove_leftovers(folder)
     result = SweepResult()
     hub_client.DEFAULT_COUNTER.reset()
     todo = []
     settings_now = {"per_head": per_head, "num_std": num_std, "precision": precision, "layout": LAYOUT}
+    _adopt_earlier_files(folder, models, settings_now)
     for model in models:
-        (result.skipped if _done(folder / f"{file_stem(model)}.nc", settings_now) else todo).append(model)
+        (result.skipped if _done(folder / f"{file_stem(model)}.nc", model, settings_now) else todo).append(model)
     positions = list(range(workers, 0, -1))
     lock = threading.Lock()
 

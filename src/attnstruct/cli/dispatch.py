@@ -3,7 +3,8 @@
 
 Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
 (unknown notebook, profile or parameter; unreadable or unsupported checkpoint; a device that is not there), always
-with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`). ``fetch-models``,
+with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`); an output that cannot be written (a
+full or read-only disk: :class:`attnstruct.results.OutputError`) is refused so by every command. ``fetch-models``,
 ``prepare-corpus`` and ``train`` parse their own options (:mod:`attnstruct.cli.fetch`, :mod:`attnstruct.cli.prepare`,
 :mod:`attnstruct.cli.train`). Nothing here imports torch until a command needs it: ``attnstruct --help``, ``list``,
 ``fetch-models --list`` and ``prepare-corpus --list`` start without it.
@@ -11,6 +12,9 @@ with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`). `
 
 from __future__ import annotations
 
+import argparse
+import math
+import re
 import sys
 
 from .._version import __version__
@@ -19,6 +23,32 @@ from ..notebooks import NotebookFailed, PipelineError
 from .errors import CommandError, Parser, refuse
 
 DEVICE_HELP = "auto (CUDA when there is one), cpu or cuda"
+
+
+def threshold(text: str) -> float:
+    """``--num-std``: a finite number, 0 or more, in ASCII (``float`` would also take ``nan``, ``inf``, a full-width
+    ``２``)."""
+    try:
+        value = float(text) if text.isascii() else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of standard deviations, 0 or more, got {text!r}")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number, 1 or more, in ASCII digits (``int`` would also take a full-width ``２`` or ``1_0``)."""
+    if not re.fullmatch(r"[0-9]{1,9}", text) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number, 1 or more, in digits 0-9, got {text!r}")
+    return int(text)
+
+
+def path_name(text: str) -> str:
+    """A file or folder name that is not empty (an empty one would be taken for the current folder)."""
+    if not text:
+        raise argparse.ArgumentTypeError("names no file or folder (an empty name)")
+    return text
 
 
 def _parser() -> Parser:
@@ -70,10 +100,10 @@ def _parser() -> Parser:
         "name, or a hub id ORG/NAME[@REVISION] (only its query/key bytes are fetched)",
     )
     score.add_argument("--per-head", action="store_true", help="one row per head instead of per layer (sum of heads)")
-    score.add_argument("--out", help="also write the table to FILE.csv or FILE.nc")
+    score.add_argument("--out", type=path_name, help="also write the table to FILE.csv or FILE.nc")
     score.add_argument(
         "--num-std",
-        type=float,
+        type=threshold,
         default=DEFAULT_NUM_STD,
         help=f"directionality threshold (default: {DEFAULT_NUM_STD:g})",
     )
@@ -83,7 +113,7 @@ def _parser() -> Parser:
         default="auto",
         help=f"arithmetic: auto = float64 below d_model {FLOAT32_FROM_D_MODEL}, float32 from there (scores to ~1e-5)",
     )
-    score.add_argument("--heads", type=int, help="number of heads, for ONNX/CTranslate2 files that do not record it")
+    score.add_argument("--heads", type=count, help="number of heads, for ONNX/CTranslate2 files that do not record it")
     score.add_argument("--device", default="auto", help=DEVICE_HELP)
 
     sweep = sub.add_parser("sweep", help="score many models (hub ids or local paths), resumably, into one dataset")
@@ -92,20 +122,23 @@ def _parser() -> Parser:
         nargs="?",
         help="text/CSV file of model ids or paths, one per line, or 'paper' (the authors' list); none with --combine",
     )
-    sweep.add_argument("--out", required=True, help="output folder: models/*.nc, failures.csv, sweep.nc")
+    sweep.add_argument(
+        "--out", required=True, type=path_name, help="output folder: models/*.nc, failures.csv, sweep.nc"
+    )
     sweep.add_argument("--shard", metavar="K/N", help="score only shard K of N of the list (item i: shard i mod N + 1)")
     sweep.add_argument(
         "--combine",
         nargs="+",
+        type=path_name,
         metavar="DIR",
         help="merge these sweeps' output folders (e.g. the shards) into --out instead of scoring",
     )
     sweep.add_argument("--device", default="auto", help=DEVICE_HELP)
     sweep.add_argument("--per-head", action="store_true", help="also store per-head scores")
-    sweep.add_argument("--workers", type=int, default=2, help="models scored at once (default: 2)")
+    sweep.add_argument("--workers", type=count, default=2, help="models scored at once (default: 2)")
     sweep.add_argument(
         "--num-std",
-        type=float,
+        type=threshold,
         default=DEFAULT_NUM_STD,
         help=f"directionality threshold (default: {DEFAULT_NUM_STD:g})",
     )
@@ -121,6 +154,17 @@ def _parser() -> Parser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _run(argv)
+    except OSError as err:  # an output that cannot be written (full or read-only disk), whichever command writes it
+        from ..results import OutputError
+
+        if not isinstance(err, OutputError):
+            raise
+        return refuse("attnstruct", err)
+
+
+def _run(argv: list[str]) -> int:
     if argv[:1] == ["fetch-models"]:
         from .fetch import main_fetch
 

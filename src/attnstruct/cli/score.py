@@ -2,7 +2,8 @@
 in shards if need be, and the shards' folders merged).
 
 Bad input, an unreadable or unsupported checkpoint, or a device that is not there: :class:`CommandError` with the
-error's one line (an :class:`~attnstruct.checkpoints.extract.ExtractionError` says its kind first).
+error's one line (an :class:`~attnstruct.checkpoints.extract.ExtractionError` says its kind first). An output that
+cannot be written is :class:`attnstruct.results.OutputError`, refused in one line by :func:`attnstruct.cli.main`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ def score(args) -> int:
     from ..checkpoints.extract import ExtractionError
     from ..checkpoints.scoring import DeviceError, resolve_device, score_model
     from ..checkpoints.tables import head_rows, write_scores
+    from ..results import check_writable
 
-    if args.out and Path(args.out).suffix not in (".csv", ".nc"):
-        raise CommandError(f"--out must end in .csv or .nc, got {args.out}")
+    if args.out is not None:
+        if Path(args.out).suffix not in (".csv", ".nc"):
+            raise CommandError(f"--out must end in .csv or .nc, got {args.out}")
+        check_writable(args.out)  # a folder, a read-only disk: refused before the scoring, not after
     try:
         resolve_device(args.device)
         table = score_model(
@@ -37,7 +41,7 @@ def score(args) -> int:
     columns = ["stack", "layer"] + (["head"] if args.per_head else []) + ["symmetry", "directionality"]
     shown = head_rows(table) if args.per_head else table
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
-    if args.out:
+    if args.out is not None:
         path = write_scores(table, args.out, source=args.source, per_head=args.per_head, num_std=args.num_std)
         print(f"wrote {path}", file=sys.stderr)
     return 0
