@@ -110,9 +110,9 @@ def test_an_output_that_cannot_be_written_is_refused_in_one_line_by_every_comman
     import errno
     import importlib
 
-    from hostile import assert_refused
-
     from attnstruct.results import OutputError
+
+    from hostile import assert_refused
 
     target = tmp_path / "table.csv"
 

@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 from extract_models import build
+
 from hostile import TreeWatch, assert_process_refused, full_disk, read_only_folder, run_attnstruct
 
 pytestmark = pytest.mark.hostile

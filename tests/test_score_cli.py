@@ -200,9 +200,9 @@ def test_bad_score_arguments_are_refused_before_anything_is_written(
     ids=["folder", "below-a-file", "name-too-long"],
 )
 def test_an_out_that_cannot_be_a_file_is_refused_before_scoring(bert_dir, tmp_path, capsys, monkeypatch, out, reason):
-    from hostile import TreeWatch, assert_refused
-
     import attnstruct.checkpoints.scoring as scoring
+
+    from hostile import TreeWatch, assert_refused
 
     (tmp_path / "a-folder.nc").mkdir()
     (tmp_path / "a-file").write_text("")

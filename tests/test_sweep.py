@@ -423,9 +423,9 @@ def offline_list(tmp_path, monkeypatch) -> str:
 def test_a_second_sweep_into_a_folder_in_use_is_refused_naming_the_folder_and_the_holder(tmp_path, capsys, monkeypatch):
     import os
 
-    from hostile import TreeWatch, assert_refused
-
     from attnstruct.results import output_lock
+
+    from hostile import TreeWatch, assert_refused
 
     listing, out = offline_list(tmp_path, monkeypatch), tmp_path / "out"
     with output_lock(out, "sweep"), TreeWatch(tmp_path) as watch:
@@ -447,9 +447,9 @@ def test_a_sweep_removes_the_temporary_files_a_killed_sweep_left(tmp_path, monke
 def test_a_disk_failure_stops_the_sweep_in_one_line_and_keeps_the_files_written(hub, tmp_path, monkeypatch, capsys):
     import errno
 
-    from hostile import assert_refused
-
     from attnstruct.results import OutputError
+
+    from hostile import assert_refused
 
     real = sweep.save_dataset
 
@@ -619,9 +619,9 @@ def test_a_part_holding_files_a_sweep_does_not_write_is_refused_naming_the_file(
 def test_a_combine_into_a_folder_in_use_is_refused_naming_the_holder(one_part, tmp_path, capsys):
     import os
 
-    from hostile import TreeWatch, assert_refused
-
     from attnstruct.results import output_lock
+
+    from hostile import TreeWatch, assert_refused
 
     with output_lock(tmp_path / "out", "sweep"), TreeWatch(tmp_path) as watch:
         status = cli.main(["sweep", "--combine", str(one_part), "--out", str(tmp_path / "out")])
