@@ -74,5 +74,5 @@ def stored_dataset(path: str | os.PathLike, compute: Callable[[], xr.Dataset], w
         return results.load_dataset(path)
     refuse_to_compute(what)
     ds = compute()
-    results.write_atomically(path, lambda tmp: ds.to_netcdf(tmp, engine=results.ENGINE))
+    results.write_netcdf(ds, path)
     return ds
