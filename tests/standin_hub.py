@@ -42,6 +42,20 @@ its files:
   :meth:`~StandinHub.break_once`, :meth:`~StandinHub.stall_once`): 429 with ``Retry-After`` and/or ``RateLimit``
   headers every k-th request to the Hub's origin, a 5xx once, a body cut short once, an answer late once, every
   answer late, or every answer to some paths (:meth:`~StandinHub.slow_down`).
+* Misbehaviour, off by default, of the kind a hub's mirror or a proxy in front of it (``HF_ENDPOINT``) could show,
+  compromised, misconfigured or just slow; the answers keep the Hub's shapes, only the values lie
+  (:meth:`StandinHub.misreport`, :meth:`~StandinHub.trickle`, :meth:`~StandinHub.ignore_ranges`):
+
+  - a model info whose ``sha`` is not a commit id (``../../x``, an absolute path), and ``/resolve/`` answers whose
+    ``ETag`` (the name ``hf_hub_download`` gives the file in its cache) is one;
+  - a slow link: every byte of an answer's body (and, if asked, of its status line and headers) one at a time, a
+    pause between them, as a congested or throttling proxy sends them;
+  - a server that ignores ``Range`` and answers ``200`` with the whole file, which HTTP allows (RFC 9110, section
+    14.2: "A server MAY ignore the Range header field"), a multi-gigabyte file included.
+
+  A ref name with a newline (``add_repo(..., revision="step1\nx")``) and files that lie about their contents (an
+  index whose ``weight_map`` leaves the repository, a safetensors header whose offsets overlap) need no switch: they
+  are served as added.
 * Errors, as the Hub sends them (``X-Error-Code`` + ``X-Error-Message`` headers and a JSON ``{"error": ...}`` body),
   which ``huggingface_hub.utils.hf_raise_for_status`` turns into typed errors:
 
@@ -180,6 +194,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.hub._sent(self.server.role, code)
         super().send_response(code, message)
 
+    def flush_headers(self):
+        if hasattr(self, "_headers_buffer"):
+            data, self._headers_buffer = b"".join(self._headers_buffer), []
+            self.server.hub._write(self, data, headers=True)
+
     def log_message(self, format, *args):
         pass
 
@@ -220,6 +239,9 @@ class StandinHub:
         self._rate_count = 0
         self._once: list[tuple[str, str, str | None, object]] = []  # (fault, path substring, method or None, value)
         self._delay: tuple[float, str] = (0.0, "")  # (seconds, path substring)
+        self._claims: dict[str, dict[str, str]] = {}  # repo -> {"sha": ..., "etag": ...} reported instead
+        self._trickle: tuple[float, str, bool] | None = None  # (seconds per byte, path substring, headers too)
+        self._whole_answers: str | None = None  # path substring of requests whose Range is ignored
         self._lock = threading.Lock()
         self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
@@ -391,6 +413,48 @@ class StandinHub:
         ``seconds`` (0: at once again): a slow link, which leaves a test the time to interrupt a client mid-transfer."""
         with self._lock:
             self._delay = (float(seconds), path)
+
+    def misreport(self, repo_id: str, *, sha: str | None = None, etag: str | None = None) -> None:
+        """From now on report ``sha`` as the commit of every revision of ``repo_id`` in its model info and its list
+        of refs (the files stay those of the real commit), and ``etag`` as the ``ETag`` (and ``X-Linked-Etag``) of
+        its files' ``/resolve/`` answers; None leaves that value true."""
+        with self._lock:
+            claims = {key: value for key, value in (("sha", sha), ("etag", etag)) if value is not None}
+            if claims:
+                self._claims[repo_id] = claims
+            else:
+                self._claims.pop(repo_id, None)
+
+    def trickle(self, seconds: float | None, path: str = "", *, headers: bool = False) -> None:
+        """From now on send the body of every answer on either origin whose path holds ``path`` one byte at a time,
+        ``seconds`` apart (with ``headers=True`` the status line and headers too), as a slow link does; the
+        connection is kept until the client hangs up. ``seconds=None`` stops it."""
+        with self._lock:
+            self._trickle = None if seconds is None else (float(seconds), path, headers)
+
+    def ignore_ranges(self, path: str | None = "") -> None:
+        """From now on answer a ``Range`` request on either origin whose path holds ``path`` with ``200`` and the
+        whole file, as a server that does not do ranges; ``None`` honours ranges again."""
+        with self._lock:
+            self._whole_answers = path
+
+    def _pace(self, path: str, headers: bool) -> float:
+        """Seconds between two bytes of an answer to ``path`` (its headers when ``headers``); 0 for no pause."""
+        with self._lock:
+            pace = self._trickle
+        if pace is None or pace[1] not in path or (headers and not pace[2]):
+            return 0.0
+        return pace[0]
+
+    def _write(self, h: _Handler, data: bytes, headers: bool = False) -> None:
+        """``data`` to the connection, a byte at a time when :meth:`trickle` says so."""
+        pace = self._pace(h.path, headers)
+        if not pace:
+            h.wfile.write(data)
+            return
+        for i in range(len(data)):
+            time.sleep(pace)
+            h.wfile.write(data[i : i + 1])
 
     def _take(self, fault: str, path: str, method: str) -> tuple | None:
         """The first queued one-shot ``fault`` matching this request, removed and recorded; None when none is."""
@@ -609,7 +673,7 @@ class StandinHub:
         h.send_header("Content-Length", str(len(body)))
         h.end_headers()
         if method != "HEAD":
-            h.wfile.write(body)
+            self._write(h, body)
 
     def _error(self, h, method, status: int, code: str | None, message: str, extra: dict | None = None) -> None:
         headers = {"Content-Type": "application/json", "X-Error-Message": message, **(extra or {})}
@@ -648,6 +712,8 @@ class StandinHub:
             return
         repo, commit = found
         entries = repo.commits[commit]
+        with self._lock:
+            claimed = self._claims.get(repo_id, {})
         blobs = query.get("blobs", ["false"])[-1].lower() in ("1", "true")
         siblings = []
         for name, entry in entries.items():
@@ -662,7 +728,7 @@ class StandinHub:
             "id": repo_id,
             "modelId": repo_id,
             "author": repo_id.split("/")[0] if "/" in repo_id else None,
-            "sha": commit,
+            "sha": claimed.get("sha", commit),
             "lastModified": LAST_MODIFIED,
             "createdAt": LAST_MODIFIED,
             "private": False,
@@ -689,7 +755,7 @@ class StandinHub:
         if found is None:
             return
         with self._lock:
-            listing = _refs_of(found[0])
+            listing = _refs_of(found[0], self._claims.get(repo_id, {}).get("sha"))
         self._send_json(h, method, listing)
 
     def _resolve(self, h: _Handler, method: str, repo_id: str, revision: str, filename: str, kind="model") -> None:
@@ -703,20 +769,21 @@ class StandinHub:
             return
         with self._lock:
             redirect = self._redirect_min is not None and entry.lfs and entry.size >= self._redirect_min
+            etag = self._claims.get(repo_id, {}).get("etag")
         if redirect:
             where = "datasets/" if kind == DATASET else ""
             location = f"{self.cdn_url}/cdn/{where}{quote(repo_id)}/{commit}/{quote(filename)}"
             headers = {
                 "Location": location,
                 "X-Linked-Size": str(entry.size),
-                "X-Linked-Etag": f'"{entry.sha256}"',
+                "X-Linked-Etag": f'"{etag or entry.sha256}"',
                 "X-Repo-Commit": commit,
                 "ETag": f'"{entry.blob_id}"',
                 "Content-Type": "text/plain; charset=utf-8",
             }
             self._send(h, method, 302, headers, f"Found. Redirecting to {location}".encode())
             return
-        headers = {"Accept-Ranges": "bytes", "ETag": f'"{entry.etag}"', "X-Repo-Commit": commit}
+        headers = {"Accept-Ranges": "bytes", "ETag": f'"{etag or entry.etag}"', "X-Repo-Commit": commit}
         self._serve(h, method, repo_id, filename, entry, headers)
 
     def _cdn(self, h: _Handler, method: str, repo_id: str, commit: str, filename: str, kind="model") -> None:
@@ -736,7 +803,9 @@ class StandinHub:
         headers = {"Content-Type": "application/octet-stream", **headers}
         start, end, status = 0, size, 200
         value = h.headers.get("Range")
-        if value is not None:
+        with self._lock:
+            whole = self._whole_answers is not None and self._whole_answers in h.path
+        if value is not None and not whole:
             m = _RANGE.match(value)
             if "," in value or (m and _unsatisfiable(m, size)):
                 headers["Content-Range"] = f"bytes */{size}"
@@ -772,7 +841,7 @@ class StandinHub:
                     self._served[repo_id] = self._served.get(repo_id, 0) + len(chunk)
                     key = (repo_id, filename)
                     self._served_files[key] = self._served_files.get(key, 0) + len(chunk)
-                h.wfile.write(chunk)
+                self._write(h, chunk)
                 pos += len(chunk)
         except OSError:  # the client went away
             h.close_connection = True
@@ -788,12 +857,13 @@ def _unsatisfiable(m: re.Match, size: int) -> bool:
     return bool(m[2]) and (int(m[2]) == 0 or size == 0)
 
 
-def _refs_of(repo: _Repo) -> dict[str, list]:
-    """The branches and tags of ``repo`` as ``GET /api/{models,datasets}/{id}/refs`` lists them."""
+def _refs_of(repo: _Repo, sha: str | None = None) -> dict[str, list]:
+    """The branches and tags of ``repo`` as ``GET /api/{models,datasets}/{id}/refs`` lists them (each pointing to
+    ``sha`` when given: :meth:`StandinHub.misreport`)."""
     listing: dict[str, list] = {"branches": [], "tags": [], "converts": [], "pullRequests": []}
     for name, commit in sorted(repo.refs.items()):
         kind, prefix = ("tags", "refs/tags/") if name in repo.tags else ("branches", "refs/heads/")
-        listing[kind].append({"name": name, "ref": prefix + name, "targetCommit": commit})
+        listing[kind].append({"name": name, "ref": prefix + name, "targetCommit": sha or commit})
     return listing
 
 

@@ -188,3 +188,113 @@ def test_a_sweep_says_in_one_line_how_many_requests_it_retried(hub, repos, tmp_p
     from attnstruct.results import load_dataset
 
     assert "rate limited" in load_dataset(tmp_path / "out" / "sweep.nc").attrs["hub_retries"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "org/name@main\n",
+        "org/name\n",
+        "org/name@step1\n/home/x/model",
+        "org/name@a\tb",
+        "org/name@.hidden",
+        "org/name@a//b",
+        "org/name@/main",
+        "org/name@main/",
+        "org/name@a/./b",
+    ],
+)
+def test_a_hub_id_whose_revision_is_not_a_ref_name_is_refused(text):
+    with pytest.raises(ValueError, match="not a hub model id"):
+        parse_hub_id(text)
+
+
+def test_revisions_with_slashes_dashes_and_dots_still_parse():
+    assert parse_hub_id("org/name@refs/pr/1") == ("org/name", "refs/pr/1")
+    assert parse_hub_id("allenai/OLMo-1B@step20000-tokens84B") == ("allenai/OLMo-1B", "step20000-tokens84B")
+    assert parse_hub_id("org/name@v1.0") == ("org/name", "v1.0")
+
+
+def _tiny_safetensors(header: dict | str, data: bytes) -> bytes:
+    text = (header if isinstance(header, str) else json.dumps(header)).encode()
+    return len(text).to_bytes(8, "little") + text + data
+
+
+F32 = {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}
+
+
+TWICE = '{"a": %s, "a": %s}' % (json.dumps(F32), json.dumps(F32))  # the library keeps the last; the format forbids it
+
+
+HEADERS = {
+    "plain": ({"a": F32}, bytes(8), True),
+    "metadata": ({"__metadata__": {"format": "pt"}, "a": F32}, bytes(8), True),
+    "metadata-null": ({"__metadata__": None, "a": F32}, bytes(8), True),
+    "padded": (json.dumps({"a": F32}) + "   ", bytes(8), True),  # spaces, as writers align the data
+    "extra-field": ({"a": {**F32, "extra": 1}}, bytes(8), True),
+    "empty-tensor": ({"z": {"dtype": "F32", "shape": [0, 3], "data_offsets": [0, 0]}, "a": F32}, bytes(8), True),
+    "no-tensor": ({}, b"", True),
+    "the-same-bytes-twice": ({"a": F32, "b": F32}, bytes(8), False),
+    "not-from-the-start": ({"a": {**F32, "data_offsets": [8, 16]}}, bytes(16), False),
+    "bytes-no-tensor-covers": ({"a": F32}, bytes(10), False),
+    "bytes-not-the-shape": ({"a": {**F32, "shape": [3]}}, bytes(8), False),
+    "unknown-dtype": ({"a": {**F32, "dtype": "F31"}}, bytes(8), False),
+    "a-bool-in-a-shape": ({"a": {**F32, "shape": [True, 2]}}, bytes(8), False),
+    "three-offsets": ({"a": {**F32, "data_offsets": [0, 8, 8]}}, bytes(8), False),
+    "half-a-byte": ({"a": {"dtype": "F4", "shape": [1], "data_offsets": [0, 1]}}, bytes(1), False),
+    "metadata-not-text": ({"__metadata__": {"format": 1}, "a": F32}, bytes(8), False),
+    "a-nul-after-the-json": (json.dumps({"a": F32}) + "\0", bytes(8), False),
+    "a-lone-surrogate": ('{"\\ud800": %s}' % json.dumps(F32), bytes(8), False),
+    "a-name-twice": (TWICE, bytes(8), False),
+}
+
+
+@pytest.mark.parametrize("header, data, accepted", list(HEADERS.values()), ids=list(HEADERS))
+def test_a_safetensors_header_is_refused_exactly_when_the_library_refuses_it(tmp_path, header, data, accepted):
+    """The hub path's check of a header (attnstruct.checkpoints.safetensors_header) against the safetensors
+    library's, on the same bytes: the same verdict, but for a name given twice, which the format forbids."""
+    from safetensors import safe_open
+
+    from attnstruct.checkpoints.extract.blocks import ExtractionError
+    from attnstruct.checkpoints.safetensors_header import parse_header
+
+    blob = _tiny_safetensors(header, data)
+    (tmp_path / "x.safetensors").write_bytes(blob)
+    try:
+        with safe_open(tmp_path / "x.safetensors", "pt") as opened:
+            [opened.get_tensor(name) for name in opened.keys()]
+        library = True
+    except Exception:  # noqa: BLE001 (the library's error types are not part of its interface)
+        library = False
+    assert library == (accepted or header == TWICE)
+    n = int.from_bytes(blob[:8], "little")
+    if accepted:
+        parse_header(blob[8 : 8 + n], len(blob) - 8 - n, "x.safetensors")
+    else:
+        with pytest.raises(ExtractionError, match="x.safetensors"):
+            parse_header(blob[8 : 8 + n], len(blob) - 8 - n, "x.safetensors")
+
+
+def test_a_header_that_is_unusual_but_valid_is_scored_on_the_hub(hub, repos, capsys):
+    blob = (repos["tiny/bert"] / "model.safetensors").read_bytes()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8 : 8 + n])
+    header["__metadata__"] = {"format": "pt", "note": "padded"}
+    text = json.dumps(header).encode() + b" " * 13
+    padded = len(text).to_bytes(8, "little") + text + blob[8 + n :]
+    config = (repos["tiny/bert"] / "config.json").read_bytes()
+    hub.add_repo("odd/padded", {"config.json": config, "model.safetensors": padded})
+    assert score_model("odd/padded").equals(score_model(repos["tiny/bert"]))
+
+
+def test_a_range_reader_refuses_a_name_or_commit_that_would_leave_its_folder(tmp_path):
+    from attnstruct.checkpoints.extract.blocks import ExtractionError
+    from attnstruct.checkpoints.remote_safetensors import RangeReader
+
+    settings = {"endpoint": "http://127.0.0.1:9", "token": None, "cache": tmp_path, "offline": True}
+    with pytest.raises(ExtractionError, match="commit id"):
+        RangeReader("org/name", "../../x", **settings)
+    reader = RangeReader("org/name", "0" * 40, **settings)
+    for name in ("..", "../../../x", "/etc/passwd", "a/../../b"):
+        with pytest.raises(ExtractionError, match="leave its folder|not a relative file name"):
+            reader.read(name, 0, 8)

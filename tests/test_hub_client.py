@@ -1,6 +1,6 @@
-"""The hub client (attnstruct.checkpoints.hub_client) against the stand-in hub's redirects and faults: the bytes come
-right, the waits are the ones the hub asks for or the policy's backoff, the bounds hold. Waits are recorded, not
-slept; one timeout costs 0.05 s."""
+"""The hub client (attnstruct.checkpoints.hub_client) against the stand-in hub's redirects, faults and misbehaviour: the
+bytes come right, the waits are the ones the hub asks for or the policy's backoff, the bounds hold (attempts, waits,
+each attempt's deadline, the bytes read). Waits are recorded, not slept; a deadline costs a fraction of a second."""
 
 import random
 import threading
@@ -12,7 +12,7 @@ import httpx2
 import pytest
 from huggingface_hub import HfApi, constants, hf_hub_download, hf_hub_url
 from huggingface_hub.errors import RepositoryNotFoundError
-from standin_hub import StandinHub
+from standin_hub import SparseFile, StandinHub
 
 from attnstruct.checkpoints.extract.blocks import ExtractionError
 from attnstruct.checkpoints.hub_client import (
@@ -20,8 +20,12 @@ from attnstruct.checkpoints.hub_client import (
     RetryCounter,
     RetryPolicy,
     call_with_retries,
+    get_file,
+    get_json,
     get_range,
 )
+from attnstruct.checkpoints.hub_retry import retry_after_s
+from attnstruct.checkpoints.hub_stream import Progress, read_range
 
 pytestmark = pytest.mark.hub
 
@@ -277,9 +281,89 @@ def test_the_counter_sums_over_threads_and_reads_in_one_line():
         RetryPolicy(attempts=0)
 
 
-def test_a_200_to_a_range_request_is_the_whole_file_and_is_sliced():
-    from attnstruct.checkpoints.hub_client import _body
+def test_a_200_to_a_range_request_is_read_up_to_the_end_of_the_range_and_no_further(hub, policy, counter):
+    big = SparseFile(1 << 30, {0: DATA})
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA, "big.safetensors": big})
+    hub.ignore_ranges()
+    assert get_range(_url(hub, commit), 100, 200, token=False, policy=policy, counter=counter) == DATA[100:200]
+    assert get_range(_url(hub, commit, "big.safetensors"), 10, 18, token=False, policy=policy) == DATA[10:18]
+    assert hub.statuses == [200, 200] and hub.bytes_served_for(REPO, "big.safetensors") < 64 << 20  # of 1 GiB
+    with pytest.raises(ExtractionError, match="truncated: .* sent 0 of the 10 bytes asked for at offset 10000"):
+        get_range(_url(hub, commit), 10_000, 10_010, token=False, policy=policy, counter=counter)
+    assert counter.summary() == "hub: no retries"
 
-    assert _body(httpx2.Response(200, content=DATA), 100, 200, "f") == DATA[100:200]
-    with pytest.raises(ExtractionError, match="truncated: f sent 0 of the 10 bytes"):
-        _body(httpx2.Response(200, content=DATA), 10_000, 10_010, "f")
+
+def test_a_206_that_is_not_the_range_asked_for_or_is_encoded_is_refused():
+    def answer(status, headers):
+        return httpx2.Response(status, headers=headers, stream=httpx2.ByteStream(DATA[:10]))
+
+    gzipped = {"Content-Range": "bytes 0-9/10000", "Content-Encoding": "gzip"}
+    with pytest.raises(ExtractionError, match="answered bytes 10-19 of f with Content-Range 'bytes 0-9/10000'"):
+        read_range(answer(206, {"Content-Range": "bytes 0-9/10000"}), 10, 20, "f", Progress())
+    with pytest.raises(ExtractionError, match="Content-Range None"):
+        read_range(answer(206, {}), 0, 10, "f", Progress())
+    with pytest.raises(ExtractionError, match="gzip-encoded"):
+        read_range(answer(206, gzipped), 0, 10, "f", Progress())
+    assert read_range(answer(206, {"Content-Range": "bytes 0-9/10000"}), 0, 4, "f", Progress()) == DATA[:4]
+
+
+def test_a_trickling_answer_is_given_up_at_its_deadline_and_counted_as_a_timeout(hub, waits, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.trickle(0.1, "model.safetensors")
+    policy = RetryPolicy(sleep=waits.append, timeout_s=0.3, min_rate=1000)
+    began = time.monotonic()
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit), 0, 1000, token=False, policy=policy, counter=counter)
+    assert "slower than 1000 bytes/s" in str(err.value) and "4 attempts" in str(err.value)
+    assert counter.retries["timeout"] == policy.failures == 3 and time.monotonic() - began < 4 * 0.5 + 1
+
+
+def test_a_slow_answer_that_keeps_the_minimum_rate_is_waited_for(hub, waits, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.trickle(0.01, "model.safetensors")  # 100 bytes/s: 60 bytes take 0.6 s, twice the 0.3 s of the timeout
+    policy = RetryPolicy(sleep=waits.append, timeout_s=0.3, min_rate=25)
+    assert get_range(_url(hub, commit), 0, 60, token=False, policy=policy, counter=counter) == DATA[:60]
+    assert counter.summary() == "hub: no retries"
+
+
+def test_headers_that_trickle_are_given_up_too(hub, waits, counter):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.trickle(0.05, "model.safetensors", headers=True)  # each read of the client gets a byte in time
+    policy = RetryPolicy(sleep=waits.append, timeout_s=0.3, failures=0)
+    began = time.monotonic()
+    with pytest.raises(ExtractionError, match="no answer within 0.3 s"):
+        get_range(_url(hub, commit), 0, 8, token=False, policy=policy, counter=counter)
+    assert time.monotonic() - began < 1.5
+
+
+def test_a_whole_file_comes_into_its_path_with_the_size_listed_or_nothing_is_left(hub, policy, counter, tmp_path):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG})
+    url = _url(hub, commit, "config.json")
+    path = tmp_path / "files" / "config.json"
+    assert get_file(url, path, token=False, what="c", size=len(CONFIG), policy=policy) == path
+    assert path.read_bytes() == CONFIG
+    with pytest.raises(ExtractionError, match="more than 5 bytes of c, the size the hub lists"):
+        get_file(url, tmp_path / "short" / "config.json", token=False, what="c", size=5, policy=policy)
+    with pytest.raises(ExtractionError, match=f"truncated: the hub sent {len(CONFIG)} of the 1000 bytes of c"):
+        get_file(url, tmp_path / "short" / "config.json", token=False, what="c", size=1000, policy=policy)
+    assert list((tmp_path / "short").iterdir()) == []
+
+
+def test_a_whole_file_rate_limited_for_longer_than_the_bound_is_not_waited_for(hub, policy, counter, waits, tmp_path):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG})
+    hub.rate_limit(every=1, retry_after=999_999)
+    with pytest.raises(ExtractionError) as err:
+        get_file(_url(hub, commit, "config.json"), tmp_path / "c.json", token=False, what="c", policy=policy)
+    assert err.value.kind == "rate limited" and "999999.0 s, would pass 300 s" in str(err.value)
+    assert waits == [] and len(hub.requests) == 1 and not (tmp_path / "c.json").exists()
+
+
+def test_an_api_answer_that_is_not_json_is_one_line(hub, policy):
+    commit = hub.add_repo(REPO, {"config.json": b"{not json"})
+    with pytest.raises(ExtractionError, match="the hub's answer for c is not JSON"):
+        get_json(_url(hub, commit, "config.json"), token=False, what="c", policy=policy)
+    assert get_json(f"{hub.url}/api/models/{REPO}", token=False, what="i", policy=policy)["sha"] == commit
+
+
+def test_a_retry_after_that_is_not_ascii_digits_is_not_a_number_of_seconds():
+    assert retry_after_s({"Retry-After": "\xb2"}) is None and retry_after_s({"Retry-After": " 7 "}) == 7.0

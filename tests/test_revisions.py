@@ -177,3 +177,20 @@ def test_bad_input_to_list_revisions_is_refused_before_the_hub_is_asked(repo, ma
     with pytest.raises(ValueError, match=message) as caught:
         revisions.list_revisions(repo, match=match)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.hub
+@pytest.mark.parametrize("name", ["step1\n/home/x/model", "step1\r", "../step1", "step 1", ".step1", "a//b"])
+def test_a_ref_whose_name_is_not_a_revision_name_is_refused_when_it_would_be_listed(series, hub, series_folders, name):
+    hub.add_folder("org/series", series_folders["step0"], revision=name)
+    with pytest.raises(ExtractionError, match="not a revision name") as caught:
+        revisions.list_revisions("org/series")
+    assert repr(name) in str(caught.value) and "\n" not in str(caught.value)
+    assert revisions.list_revisions("org/series", match="^step0$")["revision"].tolist() == ["step0"]
+
+
+@pytest.mark.hub
+def test_a_ref_pointing_to_something_that_is_not_a_commit_is_refused(series, hub):
+    hub.misreport("org/series", sha="../../elsewhere")
+    with pytest.raises(ExtractionError, match="'../../elsewhere' as a commit id"):
+        revisions.list_revisions("org/series", match="^step0$")

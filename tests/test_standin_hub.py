@@ -586,3 +586,61 @@ def test_slow_down_delays_every_answer_or_those_to_some_paths(hub):
     assert seconds("config.json") >= 0.5
     hub.slow_down(0)
     assert seconds("w.bin") < 0.5
+
+
+# -- misbehaviour (the hostile suite's) ------------------------------------------------------------------------------
+
+
+def test_misreport_lies_about_the_commit_and_the_etag_in_the_hubs_own_shapes(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": WEIGHTS})
+    hub.misreport(REPO, sha="../../../escape", etag="../../../../blob")
+    info = HfApi(endpoint=hub.url, token=False).model_info(REPO)
+    assert info.sha == "../../../escape" and {s.rfilename for s in info.siblings} == {
+        "config.json",
+        "model.safetensors",
+    }
+    refs = HfApi(endpoint=hub.url, token=False).list_repo_refs(REPO)
+    assert [b.target_commit for b in refs.branches] == ["../../../escape"]
+    r = _raw(hf_hub_url(REPO, "config.json", revision=commit, endpoint=hub.url))
+    assert r.headers["ETag"] == '"../../../../blob"' and r.content == CONFIG
+    hub.misreport(REPO)
+    assert HfApi(endpoint=hub.url, token=False).model_info(REPO).sha == commit
+
+
+def test_trickle_sends_a_body_one_byte_at_a_time_and_headers_too_when_asked(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG})
+    url = hf_hub_url(REPO, "config.json", revision=commit, endpoint=hub.url)
+    hub.trickle(0.1, "config.json")
+    with get_session().stream("GET", url, headers={"Range": "bytes=0-3"}, timeout=5) as r:
+        began = time.monotonic()
+        assert r.status_code == 206  # the headers came at once
+        pieces = list(r.iter_raw())
+    assert b"".join(pieces) == CONFIG[:4] and len(pieces) == 4 and time.monotonic() - began >= 0.3
+    hub.trickle(0.1, "config.json", headers=True)
+    with pytest.raises(httpx2.ReadTimeout):  # no header line is complete within 0.05 s
+        _raw(url, timeout=0.05)
+    hub.trickle(None)
+    assert _raw(url, timeout=5).content == CONFIG
+
+
+def test_ignore_ranges_answers_a_range_request_with_the_whole_file(hub):
+    commit = hub.add_repo(REPO, {"w.bin": WEIGHTS, "big.bin": SparseFile(3 << 30, {0: b"head"})})
+    url = hf_hub_url(REPO, "w.bin", revision=commit, endpoint=hub.url)
+    hub.ignore_ranges("w.bin")
+    r = _raw(url, "bytes=10-19")
+    assert r.status_code == 200 and r.content == WEIGHTS and "Content-Range" not in r.headers
+    big = hf_hub_url(REPO, "big.bin", revision=commit, endpoint=hub.url)
+    with get_session().stream("GET", big, headers={"Range": "bytes=0-3"}) as r:
+        assert r.status_code == 206  # only the paths asked for
+    hub.ignore_ranges("")
+    with get_session().stream("GET", big, headers={"Range": "bytes=0-3"}) as r:
+        assert r.status_code == 200 and int(r.headers["Content-Length"]) == 3 << 30
+        assert next(r.iter_raw()).startswith(b"head")
+    hub.ignore_ranges(None)
+    assert _raw(url, "bytes=10-19").content == WEIGHTS[10:20]
+
+
+def test_a_ref_name_is_listed_as_added_even_one_no_git_would_allow(hub):
+    hub.add_repo(REPO, {"config.json": CONFIG}, revision="step1\n/home/x/model")
+    names = [b.name for b in HfApi(endpoint=hub.url, token=False).list_repo_refs(REPO).branches]
+    assert names == ["step1\n/home/x/model"]

@@ -5,16 +5,25 @@ behave as with any hub client. For a model, in this order:
 
 1. a complete snapshot of that revision in the hub cache (``huggingface-cli download`` made one): read locally;
 2. a manifest of an earlier run in attnstruct's range cache (the revision's commit, files and sizes): no request;
-3. otherwise one ``model_info(files_metadata=True)`` request gives the commit, the file list and each file's
-   size, kept as that manifest (a manifest of an older run without sizes is refreshed when a size is needed).
+3. otherwise one model info request (what ``model_info(files_metadata=True)`` asks, made by the hub client) gives
+   the commit, the file list and each file's size, kept as that manifest (a manifest of an older run without sizes
+   is refreshed when a size is needed).
 
-Then ``config.json`` (and the shard index) come through ``hf_hub_download`` into the hub cache, and only the
-query/key tensors come by Range request, with what locates them: each safetensors shard's header
-(:mod:`attnstruct.checkpoints.remote_safetensors`), or each ``pytorch_model.bin`` shard's ZIP directory and
-pickled tensor metadata (:mod:`attnstruct.checkpoints.remote_torch_bin`; the pickle is never run). Whole shards
-are never downloaded. A legacy ``pytorch_model.bin`` (torch before 1.6, not a ZIP archive) and a repository with
-only one ``.gguf`` are downloaded whole through the hub client, which says so in one line. A branch revision
-(``main``) is pinned to the commit it had at the first run; name a commit to move on.
+Then ``config.json`` (and the shard index) come through the hub client into attnstruct's cache (the files of a
+commit, ``<cache>/<org>--<name>/files/<commit>/``), and only the query/key tensors come by Range request, with what
+locates them: each safetensors shard's header (:mod:`attnstruct.checkpoints.remote_safetensors`), or each
+``pytorch_model.bin`` shard's ZIP directory and pickled tensor metadata
+(:mod:`attnstruct.checkpoints.remote_torch_bin`; the pickle is never run). Whole shards are never downloaded. A
+legacy ``pytorch_model.bin`` (torch before 1.6, not a ZIP archive) and a repository with only one ``.gguf`` are
+downloaded whole through the hub client, which says so in one line. A branch revision (``main``) is pinned to the
+commit it had at the first run; name a commit to move on.
+
+What the hub answers is not trusted (docs/security.md): its commit id must be 40 hexadecimal digits, its file names
+relative names inside the repository, the shards an index names files the repository lists; every cache path is
+made by :func:`attnstruct.untrusted.inside`, and every request goes through
+:mod:`attnstruct.checkpoints.hub_client`, whose bounds hold whatever the server does. What breaks a rule is refused
+in one line (:class:`~attnstruct.checkpoints.extract.blocks.ExtractionError`), before anything is written or asked
+for with it.
 """
 
 from __future__ import annotations
@@ -25,24 +34,31 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from ..results import write_atomically
+from ..untrusted import COMMIT, UnsafeName, commit_id, inside
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig, family_of
-from .hub_client import REQUEST_TIMEOUT_S, call_with_retries, hub_error
+from .hub_client import get_file, get_json
+from .hub_manifest import listing, shard_names, stored_commit, stored_manifest
 from .remote_safetensors import RangeReader, RemoteSafetensors
 from .remote_tensors import RangeTensorSource
 from .remote_torch_bin import RemoteTorchBin
 from .torch_zip import NotAZipArchive
 
-HUB_ID = re.compile(r"^(?P<repo>[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?)(?:@(?P<revision>[\w./-]+))?$")
+_NAME = r"[A-Za-z0-9][\w.-]*"
+_REF_PART = r"[\w-][\w.-]*"  # a part of a ref name: no leading dot, no empty part, no control character
+HUB_ID = re.compile(rf"(?P<repo>{_NAME}(?:/{_NAME})?)(?:@(?P<revision>{_REF_PART}(?:/{_REF_PART})*))?")
 LOCAL_SUFFIXES = (".safetensors", ".gguf", ".onnx", ".bin", ".json", ".nc", ".csv")
 TRUE = {"1", "on", "yes", "true"}
 
 
 def parse_hub_id(text: str) -> tuple[str, str]:
-    """``"ORG/NAME@REV"`` -> ``("ORG/NAME", "REV")``; the revision defaults to ``main``. ValueError if malformed."""
-    match = HUB_ID.match(text)
+    """``"ORG/NAME@REV"`` -> ``("ORG/NAME", "REV")``; the revision defaults to ``main``. ValueError if malformed:
+    the whole text must match (a trailing newline too), a revision is ``/``-separated parts of letters, digits, ``_``,
+    ``-`` and ``.`` that do not start with ``.``, and no ``..`` anywhere."""
+    match = HUB_ID.fullmatch(text) if isinstance(text, str) else None
     if not match or text.endswith(LOCAL_SUFFIXES) or ".." in text:
         raise ValueError(f"{text!r} is not a hub model id (ORG/NAME or ORG/NAME@REVISION)")
     return match["repo"], match["revision"] or "main"
@@ -111,28 +127,43 @@ class HubModel:
             self.source.close()
 
 
-def _complete_snapshot(settings: HubSettings, repo: str, revision: str) -> Path | None:
-    """The cached snapshot folder of ``repo@revision`` if it holds config.json and every weight file."""
-    from huggingface_hub import snapshot_download
+def _repo_folder(repo: str) -> str:
+    return repo.replace("/", "--")
 
-    if not (settings.hub_cache / f"models--{repo.replace('/', '--')}" / "snapshots").is_dir():
-        return None  # nothing cached: skip the hub client's slower miss
-    try:
-        folder = Path(snapshot_download(repo, revision=revision, cache_dir=settings.hub_cache, local_files_only=True))
-    except Exception:
-        return None
-    if not (folder / "config.json").is_file():
+
+def _complete_snapshot(settings: HubSettings, repo: str, revision: str) -> Path | None:
+    """The cached snapshot folder of ``repo@revision`` in the hub cache if it holds config.json and every weight
+    file (those of a shard index, or ``model.safetensors`` or ``pytorch_model.bin``). The cache is read as
+    ``huggingface_hub`` lays it out (``models--ORG--NAME/refs/REV`` holds the commit, ``snapshots/COMMIT/`` the files,
+    links into ``blobs/``), and checked: the commit must be one, and every file must lie inside the cache."""
+    storage = f"models--{_repo_folder(repo)}"
+    if not (settings.hub_cache / storage / "snapshots").is_dir():
+        return None  # nothing cached
+    what = f"the hub cache's {repo}@{revision}"
+    commit = revision
+    if not COMMIT.fullmatch(revision):
+        ref = inside(settings.hub_cache, storage, "refs", *revision.split("/"))
+        if not ref.is_file():
+            return None
+        commit = stored_commit(ref, what)
+
+    def cached(file: str) -> Path:
+        return inside(settings.hub_cache, storage, "snapshots", commit, *file.split("/"))
+
+    if not cached("config.json").is_file():
         return None
     for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if (folder / index).is_file():
-            shards = set(json.loads((folder / index).read_text())["weight_map"].values())
-            return folder if all((folder / s).is_file() for s in shards) else None
-    return folder if (folder / "model.safetensors").is_file() or (folder / "pytorch_model.bin").is_file() else None
+        if cached(index).is_file():
+            shards = shard_names(cached(index).read_bytes(), f"{index} of {what}")
+            return cached("") if all(cached(shard).is_file() for shard in shards) else None
+    weights = ("model.safetensors", "pytorch_model.bin")
+    return cached("") if any(cached(file).is_file() for file in weights) else None
 
 
 def _manifest_paths(settings: HubSettings, repo: str, revision: str) -> tuple[Path, Path]:
-    folder = settings.range_cache / repo.replace("/", "--")
-    return folder / "refs" / revision.replace("/", "--"), folder / "manifests"
+    """The ref file of ``repo@revision`` (the commit it was pinned to) and the folder of ``repo``'s manifests."""
+    ref = inside(settings.range_cache, _repo_folder(repo), "refs", revision.replace("/", "--"))
+    return ref, inside(settings.range_cache, _repo_folder(repo), "manifests")
 
 
 def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int] | None]:
@@ -140,97 +171,77 @@ def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, lis
     written before sizes were kept), else one ``model_info`` request."""
     ref, manifests = _manifest_paths(settings, repo, revision)
     if ref.is_file():
-        commit = ref.read_text().strip()
-        stored = manifests / f"{commit}.json"
+        commit = stored_commit(ref, f"the pin of {repo}@{revision}")
+        stored = inside(manifests, f"{commit}.json")
         if stored.is_file():
-            manifest = json.loads(stored.read_text())
-            return commit, manifest["files"], manifest.get("sizes")
+            files, sizes = stored_manifest(stored)
+            return commit, files, sizes
     return _model_info(settings, repo, revision)
 
 
 def _model_info(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
-    """One ``model_info(files_metadata=True)`` request, kept as the manifest of its commit (and of ``revision``)."""
+    """One ``model_info(files_metadata=True)`` request (``GET /api/models/REPO/revision/REV?blobs=true``, as
+    ``huggingface_hub.HfApi.model_info`` sends it), checked (:func:`~attnstruct.checkpoints.hub_manifest.listing`)
+    and kept as the manifest of its commit (and of ``revision``)."""
     if settings.offline:
         raise ExtractionError(f"{repo}@{revision} is not in the cache and HF_HUB_OFFLINE is set", "offline")
-    from huggingface_hub import HfApi
-
-    api = HfApi(endpoint=settings.endpoint, token=settings.token)
-    try:
-        info = call_with_retries(
-            lambda: api.model_info(repo, revision=revision, files_metadata=True, timeout=REQUEST_TIMEOUT_S),
-            what=f"{repo}@{revision}",
-        )
-    except ExtractionError:
-        raise
-    except Exception as err:
-        raise hub_error(err, f"{repo}@{revision}") from None
-    siblings = info.siblings or []
-    files = sorted(s.rfilename for s in siblings)
-    sizes = {s.rfilename: s.lfs.size if s.lfs is not None else s.size for s in siblings}
-    sizes = {file: size for file, size in sizes.items() if size is not None}
+    url = f"{settings.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
+    what = f"{repo}@{revision}"
+    commit, files, sizes = listing(get_json(url, token=settings.token, what=what), f"the hub's answer for {what}")
     ref, manifests = _manifest_paths(settings, repo, revision)
     manifest = json.dumps({"files": files, "sizes": sizes})
-    write_atomically(manifests / f"{info.sha}.json", lambda tmp: Path(tmp).write_text(manifest))
-    write_atomically(ref, lambda tmp: Path(tmp).write_text(info.sha))
-    return info.sha, files, sizes
+    write_atomically(inside(manifests, f"{commit}.json"), lambda tmp: Path(tmp).write_text(manifest))
+    write_atomically(ref, lambda tmp: Path(tmp).write_text(commit))
+    return commit, files, sizes
 
 
-def _is_cached(settings: HubSettings, repo: str, commit: str, file: str) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    return isinstance(try_to_load_from_cache(repo, file, cache_dir=settings.hub_cache, revision=commit), str)
-
-
-def _download(settings: HubSettings, repo: str, commit: str, file: str) -> Path:
-    """One file into the hub cache (no request when it is there already), retried on a rate limit or a transient
-    failure (:func:`attnstruct.checkpoints.hub_client.call_with_retries`)."""
-    from huggingface_hub import hf_hub_download
-
-    def download() -> str:
-        return hf_hub_download(
-            repo,
-            file,
-            revision=commit,
-            cache_dir=settings.hub_cache,
-            endpoint=settings.endpoint,
-            token=settings.token,
-            local_files_only=settings.offline,
-        )
-
-    try:
-        return Path(download() if settings.offline else call_with_retries(download, what=f"{repo}/{file}"))
-    except ExtractionError:
-        raise
-    except Exception as err:
-        if settings.offline:
-            raise ExtractionError(f"{repo}/{file} is not in the cache and HF_HUB_OFFLINE is set", "offline") from None
-        raise hub_error(err, f"{repo}/{file}") from None
+def _cached_file(settings: HubSettings, repo: str, commit: str, file: str) -> Path:
+    """Where attnstruct's cache keeps ``file`` of ``repo`` at ``commit`` (downloaded whole)."""
+    return inside(settings.range_cache, _repo_folder(repo), "files", commit_id(commit), *file.split("/"))
 
 
-def _config(settings: HubSettings, repo: str, commit: str, files: list[str]) -> JsonConfig:
+def _download(settings: HubSettings, repo: str, commit: str, file: str, sizes: dict[str, int] | None = None) -> Path:
+    """One file of the repository into attnstruct's cache (no request when it is there already, with the size the
+    hub lists), by :func:`attnstruct.checkpoints.hub_client.get_file`."""
+    path = _cached_file(settings, repo, commit, file)
+    size = (sizes or {}).get(file)
+    if path.is_file() and size in (None, path.stat().st_size):
+        return path
+    if settings.offline:
+        raise ExtractionError(f"{repo}/{file} is not in the cache and HF_HUB_OFFLINE is set", "offline")
+    url = f"{settings.endpoint}/{repo}/resolve/{commit}/{quote(file)}"
+    return get_file(url, path, token=settings.token, what=f"{repo}/{file}", size=size)
+
+
+def _config(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> JsonConfig:
     if "config.json" not in files:
         raise ExtractionError(f"{repo} has no config.json", "unsupported architecture")
+    path = _download(settings, repo, commit, "config.json", sizes)
     try:
-        return JsonConfig(**json.loads(_download(settings, repo, commit, "config.json").read_text()))
-    except (json.JSONDecodeError, TypeError) as err:
+        return JsonConfig(**json.loads(path.read_bytes()))
+    except (ValueError, TypeError, RecursionError) as err:  # not UTF-8, not JSON, not an object
         raise ExtractionError(f"{repo}: unreadable config.json ({err})") from None
 
 
-def _safetensors_files(settings: HubSettings, repo: str, commit: str, files: list[str]) -> list[str]:
+def _index_shards(settings: HubSettings, repo: str, commit: str, files: list[str], sizes, index: str) -> list[str]:
+    """The shards a shard index names, each a file of the repository (:func:`~.hub_manifest.shard_names`)."""
+    data = _download(settings, repo, commit, index, sizes).read_bytes()
+    return shard_names(data, f"{repo}/{index}", files)
+
+
+def _safetensors_files(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> list[str]:
     """The top-level shards: from the index when there is one, else every top-level ``.safetensors`` file."""
     if "model.safetensors.index.json" in files:
-        index = json.loads(_download(settings, repo, commit, "model.safetensors.index.json").read_text())
-        return sorted(set(index["weight_map"].values()))
+        return _index_shards(settings, repo, commit, files, sizes, "model.safetensors.index.json")
     return [f for f in files if f.endswith(".safetensors") and "/" not in f]
 
 
-def _torch_bin_files(settings: HubSettings, repo: str, commit: str, files: list[str]) -> list[str]:
+def _torch_bin_files(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> list[str]:
     """``pytorch_model.bin``, or the shards the ``pytorch_model.bin.index.json`` names; none if neither is there."""
     if "pytorch_model.bin" in files:
         return ["pytorch_model.bin"]
     if "pytorch_model.bin.index.json" in files:
-        index = json.loads(_download(settings, repo, commit, "pytorch_model.bin.index.json").read_text())
-        return sorted(set(index["weight_map"].values()))
+        return _index_shards(settings, repo, commit, files, sizes, "pytorch_model.bin.index.json")
     return []
 
 
@@ -265,17 +276,27 @@ def open_hub_model(model_id: str, *, settings: HubSettings | None = None, worker
     line."""
     repo, revision = parse_hub_id(model_id)
     settings = settings or HubSettings.from_env()
+    try:
+        return _open(model_id, repo, revision, settings, workers)
+    except UnsafeName as err:
+        raise ExtractionError(str(err)) from None
+
+
+def _open(model_id: str, repo: str, revision: str, settings: HubSettings, workers: int) -> HubModel:
     snapshot = _complete_snapshot(settings, repo, revision)
     if snapshot is not None:
         return HubModel(model_id, repo, revision, snapshot.name, "snapshot", snapshot)
     commit, files, sizes = _manifest(settings, repo, revision)
-    shards = _safetensors_files(settings, repo, commit, files)
-    torch_bins = [] if shards else _torch_bin_files(settings, repo, commit, files)
+    shards = _safetensors_files(settings, repo, commit, files, sizes)
+    torch_bins = [] if shards else _torch_bin_files(settings, repo, commit, files, sizes)
     if shards or torch_bins:
-        config = _config(settings, repo, commit, files)
+        config = _config(settings, repo, commit, files, sizes)
         family_of(config)  # an unsupported architecture fails here, before any weight byte is read
+    if shards and sizes is None and not settings.offline:
+        _, _, sizes = _model_info(settings, repo, commit)  # a manifest of a run that kept no sizes
     if shards:
-        source = RemoteSafetensors(_range_reader(settings, repo, commit), shards, config, workers=workers)
+        reader = _range_reader(settings, repo, commit)
+        source = RemoteSafetensors(reader, shards, config, sizes=sizes, workers=workers)
         return HubModel(model_id, repo, revision, commit, "ranges", source, n_params=source.n_params())
     if torch_bins:
         if sizes is None or not all(file in sizes for file in torch_bins):
@@ -291,11 +312,11 @@ def open_hub_model(model_id: str, *, settings: HubSettings | None = None, worker
             pass  # the legacy format: downloaded whole below
     whole = _whole_files(files, repo)
     if not whole[0].endswith(".gguf"):
-        _config(settings, repo, commit, files)
-    missing = [f for f in whole if not _is_cached(settings, repo, commit, f)]
+        _config(settings, repo, commit, files, sizes)
+    missing = [f for f in whole if not _cached_file(settings, repo, commit, f).is_file()]
     if missing:
         print(f"attnstruct: {repo} has no safetensors weights; downloading {', '.join(missing)} whole", file=sys.stderr)
-    paths = [_download(settings, repo, commit, f) for f in whole]
+    paths = [_download(settings, repo, commit, f, sizes) for f in whole]
     size = sum(p.stat().st_size for p, f in zip(paths, whole) if f in missing)
     source = paths[0] if whole[0].endswith(".gguf") else paths[0].parent
     return HubModel(model_id, repo, revision, commit, "download", source, extra={"bytes_downloaded": size})

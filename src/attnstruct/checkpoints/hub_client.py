@@ -1,254 +1,106 @@
-"""Requests to a model hub that survive what the real one does: redirects to a CDN, rate limits, transient failures.
+"""Requests to a model hub that survive what the real one does (redirects to a CDN, rate limits, transient failures)
+and are bounded whatever a server does instead (an answer that never ends, a wait of days, a body far larger than
+asked for).
 
-:func:`get_range` reads one byte range of a file by ``GET`` with ``Range: bytes=A-B`` through ``huggingface_hub``'s
-shared client. It follows redirects itself (at most :data:`MAX_REDIRECTS` hops; a relative ``Location`` is resolved
-against the URL that sent it): the ``Range`` header goes on every hop, the ``Authorization`` header only to the origin
-(scheme, host, port) of the first URL, never to a CDN. Each attempt starts again from the first URL (a CDN's signed
-URL may have expired). :func:`call_with_retries` runs one ``huggingface_hub`` API call (``model_info``,
-``hf_hub_download``, ``list_repo_refs``) under the same rules.
+Every request of the hub path is a ``GET`` made here through ``huggingface_hub``'s shared client: :func:`get_range`
+(one byte range of a file, ``Range: bytes=A-B``), :func:`get_file` (a whole file, into a file) and :func:`get_json`
+(an API answer). Redirects are followed here (at most :data:`MAX_REDIRECTS` hops; a relative ``Location`` is resolved
+against the URL that sent it): the ``Range`` header goes on every hop, the ``Authorization`` header only to the
+origin (scheme, host, port) of the first URL, never to a CDN. Each attempt starts again from the first URL (a CDN's
+signed URL may have expired). :func:`call_with_retries` runs a ``huggingface_hub`` call under the same retries, for
+callers outside the hub path (it cannot bound the call's own waits: ``hf_hub_download`` retries a 429 itself and
+sleeps its ``Retry-After``, however long).
 
 What is retried, by reason (:data:`REASONS`), and the kind of the one-line
 :class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` raised when the bounds are reached:
 
 * ``rate limited``: HTTP 429. The wait is the ``Retry-After`` header (seconds, or an HTTP date), else the reset of the
-  IETF ``RateLimit`` header when it says nothing remains, else the backoff below. Kind ``rate limited``.
+  IETF ``RateLimit`` header when it says nothing remains, else the backoff. Kind ``rate limited``.
 * ``server error``: HTTP 500, 502, 503, 504. Kind ``error``.
 * ``broken transfer``: a connection reset or closed mid-body, or a body shorter than the range asked for while the
   file is long enough. Kind ``truncated``.
-* ``timeout``: no connection, or no byte of the answer, within :attr:`RetryPolicy.timeout_s` (the HTTP client's
-  timeout, which bounds each wait, not the whole transfer). Kind ``error``.
+* ``timeout``: an attempt past its deadline (:meth:`RetryPolicy.deadline_s`: ``timeout_s`` plus the bytes received
+  at ``min_rate``; it bounds the whole attempt, connection, headers and body, however slowly they come). Kind
+  ``error``.
 * ``unreachable``: the connection could not be made. Kind ``error``.
 
-The bounds, per request, of a :class:`RetryPolicy`: at most ``attempts`` requests whatever the reasons, at most
-``failures`` retries for reasons other than a rate limit, at most ``total_wait_s`` seconds waited; a wait that would
-pass a bound is not begun. When the server names no wait, the n-th retry (from 0) waits a uniform draw from
-``[0, min(cap_s, base_s * 2**n))`` ("full jitter"). Any other failure is not retried: other 4xx become the kinds of
-:func:`hub_error`. Every retry is counted in a :class:`RetryCounter`. Unless given, the policy and the counter are
+The bounds, per request, are those of a :class:`~attnstruct.checkpoints.hub_retry.RetryPolicy` (at most ``attempts``
+requests, ``failures`` retries for reasons other than a rate limit, ``total_wait_s`` seconds waited; a wait that would
+pass a bound is not begun). Any other failure is not retried: other 4xx become the kinds of :func:`hub_error`. What
+is read is bounded too: a range read stops at its end whatever the server sends (a ``200`` with the whole file to a
+``Range`` request is read up to the range's end, then the connection is closed); a file of known size must have that
+size; an API answer, or a file whose size the hub did not say, at most :data:`MAX_ANSWER_BYTES`. Every retry is
+counted in a :class:`~attnstruct.checkpoints.hub_retry.RetryCounter`. Unless given, the policy and the counter are
 :data:`DEFAULT_POLICY` and :data:`DEFAULT_COUNTER`, looked up at each call: a sweep reads and resets the counter, a
-test may put a policy that records its waits in the policy's place.
+test may put a policy that records its waits (or has shorter deadlines) in the policy's place.
 """
 
 from __future__ import annotations
 
-import email.utils
-import random
-import threading
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
+from ..results import write_atomically
 from .extract.blocks import ExtractionError, one_line
+from .hub_retry import MIN_RATE, REASONS, REQUEST_TIMEOUT_S, Attempts, Retryable, RetryCounter, RetryPolicy
+from .hub_stream import (
+    MAX_REDIRECTS,
+    SERVER_ERRORS,
+    fetch,
+    hub_error,
+    read_range,
+    read_whole,
+    transport_failure,
+    within_deadline,
+)
 
-REQUEST_TIMEOUT_S = 120.0  # huggingface_hub's shared client has none: a stalled server would hang a sweep
-MAX_REDIRECTS = 10
-SERVER_ERRORS = (500, 502, 503, 504)
-REASONS = ("rate limited", "server error", "broken transfer", "timeout", "unreachable")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
+__all__ = [
+    "DEFAULT_COUNTER",
+    "DEFAULT_POLICY",
+    "MAX_ANSWER_BYTES",
+    "MAX_REDIRECTS",
+    "MIN_RATE",
+    "REASONS",
+    "REQUEST_TIMEOUT_S",
+    "RetryCounter",
+    "RetryPolicy",
+    "call_with_retries",
+    "get_file",
+    "get_json",
+    "get_range",
+    "hub_error",
+]
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """The bounds of one request's retries and how long to wait between them (module docstring).
-
-    ``rng`` draws the jitter (pass ``random.Random(seed)`` to repeat it); ``sleep`` waits (a test passes a recorder).
-    """
-
-    attempts: int = 6
-    failures: int = 3
-    total_wait_s: float = 300.0
-    base_s: float = 1.0
-    cap_s: float = 30.0
-    timeout_s: float = REQUEST_TIMEOUT_S
-    rng: random.Random = field(default_factory=random.Random, compare=False)
-    sleep: Callable[[float], object] = field(default=time.sleep, compare=False)
-
-    def __post_init__(self):
-        if self.attempts < 1 or self.failures < 0 or min(self.total_wait_s, self.base_s, self.cap_s) < 0:
-            raise ValueError(f"a retry policy needs attempts >= 1 and no negative bound: {self}")
-
-    def backoff(self, retry: int) -> float:
-        """Seconds before retry number ``retry`` (0 for the first) when the server names no wait."""
-        return self.rng.uniform(0.0, min(self.cap_s, self.base_s * 2.0**retry))
-
-
-class RetryCounter:
-    """Retries by reason and seconds waited, over any number of requests and threads."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._retries = dict.fromkeys(REASONS, 0)
-            self._waited = 0.0
-
-    def add(self, reason: str, waited_s: float) -> None:
-        with self._lock:
-            self._retries[reason] += 1
-            self._waited += waited_s
-
-    @property
-    def retries(self) -> dict[str, int]:
-        """``{reason: retries}`` for every reason of :data:`REASONS`."""
-        with self._lock:
-            return dict(self._retries)
-
-    @property
-    def waited_s(self) -> float:
-        with self._lock:
-            return self._waited
-
-    def summary(self) -> str:
-        """``hub: 7 retries (5 rate limited, 1 server error, 1 broken transfer), 12.0 s waited``, or ``hub: no
-        retries``."""
-        retries, waited = self.retries, self.waited_s
-        total = sum(retries.values())
-        if not total:
-            return "hub: no retries"
-        parts = ", ".join(f"{n} {reason}" for reason, n in retries.items() if n)
-        return f"hub: {total} {'retry' if total == 1 else 'retries'} ({parts}), {waited:.1f} s waited"
-
+MAX_ANSWER_BYTES = 64 << 20  # an API answer, or a file whose size the hub did not say (config.json, an index)
 
 DEFAULT_POLICY = RetryPolicy()
 DEFAULT_COUNTER = RetryCounter()
 
-
-class _Retryable(Exception):
-    """One failed attempt that may be retried: its reason, what went wrong, and the wait the server asked for."""
-
-    def __init__(self, reason: str, detail: str, retry_after: float | None = None):
-        super().__init__(detail)
-        self.reason, self.detail, self.retry_after = reason, detail, retry_after
+T = TypeVar("T")
 
 
-class _Attempts:
-    """The attempts of one request under a policy; :meth:`retry` waits before the next one or says no."""
-
-    def __init__(self, policy: RetryPolicy, counter: RetryCounter):
-        self.policy, self.counter = policy, counter
-        self.tries, self.failures, self.waited = 1, 0, 0.0
-        self.refused_wait: float | None = None
-
-    def retry(self, failure: _Retryable) -> bool:
-        policy = self.policy
-        if failure.reason != "rate limited":
-            self.failures += 1
-        if self.tries >= policy.attempts or self.failures > policy.failures:
-            return False
-        wait = failure.retry_after if failure.retry_after is not None else policy.backoff(self.tries - 1)
-        if self.waited + wait > policy.total_wait_s:
-            self.refused_wait = wait
-            return False
-        self.counter.add(failure.reason, wait)
-        policy.sleep(wait)
-        self.waited += wait
-        self.tries += 1
-        return True
-
-    def give_up(self, failure: _Retryable, what: str) -> ExtractionError:
-        tries = f"{self.tries} attempt{'s' if self.tries > 1 else ''}, {self.waited:.1f} s waited"
-        if self.refused_wait is not None:
-            tries += f"; the next wait, {self.refused_wait:.1f} s, would pass {self.policy.total_wait_s:.0f} s"
-        if failure.reason == "rate limited":
-            return ExtractionError(f"the hub refused {what} (HTTP 429; {tries}): try again later", "rate limited")
-        if failure.reason == "broken transfer":
-            return ExtractionError(f"the transfer of {what} broke off ({failure.detail}; {tries})", "truncated")
-        return ExtractionError(f"cannot read {what} from the hub: {failure.detail} ({tries})")
-
-
-def retry_after_s(headers: Mapping[str, str]) -> float | None:
-    """Seconds a 429 asks to wait: ``Retry-After`` (seconds or an HTTP date; a past date is 0), else the reset ``t`` of
-    ``RateLimit: "api";r=0;t=N``, else None."""
-    from huggingface_hub.utils import parse_ratelimit_headers
-
-    value = (headers.get("Retry-After") or "").strip()
-    if value.isdigit():
-        return float(value)
-    if value:
+def _retried(what: str, policy: RetryPolicy, counter: RetryCounter | None, attempt: Callable[[], T]) -> T:
+    """``attempt()`` until it returns, retried under ``policy`` while it raises :class:`Retryable`."""
+    attempts = Attempts(policy, counter or DEFAULT_COUNTER)
+    while True:
         try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None:
-            return max(0.0, when.timestamp() - time.time())
-    limit = parse_ratelimit_headers(headers)
-    return float(limit.reset_in_seconds) if limit is not None and limit.remaining == 0 else None
+            return attempt()
+        except Retryable as failure:
+            if not attempts.retry(failure):
+                raise attempts.give_up(failure, what) from None
 
 
-def _transport_failure(err: Exception) -> _Retryable | None:
-    """The retryable failure of a transport error of the HTTP client (None for one not worth retrying)."""
-    import httpx2
+def _get(url: str, token, headers: dict, policy: RetryPolicy, what: str, read: Callable) -> T:
+    """One attempt, within its deadline, of ``GET url``: ``read(response, progress)`` of the answer."""
 
-    if isinstance(err, httpx2.TimeoutException):
-        return _Retryable("timeout", f"no answer in time ({one_line(err)})")
-    if isinstance(err, httpx2.ConnectError):
-        return _Retryable("unreachable", one_line(err))
-    if isinstance(err, (httpx2.NetworkError, httpx2.RemoteProtocolError)):
-        return _Retryable("broken transfer", one_line(err))
-    return None
+    def work(progress):
+        return fetch(url, token, headers, policy.timeout_s, what, progress, read)
 
-
-def _origin(url: str) -> tuple[str, str, int]:
-    parts = urlsplit(url)
-    return parts.scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
-
-
-def _get_once(url: str, start: int, end: int, token: str | bool | None, timeout: float, what: str) -> bytes:
-    """One attempt of :func:`get_range`: its redirects followed, raising :class:`_Retryable` or ExtractionError."""
-    from huggingface_hub import get_session
-    from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
-
-    hub = _origin(url)
-    headers = {**build_hf_headers(token=token), "Range": f"bytes={start}-{end - 1}"}
-    elsewhere = {k: v for k, v in headers.items() if k.lower() != "authorization"}
-    for _ in range(MAX_REDIRECTS + 1):
-        try:
-            response = get_session().get(
-                url, headers=headers if _origin(url) == hub else elsewhere, timeout=timeout, follow_redirects=False
-            )
-        except Exception as err:
-            failure = _transport_failure(err)
-            if failure is None:
-                raise hub_error(err, what) from None
-            raise failure from None
-        if response.has_redirect_location:
-            url = urljoin(url, response.headers["Location"])
-            continue
-        status = response.status_code
-        if status == 429:
-            raise _Retryable("rate limited", "HTTP 429", retry_after_s(response.headers))
-        if status in SERVER_ERRORS:
-            raise _Retryable("server error", f"HTTP {status}")
-        try:
-            hf_raise_for_status(response)
-        except Exception as err:
-            raise hub_error(err, what) from None
-        if status not in (200, 206):
-            raise ExtractionError(f"cannot read {what} from the hub: HTTP {status}")
-        return _body(response, start, end, what)
-    raise ExtractionError(f"cannot read {what} from the hub: more than {MAX_REDIRECTS} redirects")
-
-
-def _body(response, start: int, end: int, what: str) -> bytes:
-    """Bytes ``[start, end)`` of a 200 (the whole file: a server that ignores Range) or a 206."""
-    data = response.content
-    size = len(data)
-    if response.status_code == 200:
-        data = data[start:end]
-    else:
-        total = response.headers.get("Content-Range", "").rpartition("/")[2]
-        size = int(total) if total.isdigit() else end
-    if len(data) == end - start:
-        return data
-    message = f"{what} sent {len(data)} of the {end - start} bytes asked for at offset {start}"
-    if size < end:  # the file itself ends early: asking again gives the same
-        raise ExtractionError(message, "truncated")
-    raise _Retryable("broken transfer", message)
+    return within_deadline(policy, work)
 
 
 def get_range(
@@ -268,29 +120,86 @@ def get_range(
         return b""
     policy = policy or DEFAULT_POLICY
     what = what or urlsplit(url).path
-    attempts = _Attempts(policy, counter or DEFAULT_COUNTER)
-    while True:
-        try:
-            return _get_once(url, start, end, token, policy.timeout_s, what)
-        except _Retryable as failure:
-            if not attempts.retry(failure):
-                raise attempts.give_up(failure, what) from None
+    headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
+
+    def read(response, progress) -> bytes:
+        return read_range(response, start, end, what, progress)
+
+    return _retried(what, policy, counter, lambda: _get(url, token, headers, policy, what, read))
 
 
-def _call_failure(err: BaseException) -> _Retryable | None:
+def get_json(
+    url: str,
+    *,
+    token: str | bool | None,
+    what: str,
+    policy: RetryPolicy | None = None,
+    counter: RetryCounter | None = None,
+):
+    """The JSON answer of the hub's API at ``url`` (query included), at most :data:`MAX_ANSWER_BYTES`, under
+    ``policy``. ExtractionError in one line for an answer that is not JSON."""
+    policy = policy or DEFAULT_POLICY
+
+    def read(response, progress) -> bytes:
+        body = bytearray()
+        read_whole(response, body.extend, None, MAX_ANSWER_BYTES, what, progress)
+        return bytes(body)
+
+    body = _retried(what, policy, counter, lambda: _get(url, token, {}, policy, what, read))
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, or nested without end
+        raise ExtractionError(f"the hub's answer for {what} is not JSON ({one_line(err)})") from None
+
+
+def get_file(
+    url: str,
+    path: str | os.PathLike,
+    *,
+    token: str | bool | None,
+    what: str,
+    size: int | None = None,
+    policy: RetryPolicy | None = None,
+    counter: RetryCounter | None = None,
+) -> Path:
+    """The whole file at ``url`` written to ``path`` (its folder made if need be), under ``policy``: exactly
+    ``size`` bytes when given, else at most :data:`MAX_ANSWER_BYTES`. Each attempt writes a temporary file of its own
+    beside ``path`` (:func:`attnstruct.results.write_atomically`), renamed to ``path`` only when complete."""
+    policy = policy or DEFAULT_POLICY
+
+    def attempt(part: str) -> None:
+        with open(part, "r+b") as sink:  # made by write_atomically, which removes it if the attempt fails
+
+            def write(chunk: bytes) -> None:
+                try:
+                    sink.write(chunk)
+                except OSError as err:
+                    raise ExtractionError(f"cannot write {path}: {one_line(err)}") from None
+
+            def read(response, progress) -> None:
+                read_whole(response, write, size, MAX_ANSWER_BYTES, what, progress)
+
+            _get(url, token, {}, policy, what, read)
+
+    return _retried(what, policy, counter, lambda: write_atomically(path, attempt))
+
+
+def _call_failure(err: BaseException) -> Retryable | None:
     """The retryable failure behind a ``huggingface_hub`` error, or its direct cause (``hf_hub_download`` wraps a
     failed metadata request in ``LocalEntryNotFoundError``); None when it is not worth retrying."""
     from huggingface_hub.errors import HfHubHTTPError
+
+    from .hub_retry import retry_after_s
 
     for cause in (err, err.__cause__):
         response = getattr(cause, "response", None)
         if isinstance(cause, HfHubHTTPError) and response is not None:
             if response.status_code == 429:
-                return _Retryable("rate limited", "HTTP 429", retry_after_s(response.headers))
+                return Retryable("rate limited", "HTTP 429", retry_after_s(response.headers))
             if response.status_code in SERVER_ERRORS:
-                return _Retryable("server error", f"HTTP {response.status_code}")
+                return Retryable("server error", f"HTTP {response.status_code}")
             return None
-        if isinstance(cause, Exception) and (failure := _transport_failure(cause)) is not None:
+        if isinstance(cause, Exception) and (failure := transport_failure(cause)) is not None:
             return failure
     return None
 
@@ -300,38 +209,17 @@ def call_with_retries(
 ) -> T:
     """``fn()``, retried under ``policy`` on a 429 (its ``Retry-After`` honoured), a 5xx or a transport error
     (module docstring); ExtractionError naming ``what`` when the bounds are reached. Any other error is raised
-    unchanged. ``fn`` should pass its own timeout where the call takes one (``model_info(timeout=...)``);
-    ``hf_hub_download`` also retries a few things itself, with real sleeps, before it raises."""
-    attempts = _Attempts(policy or DEFAULT_POLICY, counter or DEFAULT_COUNTER)
-    while True:
+    unchanged. ``fn``'s own waits and deadlines are its own: pass its timeout where it takes one
+    (``model_info(timeout=...)``); ``hf_hub_download`` retries a 429 itself, sleeping whatever ``Retry-After`` says,
+    which is why the hub path makes its requests with :func:`get_json` and :func:`get_file` instead."""
+
+    def attempt() -> T:
         try:
             return fn()
         except Exception as err:
             failure = _call_failure(err)
             if failure is None:
                 raise
-            if not attempts.retry(failure):
-                raise attempts.give_up(failure, what) from None
+            raise failure from err
 
-
-def hub_error(err: BaseException, what: str) -> ExtractionError:
-    """The :class:`ExtractionError` of a failed hub request, its kind read from the error's type and HTTP status:
-    gated, not found (repository, revision, file), rate limited (429), truncated (a transfer that broke off), or
-    error (unreachable, anything else)."""
-    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
-
-    name = type(err).__name__
-    status = getattr(getattr(err, "response", None), "status_code", None)
-    if isinstance(err, GatedRepoError):
-        return ExtractionError(f"{what} needs an accepted licence and a token (HF_TOKEN)", "gated")
-    if isinstance(err, RepositoryNotFoundError):
-        return ExtractionError(f"{what} (no such repository, or private: set HF_TOKEN)", "not found")
-    if isinstance(err, RevisionNotFoundError):
-        return ExtractionError(f"{what} (no such revision)", "not found")
-    if "EntryNotFound" in name and "Local" not in name:
-        return ExtractionError(f"{what} (no such file in the repository)", "not found")
-    if status == 429:
-        return ExtractionError(f"the hub refused {what} for now (HTTP 429): try again later", "rate limited")
-    if "RemoteProtocol" in name or "ReadError" in name or "IncompleteRead" in name:
-        return ExtractionError(f"the transfer of {what} broke off ({one_line(err)})", "truncated")
-    return ExtractionError(f"cannot read {what} from the hub: {one_line(err)}")
+    return _retried(what, policy or DEFAULT_POLICY, counter, attempt)

@@ -2,10 +2,13 @@
 
 A safetensors file is ``[8-byte little-endian header length n][n bytes of JSON header][tensor data]``; the header
 maps each tensor name to ``dtype``, ``shape`` and ``data_offsets [begin, end)`` relative to the data start
-``8 + n``. So one tensor is one byte range, and a checkpoint's query/key weights can be read without the
-embeddings or the MLPs. :class:`RangeReader` stores every range read on disk under
-``cache/<repo>/<commit>/<file>/``, keyed by the commit, which never changes: a second read of the same tensor does
-no network I/O (:mod:`attnstruct.checkpoints.remote_torch_bin` reads ``pytorch_model.bin`` through it too).
+``8 + n``, held to the format's rules (:func:`attnstruct.checkpoints.safetensors_header.parse_header`, with the
+file's size from the hub's file list) before any tensor is read by it. So one tensor is one byte range, and a
+checkpoint's query/key weights can be read without the embeddings or the MLPs. :class:`RangeReader` stores every
+range read on disk under ``cache/<repo>/<commit>/<file>/``, keyed by the commit, which never changes: a second read
+of the same tensor does no network I/O (:mod:`attnstruct.checkpoints.remote_torch_bin` reads ``pytorch_model.bin``
+through it too). The repository, commit and file name come from the hub and are checked before they become a path
+or a URL (:mod:`attnstruct.untrusted`).
 
 :class:`RemoteSafetensors` builds the index of tensor locations from the headers; reading, prefetching in
 background threads (so that the network works on the next layers while the current one is scored) and counting
@@ -16,7 +19,6 @@ reads like a local folder.
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from urllib.parse import quote
@@ -24,10 +26,12 @@ from urllib.parse import quote
 import torch
 
 from ..results import write_atomically
+from ..untrusted import UnsafeName, commit_id, inside, relative_file
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig
 from .hub_client import get_range
 from .remote_tensors import RangeTensorSource, TensorLocation, contiguous_strides
+from .safetensors_header import HeaderEntry, header_length, parse_header
 
 DTYPES = {
     "F64": torch.float64,
@@ -43,7 +47,6 @@ DTYPES = {
     "U8": torch.uint8,
     "BOOL": torch.bool,
 }
-MAX_HEADER_BYTES = 100_000_000  # the safetensors library's own limit
 
 
 class RangeReader:
@@ -54,19 +57,27 @@ class RangeReader:
 
     def __init__(self, repo: str, commit: str, *, endpoint: str, token: str | None, cache: Path, offline: bool):
         self.repo, self.commit, self.endpoint, self.token, self.offline = repo, commit, endpoint, token, offline
-        self.folder = cache / repo.replace("/", "--") / commit
+        try:
+            self.folder = inside(cache, repo.replace("/", "--"), commit_id(commit, f"the hub's answer for {repo}"))
+        except UnsafeName as err:
+            raise ExtractionError(str(err)) from None
         self.bytes_fetched = 0
         self._lock = threading.Lock()
 
     def _path(self, file: str, start: int, end: int) -> Path:
-        return self.folder / file.replace("/", "--") / f"{start}-{end}.bin"
+        """Where the cache keeps bytes ``[start, end)`` of ``file`` (a relative name inside the repository)."""
+        try:
+            name = relative_file(file, f"a read of {self.repo}").replace("/", "--")
+            return inside(self.folder, name, f"{int(start)}-{int(end)}.bin")
+        except UnsafeName as err:
+            raise ExtractionError(str(err)) from None
 
     def read(self, file: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``file``."""
         if end <= start:
             return b""
         path = self._path(file, start, end)
-        if path.is_file():
+        if path.is_file() and path.stat().st_size == end - start:  # else not in the cache: read again
             return path.read_bytes()
         if self.offline:
             raise ExtractionError(
@@ -94,51 +105,48 @@ class RemoteSafetensors(RangeTensorSource):
         reader: where the bytes come from.
         files: the shard names (``model.safetensors``, or the values of the index's ``weight_map``).
         config: the repository's ``config.json`` as a :class:`~attnstruct.checkpoints.extract.hf.JsonConfig`.
+        sizes: ``{file: bytes}`` as the hub lists them; a shard's size, when known, is where its tensors must end.
         workers: threads for :meth:`prefetch`.
     """
 
-    def __init__(self, reader: RangeReader, files: list[str], config: JsonConfig, *, workers: int = 4):
-        self.headers: dict[str, dict] = {}
+    def __init__(
+        self,
+        reader: RangeReader,
+        files: list[str],
+        config: JsonConfig,
+        *,
+        sizes: dict[str, int] | None = None,
+        workers: int = 4,
+    ):
+        self.metadata: dict[str, dict[str, str]] = {}
         index = {}
         for file in files:
-            header, data_start = _header(reader, file)
-            self.headers[file] = header
-            for name, info in header.items():
-                if name != "__metadata__":
-                    index[name] = _location(f"{reader.repo}/{file}", file, name, info, data_start)
+            what = f"{reader.repo}/{file}"
+            entries, data_start, self.metadata[file] = _header(reader, file, (sizes or {}).get(file), what)
+            for name, entry in entries.items():
+                if name in index:
+                    raise ExtractionError(f"{what} holds tensor {name!r}, which another shard holds too")
+                index[name] = _location(file, name, entry, data_start)
         super().__init__(reader, index, config, description=f"{reader.repo}@{reader.commit[:12]}", workers=workers)
 
 
-def _header(reader: RangeReader, file: str) -> tuple[dict, int]:
-    """The JSON header of one shard and the offset of its data."""
-    size = int.from_bytes(reader.read(file, 0, 8), "little")
-    if not 2 <= size <= MAX_HEADER_BYTES:
-        raise ExtractionError(f"{reader.repo}/{file} is not a safetensors file (header length {size})")
-    try:
-        header = json.loads(reader.read(file, 8, 8 + size))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ExtractionError(f"{reader.repo}/{file}: unreadable safetensors header ({err})") from None
-    if not isinstance(header, dict):
-        raise ExtractionError(f"{reader.repo}/{file}: the safetensors header is not a JSON object")
-    return header, 8 + size
+def _header(reader: RangeReader, file: str, size: int | None, what: str) -> tuple[dict, int, dict[str, str]]:
+    """The checked header entries of one shard, the offset of its data, and its ``__metadata__``."""
+    n = header_length(reader.read(file, 0, 8), size, what)
+    entries, metadata = parse_header(reader.read(file, 8, 8 + n), None if size is None else size - 8 - n, what)
+    return entries, 8 + n, metadata
 
 
-def _location(what: str, file: str, name: str, info, data_start: int) -> TensorLocation:
-    """A header entry ``{"dtype", "shape", "data_offsets": [begin, end)}`` as a row-major location."""
-    try:
-        shape = tuple(int(n) for n in info["shape"])
-        begin, end = (int(n) for n in info["data_offsets"])
-        dtype_name = str(info["dtype"])
-    except (KeyError, TypeError, ValueError):
-        raise ExtractionError(f"{what}: the header entry of tensor {name} lacks dtype, shape or data_offsets") from None
+def _location(file: str, name: str, entry: HeaderEntry, data_start: int) -> TensorLocation:
+    """A checked header entry as a row-major location."""
     return TensorLocation(
         file=file,
-        dtype=DTYPES.get(dtype_name),
-        dtype_name=dtype_name,
-        shape=shape,
-        stride=contiguous_strides(shape),
+        dtype=DTYPES.get(entry.dtype),
+        dtype_name=entry.dtype,
+        shape=entry.shape,
+        stride=contiguous_strides(entry.shape),
         storage=name,
         storage_offset=0,
-        storage_bytes=end - begin,
-        data_start=data_start + begin,
+        storage_bytes=entry.end - entry.begin,
+        data_start=data_start + entry.begin,
     )

@@ -18,9 +18,10 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from ..untrusted import UnsafeName, commit_id
 from .extract.blocks import ExtractionError
 from .hub import HubSettings, parse_hub_id
-from .hub_client import call_with_retries, hub_error
+from .hub_client import get_json
 
 REVISION_COLUMNS = ("model", "revision", "kind", "commit", "step", "tokens", "phase")
 SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -135,7 +136,8 @@ def list_revisions(repo: str, *, match: str | None = None, settings: HubSettings
 
     Raises ``ValueError`` for a malformed id, an id with a revision or a bad ``match``, and
     :class:`~attnstruct.checkpoints.extract.ExtractionError` with its kind when the hub cannot say (offline, not
-    found, gated, unreachable); the endpoint and token come from :meth:`HubSettings.from_env`.
+    found, gated, unreachable) or says what cannot be (:func:`_refs`); the endpoint and token come from
+    :meth:`HubSettings.from_env`.
     """
     if "@" in repo:
         raise ValueError(f"{repo!r}: name the repository ORG/NAME without a revision; its revisions are listed")
@@ -144,25 +146,51 @@ def list_revisions(repo: str, *, match: str | None = None, settings: HubSettings
     settings = settings or HubSettings.from_env()
     if settings.offline:
         raise ExtractionError(f"listing the revisions of {repo} needs the hub, and HF_HUB_OFFLINE is set", "offline")
-    from huggingface_hub import HfApi
-
-    api = HfApi(endpoint=settings.endpoint, token=settings.token)
-    try:
-        refs = call_with_retries(lambda: api.list_repo_refs(repo), what=repo)
-    except ExtractionError:
-        raise
-    except Exception as err:
-        raise hub_error(err, repo) from None
+    answer = get_json(f"{settings.endpoint}/api/models/{repo}/refs", token=settings.token, what=repo)
     rows = []
-    for kind, ref in [("branch", r) for r in refs.branches] + [("tag", r) for r in refs.tags]:
-        if pattern is None or pattern.search(ref.name):
-            position = parse_training_position(ref.name)
+    for kind, ref in _refs(answer, repo):
+        name = ref.get("name")
+        if pattern is None or not isinstance(name, str) or pattern.search(name):
+            name, commit = _checked(kind, ref, repo)
+            position = parse_training_position(name)
             rows.append(
-                {"model": f"{repo}@{ref.name}", "revision": ref.name, "kind": kind, "commit": ref.target_commit}
-                | position._asdict()
+                {"model": f"{repo}@{name}", "revision": name, "kind": kind, "commit": commit} | position._asdict()
             )
     rows.sort(key=lambda row: training_order(row["revision"]))
     return pd.DataFrame(rows, columns=list(REVISION_COLUMNS))
+
+
+def _refs(answer, repo: str) -> list[tuple[str, dict]]:
+    """``(kind, ref)`` of each branch and tag of a refs answer (``GET /api/models/REPO/refs``: ``{"branches":
+    [{"name", "targetCommit", ...}], "tags": [...]}``, as ``HfApi.list_repo_refs`` reads it)."""
+    what = f"the hub's list of the refs of {repo}"
+    if not isinstance(answer, dict):
+        raise ExtractionError(f"{what} is not a JSON object")
+    found = []
+    for kind, key in (("branch", "branches"), ("tag", "tags")):
+        refs = answer.get(key) or []
+        if not isinstance(refs, list) or not all(isinstance(ref, dict) for ref in refs):
+            raise ExtractionError(f"{what} gives its {key} as {type(refs).__name__}, not as a list of objects")
+        found += [(kind, ref) for ref in refs]
+    return found
+
+
+def _checked(kind: str, ref: dict, repo: str) -> tuple[str, str]:
+    """``(name, commit)`` of a ref to be listed, checked: the name must make a hub id that :func:`parse_hub_id`
+    reads back as that revision (no newline, which would add a line of the hub's choosing to the list that a sweep
+    reads, no ``..``, nothing a sweep could not score), the commit must be a commit id. ExtractionError otherwise."""
+    what = f"the hub's list of the refs of {repo}"
+    name = ref.get("name")
+    try:
+        readable = isinstance(name, str) and parse_hub_id(f"{repo}@{name}") == (repo, name)
+    except ValueError:
+        readable = False
+    if not readable:
+        raise ExtractionError(f"{what} names a {kind} {name!r}, which is not a revision name")
+    try:
+        return name, commit_id(ref.get("targetCommit"), f"{what} ({kind} {name})")
+    except UnsafeName as err:
+        raise ExtractionError(str(err)) from None
 
 
 def parse_shard(spec: str) -> tuple[int, int]:

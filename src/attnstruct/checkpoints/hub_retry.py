@@ -1,0 +1,167 @@
+"""The bounds of a hub request's retries, and of each attempt: what is waited, how often, how long an answer may take.
+
+:class:`RetryPolicy` holds the bounds (:mod:`attnstruct.checkpoints.hub_client` applies them to every request),
+:class:`RetryCounter` counts the retries by reason (:data:`REASONS`), and :class:`Attempts` is one request's
+attempts under a policy: it waits before the next one, or says no when a bound would be passed. A wait a server asks
+for (``Retry-After``, or the reset of an exhausted IETF ``RateLimit``: :func:`retry_after_s`) that would pass the
+policy's total is not begun: the request fails at once, in one line, however long the server asked for.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from .extract.blocks import ExtractionError
+
+REQUEST_TIMEOUT_S = 120.0  # huggingface_hub's shared client has none: a stalled server would hang a sweep
+MIN_RATE = 16_384.0  # bytes per second an answer must average after its first timeout_s (128 kbit/s)
+REASONS = ("rate limited", "server error", "broken transfer", "timeout", "unreachable")
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """The bounds of one request's retries and how long to wait between them, and the deadline of each attempt.
+
+    * ``attempts``: requests at most, whatever the reasons; ``failures``: retries at most for reasons other than a
+      rate limit; ``total_wait_s``: seconds waited at most between the attempts (a wait that would pass it is not
+      begun).
+    * ``base_s``, ``cap_s``: when the server names no wait, retry ``n`` (from 0) waits a uniform draw from
+      ``[0, min(cap_s, base_s * 2**n))`` ("full jitter").
+    * ``timeout_s``, ``min_rate``: an attempt is given up (reason ``timeout``) at the first moment it has taken longer
+      than :meth:`deadline_s` of the body bytes it has had so far, ``timeout_s + received / min_rate`` seconds. So an
+      answer of ``n`` bytes may take ``timeout_s + n / min_rate`` seconds, connection, redirects and headers included,
+      and one that stalls or trickles (a byte every few seconds) ends after about ``timeout_s``, whatever its length.
+      ``timeout_s`` is also the HTTP client's timeout of each read.
+
+    ``rng`` draws the jitter (pass ``random.Random(seed)`` to repeat it); ``sleep`` waits (a test passes a recorder).
+    """
+
+    attempts: int = 6
+    failures: int = 3
+    total_wait_s: float = 300.0
+    base_s: float = 1.0
+    cap_s: float = 30.0
+    timeout_s: float = REQUEST_TIMEOUT_S
+    min_rate: float = MIN_RATE
+    rng: random.Random = field(default_factory=random.Random, compare=False)
+    sleep: Callable[[float], object] = field(default=time.sleep, compare=False)
+
+    def __post_init__(self):
+        if self.attempts < 1 or self.failures < 0 or min(self.total_wait_s, self.base_s, self.cap_s) < 0:
+            raise ValueError(f"a retry policy needs attempts >= 1 and no negative bound: {self}")
+        if self.timeout_s <= 0 or self.min_rate <= 0:
+            raise ValueError(f"a retry policy needs a positive timeout and minimum rate: {self}")
+
+    def backoff(self, retry: int) -> float:
+        """Seconds before retry number ``retry`` (0 for the first) when the server names no wait."""
+        return self.rng.uniform(0.0, min(self.cap_s, self.base_s * 2.0**retry))
+
+    def deadline_s(self, received: int) -> float:
+        """Seconds an attempt may have taken when it has had ``received`` body bytes."""
+        return self.timeout_s + received / self.min_rate
+
+
+class RetryCounter:
+    """Retries by reason and seconds waited, over any number of requests and threads."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._retries = dict.fromkeys(REASONS, 0)
+            self._waited = 0.0
+
+    def add(self, reason: str, waited_s: float) -> None:
+        with self._lock:
+            self._retries[reason] += 1
+            self._waited += waited_s
+
+    @property
+    def retries(self) -> dict[str, int]:
+        """``{reason: retries}`` for every reason of :data:`REASONS`."""
+        with self._lock:
+            return dict(self._retries)
+
+    @property
+    def waited_s(self) -> float:
+        with self._lock:
+            return self._waited
+
+    def summary(self) -> str:
+        """``hub: 7 retries (5 rate limited, 1 server error, 1 broken transfer), 12.0 s waited``, or ``hub: no
+        retries``."""
+        retries, waited = self.retries, self.waited_s
+        total = sum(retries.values())
+        if not total:
+            return "hub: no retries"
+        parts = ", ".join(f"{n} {reason}" for reason, n in retries.items() if n)
+        return f"hub: {total} {'retry' if total == 1 else 'retries'} ({parts}), {waited:.1f} s waited"
+
+
+class Retryable(Exception):
+    """One failed attempt that may be retried: its reason, what went wrong, and the wait the server asked for."""
+
+    def __init__(self, reason: str, detail: str, retry_after: float | None = None):
+        super().__init__(detail)
+        self.reason, self.detail, self.retry_after = reason, detail, retry_after
+
+
+class Attempts:
+    """The attempts of one request under a policy; :meth:`retry` waits before the next one or says no."""
+
+    def __init__(self, policy: RetryPolicy, counter: RetryCounter):
+        self.policy, self.counter = policy, counter
+        self.tries, self.failures, self.waited = 1, 0, 0.0
+        self.refused_wait: float | None = None
+
+    def retry(self, failure: Retryable) -> bool:
+        policy = self.policy
+        if failure.reason != "rate limited":
+            self.failures += 1
+        if self.tries >= policy.attempts or self.failures > policy.failures:
+            return False
+        wait = failure.retry_after if failure.retry_after is not None else policy.backoff(self.tries - 1)
+        if self.waited + wait > policy.total_wait_s:
+            self.refused_wait = wait
+            return False
+        self.counter.add(failure.reason, wait)
+        policy.sleep(wait)
+        self.waited += wait
+        self.tries += 1
+        return True
+
+    def give_up(self, failure: Retryable, what: str) -> ExtractionError:
+        tries = f"{self.tries} attempt{'s' if self.tries > 1 else ''}, {self.waited:.1f} s waited"
+        if self.refused_wait is not None:
+            tries += f"; the next wait, {self.refused_wait:.1f} s, would pass {self.policy.total_wait_s:.0f} s"
+        if failure.reason == "rate limited":
+            return ExtractionError(f"the hub refused {what} (HTTP 429; {tries}): try again later", "rate limited")
+        if failure.reason == "broken transfer":
+            return ExtractionError(f"the transfer of {what} broke off ({failure.detail}; {tries})", "truncated")
+        return ExtractionError(f"cannot read {what} from the hub: {failure.detail} ({tries})")
+
+
+def retry_after_s(headers: Mapping[str, str]) -> float | None:
+    """Seconds a 429 asks to wait: ``Retry-After`` (seconds or an HTTP date; a past date is 0), else the reset ``t`` of
+    ``RateLimit: "api";r=0;t=N``, else None."""
+    from huggingface_hub.utils import parse_ratelimit_headers
+
+    value = (headers.get("Retry-After") or "").strip()
+    if value.isascii() and value.isdigit():  # not str.isdigit alone: "\xb2" (a latin-1 header's "²") is a digit to it
+        return float(value)
+    if value:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when.timestamp() - time.time())
+    limit = parse_ratelimit_headers(headers)
+    return float(limit.reset_in_seconds) if limit is not None and limit.remaining == 0 else None
