@@ -13,12 +13,13 @@ import threading
 import time
 
 import pytest
-from hostile import TreeWatch, assert_refused
 from safetensors import safe_open
 from standin_hub import SparseFile
 
 from attnstruct import cli
 from attnstruct.checkpoints import hub_client
+
+from hostile import TreeWatch, assert_refused
 
 pytestmark = [pytest.mark.hostile, pytest.mark.hub]
 

@@ -85,11 +85,12 @@ def test_the_shards_of_a_list_are_the_list_once(n):
     assert revisions.shard(items, f"1/{n}") == revisions.shard(items, f" 1/{n} ")
 
 
-@pytest.mark.parametrize("spec", ["0/3", "4/3", "a/b", "3", "1/0", "-1/2", "1/2/3", ""])
+@pytest.mark.parametrize("spec", ["0/3", "4/3", "a/b", "3", "1/0", "-1/2", "1/2/3", "", "１/２", "1/２"])
 def test_bad_shards_are_one_line_errors(spec):
-    with pytest.raises(ValueError, match="--shard must be K/N") as caught:
-        revisions.shard(["a", "b"], spec)
-    assert "\n" not in str(caught.value)
+    for parse in (revisions.parse_shard, lambda spec: revisions.shard(["a", "b"], spec)):
+        with pytest.raises(ValueError, match="--shard must be K/N") as caught:
+            parse(spec)
+        assert "\n" not in str(caught.value)
 
 
 # The stand-in hub: a series of tiny BERTs, each revision its own seed (so its own commit), served out of order.

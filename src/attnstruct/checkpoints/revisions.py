@@ -31,7 +31,7 @@ _TOKENS = re.compile(rf"tokens_?{_NUMBER}", re.IGNORECASE)
 _LATER = re.compile(rf"(?P<phase>ext|decay)_?{_NUMBER}", re.IGNORECASE)
 _STAGE = re.compile(r"stage(?P<stage>\d+)", re.IGNORECASE)
 LATER_PHASES = {"ext": 1.0, "decay": 2.0}  # Ettin: pre-training, then context extension, then decay
-_SHARD = re.compile(r"^(?P<k>\d+)/(?P<n>\d+)$")
+_SHARD = re.compile(r"(?P<k>[0-9]{1,9})/(?P<n>[0-9]{1,9})")  # ASCII digits: \d and int() also read a full-width ２
 
 
 class TrainingPosition(NamedTuple):
@@ -194,20 +194,17 @@ def _checked(kind: str, ref: dict, repo: str) -> tuple[str, str]:
 
 
 def parse_shard(spec: str) -> tuple[int, int]:
-    """``"K/N"`` -> ``(K, N)``, ``1 <= K <= N``; ``ValueError`` in one line otherwise (``0/3``, ``4/3``, ``a/b``)."""
-    m = _SHARD.match(str(spec).strip())
+    """``"K/N"`` -> ``(K, N)``, ``1 <= K <= N``, in ASCII digits; ``ValueError`` in one line otherwise (``0/3``,
+    ``4/3``, ``a/b``, a full-width ``１/２``)."""
+    m = _SHARD.fullmatch(str(spec).strip())
     if not m or not 1 <= int(m["k"]) <= int(m["n"]):
-        raise ValueError(f"--shard must be K/N with 1 <= K <= N (shard K of N), got {spec!r}")
+        raise ValueError(f"--shard must be K/N in ASCII digits with 1 <= K <= N (shard K of N), got {spec!r}")
     return int(m["k"]), int(m["n"])
 
 
 def shard(items: Sequence, spec: str) -> list:
-    """Shard ``K/N`` of ``items``: item ``i`` (0-based) goes to shard ``i mod N + 1``, so the ``N`` shards hold every
-    item once and a series ordered by step is spread evenly over them. ``shard("abcde", "2/2") == ["b", "d"]``.
-
-    ``K`` and ``N`` are written in ASCII digits: ``int`` would also read other scripts' digits (a full-width
-    ``１/２``), which no shard of a list is named by."""
-    if not isinstance(spec, str) or not re.fullmatch(r"[0-9]+/[0-9]+", spec.strip()):
-        raise ValueError(f"--shard must be K/N in ASCII digits with 1 <= K <= N (shard K of N), got {spec!r}")
+    """Shard ``K/N`` of ``items`` (:func:`parse_shard`): item ``i`` (0-based) goes to shard ``i mod N + 1``, so the
+    ``N`` shards hold every item once and a series ordered by step is spread evenly over them.
+    ``shard("abcde", "2/2") == ["b", "d"]``."""
     k, n = parse_shard(spec)
     return list(items)[k - 1 :: n]
