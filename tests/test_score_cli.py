@@ -165,3 +165,32 @@ def test_precision_choice(bert_dir):
     assert block_precision(768, "auto") == "float64" and block_precision(4096, "auto") == "float32"
     with pytest.raises(ValueError, match="precision"):
         score_model(folder, precision="half")
+
+
+def test_a_device_or_a_pipe_is_refused_in_one_line(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "model.safetensors")
+    for source in ("/dev/null", str(tmp_path / "model.safetensors")):
+        assert cli.main(["score", source]) == 2
+        assert f"{source} is neither a regular file nor a folder" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "config", ["[1, 2]", '{"model_type": ["bert"]}', "[" * 100_000 + "]" * 100_000], ids=["list", "type-list", "deep"]
+)
+def test_a_config_json_that_is_no_model_config_is_one_line_naming_the_folder(bert_dir, tmp_path, capsys, config):
+    folder, _ = bert_dir
+    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    (tmp_path / "config.json").write_text(config)
+    assert cli.main(["score", str(tmp_path)]) == 2
+    assert str(tmp_path) in one_error_line(capsys)
+
+
+def test_a_refusal_names_the_checkpoint_even_where_the_reader_names_only_a_file_in_it(bert_dir, tmp_path, capsys):
+    folder, _ = bert_dir
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    (tmp_path / "model.safetensors").write_bytes(b"\x10" + bytes(7) + b"{}")
+    assert cli.main(["score", str(tmp_path)]) == 2
+    line = one_error_line(capsys)
+    assert f"{tmp_path}: cannot read model.safetensors" in line
