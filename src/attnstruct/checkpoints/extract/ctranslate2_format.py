@@ -247,6 +247,8 @@ class ModelFile:
                     f"{scale_name} in {self.path} has shape {list(scale.shape)}: neither one scale nor one per row of "
                     f"{list(info.shape)}"
                 )
+            if not np.all(np.isfinite(scale) & (scale != 0)):
+                raise ExtractionError(f"{scale_name} in {self.path} holds a scale of zero, NaN or inf")
             return rows.astype(np.float32) / scale
         raise ExtractionError(f"variable {name} in {self.path} has dtype {info.dtype_name} and no float conversion")
 

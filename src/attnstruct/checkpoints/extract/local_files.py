@@ -53,9 +53,12 @@ def listed_files(folder: Path, index_name: str) -> list[str]:
     for name in names:
         try:
             relative_file(name, str(index))
-            path = inside(root, *folder.relative_to(root).parts, *name.split("/"))
         except UnsafeName as err:
             raise ExtractionError(str(err)) from None
+        try:
+            path = inside(root, *folder.relative_to(root).parts, *name.split("/"))
+        except UnsafeName as err:  # a link out of the folder
+            raise ExtractionError(f"{index}: {err}") from None
         except (OSError, RuntimeError) as err:  # a symbolic link loop
             raise ExtractionError(f"{index} names {name}, which cannot be resolved: {one_line(err)}") from None
         if not path.is_file():
