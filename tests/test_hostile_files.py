@@ -197,6 +197,7 @@ INDEXES = {
             ("no-weight-map", {"metadata": {}}),
             ("weight-map-a-list", {"weight_map": ["model.safetensors"]}),
             ("a-number-as-file", {"weight_map": {ENTRY: 7}}),
+            ("a-list-as-file", {"weight_map": {ENTRY: ["model.safetensors"]}}),
             ("an-empty-name", {"weight_map": {ENTRY: ""}}),
             ("an-absolute-path", {"weight_map": {ENTRY: "OTHER"}}),
             ("etc-passwd", {"weight_map": {ENTRY: "/etc/passwd"}}),

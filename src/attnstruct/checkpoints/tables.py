@@ -210,9 +210,8 @@ def _relative_depth(symmetry: xr.DataArray) -> np.ndarray:
     """``[model, layer]``: ``layer / deepest``, ``deepest`` each model's largest layer number with a score (``n_layers
     - 1`` for layers numbered from 0), 1 at least; NaN beyond it."""
     layer = symmetry["layer"].values[None, :]
-    deepest = np.where(symmetry.notnull().any("stack").transpose("model", "layer").values, layer, -1).max(
-        axis=1, initial=-1
-    )[:, None]
+    scored = symmetry.notnull().any("stack").transpose("model", "layer").values
+    deepest = np.where(scored, layer, -1).max(axis=1, keepdims=True)
     return np.where(layer <= deepest, layer / np.maximum(deepest, 1), np.nan)
 
 

@@ -134,9 +134,9 @@ class AttentionBlock:
             )
         n_kv = self.n_kv_heads
         if isinstance(n_kv, bool) or not isinstance(n_kv, numbers.Integral) or n_kv < 1:
-            raise ExtractionError(f"{what}: {self.n_kv_heads!r} key heads")
-        if shape[0] % self.n_kv_heads:
-            raise ExtractionError(f"{what}: {shape[0]} query heads cannot share {self.n_kv_heads} key heads evenly")
+            raise ExtractionError(f"{what}: {n_kv!r} key heads")
+        if shape[0] % n_kv:
+            raise ExtractionError(f"{what}: {shape[0]} query heads cannot share {n_kv} key heads evenly")
         for name, bias in (("b_q", self.b_q), ("b_k", self.b_k)):
             if bias is not None and tuple(bias.shape) != shape[:2]:
                 raise ExtractionError(f"{what}: {name} has shape {tuple(bias.shape)}, not [heads, d_head] {shape[:2]}")

@@ -48,13 +48,12 @@ def listed_files(folder: Path, index_name: str) -> list[str]:
     weight_map = read_json_object(index).get("weight_map")
     if not isinstance(weight_map, dict):
         raise ExtractionError(f"{index} has no weight_map object of tensor names and files")
-    names = sorted(set(weight_map.values()), key=str)
+    try:
+        names = sorted({relative_file(name, str(index)) for name in weight_map.values()})
+    except UnsafeName as err:
+        raise ExtractionError(str(err)) from None
     root = _hub_cache_root(folder)
     for name in names:
-        try:
-            relative_file(name, str(index))
-        except UnsafeName as err:
-            raise ExtractionError(str(err)) from None
         try:
             path = inside(root, *folder.relative_to(root).parts, *name.split("/"))
         except UnsafeName as err:  # a link out of the folder
