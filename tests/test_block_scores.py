@@ -86,3 +86,32 @@ def test_precision_rule():
     assert block_precision(768, "auto") == "float64" and block_precision(4096, "auto") == "float32"
     with pytest.raises(ValueError, match="precision"):
         block_precision(10, "float16")
+
+
+def test_a_block_that_cannot_be_scored_is_an_extraction_error_naming_it():
+    """A zero layer matrix (an all-zero query weight) has no symmetry: the table refuses the block in one line."""
+    from attnstruct.checkpoints.extract import ExtractionError
+    from attnstruct.checkpoints.scoring import score_blocks
+
+    block = gqa_block(4, 4)
+    zero = AttentionBlock("decoder", 3, torch.zeros_like(block.w_q), block.w_k, True, 4, source_name="q3.weight")
+    with pytest.raises(ExtractionError, match=r"^decoder layer 3 \(q3\.weight\): symmetry score is undefined"):
+        score_blocks([block, zero], device="cpu")
+
+
+@pytest.mark.parametrize(
+    "shapes, n_kv, problem",
+    [
+        (((2, 4, 8), (2, 4, 4)), 2, "w_q and w_k must both be"),
+        (((2, 0, 8), (2, 0, 8)), 2, "no empty axis"),
+        (((4, 2, 8), (4, 2, 8)), 3, "cannot share 3 key heads"),
+        (((4, 2, 8), (4, 2, 8)), 0, "0 key heads"),
+    ],
+    ids=["key-narrower", "empty", "uneven-groups", "no-key-heads"],
+)
+def test_a_block_a_reader_must_never_yield_is_refused_naming_it(shapes, n_kv, problem):
+    from attnstruct.checkpoints.extract import ExtractionError
+
+    w_q, w_k = (torch.ones(shape) for shape in shapes)
+    with pytest.raises(ExtractionError, match=f"^layer.q.weight: .*{problem}"):
+        AttentionBlock("encoder", 0, w_q, w_k, False, n_kv, source_name="layer.q.weight")

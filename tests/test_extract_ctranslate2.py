@@ -375,3 +375,47 @@ def test_the_container_reader_is_importable_from_the_whisper_reader(model, tmp_p
     write_ct2(tmp_path / "model.bin", whisper_variables(model))
     header = ctranslate2_reader.read_header(tmp_path)
     assert header.spec == "WhisperSpec" and header.variables["encoder/num_heads"].shape == ()
+
+
+def test_a_config_json_that_is_not_an_object_gives_no_head_count(tmp_path, model):
+    write_ct2(tmp_path / "model.bin", whisper_variables(model, num_heads=False))
+    (tmp_path / "config.json").write_text("[4, 4]")
+    _raises_one_line(tmp_path, "no encoder/num_heads .* and no config.json head count")
+
+
+def test_a_head_count_that_is_not_an_integer_is_refused(tmp_path, model):
+    variables = whisper_variables(model)
+    variables["encoder/num_heads"] = np.float32(2.5)
+    write_ct2(tmp_path / "model.bin", variables)
+    _raises_one_line(tmp_path, "encoder/num_heads .* should be an integer scalar")
+
+
+def test_a_quantized_weight_whose_scales_match_no_row_is_refused(tmp_path, model):
+    variables = whisper_variables(model)
+    name = "encoder/layer_0/self_attention/linear_0/weight"
+    variables[name] = np.ones(variables[name].shape, np.int8)
+    variables[f"{name}_scale"] = np.ones(5, np.float32)
+    write_ct2(tmp_path / "model.bin", variables)
+    _raises_one_line(tmp_path, r"weight_scale .* has shape \[5\]: neither one scale nor one per row")
+
+
+def test_dims_whose_product_wraps_in_64_bits_do_not_match_their_byte_count(tmp_path):
+    name = _string("encoder/layer_0/self_attention/linear_0/weight")
+    variable = name + struct.pack("<B4IBI", 4, *(2**16,) * 4, 0, 0)  # 2^64 float32 elements declared as 0 bytes
+    raw = struct.pack("<I", 6) + _string("WhisperSpec") + struct.pack("<II", 3, 1) + variable + struct.pack("<I", 0)
+    (tmp_path / "model.bin").write_bytes(raw)
+    _raises_one_line(tmp_path, "declares 0 bytes, expected 73786976294838206464", read_ctranslate2)
+
+
+def test_a_layer_numbered_in_the_millions_is_refused_without_memory_for_the_gap(tmp_path, model):
+    import tracemalloc
+
+    variables = whisper_variables(model)
+    name = "encoder/layer_1/self_attention/linear_0/weight"
+    variables[name.replace("layer_1", "layer_3000000")] = variables.pop(name)
+    write_ct2(tmp_path / "model.bin", variables)
+    tracemalloc.start()
+    _raises_one_line(tmp_path, "encoder layers of .* are not numbered 0 to 2: it names layer 3000000")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 20_000_000  # a set of the 3 million numbers up to it would take about 200 MB

@@ -360,3 +360,158 @@ def test_reader_errors(tmp_path):
         model.encoder.layer[1].attention.self.key.weight[0, 0] = float("nan")
     with pytest.raises(ExtractionError, match="NaN"):
         extracted(model)
+
+
+# -- folders that are not what they claim: one ExtractionError, nothing read from outside -------------------------
+
+BERT_CONFIG = {"model_type": "bert", "num_attention_heads": 2, "hidden_size": 8}
+QUERY, KEY = "encoder.layer.{}.attention.self.query.{}", "encoder.layer.{}.attention.self.key.{}"
+
+
+def bert_tensors(layers=(0, 1), **replaced) -> dict[str, torch.Tensor]:
+    """Query/key weights of a 2-head, d_model 8 BERT, ``replaced`` by short name (``q0``, ``k1``, ``bq0``)."""
+    generator = torch.Generator().manual_seed(0)
+    tensors = {}
+    for layer in layers:
+        tensors[QUERY.format(layer, "weight")] = replaced.get(f"q{layer}", torch.randn(8, 8, generator=generator))
+        tensors[KEY.format(layer, "weight")] = replaced.get(f"k{layer}", torch.randn(8, 8, generator=generator))
+        if f"bq{layer}" in replaced:
+            tensors[QUERY.format(layer, "bias")] = replaced[f"bq{layer}"]
+    return {name: tensor.clone() for name, tensor in tensors.items()}
+
+
+def bert_folder(folder, tensors=None, config=None, fmt="safetensors"):
+    """``folder`` with ``config.json`` and the tensors as ``model.safetensors`` or ``pytorch_model.bin``."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(BERT_CONFIG if config is None else config))
+    tensors = bert_tensors() if tensors is None else tensors
+    if fmt == "safetensors":
+        save_file(tensors, folder / "model.safetensors")
+    else:
+        torch.save(tensors, folder / "pytorch_model.bin")
+    return folder
+
+
+def sharded(folder, fmt: str, weight_map) -> type:
+    """``folder`` with a shard index of ``fmt`` holding ``weight_map`` (as given: JSON text or an object); the
+    source class that reads it."""
+    index = "model.safetensors.index.json" if fmt == "safetensors" else "pytorch_model.bin.index.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(BERT_CONFIG))
+    text = weight_map if isinstance(weight_map, str) else json.dumps(weight_map)
+    (folder / index).write_text(text)
+    return hf.SafetensorsSource if fmt == "safetensors" else hf.TorchBinSource
+
+
+FORMATS = ("safetensors", "bin")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("how", ["absolute", "parent"])
+def test_a_shard_index_naming_a_file_outside_the_folder_is_refused(tmp_path, fmt, how):
+    other = bert_folder(tmp_path / "other", fmt=fmt)
+    shard = other / ("model.safetensors" if fmt == "safetensors" else "pytorch_model.bin")
+    name = str(shard) if how == "absolute" else f"../other/{shard.name}"
+    source = sharded(tmp_path / "model", fmt, {"weight_map": {QUERY.format(0, "weight"): name}})
+    with pytest.raises(ExtractionError, match="relative file name|would leave its folder"):
+        source(tmp_path / "model")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_shard_index_naming_a_link_out_of_the_folder_is_refused(tmp_path, fmt):
+    other = bert_folder(tmp_path / "other", fmt=fmt)
+    shard = other / ("model.safetensors" if fmt == "safetensors" else "pytorch_model.bin")
+    source = sharded(tmp_path / "model", fmt, {"weight_map": {QUERY.format(0, "weight"): "linked"}})
+    (tmp_path / "model" / "linked").symlink_to(shard)
+    with pytest.raises(ExtractionError, match="would lead out of"):
+        source(tmp_path / "model")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_hub_cache_snapshot_is_read_through_its_links_into_blobs(tmp_path, fmt):
+    """huggingface_hub's cache: ``snapshots/REV/FILE`` links to ``../../blobs/HASH``, outside the snapshot folder."""
+    repo = tmp_path / "models--org--bert"
+    blob = bert_folder(repo / "blobs", fmt=fmt) / ("model.safetensors" if fmt == "safetensors" else "pytorch_model.bin")
+    snapshot = repo / "snapshots" / ("0" * 40)
+    source = sharded(snapshot, fmt, {"weight_map": {QUERY.format(0, "weight"): "shard-1"}})
+    (snapshot / "shard-1").symlink_to(f"../../blobs/{blob.name}")
+    assert len(list(hf.hf_blocks(source(snapshot)))) == 2
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(
+    "weight_map",
+    ["{not json", "[1, 2]", {"metadata": {}}, {"weight_map": ["model.safetensors"]}, {"weight_map": {"w": 5}}],
+    ids=["not-json", "a-list", "no-weight-map", "weight-map-a-list", "a-number-as-file"],
+)
+def test_a_malformed_shard_index_is_refused_in_one_line(tmp_path, fmt, weight_map):
+    source = sharded(tmp_path, fmt, weight_map)
+    with pytest.raises(ExtractionError) as caught:
+        source(tmp_path)
+    assert "index.json" in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("model_type", [["bert"], {"bert": 1}, 7])
+def test_a_model_type_that_is_not_a_string_is_an_unsupported_architecture(model_type):
+    with pytest.raises(ExtractionError, match="unsupported architecture"):
+        hf.family_of(type("C", (), {"model_type": model_type})())
+
+
+def test_a_boolean_head_count_is_no_head_count(tmp_path):
+    folder = bert_folder(tmp_path, config={**BERT_CONFIG, "num_attention_heads": True})
+    with pytest.raises(ExtractionError, match="num_attention_heads as a positive integer"):
+        list(iter_blocks(folder))
+
+
+def test_a_layer_number_past_any_models_depth_is_refused(tmp_path):
+    folder = bert_folder(tmp_path, bert_tensors(layers=(2**31,)))
+    with pytest.raises(ExtractionError, match="names layer 2147483648"):
+        list(iter_blocks(folder))
+
+
+@pytest.mark.parametrize(
+    "replaced",
+    [
+        {"q0": torch.randn(8), "k0": torch.randn(8)},
+        {"q0": torch.randn(2, 4, 8), "k0": torch.randn(2, 4, 8)},
+        {"q0": torch.zeros(0, 8), "k0": torch.zeros(0, 8)},
+        {"q0": torch.zeros(8, 0), "k0": torch.zeros(8, 0)},
+        {"k0": torch.randn(8, 4)},
+        {"bq0": torch.randn(3)},
+    ],
+    ids=["1-d", "3-d", "no-rows", "no-columns", "key-narrower", "bias-too-short"],
+)
+def test_query_and_key_weights_that_are_not_matrices_of_one_width_are_refused(tmp_path, replaced):
+    folder = bert_folder(tmp_path, bert_tensors(**replaced))
+    with pytest.raises(ExtractionError, match=r"encoder\.layer\.0\.attention\.self\.query\.weight: "):
+        list(iter_blocks(folder))
+
+
+@pytest.mark.parametrize(
+    "model_type, name, shape",
+    [
+        ("gpt2", "h.0.attn.c_attn.weight", (24, 8)),
+        ("gpt_neox", "gpt_neox.layers.0.attention.query_key_value.weight", (7, 8)),
+        ("phi3", "model.layers.0.self_attn.qkv_proj.weight", (24,)),
+    ],
+)
+def test_a_fused_weight_of_the_wrong_shape_is_refused(tmp_path, model_type, name, shape):
+    config = {"model_type": model_type, "num_attention_heads": 2, "n_head": 2}
+    folder = bert_folder(tmp_path, {name: torch.randn(*shape)}, config)
+    with pytest.raises(ExtractionError, match="fused"):
+        list(iter_blocks(folder))
+
+
+@pytest.mark.parametrize("layout", ["zip", "legacy"])
+def test_a_bin_whose_stride_0_view_claims_more_than_its_storage_is_refused(tmp_path, layout):
+    """A kilobyte file whose query weight is one value expanded to 16384 x 16384 (a gigabyte as float32)."""
+    expanded = torch.randn(1, 1).expand(2**14, 2**14)
+    folder = bert_folder(tmp_path, {**bert_tensors(), QUERY.format(0, "weight"): expanded}, fmt="bin")
+    if layout == "legacy":  # the same state dict in the format of torch before 1.6, read whole by torch.load
+        state = torch.load(folder / "pytorch_model.bin", weights_only=True)
+        torch.save(state, folder / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    assert (folder / "pytorch_model.bin").stat().st_size < 10_000
+    with pytest.raises(ExtractionError, match="more than its storage's 1"):
+        hf.TorchBinSource(folder)

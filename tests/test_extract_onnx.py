@@ -326,3 +326,13 @@ def test_real_torchscript_export(bert, tmp_path, export_kwargs):
     finally:
         with torch.no_grad():
             bert.encoder.layer[1].attention.self.key.bias.copy_(saved)
+
+
+def test_a_projection_weight_without_elements_is_refused(bert, tmp_path):
+    model = _mimic_graph(bert, reshape=False)
+    for init in model.graph.initializer:
+        if init.name.startswith("onnx::MatMul"):
+            init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init)[:, :0].copy(), init.name))
+    path = tmp_path / "empty.onnx"
+    onnx.save(model, str(path))
+    _assert_one_line_error(path, "with no elements", n_heads=4)

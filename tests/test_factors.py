@@ -93,3 +93,27 @@ def test_factor_errors(rng):
         at.factor_scores(np.zeros((1, 3, 8)), np.ones((1, 3, 8)))
     with pytest.raises(ValueError, match="NaN or inf"):
         at.factor_scores(np.full((1, 3, 8), np.nan), np.ones((1, 3, 8)))
+
+
+@pytest.mark.parametrize("scale", [1e9, 1e-12])
+@pytest.mark.parametrize("method", ["factors", "matrix"])
+def test_float32_scores_of_scaled_weights_are_those_of_the_weights(rng, scale, method):
+    """The scores are invariant under scaling a factor; in float32 the Gram products of weights times 1e9 overflow
+    and of weights times 1e-12 underflow unless the factors are brought to a common scale first."""
+    w_q, w_k = factors(rng, 4, 16, 64)
+    exact = at.factor_scores(w_q, w_k, sum_heads=True, method=method)
+    q, k = (torch.from_numpy(x * scale).float() for x in (w_q, w_k))
+    single = at.factor_scores(q, k, sum_heads=True, method=method, precision="float32")
+    assert float(single.symmetry) == pytest.approx(exact.symmetry, abs=1e-5)
+    assert float(single.directionality) == pytest.approx(exact.directionality, abs=1e-5)
+
+
+def test_float64_scores_of_weights_at_the_edges_of_the_range_match_the_definitions(rng):
+    """Weights near float64's largest and smallest normal numbers score as the brute-force definitions of the
+    unscaled matrix do, to 1e-15."""
+    w_q, w_k = factors(rng, 2, 4, 16)
+    m = w_q[0].T @ w_k[0]
+    for scale in (1e150, 1e-160):
+        s = at.factor_scores(w_q[:1] * scale, w_k[:1] * scale, method="factors")
+        assert s.symmetry[0] == pytest.approx(symmetry_paper(m), abs=1e-15)
+        assert s.directionality[0] == pytest.approx(directionality_paper(m), abs=1e-15)

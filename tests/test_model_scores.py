@@ -236,3 +236,27 @@ def test_score_checkpoint_of_blocks_with_a_label_looks_nothing_up():
     one = tables.score_checkpoint("org/not-on-any-hub", name="x", blocks=made_up_blocks("decoder")).squeeze("model")
     assert (one.role.item(), one.source.item(), one.location.item()) == ("decoder", "", "org/not-on-any-hub")
     assert one.symmetry.dims == ("stack", "layer") and one.head_symmetry.sizes["head"] == 2
+
+
+def test_the_layer_coordinate_holds_only_the_layers_present():
+    """A checkpoint naming only layer 50000000 has one layer: its dataset is not sized by the number."""
+    one = made_up_blocks()[0]
+    blocks = [AttentionBlock("encoder", 50_000_000, one.w_q, one.w_k, False, 2)]
+    table = score_blocks(blocks, per_head=True, device="cpu")
+    ds = tables.model_dataset("sparse", table)
+    assert ds.sizes["layer"] == 1 and ds["layer"].values.tolist() == [50_000_000]
+    assert float(ds.symmetry.sel(model="sparse", stack="encoder", layer=50_000_000)) == table.symmetry[0]
+    heads = ds.head_symmetry.sel(model="sparse", stack="encoder", layer=50_000_000)
+    assert heads.values.tolist() == list(table.head_symmetry[0])
+    assert ds.nbytes < 10_000
+
+
+def test_relative_depth_counts_from_the_deepest_layer_number_present():
+    blocks = made_up_blocks()
+    numbered = [AttentionBlock("encoder", layer, b.w_q, b.w_k, False, 2) for layer, b in zip((0, 4), blocks)]
+    ds = tables.model_dataset("gap", score_blocks(numbered, device="cpu"))
+    assert ds["layer"].values.tolist() == [0, 4]
+    np.testing.assert_array_equal(ds.relative_depth.sel(model="gap"), [0.0, 1.0])
+    together = tables.combine([ds, tables.model_dataset("dense", score_blocks(blocks, device="cpu"))])
+    assert together["layer"].values.tolist() == [0, 1, 4]
+    np.testing.assert_array_equal(together.relative_depth.sel(model="dense"), [0.0, 1.0, np.nan])

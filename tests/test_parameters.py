@@ -147,6 +147,24 @@ def test_ctranslate2_counts_float_variables_without_aliases(tmp_path):
         (lambda p: [1, 2], "cannot count the parameters of a list"),
         (lambda p: 3.5, "cannot count the parameters of a float"),
         (lambda p: {"w": {"shape": [2]}}, "lacks dtype or shape"),
+        (lambda p: (p / "m.safetensors").write_bytes(struct.pack("<Q", 2**62) + b"{}") and p, "header length"),
+        (lambda p: torch.save([torch.ones(2)], p / "pytorch_model.bin") or p, "holds a list, not a state dict"),
+        (lambda p: torch.save([1], p / "pytorch_model.bin", _use_new_zipfile_serialization=False) or p, "holds a list"),
+        (lambda p: (p / "m.onnx").write_bytes(b"\xff" * 10) and p / "m.onnx", "m.onnx is not an ONNX model"),
+    ],
+    ids=[
+        "missing",
+        "unknown-file",
+        "empty-folder",
+        "two-singles",
+        "not-safetensors",
+        "a-list",
+        "a-float",
+        "header-entry",
+        "header-length",
+        "zip-list",
+        "legacy-list",
+        "onnx-garbage",
     ],
 )
 def test_bad_input_is_one_line(tmp_path, make, message):
@@ -154,3 +172,32 @@ def test_bad_input_is_one_line(tmp_path, make, message):
     with pytest.raises(ValueError, match=message) as err:
         count_parameters(source)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("pipe", ["config.json", "model.safetensors", "model.onnx"])
+def test_a_pipe_in_the_checkpoint_is_not_read(tmp_path, pipe):
+    """Opening a pipe to read it waits for a writer that never comes: only regular files are opened."""
+    import os
+    import threading
+
+    save_file({"w": np.zeros((2, 2), np.float32)}, tmp_path / "model.safetensors")
+    (tmp_path / pipe).unlink(missing_ok=True)
+    os.mkfifo(tmp_path / pipe)
+    outcome = []
+    counting = threading.Thread(target=lambda: outcome.append(_counted(tmp_path / pipe)), daemon=True)
+    counting.start()
+    counting.join(10)
+    if counting.is_alive():  # release the reader, so the test ends
+        os.close(os.open(tmp_path / pipe, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"count_parameters waited on the pipe {pipe}")
+    if pipe == "config.json":
+        assert outcome == [4]  # counted as without a config.json
+    else:
+        assert outcome == [f"{tmp_path / pipe} is neither a regular file nor a folder"]
+
+
+def _counted(path):
+    try:
+        return count_parameters(path if path.name != "config.json" else path.parent)
+    except ValueError as err:
+        return str(err)

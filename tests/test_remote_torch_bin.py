@@ -18,7 +18,7 @@ from extract_models import H
 from attnstruct import cli
 from attnstruct.checkpoints.extract import ExtractionError, count_parameters, hf
 from attnstruct.checkpoints.hub import open_hub_model
-from attnstruct.checkpoints.remote_tensors import LocalFileReader, RangeTensorSource
+from attnstruct.checkpoints.remote_tensors import LocalFileReader, RangeTensorSource, TensorLocation
 from attnstruct.checkpoints.remote_torch_bin import RemoteTorchBin
 from attnstruct.checkpoints.scoring import score_model
 from attnstruct.checkpoints.torch_zip import NotAZipArchive, local_header_length, torch_zip_index
@@ -454,3 +454,51 @@ def test_parameters_of_tied_weights_are_counted_once_from_the_index(tmp_path):
     model.config.save_pretrained(tmp_path)
     source = hf.TorchBinSource(tmp_path)
     assert source.n_params() == model.num_parameters() == count_parameters(tmp_path)
+
+
+# -- archives and views that are not what they claim ----------------------------------------------------------------
+
+
+def test_a_zip_member_named_twice_is_refused_though_torch_reads_its_first_copy(tmp_path):
+    weight = torch.randn(4, 4)
+    save_bin({"w": weight}, tmp_path / "x.bin")
+    archive = zipfile.ZipFile(tmp_path / "x.bin")
+    storage = next(name for name in archive.namelist() if name.endswith("/data/0"))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as twice, pytest.warns(UserWarning, match="Duplicate name"):
+        for name in archive.namelist():
+            twice.writestr(name, archive.read(name))
+        twice.writestr(storage, bytes(len(archive.read(storage))))  # a second copy: zeros
+    data = out.getvalue()
+    assert torch.equal(torch.load(io.BytesIO(data), weights_only=True)["w"], weight)  # the first copy
+    with pytest.raises(ExtractionError, match=f"holds member {storage} twice"):
+        torch_zip_index(reading(data), len(data), "x.bin")
+
+
+@pytest.mark.parametrize(
+    "shape, stride, offset, elements, problem",
+    [
+        ((2**14, 2**14), (0, 0), 0, 1, "more than its storage's 1"),
+        ((4, 4), (4, 1), 1, 16, "past the end of its storage"),
+        ((4, 4), (-4, 1), 12, 16, "non-negative integers"),
+        ((-4, 4), (4, 1), 0, 16, "non-negative integers"),
+        ((4, 4), (4,), 0, 16, "non-negative integers"),
+        ((2**62, 2**62, 0), (1, 1, 1), 0, 16, "overflow 64-bit"),
+        ((1, 4), (2**64, 1), 0, 16, "overflow 64-bit"),
+    ],
+    ids=["stride-0", "past-the-end", "negative-stride", "negative-size", "strides-missing", "sizes", "strides"],
+)
+def test_a_location_that_is_no_view_of_its_storage_is_refused(shape, stride, offset, elements, problem):
+    """The one rule for every location, a ``.bin``'s view or a safetensors header's entry, on disk and on a hub."""
+    with pytest.raises(ExtractionError, match=problem):
+        TensorLocation(
+            file="model.bin",
+            dtype=torch.float32,
+            dtype_name="float32",
+            shape=shape,
+            stride=stride,
+            storage="archive/data/0",
+            storage_offset=offset,
+            storage_bytes=4 * elements,
+            data_start=64,
+        )

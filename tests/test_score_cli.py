@@ -211,3 +211,32 @@ def test_an_out_that_cannot_be_a_file_is_refused_before_scoring(bert_dir, tmp_pa
         status = cli.main(["score", str(bert_dir[0]), "--out", str(tmp_path / out)])
     assert_refused(status, capsys.readouterr().err, str(tmp_path / out), reason)
     assert watch.changed() == set()
+
+
+def test_a_device_or_a_pipe_is_refused_in_one_line(tmp_path, capsys):
+    import os
+
+    os.mkfifo(tmp_path / "model.safetensors")
+    for source in ("/dev/null", str(tmp_path / "model.safetensors")):
+        assert cli.main(["score", source]) == 2
+        assert f"{source} is neither a regular file nor a folder" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(
+    "config", ["[1, 2]", '{"model_type": ["bert"]}', "[" * 100_000 + "]" * 100_000], ids=["list", "type-list", "deep"]
+)
+def test_a_config_json_that_is_no_model_config_is_one_line_naming_the_folder(bert_dir, tmp_path, capsys, config):
+    folder, _ = bert_dir
+    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    (tmp_path / "config.json").write_text(config)
+    assert cli.main(["score", str(tmp_path)]) == 2
+    assert str(tmp_path) in one_error_line(capsys)
+
+
+def test_a_refusal_names_the_checkpoint_even_where_the_reader_names_only_a_file_in_it(bert_dir, tmp_path, capsys):
+    folder, _ = bert_dir
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    (tmp_path / "model.safetensors").write_bytes(b"\x10" + bytes(7) + b"{}")
+    assert cli.main(["score", str(tmp_path)]) == 2
+    line = one_error_line(capsys)
+    assert f"{tmp_path}: cannot read model.safetensors" in line

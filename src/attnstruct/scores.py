@@ -178,6 +178,18 @@ def _stack_heads(w: torch.Tensor) -> torch.Tensor:
     return w.reshape(*w.shape[:-3], w.shape[-3] * w.shape[-2], w.shape[-1])
 
 
+def _unit_scaled(x: torch.Tensor) -> torch.Tensor:
+    """``x`` ``[..., r, d]`` times ``2^-e`` per matrix, ``e`` the binary exponent of its largest ``|entry|`` (which then
+    lies in [1/2, 1)). The scores are invariant under scaling either factor, and a power of two changes no mantissa,
+    so they come out as from ``x`` itself wherever its products would neither overflow nor underflow, and finite where
+    they would (float32 weights times 1e9, or times 1e-12, from ``d_model`` in the tens). The factor is applied in two
+    halves, each a power of two the dtype can hold."""
+    _, exponent = torch.frexp(x.abs().amax((-2, -1), keepdim=True))
+    half = exponent // 2
+    two = torch.tensor(2.0, dtype=x.dtype, device=x.device)
+    return x * two.pow(-half) * two.pow(half - exponent)
+
+
 def factor_scores(
     w_q: ArrayLike,
     w_k: ArrayLike,
@@ -200,7 +212,10 @@ def factor_scores(
         method: ``"factors"`` uses the ``r x r`` Gram identities of the module docstring, ``"matrix"``
             forms ``M``, ``"auto"`` picks the factors when ``r < d_model``.
         precision: ``"float64"`` (default) or ``"float32"``, about 3x faster for ``d_model`` in the
-            thousands, with scores accurate to about 1e-5 instead of 1e-12. Results are float64 either way.
+            thousands, with scores accurate to about 1e-5 instead of 1e-12. Results are float64 either way. Each
+            factor is first scaled by a power of two to a largest entry in [1/2, 1) (the scores do not change), so
+            that neither precision overflows or underflows on weights of any scale; a result that is still not
+            finite raises ``ValueError``.
         device: where the products run (``"cuda"``, ``"cpu"``, a ``torch.device``); default: where ``w_q`` is
             (numpy input: the CPU). Torch input gets its result on that device, numpy input as numpy.
         source_eps: epsilon of the type the weights were stored in, when ``w_q``/``w_k`` were converted already
@@ -222,6 +237,7 @@ def factor_scores(
     check_factors(a, b)
     if sum_heads:
         a, b = _stack_heads(a), _stack_heads(b)
+    a, b = _unit_scaled(a), _unit_scaled(b)
     inner, d_model = a.shape[-2], a.shape[-1]
     if method == "matrix" or (method == "auto" and inner >= d_model):
         m = a.mT @ b
@@ -235,4 +251,6 @@ def factor_scores(
         rows = ((gram_k @ a) * a).sum(-2).clamp_min(0).sqrt()
         cols = ((gram_q @ b) * b).sum(-2).clamp_min(0).sqrt()
     direc = _directionality_from_norms(rows.double(), cols.double(), num_std, convention, tol)
+    if not bool(torch.isfinite(sym).all() and torch.isfinite(direc).all()):
+        raise ValueError(f"the scores are not finite: the {precision} products overflowed or underflowed")
     return Scores(back(sym.double(), as_torch), back(direc, as_torch))

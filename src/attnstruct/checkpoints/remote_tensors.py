@@ -26,6 +26,7 @@ both have ``read(file, start, end)`` and count ``bytes_fetched``.
 from __future__ import annotations
 
 import math
+import stat
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +36,7 @@ from typing import NamedTuple
 
 import torch
 
-from .extract.blocks import ExtractionError, one_line
+from .extract.blocks import ExtractionError, check_view, one_line
 from .extract.parameters import count_named
 
 # bytes: reads this close are merged, one request costing more than a page read in vain (the value entries of a fused
@@ -65,6 +66,14 @@ class TensorLocation:
     header_start: int = 0
     header_guess: int = 0
     header_min: int = 0
+
+    def __post_init__(self):
+        """Every location, of any format, is a view inside its storage (:func:`check_view`) at bytes the file has."""
+        if min(self.storage_bytes, self.header_start, 0 if self.data_start is None else self.data_start) < 0:
+            raise ExtractionError(f"{self.file}: storage {self.storage} lies at negative bytes")
+        if self.dtype is not None:
+            elements = self.storage_bytes // self.itemsize
+            check_view(self.shape, self.stride, self.storage_offset, elements, f"{self.file}: storage {self.storage}")
 
     @property
     def itemsize(self) -> int:
@@ -105,10 +114,17 @@ class LocalFileReader:
         self._lock = threading.Lock()
 
     def size(self, file: str) -> int:
+        """The length of ``file``, which must be a regular file (reading a pipe or a device would never end)."""
+        path = self.folder / file
         try:
-            return (self.folder / file).stat().st_size
+            found = path.stat()
         except FileNotFoundError:
-            raise ExtractionError(f"checkpoint file {self.folder / file}", "not found") from None
+            raise ExtractionError(f"checkpoint file {path}", "not found") from None
+        except OSError as err:
+            raise ExtractionError(f"cannot read {path}: {one_line(err)}") from None
+        if not stat.S_ISREG(found.st_mode):
+            raise ExtractionError(f"checkpoint file {path} is not a regular file")
+        return found.st_size
 
     def read(self, file: str, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of ``file``."""
@@ -215,10 +231,6 @@ class RangeTensorSource:
         if loc.dtype is None:
             raise ExtractionError(f"tensor {name} has dtype {loc.dtype_name}, which attnstruct cannot read")
         lo, hi = loc.span()
-        if hi > loc.storage_bytes:
-            raise ExtractionError(
-                f"tensor {name}: {loc.storage_bytes} bytes for shape {list(loc.shape)} {loc.dtype_name}"
-            )
         if rows is None or not loc.row_major:
             return [_Piece(loc, lo, hi)]
         row = loc.itemsize * math.prod(loc.shape[1:])

@@ -53,8 +53,10 @@ def _model_type(path: Path) -> str:
         return str(gguf_info(path)["architecture"])
     config = folder / "config.json"
     if config.is_file():
-        with contextlib.suppress(ValueError, OSError):
-            return str(json.loads(config.read_text()).get("model_type") or "")
+        with contextlib.suppress(ValueError, OSError, RecursionError):
+            data = json.loads(config.read_text(encoding="utf-8"))
+            model_type = data.get("model_type") if isinstance(data, dict) else None
+            return model_type if isinstance(model_type, str) else ""
     return ""
 
 
@@ -87,13 +89,17 @@ def _local_torch_bin(name: str, path: Path) -> Checkpoint:
     the parameter count from the pickled index, and the bytes read (``bytes_fetched``), counted as they would be
     over the network."""
     source = TorchBinSource(path)
+    n_params = source.n_params()
+    if n_params is None:  # a legacy file: counted as any local checkpoint is, a failure leaving it unknown
+        with contextlib.suppress(Exception):
+            n_params = count_parameters(path)
     return Checkpoint(
         name=name,
         kind="local",
         blocks=lambda: hf_blocks(source),
         n_blocks=sum(len(layers) for _, layers in stack_layers(source)),
         model_type=_model_type(path),
-        n_params=source.n_params() if source.n_params() is not None else count_parameters(path),
+        n_params=n_params,
         location=str(path),
         bytes_fetched=lambda: source.reader.bytes_fetched,
     )

@@ -24,7 +24,7 @@ from .._checks import input_eps
 from ..conventions import DEVICES, FLOAT32_FROM_D_MODEL, PRECISIONS
 from ..report.progress import hidden
 from ..scores import DEFAULT_NUM_STD, Scores, factor_scores
-from .extract import AttentionBlock, ExtractionError
+from .extract import AttentionBlock, ExtractionError, one_line
 from .extract.blocks import STACKS
 from .resolve import open_checkpoint
 
@@ -125,9 +125,9 @@ def score_blocks(
     ``auto``, ``cpu`` or ``cuda``; ``precision``: ``auto``, ``float64`` or ``float32``, chosen per block from its
     width.
 
-    Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` when there is no block, ``ValueError`` for an
-    unknown
-    precision and :class:`~attnstruct.checkpoints.scoring.DeviceError` for a device that is not there.
+    Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` when there is no block or a block cannot be
+    scored (its layer matrix is zero, say), ``ValueError`` for an unknown precision and
+    :class:`~attnstruct.checkpoints.scoring.DeviceError` for a device that is not there.
     """
     block_precision(1, precision)
     where = resolve_device(device)
@@ -143,7 +143,15 @@ def score_blocks(
     )
     for block in bar:
         used = block_precision(block.w_q.shape[-1], precision)
-        layer = score_block(block, num_std=num_std, precision=used, device=where)
+        try:
+            layer = score_block(block, num_std=num_std, precision=used, device=where)
+            heads = None
+            if per_head:
+                heads = score_block(block, per_head=True, num_std=num_std, precision=used, device=where)
+        except ExtractionError:
+            raise
+        except ValueError as err:  # a zero layer matrix, key heads not shared as announced, scores not finite
+            raise ExtractionError(f"{block.stack} layer {block.layer} ({block.source_name}): {err}") from None
         row = {
             "stack": block.stack,
             "layer": block.layer,
@@ -157,8 +165,7 @@ def score_blocks(
             "extras": ",".join(block.extras),
             "precision": used,
         }
-        if per_head:
-            heads = score_block(block, per_head=True, num_std=num_std, precision=used, device=where)
+        if heads is not None:
             row |= {"head_symmetry": heads.symmetry.numpy(), "head_directionality": heads.directionality.numpy()}
         rows.append(row)
     if not rows:
@@ -179,16 +186,37 @@ def score_model(
     progress=False,
 ) -> pd.DataFrame:
     """:func:`score_blocks` of every block of ``source``: a model in memory, a local checkpoint, a packaged
-    checkpoint's name or a hub id ``ORG/NAME[@REVISION]`` (:func:`attnstruct.checkpoints.resolve.open_checkpoint`)."""
+    checkpoint's name or a hub id ``ORG/NAME[@REVISION]`` (:func:`attnstruct.checkpoints.resolve.open_checkpoint`).
+
+    Whatever is wrong with the checkpoint raises :class:`~attnstruct.checkpoints.extract.ExtractionError` whose line
+    names ``source`` (a path, a name or a hub id; not a model in memory); ``DeviceError`` and ``ValueError`` for an
+    unknown precision as :func:`score_blocks`.
+    """
     block_precision(1, precision)
     resolve_device(device)
-    with open_checkpoint(source, n_heads=n_heads) as checkpoint:
-        return score_blocks(
-            checkpoint.blocks(),
-            per_head=per_head,
-            num_std=num_std,
-            precision=precision,
-            device=device,
-            progress=progress,
-            total=checkpoint.n_blocks,
-        )
+    try:
+        with open_checkpoint(source, n_heads=n_heads) as checkpoint:
+            return score_blocks(
+                checkpoint.blocks(),
+                per_head=per_head,
+                num_std=num_std,
+                precision=precision,
+                device=device,
+                progress=progress,
+                total=checkpoint.n_blocks,
+            )
+    except DeviceError:
+        raise
+    except ValueError as err:  # ExtractionError, and a reader's or the scores' ValueError
+        raise _naming(err, source) from None
+
+
+def _naming(err: ValueError, source) -> ExtractionError:
+    """``err`` as an :class:`ExtractionError` of the same kind whose detail names ``source``."""
+    if isinstance(err, ExtractionError):
+        kind, detail = err.kind, err.detail
+    else:
+        kind, detail = "error", " ".join(str(err).split()) or one_line(err)
+    if not isinstance(source, torch.nn.Module) and str(source) not in detail:
+        detail = f"{source}: {detail}"
+    return ExtractionError(detail, kind)

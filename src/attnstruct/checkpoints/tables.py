@@ -82,15 +82,18 @@ def head_rows(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _grid(table: pd.DataFrame, stacks: list[str], n_layers: int, column: str) -> np.ndarray:
-    """``column`` over ``[stack, layer]`` as float64, NaN where a stack has no such layer."""
-    values = np.full((len(stacks), n_layers), np.nan)
-    values[table["stack"].map(stacks.index).to_numpy(), table["layer"].to_numpy()] = table[column].to_numpy(float)
+def _grid(table: pd.DataFrame, stacks: list[str], layers: np.ndarray, column: str) -> np.ndarray:
+    """``column`` over ``[stack, layer]`` (``layers``: the sorted layer numbers present) as float64, NaN where a
+    stack has no such layer."""
+    values = np.full((len(stacks), len(layers)), np.nan)
+    at = np.searchsorted(layers, table["layer"].to_numpy())
+    values[table["stack"].map(stacks.index).to_numpy(), at] = table[column].to_numpy(float)
     return values
 
 
 def blocks_dataset(table: pd.DataFrame) -> xr.Dataset:
-    """The table over ``(stack, layer[, head])``, stacks in the order encoder, decoder, cross.
+    """The table over ``(stack, layer[, head])``, stacks in the order encoder, decoder, cross, ``layer`` the layer
+    numbers present (a checkpoint naming only layer 50000000 has one layer, not fifty million).
 
     Variables: ``symmetry``, ``directionality``, ``n_heads``, ``n_kv_heads`` (and ``d_model``, ``d_head`` when the
     table has them, as :func:`attnstruct.checkpoints.scoring.score_blocks` gives them: the shape of a block's
@@ -100,18 +103,19 @@ def blocks_dataset(table: pd.DataFrame) -> xr.Dataset:
     comma-separated (``""`` for none).
     """
     stacks = [s for s in STACKS if s in set(table["stack"])]
-    n_layers = int(table["layer"].max()) + 1
+    layers = np.unique(table["layer"].to_numpy(np.int64))
     variables = {
-        k: (("stack", "layer"), _grid(table, stacks, n_layers, k))
+        k: (("stack", "layer"), _grid(table, stacks, layers, k))
         for k in ("symmetry", "directionality", "n_heads", "n_kv_heads", *SHAPE_COLUMNS)
         if k in table.columns
     }
-    coords = {"stack": stacks, "layer": np.arange(n_layers)}
+    coords = {"stack": stacks, "layer": layers}
     if has_heads(table):
         n_heads = max(len(v) for v in table["head_symmetry"])
-        where = list(zip(table["stack"].map(stacks.index), table["layer"], strict=True))
+        at = np.searchsorted(layers, table["layer"].to_numpy())
+        where = list(zip(table["stack"].map(stacks.index), at, strict=True))
         for k in HEAD_COLUMNS:
-            values = np.full((len(stacks), n_layers, n_heads), np.nan)
+            values = np.full((len(stacks), len(layers), n_heads), np.nan)
             for (i, layer), scores in zip(where, table[k], strict=True):
                 values[i, layer, : len(scores)] = scores
             variables[k] = (("stack", "layer", "head"), values)
@@ -203,10 +207,12 @@ LAYOUT = "model_dataset/4"
 
 
 def _relative_depth(symmetry: xr.DataArray) -> np.ndarray:
-    """``[model, layer]``: ``layer / (n_layers - 1)``, ``n_layers`` each model's deepest stack's; NaN beyond it."""
-    n_layers = symmetry.notnull().any("stack").sum("layer").values[:, None]
+    """``[model, layer]``: ``layer / deepest``, ``deepest`` each model's largest layer number with a score (``n_layers
+    - 1`` for layers numbered from 0), 1 at least; NaN beyond it."""
     layer = symmetry["layer"].values[None, :]
-    return np.where(layer < n_layers, layer / np.maximum(n_layers - 1, 1), np.nan)
+    scored = symmetry.notnull().any("stack").transpose("model", "layer").values
+    deepest = np.where(scored, layer, -1).max(axis=1, keepdims=True)
+    return np.where(layer <= deepest, layer / np.maximum(deepest, 1), np.nan)
 
 
 def model_dataset(

@@ -28,7 +28,6 @@ Other problems raise :class:`~attnstruct.checkpoints.extract.blocks.ExtractionEr
 from __future__ import annotations
 
 import io
-import math
 import pickle
 import re
 import struct
@@ -38,7 +37,7 @@ from typing import NamedTuple
 
 import torch
 
-from .extract.blocks import ExtractionError, one_line
+from .extract.blocks import ExtractionError, check_view, one_line
 
 Read = Callable[[int, int], bytes]  # read(start, end) -> bytes [start, end) of the file
 
@@ -305,6 +304,8 @@ def read_central_directory(read: Read, size: int, what: str) -> tuple[dict[str, 
             sizes_and_offset = [next(values) if w else v for w, v in zip(wanted, sizes_and_offset)]
         uncompressed, compressed, offset = sizes_and_offset
         name = name_bytes.decode("utf-8" if flags & 0x800 else "cp437")
+        if name in members:  # torch.load reads the first copy; a reader keeping another would score other weights
+            raise ExtractionError(f"{what}: the ZIP archive holds member {name} twice")
         members[name] = ZipMember(name, offset, compressed if method == 0 else uncompressed, method, flags)
         pos += CENTRAL_HEADER.size + n + m + k
     return members, _reusing(read, tail, tail_start)
@@ -361,8 +362,8 @@ def torch_zip_index(read: Read, size: int, what: str) -> dict[str, ZipTensor]:
 
     Two or three reads: the tail (end records, and the central directory when it fits), the directory otherwise,
     then ``data.pkl`` with ``.storage_alignment`` and ``byteorder``. Raises :class:`NotAZipArchive` for a legacy
-    file; ExtractionError (one line) for a compressed or encrypted member, a big-endian file, a forbidden pickle,
-    or a view past its storage.
+    file; ExtractionError (one line) for a compressed or encrypted member, a member named twice, a big-endian file, a
+    forbidden pickle, or a view that is not inside its storage or claims more elements than it holds.
     """
     members, read = read_central_directory(read, size, what)
     pickles = [name for name in members if re.fullmatch(r"[^/]+/data\.pkl", name)]
@@ -393,8 +394,6 @@ def torch_zip_index(read: Read, size: int, what: str) -> dict[str, ZipTensor]:
             raise ExtractionError(
                 f"{what}: storage {storage.key} holds {member.size} bytes, not {storage.numel} x {itemsize}"
             )
-        extent = offset + sum((n - 1) * s for n, s in zip(shape, stride)) + 1 if math.prod(shape) else 0
-        if extent > storage.numel:
-            raise ExtractionError(f"{what}: tensor {name} reaches past the end of its storage {storage.key}")
+        check_view(shape, stride, offset, storage.numel, f"{what}: tensor {name} (storage {storage.key})")
         tensors[name] = ZipTensor(member, storage.dtype, offset, shape, stride, torch_header_length(member, alignment))
     return tensors

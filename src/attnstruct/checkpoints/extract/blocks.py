@@ -8,6 +8,8 @@ uses key head ``h // (n_heads / n_kv_heads)`` (the pairing of Hugging Face's ``r
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -54,6 +56,30 @@ def check_finite(tensor: torch.Tensor, name: str) -> torch.Tensor:
     return tensor
 
 
+def check_view(shape, stride, storage_offset, storage_elements: int, what: str) -> None:
+    """Refuse (:class:`ExtractionError` naming ``what``) a strided view that is not a view of its storage.
+
+    A view ``(storage_offset, shape, stride)``, in elements, of a storage of ``storage_elements`` must have
+    non-negative integer sizes, strides and offset, as many strides as sizes, all below ``2^63`` and sizes whose
+    product (leaving out zeros) is too (torch counts in 64 bits); at most ``storage_elements`` elements (a stride-0
+    view would claim a file's few bytes many times over: a tensor of gigabytes from a file of kilobytes); and, when
+    it has any element, its last one ``storage_offset + sum_k (shape_k - 1) stride_k`` inside the storage. So
+    rebuilding a view costs no more than its storage, which is bytes of the file."""
+    values = (*shape, *stride, storage_offset)
+    if len(shape) != len(stride) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        raise ExtractionError(
+            f"{what}: sizes {list(shape)}, strides {list(stride)} and offset {storage_offset} are not "
+            "a view's non-negative integers"
+        )
+    if max(values) >= 2**63 or math.prod(max(n, 1) for n in shape) >= 2**63:
+        raise ExtractionError(f"{what}: sizes {list(shape)} and strides {list(stride)} overflow 64-bit integers")
+    elements = math.prod(shape)
+    if elements > storage_elements:
+        raise ExtractionError(f"{what}: a view of {elements} elements, more than its storage's {storage_elements}")
+    if elements and storage_offset + sum((n - 1) * s for n, s in zip(shape, stride)) >= storage_elements:
+        raise ExtractionError(f"{what}: a view that reaches past the end of its storage of {storage_elements} elements")
+
+
 # Terms of the attention logit that the bilinear form W_q^h W_k^h^T leaves out, as recorded in ``extras``.
 EXTRA_TERMS = {
     "q_bias": "query bias: adds b_q^T W_k^h x_j (key side, changes attention) and a constant",
@@ -94,13 +120,26 @@ class AttentionBlock:
     source_name: str = ""
 
     def __post_init__(self):
+        """Refuse (:class:`ExtractionError`, naming the block) what a reader must never yield: weights that are not
+        both ``[heads, d_head, d_model]`` of one shape with no empty axis, a key head count that does not divide the
+        query heads, biases not ``[heads, d_head]``."""
         if self.stack not in STACKS:
             raise ValueError(f"stack must be one of {STACKS}, got {self.stack!r}")
-        if self.w_q.ndim != 3 or self.w_q.shape != self.w_k.shape:
-            raise ValueError(
-                f"w_q and w_k must both be [heads, d_head, d_model], got {tuple(self.w_q.shape)} and "
+        what = self.source_name or f"{self.stack} layer {self.layer}"
+        shape = tuple(self.w_q.shape)
+        if len(shape) != 3 or shape != tuple(self.w_k.shape) or 0 in shape:
+            raise ExtractionError(
+                f"{what}: w_q and w_k must both be [heads, d_head, d_model] with no empty axis, got {shape} and "
                 f"{tuple(self.w_k.shape)}"
             )
+        n_kv = self.n_kv_heads
+        if isinstance(n_kv, bool) or not isinstance(n_kv, numbers.Integral) or n_kv < 1:
+            raise ExtractionError(f"{what}: {n_kv!r} key heads")
+        if shape[0] % n_kv:
+            raise ExtractionError(f"{what}: {shape[0]} query heads cannot share {n_kv} key heads evenly")
+        for name, bias in (("b_q", self.b_q), ("b_k", self.b_k)):
+            if bias is not None and tuple(bias.shape) != shape[:2]:
+                raise ExtractionError(f"{what}: {name} has shape {tuple(bias.shape)}, not [heads, d_head] {shape[:2]}")
         unknown = set(self.extras) - set(EXTRA_TERMS)
         if unknown:
             raise ValueError(f"unknown extra terms {sorted(unknown)}")

@@ -16,6 +16,7 @@ readers (:mod:`attnstruct.checkpoints.extract.ctranslate2_reader` for Whisper).
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from dataclasses import dataclass
@@ -137,7 +138,7 @@ def _read_variable(reader: _Reader, index: int) -> VariableInfo:
     if dtype_id not in DTYPES:
         raise ExtractionError(f"dtype id {dtype_id} of variable {name} in {reader.path}", "unsupported architecture")
     nbytes = reader.u32(f"the size of {name}")
-    expected = int(np.prod(shape, dtype=np.int64)) * DTYPES[dtype_id][1].itemsize
+    expected = math.prod(shape) * DTYPES[dtype_id][1].itemsize  # Python integers: dims of 2^16 cannot wrap to 0
     if nbytes != expected:
         raise ExtractionError(
             f"malformed CTranslate2 file {reader.path}: variable {name} of shape {list(shape)} "
@@ -239,7 +240,15 @@ class ModelFile:
         scale_name = f"{name}_scale"
         if info.dtype_id in (1, 2) and self.has(scale_name):
             scale = np.asarray(self.array(scale_name), dtype=np.float32)
-            scale = scale[start:stop, None] if scale.ndim == 1 else scale
+            if scale.ndim == 1 and scale.shape[0] == info.shape[0] and len(info.shape) == 2:
+                scale = scale[start:stop, None]
+            elif scale.size != 1:
+                raise ExtractionError(
+                    f"{scale_name} in {self.path} has shape {list(scale.shape)}: neither one scale nor one per row of "
+                    f"{list(info.shape)}"
+                )
+            if not np.all(np.isfinite(scale) & (scale != 0)):
+                raise ExtractionError(f"{scale_name} in {self.path} holds a scale of zero, NaN or inf")
             return rows.astype(np.float32) / scale
         raise ExtractionError(f"variable {name} in {self.path} has dtype {info.dtype_name} and no float conversion")
 
@@ -248,8 +257,11 @@ class ModelFile:
         if not self.has(name):
             return None
         value = self.array(name)
-        if value.size != 1:
-            raise ExtractionError(f"variable {name} in {self.path} should be a scalar, has shape {list(value.shape)}")
+        if value.size != 1 or value.dtype.kind not in "iu":
+            raise ExtractionError(
+                f"variable {name} in {self.path} should be an integer scalar, has shape {list(value.shape)} and "
+                f"dtype {self.info(name).dtype_name}"
+            )
         return int(value.reshape(()))
 
 

@@ -60,9 +60,11 @@ def _count_layers(checkpoint: ModelFile, scope: str) -> int:
     indices = {int(m.group(1)) for m in map(pattern.match, names) if m}
     if not indices:
         raise ExtractionError(f"no {scope} layers ({scope}/layer_0/...) in {checkpoint.path}")
-    if indices != set(range(len(indices))):
-        missing = sorted(set(range(max(indices) + 1)) - indices)
-        raise ExtractionError(f"{scope} layers {missing} missing from {checkpoint.path}")
+    if max(indices) != len(indices) - 1:  # numbered from 0 without a gap; nothing is sized by the largest number
+        raise ExtractionError(
+            f"the {len(indices)} {scope} layers of {checkpoint.path} are not numbered 0 to {len(indices) - 1}: "
+            f"it names layer {max(indices)}"
+        )
     return len(indices)
 
 
@@ -72,10 +74,10 @@ def _config_heads(checkpoint: ModelFile, scope: str) -> int | None:
         return None
     try:
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    for key in _CONFIG_HEAD_KEYS[scope]:
-        if isinstance(config.get(key), int):
+    for key in _CONFIG_HEAD_KEYS[scope] if isinstance(config, dict) else ():
+        if isinstance(config.get(key), int) and not isinstance(config[key], bool):
             return config[key]
     return None
 
@@ -116,7 +118,7 @@ def _split_heads(rows: np.ndarray, n_heads: int, name: str) -> torch.Tensor:
 def _fused_rows(checkpoint: ModelFile, prefix: str, parts: int) -> tuple[int, int]:
     """``(rows per part, d_model)`` of the fused weight ``{prefix}/weight`` made of ``parts`` equal blocks."""
     shape = checkpoint.info(f"{prefix}/weight").shape
-    if len(shape) != 2 or shape[0] % parts:
+    if len(shape) != 2 or shape[0] % parts or 0 in shape:
         raise ExtractionError(
             f"{prefix}/weight in {checkpoint.path} has shape {list(shape)}, expected [{parts} x inner, d_model]"
         )

@@ -9,7 +9,7 @@ layouts and heads, and pairs key heads with query heads. A source that also has 
 
 from __future__ import annotations
 
-import json
+import pickle
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +18,21 @@ from typing import Protocol
 
 import torch
 
-from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads
+from .blocks import (
+    AttentionBlock,
+    ExtractionError,
+    bias_extras,
+    check_finite,
+    check_view,
+    expand_kv_heads,
+    one_line,
+)
 from .families import FAMILY_BY_MODEL_TYPE, SUPPORTED_MODEL_TYPES, Family, StackSpec
+from .local_files import listed_files, read_json_object
+
+# Layer numbers index the dataset's layer coordinate, which holds only the numbers present; this bound keeps them
+# integers of any file format and refuses a name that could not come from a real model.
+MAX_LAYER = 2**31 - 1
 
 
 class TensorSource(Protocol):
@@ -61,13 +74,7 @@ def _load_config(folder: Path) -> JsonConfig:
         raise ExtractionError(
             f"no config.json in {folder}: the model type and head counts are unknown", "unsupported architecture"
         )
-    try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ExtractionError(f"cannot read {path}: {err}") from None
-    if not isinstance(data, dict):
-        raise ExtractionError(f"{path} does not hold a JSON object")
-    return JsonConfig(**data)
+    return JsonConfig(**{str(key): value for key, value in read_json_object(path).items()})
 
 
 class SafetensorsSource:
@@ -86,8 +93,7 @@ class SafetensorsSource:
         if path.is_file():
             files = [path]
         elif (folder / "model.safetensors.index.json").is_file():
-            weight_map = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
-            files = sorted({folder / f for f in weight_map.values()})
+            files = [folder / name for name in listed_files(folder, "model.safetensors.index.json")]
         else:
             files = sorted(folder.glob("*.safetensors"))
         if not files:
@@ -133,9 +139,8 @@ class TorchBinSource:
         folder = Path(folder)
         self.config = _load_config(folder)
         self.description = str(folder)
-        index = folder / "pytorch_model.bin.index.json"
-        if index.is_file():
-            files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        if (folder / "pytorch_model.bin.index.json").is_file():
+            files = listed_files(folder, "pytorch_model.bin.index.json")
         else:
             files = ["pytorch_model.bin"]
         self.reader = LocalFileReader(folder)
@@ -173,18 +178,29 @@ class TorchBinSource:
 
 
 def _load_whole(file: Path) -> dict[str, torch.Tensor]:
-    """A legacy (pre-ZIP) ``torch.save`` file, tensors only."""
+    """A legacy (pre-ZIP) ``torch.save`` file, tensors only: a state dict whose views each lie inside their storage
+    and claim no more elements than it holds (:func:`~attnstruct.checkpoints.extract.blocks.check_view`)."""
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
+        state = torch.load(file, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise ExtractionError(f"checkpoint file {file}", "not found") from None
+    except pickle.UnpicklingError as err:  # torch's message goes on to advise weights_only=False: not for this file
+        reason = one_line(err).partition("WeightsUnpickler error:")[2].partition(" Check the documentation")[0]
+        raise ExtractionError(f"{file}: torch.load(weights_only=True) refuses its pickle ({reason.strip()})") from None
     except Exception as err:
-        raise ExtractionError(f"cannot read {file.name}: {' '.join(str(err).split())}") from None
+        raise ExtractionError(f"cannot read {file} as a torch.save file: {one_line(err)}") from None
+    if not isinstance(state, dict):
+        raise ExtractionError(f"{file} holds a {type(state).__name__}, not a state dict")
+    tensors = {str(name): t for name, t in state.items() if isinstance(t, torch.Tensor)}
+    for name, t in tensors.items():
+        elements = t.untyped_storage().nbytes() // t.element_size()
+        check_view(tuple(t.shape), t.stride(), t.storage_offset(), elements, f"{file}: tensor {name}")
+    return tensors
 
 
 def family_of(config) -> Family:
     model_type = getattr(config, "model_type", None)
-    if model_type not in FAMILY_BY_MODEL_TYPE:
+    if not isinstance(model_type, str) or model_type not in FAMILY_BY_MODEL_TYPE:
         raise ExtractionError(
             f"{model_type!r}; supported model types: {', '.join(SUPPORTED_MODEL_TYPES)}", "unsupported architecture"
         )
@@ -194,7 +210,7 @@ def family_of(config) -> Family:
 def _config_int(config, keys: tuple[str, ...]) -> int | None:
     for key in keys:
         value = getattr(config, key, None)
-        if isinstance(value, int) and value > 0:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 
@@ -208,6 +224,8 @@ def _match_layers(names: list[str], patterns: tuple[str, ...]) -> dict[int, str]
             m = regex.search(name)
             if m:
                 layer = int(m.group("layer"))
+                if layer > MAX_LAYER:
+                    raise ExtractionError(f"tensor {name} names layer {layer}, past any model's depth ({MAX_LAYER})")
                 if layer in found:
                     raise ExtractionError(f"ambiguous tensors for layer {layer}: {found[layer]} and {name}")
                 found[layer] = name
@@ -227,12 +245,20 @@ def _bias(source: TensorSource, names: set[str], weight_name: str, rows=None) ->
 
 def _split_fused(spec: StackSpec, w: torch.Tensor, b: torch.Tensor | None, n_heads: int, config):
     """Fused weight (and bias) -> ``(w_q, w_k, b_q, b_k)`` as ``[rows, d_model]`` / ``[rows]``."""
+    outputs = w.shape[-1] if spec.fused == "gpt2_conv1d" else w.shape[0]
+    if w.ndim != 2 or (b is not None and tuple(b.shape) != (outputs,)):
+        bias = f" and bias {list(b.shape)}" if b is not None else ""
+        raise ExtractionError(f"fused weight {list(w.shape)}{bias}: not a [rows, columns] matrix and its bias")
     if spec.fused == "gpt2_conv1d":
         d = w.shape[0]
+        if w.shape[1] != 3 * d:
+            raise ExtractionError(f"GPT-2 fused weight {list(w.shape)} is not [d_model, 3 d_model]")
         w = w.T
         return w[:d], w[d : 2 * d], *((b[:d], b[d : 2 * d]) if b is not None else (None, None))
     if spec.fused == "neox_per_head":
         d_model = w.shape[1]
+        if w.shape[0] % (3 * n_heads):
+            raise ExtractionError(f"fused weight has {w.shape[0]} rows, not 3 x d_head for each of {n_heads} heads")
         heads = w.view(n_heads, 3, -1, d_model)
         q, k = heads[:, 0].reshape(-1, d_model), heads[:, 1].reshape(-1, d_model)
         if b is None:
@@ -275,6 +301,13 @@ def _weight_read(source: TensorSource, spec: StackSpec, name: str) -> tuple[str,
 
 def _per_head(w_q, w_k, b_q, b_k, n_heads: int, what: str):
     """``[H d_head, d]`` and ``[n_kv d_head, d]`` -> ``[H, d_head, d]`` each, key heads expanded."""
+    if w_q.ndim != 2 or w_k.ndim != 2 or w_q.shape[1] != w_k.shape[1] or 0 in (*w_q.shape, *w_k.shape):
+        raise ExtractionError(
+            f"{what}: query {list(w_q.shape)} and key {list(w_k.shape)} are not [rows, d_model] weights of one width"
+        )
+    for bias, weight, name in ((b_q, w_q, "query"), (b_k, w_k, "key")):
+        if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+            raise ExtractionError(f"{what}: the {name} bias {list(bias.shape)} does not match {weight.shape[0]} rows")
     if w_q.shape[0] % n_heads:
         raise ExtractionError(f"{what}: {w_q.shape[0]} query rows do not split into {n_heads} heads")
     d_head = w_q.shape[0] // n_heads
@@ -329,7 +362,10 @@ def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
     for spec, layers in stack_layers(source):
         n_heads = _config_int(source.config, spec.heads)
         if n_heads is None:
-            raise ExtractionError(f"config has none of {spec.heads}: cannot split {spec.stack} heads")
+            raise ExtractionError(
+                f"the config of {source.description} gives none of {', '.join(spec.heads)} as a positive integer: "
+                f"cannot split {spec.stack} heads"
+            )
         k_layers = _match_layers(list(names), spec.k) if spec.k else {}
         norm_layers = _match_layers(list(names), spec.qk_norm) if spec.qk_norm else {}
         for layer in sorted(layers):

@@ -187,6 +187,8 @@ def _matmul_weight(graph: _Graph, node: onnx.NodeProto) -> np.ndarray:
     if len(weights) != 1:
         raise ExtractionError(f"MatMul {node.name!r} does not have exactly one constant 2-D weight input")
     weight = weights[0]
+    if 0 in weight.shape:
+        raise ExtractionError(f"the weight of MatMul {node.name!r} has shape {list(weight.shape)}, with no elements")
     if not np.issubdtype(weight.dtype, np.floating) and weight.dtype.name != "bfloat16":
         raise ExtractionError(
             f"weight of {node.name!r} has non-float dtype {weight.dtype} (quantized models are not supported)"

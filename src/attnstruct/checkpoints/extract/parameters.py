@@ -26,8 +26,8 @@ Per source (:func:`count_parameters`):
 * safetensors headers (``{name: {"dtype", "shape", "data_offsets"}}``, one dict per shard, as a hub serves them)
   with the repository's config: the safetensors rules, from the headers alone.
 
-Bad input (a missing path, an unknown file type, a folder without a countable checkpoint, headers that are not
-dicts) raises ValueError with one line naming it.
+Bad input (a missing path, an unknown file type, a folder without a countable checkpoint, a file that is not a
+regular file or not what its name says, headers that are not dicts) raises ValueError with one line naming it.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".inv_freq", ".position_id
 TIED_HEADS = ("lm_head.weight",)
 EMBEDDINGS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "shared.weight", "embed_in.weight")
 GGUF_BUFFERS = ("rope_freqs.weight",)
+MAX_SAFETENSORS_HEADER = 100_000_000  # bytes; the safetensors library refuses longer headers
 CTRANSLATE2_FLOATS = ("float32", "float16", "bfloat16")
 COUNTABLE = (
     "an nn.Module, a .safetensors, pytorch_model.bin, .gguf or .onnx file, a CTranslate2 model.bin, a folder "
@@ -108,13 +109,16 @@ def _header_tensors(headers: Iterable[Mapping]) -> list[tuple[str, tuple[int, ..
 
 
 def read_safetensors_header(file: Path) -> dict:
-    """The JSON header of one ``.safetensors`` file (``[8-byte length n][n bytes of JSON]``)."""
-    with open(file, "rb") as handle:
+    """The JSON header of one ``.safetensors`` file (``[8-byte length n][n bytes of JSON]``, ``n`` at most the
+    100 MB the safetensors library allows, and inside the file)."""
+    with open(_regular(file), "rb") as handle:
         size = int.from_bytes(handle.read(8), "little")
+        if not 2 <= size <= min(MAX_SAFETENSORS_HEADER, file.stat().st_size - 8):
+            raise ValueError(f"{file} is not a safetensors file (header length {size})")
         try:
             header = json.loads(handle.read(size))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ValueError(f"{file} is not a safetensors file ({err})") from None
+        except (ValueError, RecursionError) as err:
+            raise ValueError(f"{file} is not a safetensors file ({' '.join(str(err).split())})") from None
     if not isinstance(header, dict):
         raise ValueError(f"{file} is not a safetensors file (its header is not a JSON object)")
     return header
@@ -128,11 +132,15 @@ def _torch_bin_tensors(files: list[Path]) -> list[tuple[str, tuple[int, ...]]]:
     tensors, seen, states = [], set(), []  # the states stay alive, so that no storage address is reused
     for file in files:
         try:
-            state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+            state = torch.load(_regular(file), map_location="cpu", weights_only=True, mmap=True)
         except RuntimeError:  # the legacy (pre-zip) format cannot be memory-mapped
-            state = torch.load(file, map_location="cpu", weights_only=True)
+            state = _load_legacy(file)
+        except Exception as err:  # torch.load's refusals and failures are of many types
+            raise ValueError(f"cannot read {file}: {' '.join(str(err).split()) or type(err).__name__}") from None
+        if not isinstance(state, dict):
+            raise ValueError(f"{file} holds a {type(state).__name__}, not a state dict")
         states.append(state)
-        for name, t in state.items():
+        for name, t in ((name, t) for name, t in state.items() if isinstance(t, torch.Tensor)):
             key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
             if t.is_floating_point() and key not in seen:
                 seen.add(key)
@@ -140,10 +148,26 @@ def _torch_bin_tensors(files: list[Path]) -> list[tuple[str, tuple[int, ...]]]:
     return tensors
 
 
+def _load_legacy(file: Path):
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise ValueError(f"cannot read {file}: {' '.join(str(err).split()) or type(err).__name__}") from None
+
+
+def _regular(file: Path) -> Path:
+    """``file``, if it is a regular file: a pipe or a device would be read forever."""
+    if not file.is_file():
+        raise ValueError(f"{file} is not a regular file")
+    return file
+
+
 def _folder_config(folder: Path) -> dict | None:
+    if not (folder / "config.json").is_file():
+        return None
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return config if isinstance(config, dict) else None
 
@@ -159,7 +183,10 @@ def _count_onnx(file: Path) -> int:
     import onnx
 
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
-    model = onnx.load(str(file), load_external_data=False)
+    try:
+        model = onnx.load(str(_regular(file)), load_external_data=False)
+    except Exception as err:  # protobuf's DecodeError and others
+        raise ValueError(f"{file} is not an ONNX model ({' '.join(str(err).split()) or type(err).__name__})") from None
     return sum(math.prod(init.dims) for init in model.graph.initializer if init.data_type in floats)
 
 
@@ -173,6 +200,8 @@ def _count_ctranslate2(file: Path) -> int:
 def _count_path(path: Path, config) -> int:
     if not path.exists():
         raise ValueError(f"no such file or folder: {path}")
+    if not path.is_file() and not path.is_dir():
+        raise ValueError(f"{path} is neither a regular file nor a folder")
     if path.is_file():
         folder, files = path.parent, [path]
     else:
@@ -195,15 +224,15 @@ def _count_path(path: Path, config) -> int:
 def _checkpoint_files(folder: Path) -> list[Path]:
     """The files of the checkpoint in ``folder``, in the order :func:`attnstruct.checkpoints.extract.iter_blocks`
     looks."""
-    shards = sorted(folder.glob("*.safetensors"))
+    shards = sorted(p for p in folder.glob("*.safetensors") if p.is_file())
     if shards:
         return shards
-    torch_bins = sorted(folder.glob("pytorch_model*.bin"))
+    torch_bins = sorted(p for p in folder.glob("pytorch_model*.bin") if p.is_file())
     if torch_bins:
         return torch_bins
     if (folder / "model.bin").is_file():
         return [folder / "model.bin"]
-    singles = sorted(p for p in folder.iterdir() if p.suffix in (".gguf", ".onnx"))
+    singles = sorted(p for p in folder.iterdir() if p.suffix in (".gguf", ".onnx") and p.is_file())
     if len(singles) == 1:
         return singles
     found = f"{len(singles)} .gguf/.onnx files" if singles else "no checkpoint file"

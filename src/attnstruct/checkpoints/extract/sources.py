@@ -44,6 +44,8 @@ def iter_blocks(source, *, n_heads: int | None = None) -> Iterator[AttentionBloc
     path = Path(source)
     if not path.exists():
         raise ExtractionError(f"no such file or folder: {path}", "not found")
+    if not path.is_file() and not path.is_dir():
+        raise ExtractionError(f"{path} is neither a regular file nor a folder (a device, a pipe or a socket)")
     if _ctranslate2(path):
         from .ctranslate2_reader import ctranslate2_blocks
 
