@@ -240,3 +240,18 @@ def test_a_refusal_names_the_checkpoint_even_where_the_reader_names_only_a_file_
     assert cli.main(["score", str(tmp_path)]) == 2
     line = one_error_line(capsys)
     assert f"{tmp_path}: cannot read model.safetensors" in line
+
+
+def test_a_disk_failing_under_the_reader_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
+    import errno
+
+    import attnstruct.checkpoints.scoring as scoring
+
+    from hostile import assert_refused
+
+    def failing(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error", str(tmp_path / "model.safetensors"))
+
+    monkeypatch.setattr(scoring, "score_model", failing)
+    status = cli.main(["score", str(tmp_path)])
+    assert_refused(status, capsys.readouterr().err, "model.safetensors", "Input/output error")

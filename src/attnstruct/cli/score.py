@@ -8,6 +8,7 @@ cannot be written is :class:`attnstruct.results.OutputError`, refused in one lin
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +39,9 @@ def score(args) -> int:
         )
     except (ExtractionError, DeviceError) as err:
         raise CommandError(str(err)) from None
+    except OSError as err:  # the disk failed under a reader (an I/O error, a file that went away mid-read)
+        reason = os.strerror(err.errno) if err.errno else " ".join(str(err).split())
+        raise CommandError(f"cannot read {err.filename or args.source}: {reason}") from None
     columns = ["stack", "layer"] + (["head"] if args.per_head else []) + ["symmetry", "directionality"]
     shown = head_rows(table) if args.per_head else table
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
