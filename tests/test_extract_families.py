@@ -430,6 +430,28 @@ def test_a_shard_index_naming_a_link_out_of_the_folder_is_refused(tmp_path, fmt)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_a_weight_file_that_links_out_of_a_folder_without_an_index_is_refused(tmp_path, fmt):
+    other = bert_folder(tmp_path / "other", fmt=fmt)
+    name = "model.safetensors" if fmt == "safetensors" else "pytorch_model.bin"
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(BERT_CONFIG))
+    (folder / name).symlink_to(other / name)
+    source = hf.SafetensorsSource if fmt == "safetensors" else hf.TorchBinSource
+    with pytest.raises(ExtractionError, match="would lead out of"):
+        source(folder)
+
+
+def test_a_tensor_in_two_safetensors_shards_is_refused_naming_both(tmp_path):
+    from safetensors.torch import save_file
+
+    folder = bert_folder(tmp_path / "model")
+    save_file({QUERY.format(0, "weight"): torch.zeros(8, 8)}, folder / "model-2.safetensors")
+    with pytest.raises(ExtractionError, match="is in both model-2.safetensors and model.safetensors"):
+        hf.SafetensorsSource(folder)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_a_hub_cache_snapshot_is_read_through_its_links_into_blobs(tmp_path, fmt):
     """huggingface_hub's cache: ``snapshots/REV/FILE`` links to ``../../blobs/HASH``, outside the snapshot folder."""
     repo = tmp_path / "models--org--bert"

@@ -592,7 +592,6 @@ ONNX = {
     "onnx/weights-all-zero": onnx_file(lambda: onnx_model(lambda layer, proj: np.zeros((D, D), np.float32))),
     "onnx/weights-nan": onnx_file(lambda: onnx_model(lambda layer, proj: np.full((D, D), np.nan, np.float32))),
     "onnx/no-head-split-and-no-heads-given": onnx_file(lambda: onnx_model(heads=(0, 0, -1, -1))),
-    "onnx/heads-given-0": onnx_file(lambda: onnx_model(heads=(0, 0, -1, -1)), "--heads", "0"),
     "onnx/heads-given-not-dividing": onnx_file(lambda: onnx_model(heads=(0, 0, -1, -1)), "--heads", "3"),
     "onnx/heads-given-against-the-graph": onnx_file(onnx_model, "--heads", "4"),
     "onnx/external-data-in-a-parent-folder": onnx_file(external("../../../etc/passwd")),

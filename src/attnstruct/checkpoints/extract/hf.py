@@ -28,7 +28,7 @@ from .blocks import (
     one_line,
 )
 from .families import FAMILY_BY_MODEL_TYPE, SUPPORTED_MODEL_TYPES, Family, StackSpec
-from .local_files import listed_files, read_json_object
+from .local_files import file_inside, listed_files, read_json_object
 
 # Layer numbers index the dataset's layer coordinate, which holds only the numbers present; this bound keeps them
 # integers of any file format and refuses a name that could not come from a real model.
@@ -95,7 +95,7 @@ class SafetensorsSource:
         elif (folder / "model.safetensors.index.json").is_file():
             files = [folder / name for name in listed_files(folder, "model.safetensors.index.json")]
         else:
-            files = sorted(folder.glob("*.safetensors"))
+            files = [file_inside(folder, p.name, "the folder holds") for p in sorted(folder.glob("*.safetensors"))]
         if not files:
             raise ExtractionError(f"no .safetensors files in {folder}")
         self._where: dict[str, Path] = {}
@@ -104,9 +104,15 @@ class SafetensorsSource:
                 raise ExtractionError(f"checkpoint shard {file}", "not found")
             try:
                 with safe_open(str(file), framework="pt") as handle:
-                    self._where.update(dict.fromkeys(handle.keys(), file))
+                    names = list(handle.keys())
             except Exception as err:  # safetensors raises its own error types for bad or truncated files
                 raise ExtractionError(f"cannot read {file.name}: {' '.join(str(err).split())} (truncated?)") from None
+            for name in names:
+                if name in self._where:  # which copy a loader takes is its own choice: refuse to guess
+                    raise ExtractionError(
+                        f"{folder}: tensor {name} is in both {self._where[name].name} and {file.name}"
+                    )
+                self._where[name] = file
 
     def names(self) -> list[str]:
         return list(self._where)
@@ -142,7 +148,7 @@ class TorchBinSource:
         if (folder / "pytorch_model.bin.index.json").is_file():
             files = listed_files(folder, "pytorch_model.bin.index.json")
         else:
-            files = ["pytorch_model.bin"]
+            files = [file_inside(folder, "pytorch_model.bin", "the folder holds").name]
         self.reader = LocalFileReader(folder)
         self._state: dict[str, torch.Tensor] = {}
         try:

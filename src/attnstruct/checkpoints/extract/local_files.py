@@ -52,14 +52,22 @@ def listed_files(folder: Path, index_name: str) -> list[str]:
         names = sorted({relative_file(name, str(index)) for name in weight_map.values()})
     except UnsafeName as err:
         raise ExtractionError(str(err)) from None
-    root = _hub_cache_root(folder)
     for name in names:
-        try:
-            path = inside(root, *folder.relative_to(root).parts, *name.split("/"))
-        except UnsafeName as err:  # a link out of the folder
-            raise ExtractionError(f"{index}: {err}") from None
-        except (OSError, RuntimeError) as err:  # a symbolic link loop
-            raise ExtractionError(f"{index} names {name}, which cannot be resolved: {one_line(err)}") from None
-        if not path.is_file():
-            raise ExtractionError(f"{index} names {name}, which is not a regular file in {folder}", "not found")
+        file_inside(folder, name, f"{index} names")
     return names
+
+
+def file_inside(folder: Path, name: str, what: str) -> Path:
+    """``folder/name`` if it is a regular file that resolves inside ``folder`` (a hub cache snapshot's links into its
+    ``blobs`` are inside), else :class:`ExtractionError` starting with ``what`` (who named the file): a symbolic link
+    of a shared folder may lead anywhere, as an index's name may."""
+    root = _hub_cache_root(folder)
+    try:
+        path = inside(root, *folder.relative_to(root).parts, *name.split("/"))
+    except UnsafeName as err:  # a link out of the folder
+        raise ExtractionError(f"{what} {name}: {err}") from None
+    except (OSError, RuntimeError) as err:  # a symbolic link loop
+        raise ExtractionError(f"{what} {name}, which cannot be resolved: {one_line(err)}") from None
+    if not path.is_file():
+        raise ExtractionError(f"{what} {name}, which is not a regular file in {folder}", "not found")
+    return path
