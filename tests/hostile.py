@@ -47,10 +47,20 @@ def assert_refused(status: int, err: str, *naming: str) -> str:
     return line
 
 
-def run_attnstruct(*argv: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120):
+MEMORY_LIMIT = 3 << 30  # bytes of address space: enough for torch and a tiny model, not for what a bomb claims
+
+
+def run_attnstruct(
+    *argv: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120, memory: int | None = None
+):
     """``python -m attnstruct ARGV`` in a subprocess (one torch thread), for inputs that could crash the interpreter:
-    the :class:`subprocess.CompletedProcess`, text mode."""
+    the :class:`subprocess.CompletedProcess`, text mode. ``memory`` caps its address space in bytes
+    (:data:`MEMORY_LIMIT` is enough for torch and a tiny model), so that an input that would take the machine's
+    memory fails in the subprocess instead."""
+    import resource
+
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **(env or {})}
+    limit = None if memory is None else (lambda: resource.setrlimit(resource.RLIMIT_AS, (memory, memory)))
     return subprocess.run(
         [sys.executable, "-m", "attnstruct", *argv],
         cwd=cwd,
@@ -58,6 +68,7 @@ def run_attnstruct(*argv: str, cwd: Path | None = None, env: dict | None = None,
         capture_output=True,
         text=True,
         timeout=timeout,
+        preexec_fn=limit,
     )
 
 

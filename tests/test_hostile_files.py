@@ -15,10 +15,7 @@ import io
 import json
 import os
 import pickle
-import resource
 import struct
-import subprocess
-import sys
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +30,15 @@ from safetensors.torch import save_file
 
 from attnstruct import cli
 
-from hostile import TreeWatch, assert_process_refused, assert_refused, canary, code_running_pickle
+from hostile import (
+    MEMORY_LIMIT,
+    TreeWatch,
+    assert_process_refused,
+    assert_refused,
+    canary,
+    code_running_pickle,
+    run_attnstruct,
+)
 
 pytestmark = pytest.mark.hostile
 
@@ -868,29 +873,11 @@ IN_A_SUBPROCESS = {
 }
 
 
-MEMORY_LIMIT = 3 << 30  # bytes of address space: enough for torch and a tiny model, not for what these claim
-
-
-def run_limited(*argv: str) -> subprocess.CompletedProcess:
-    """``python -m attnstruct ARGV`` as tests/hostile.py's ``run_attnstruct`` runs it, within MEMORY_LIMIT of
-    address space and a minute, so that an input that would take the machine's memory fails here instead."""
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    limit = (MEMORY_LIMIT, MEMORY_LIMIT)
-    return subprocess.run(
-        [sys.executable, "-m", "attnstruct", *argv],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, limit),
-    )
-
-
 @pytest.mark.parametrize("case", IN_A_SUBPROCESS)
 def test_an_input_that_could_hang_or_exhaust_the_interpreter_is_refused(tmp_path, case):
     hostile = built(IN_A_SUBPROCESS[case], tmp_path / "input")
     with TreeWatch(tmp_path) as watch:
-        done = run_limited(*score(hostile, tmp_path / "scores.nc"))
+        done = run_attnstruct(*score(hostile, tmp_path / "scores.nc"), timeout=60, memory=MEMORY_LIMIT)
     assert_process_refused(done, hostile.path.name, *hostile.names)
     assert watch.changed() == set()
 
@@ -898,6 +885,6 @@ def test_an_input_that_could_hang_or_exhaust_the_interpreter_is_refused(tmp_path
 def test_a_checkpoint_whose_only_layer_is_numbered_50000000_writes_a_file_of_that_one_layer(tmp_path):
     """Its dataset was laid out over fifty million layers (3.2 GB from a 1.2 KB file); now over the one present."""
     source = folder(tmp_path / "input", bert_tensors(layers=(50_000_000,)))
-    done = run_limited("score", str(source), "--out", str(tmp_path / "scores.nc"))
+    done = run_attnstruct("score", str(source), "--out", str(tmp_path / "scores.nc"), memory=MEMORY_LIMIT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "scores.nc").stat().st_size < 100_000
