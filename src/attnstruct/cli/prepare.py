@@ -14,23 +14,41 @@ status 2, no corpus written (:func:`attnstruct.tasks.prepared_corpus.prepare`).
 
 from __future__ import annotations
 
+import argparse
+import os
 import re
 import sys
 
 from .errors import CommandError, Parser, refuse
 
 _SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
+MOST = 10**15  # a quadrillion tokens, steps or sequences: beyond any corpus or run
 
 
 def count(text: str) -> int:
-    """A positive count: ``1000000``, ``1_000_000``, ``1e6``, ``20M``, ``1.5B`` (k, M, B/G, T: powers of 1000)."""
+    """A positive count up to :data:`MOST`: ``1000000``, ``1_000_000``, ``1e6``, ``20M``, ``1.5B`` (k, M, B/G, T:
+    powers of 1000)."""
     match = re.fullmatch(r"\s*([0-9][0-9_]*(?:\.[0-9]+)?(?:e[0-9]+)?)\s*([kmbgt]?)\s*", text.lower())
     if not match:
-        raise CommandError(f"expected a count such as 1000000, 1e6 or 20M, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a count such as 1000000, 1e6 or 20M, got {text!r}")
     value = float(match[1].replace("_", "")) * _SUFFIXES[match[2]]
-    if value < 1 or value != int(value):
-        raise CommandError(f"expected a positive whole count, got {text!r}")
+    if value < 1 or value > MOST or value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole count from 1 to {MOST:.0e}, got {text!r}")
     return int(value)
+
+
+def _name(text: str) -> str:
+    """A config, split or field name: not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a name, got an empty one")
+    return text
+
+
+def _folder(text: str) -> str:
+    """The cache folder: not empty, not a file."""
+    if not text.strip() or (os.path.exists(text) and not os.path.isdir(text)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
+    return text
 
 
 def _parser() -> Parser:
@@ -45,14 +63,18 @@ def _parser() -> Parser:
     parser.add_argument(
         "--tokenizer", help="a hub tokenizer ORG/NAME[@REVISION], a tokenizer.json, or bpe / bpe:N (trained here)"
     )
-    parser.add_argument("--config", help="the dataset's config (its README's configs, or a top-level folder)")
-    parser.add_argument("--split", help="the split (default: train)")
-    parser.add_argument("--field", help="the column or key that holds the text (default: text)")
+    parser.add_argument(
+        "--config", type=_name, help="the dataset's config (its README's configs, or a top-level folder)"
+    )
+    parser.add_argument("--split", type=_name, help="the split (default: train)")
+    parser.add_argument("--field", type=_name, help="the column or key that holds the text (default: text)")
     parser.add_argument("--max-tokens", type=count, help="keep the first N tokens of the source (e.g. 20M)")
     parser.add_argument("--val-fraction", type=float, default=0.005, help="documents held out (default: 0.005)")
     parser.add_argument("--workers", type=int, default=1, help="tokenising processes (default: 1)")
     parser.add_argument("--preprocessing", default="none", help="a transform of each document (default: none)")
-    parser.add_argument("--cache-dir", default=None, help="attnstruct cache (default: $ATTNSTRUCT_CACHE or ~/.cache)")
+    parser.add_argument(
+        "--cache-dir", type=_folder, default=None, help="attnstruct cache (default: $ATTNSTRUCT_CACHE or ~/.cache)"
+    )
     parser.add_argument("--steps", type=count, help="a training run's steps, to count its passes over the tokens")
     parser.add_argument("--batch-size", type=count, help="its sequences per step")
     parser.add_argument("--seq-len", type=count, help="its tokens per sequence")
@@ -105,6 +127,8 @@ def main_prepare(argv: list[str]) -> int:
         return int(done.code or 0)
     except (CommandError, CorpusError) as err:
         return refuse("attnstruct prepare-corpus", err)
+    except OSError as err:  # a cache folder that cannot be made or written, a full disk
+        return refuse("attnstruct prepare-corpus", f"{err.strerror or err}: {err.filename}" if err.filename else err)
     print(corpus.describe())
     if all(run):
         print(passes_line(*run, len(corpus.train)))

@@ -38,6 +38,28 @@ def _optional_integer(text: str) -> int | None:
     return None if text.lower() == "none" else int(text)
 
 
+def _threads(text: str) -> int:
+    """Torch threads per process: from 1 to :func:`most_threads` (torch crashes on absurd counts)."""
+    threads = int(text)
+    if not 1 <= threads <= most_threads():
+        raise argparse.ArgumentTypeError(f"expected 1 to {most_threads()} threads, got {text}")
+    return threads
+
+
+def most_threads() -> int:
+    """The most torch threads a process may ask for: four per CPU of this machine (more only slow a run)."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def _folder(text: str) -> str:
+    """A folder that is there or can be made: not empty, not a file (checked again by the engine)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a folder, got an empty name")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder")
+    return text
+
+
 def _optional_string(text: str) -> str | None:
     """A string, or ``none`` for a field whose default is None (``--init-from``, ``--corpus-config``)."""
     return None if text.lower() == "none" else text
@@ -65,9 +87,11 @@ def _config_class(task: str):
 def _parser(config_class) -> Parser:
     parser = Parser(prog="attnstruct train", description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=TASKS, default="text", help="text (default) or vision")
-    parser.add_argument("--run-dir", required=True, help="folder for checkpoint.pt and run.nc (resumes if present)")
-    parser.add_argument("--cache-dir", default=None, help="attnstruct cache (corpus, tokenizers)")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads per process")
+    parser.add_argument(
+        "--run-dir", required=True, type=_folder, help="folder for checkpoint.pt and run.nc (resumes if present)"
+    )
+    parser.add_argument("--cache-dir", type=_folder, default=None, help="attnstruct cache (corpus, tokenizers)")
+    parser.add_argument("--threads", type=_threads, default=None, help="torch threads per process")
     for f in fields(config_class):
         parser.add_argument(
             f"--{f.name.replace('_', '-')}", type=_kind(f), default=f.default, help=f"default {f.default}"
@@ -100,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         task_name = pre.parse_known_args(argv)[0].task
         config_class = _config_class(task_name)
         args = _parser(config_class).parse_args(argv)
-        if args.threads:
+        if args.threads is not None:
             torch.set_num_threads(args.threads)
         config = config_class(**{f.name: getattr(args, f.name) for f in fields(config_class)})
         if distributed:
@@ -115,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(done.code or 0)
     except (CommandError, ValueError) as err:
         return refuse("attnstruct train", err)
+    except OSError as err:  # a folder that cannot be made or written, a full disk
+        return refuse("attnstruct train", f"{err.strerror or err}: {err.filename}" if err.filename else err)
     finally:
         if distributed and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()

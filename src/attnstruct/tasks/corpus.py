@@ -32,6 +32,7 @@ from ..checkpoints import zoo
 from ..results import write_atomically
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[MASK]", "[SEP]")
+MIN_BPE_VOCAB, MAX_BPE_VOCAB = 300, 2**20  # 256 bytes + merges; past 2**24 the tokenizers library aborts the process
 DOCUMENT_SUFFIXES = (".parquet", ".jsonl", ".json")  # files of rows, read by attnstruct.tasks.corpus_sources
 CORPORA = zoo.load_corpora()  # name -> zoo.Entry, from the "corpora" list of the registry
 SHAKESPEARE = CORPORA["shakespeare"]
@@ -120,8 +121,11 @@ def train_tokenizer(documents: list[str], vocab_size: int, cache: str | os.PathL
     import tokenizers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    if not isinstance(vocab_size, int) or vocab_size < 300:
-        raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + merges), got {vocab_size!r}")
+    if not isinstance(vocab_size, int) or not MIN_BPE_VOCAB <= vocab_size <= MAX_BPE_VOCAB:
+        raise ValueError(
+            f"vocab_size must be an integer from {MIN_BPE_VOCAB} (256 bytes + merges) to {MAX_BPE_VOCAB:,}, "
+            f"got {vocab_size!r}"
+        )
     key = _digest(documents, "bytelevel-bpe", vocab_size, tokenizers.__version__)
     path = zoo.cache_dir(cache) / "tokenizers" / f"bpe-{vocab_size}-{key}.json"
     if path.is_file():

@@ -194,12 +194,17 @@ def prepared_dir(cache=None) -> Path:
 
 
 def _check(max_tokens, val_fraction, workers) -> None:
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
-        raise CorpusError(f"max_tokens must be a positive integer or None, got {max_tokens!r}")
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 2**62
+    ):
+        raise CorpusError(f"max_tokens must be an integer from 1 to 2**62 or None, got {max_tokens!r}")
     if not 0.0 <= val_fraction < 0.5:
         raise CorpusError(f"val_fraction must be in [0, 0.5), got {val_fraction!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise CorpusError(f"workers must be a positive integer, got {workers!r}")
+    most = 4 * (os.cpu_count() or 1)
+    if workers > most:
+        raise CorpusError(f"workers must be at most {most} (four per CPU of this machine), got {workers}")
 
 
 def prepare(

@@ -81,6 +81,12 @@ class TextConfig(engine.RunConfig):
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
     PER_RUN: ClassVar[tuple[str, ...]] = (*engine.RunConfig.PER_RUN, "init_seed", "init_from", *CORPUS_OPTIONS)
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*engine.RunConfig.OMITTED_AT_DEFAULT, *CORPUS_OPTIONS)
+    LIMITS: ClassVar[dict[str, int]] = {
+        **engine.RunConfig.LIMITS,
+        "seq_len": 2**20,
+        "eval_batches": 10**5,
+        "vocab_size": corpus.MAX_BPE_VOCAB,
+    }
 
     objective: str = "mlm"
     init: str = "bert"
@@ -116,7 +122,7 @@ class TextConfig(engine.RunConfig):
         if self.init_from is not None and self.init != "bert":
             raise ValueError(f"init_from continues a trained model: init must be 'bert', got {self.init!r}")
         positive_integers(self, ("seq_len", "eval_batches"))
-        if not isinstance(self.vocab_size, int) or self.vocab_size < 300:
+        if not isinstance(self.vocab_size, int) or self.vocab_size < corpus.MIN_BPE_VOCAB:
             raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + merges), got {self.vocab_size!r}")
         if not 0.0 < self.val_fraction < 0.5:
             raise ValueError(f"val_fraction must be in (0, 0.5), got {self.val_fraction!r}")
@@ -269,12 +275,9 @@ def _snapshot_weights(folder: str, model: LanguageModel) -> dict[str, torch.Tens
     """The state dict of the snapshot in ``folder``, checked against ``model``'s tensors (one-line errors)."""
     from ..training import snapshots
 
-    path = Path(folder) / snapshots.WEIGHTS
-    if not path.is_file():
-        raise ValueError(f"init_from: {path} does not exist (a snapshot folder holds {snapshots.WEIGHTS})")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = snapshots.read_weights(folder)
     expected = {name: tuple(t.shape) for name, t in model.state_dict().items()}
-    found = {name: tuple(t.shape) for name, t in state.items()} if isinstance(state, dict) else {}
+    found = {name: tuple(t.shape) for name, t in state.items()}
     if found != expected:
         different = sorted(set(found) ^ set(expected)) or [n for n in expected if found.get(n) != expected[n]]
         raise ValueError(f"init_from: {folder} holds another model shape than this run's ({', '.join(different[:3])})")

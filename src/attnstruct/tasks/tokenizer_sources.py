@@ -161,11 +161,13 @@ def _hub(spec: str, settings, cache) -> TokenizerSource:
 def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
     from ..checkpoints.zoo.cache import cache_dir
     from ..results import write_atomically
-    from .corpus import train_tokenizer
+    from .corpus import MAX_BPE_VOCAB, MIN_BPE_VOCAB, train_tokenizer
     from .corpus_sources import CorpusError
 
-    if vocab < 300:
+    if vocab < MIN_BPE_VOCAB:
         raise CorpusError(f"{spec}: a byte-level BPE needs a vocabulary of at least 300 (256 bytes + merges)")
+    if vocab > MAX_BPE_VOCAB:
+        raise CorpusError(f"{spec}: a byte-level BPE trained here has a vocabulary of at most {MAX_BPE_VOCAB:,}")
     path = cache_dir(cache) / "corpora" / "tokenizers" / f"bpe-{vocab}-{sample_key}.json"
     origin = {"trained_on": f"the source's first training documents, {sample_chars:,} characters at most"}
     if path.is_file():

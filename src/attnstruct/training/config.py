@@ -72,6 +72,20 @@ def positive_integers(config, names) -> None:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
+INTEGER_LIMIT = 2**62  # an integer field above it would overflow torch's int64 somewhere
+
+
+def at_most(config, limits: Mapping[str, int]) -> None:
+    """Raise ValueError for the first integer field of ``config`` above its bound: ``limits[name]``, else
+    :data:`INTEGER_LIMIT` (a value past it overflows a 64-bit integer; one past a bound of ``limits`` is beyond any
+    run the field can describe)."""
+    for name in config.field_names():
+        value = getattr(config, name)
+        limit = limits.get(name, INTEGER_LIMIT)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise ValueError(f"{name} must be at most {limit:,}, got {value:,}")
+
+
 def non_negative_integer(config, name: str, *, optional: bool = False) -> None:
     """Raise ValueError unless ``name`` of ``config`` is an integer >= 0 (booleans refused), or None if ``optional``."""
     value = getattr(config, name)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -52,7 +53,7 @@ from ..checkpoints.extract import count_parameters
 from ..checkpoints.scoring import resolve_device
 from ..conventions import DEVICES
 from . import run_folder, snapshots
-from .config import Settings, non_negative_integer, one_of, positive_integers
+from .config import Settings, at_most, non_negative_integer, one_of, positive_integers
 from .model import TransformerConfig
 from .records import SCORED_MATRIX, Records, record_scores
 from .step import Objective, Step, build_optimizer, distributed, runner, seeded_generator, transfer
@@ -75,6 +76,10 @@ __all__ = [
 SCHEDULES = ("constant", "linear", "cosine")
 
 
+def _real(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class RunConfig(Settings):
     """The fields every training run shares, with one validation. Tasks subclass it and add their own.
@@ -95,6 +100,18 @@ class RunConfig(Settings):
     CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # the order of each run key's values in combined runs
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("accumulate", "compile")
     PER_RUN: ClassVar[tuple[str, ...]] = ("accumulate", "compile")  # a notebook need not declare them
+    LIMITS: ClassVar[Mapping[str, int]] = {  # beyond any run (config.at_most); other integer fields: 2**62
+        "steps": 10**9,
+        "warmup": 10**9,
+        "log_every": 10**9,
+        "eval_every": 10**9,
+        "checkpoint_every": 10**9,
+        "batch_size": 2**20,
+        "accumulate": 2**20,
+        "d_model": 2**16,
+        "n_layers": 2**10,
+        "n_heads": 2**16,
+    }
 
     objective: str = ""
     seed: int = 0
@@ -121,6 +138,7 @@ class RunConfig(Settings):
 
     def __post_init__(self):
         one_of(self.objective, self.OBJECTIVES, "objective")
+        at_most(self, self.LIMITS)
         positive_integers(self, ("steps", "batch_size", "log_every", "eval_every", "checkpoint_every", "accumulate"))
         if self.batch_size % self.accumulate:
             raise ValueError(f"batch_size {self.batch_size} is not divisible into {self.accumulate} micro-batches")
@@ -130,11 +148,15 @@ class RunConfig(Settings):
             raise ValueError(f"eval_every ({self.eval_every}) must be a multiple of log_every ({self.log_every})")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
-        if not (isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr)):
+        if not (_real(self.lr) and self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
         one_of(self.schedule, SCHEDULES, "schedule")
-        if not isinstance(self.warmup, int) or self.warmup < 0 or self.clip <= 0 or self.weight_decay < 0:
-            raise ValueError("warmup (an integer) and weight_decay must be >= 0 and clip > 0")
+        if not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ValueError(f"warmup must be an integer >= 0, got {self.warmup!r}")
+        for name, least in (("clip", "> 0"), ("weight_decay", ">= 0")):
+            value = getattr(self, name)
+            if not (_real(value) and math.isfinite(value) and (value > 0 if name == "clip" else value >= 0)):
+                raise ValueError(f"{name} must be a finite number {least}, got {value!r}")
         if not 0.0 < self.mask_rate < 1.0:
             raise ValueError(f"mask_rate must be in (0, 1), got {self.mask_rate!r}")
         if not 0.0 <= self.dropout < 1.0:
@@ -284,23 +306,39 @@ def train(
     snapshots.check_every(snapshot_every, config.log_every)
     if snapshot_every and run_dir is None:
         raise ValueError("snapshots need a run folder (run_dir)")
+    run_folder.check_run_dir(run_dir)
+    if snapshot_every:
+        snapshots.folder(run_dir, 0)  # refuses a snapshots folder that leads out of the run folder
     log = print if rank == 0 else lambda _: None
     done = run_folder.finished_run(config, run_dir, log=log)
     if done is not None and snapshots.complete(run_dir, config.steps, snapshot_every):
         return done
     if done is not None:
         log(f"notice: {Path(run_dir).name} lacks its snapshots every {snapshot_every} steps; training it again")
+    checkpoint = run_folder.read_checkpoint(run_dir, config, tuple(task.EVALUATIONS), log=log)
     work.refuse_to_compute(f"the run {config.run_name()}" + (f" in {run_dir}" if run_dir is not None else ""))
     device = resolve_device(config.device)
-    task.prepare()
-    if run_dir is not None:
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        return _train(task, run_dir, device, rank, world, progress, callback, snapshot_every)
+    with _memory_refused(config, device):
+        task.prepare()
+        devices = [device.index or 0] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            return _train(task, run_dir, device, rank, world, progress, callback, snapshot_every, checkpoint)
 
 
-def _train(task: Task, run_dir, device, rank, world, progress, callback, snapshot_every=None) -> xr.Dataset:
+@contextlib.contextmanager
+def _memory_refused(config: RunConfig, device):
+    """An allocation that fails inside (the CPU's allocator, CUDA's, Python's) becomes one ValueError line."""
+    try:
+        yield
+    except (MemoryError, RuntimeError) as err:
+        if not isinstance(err, (MemoryError, torch.OutOfMemoryError)) and "can't allocate memory" not in str(err):
+            raise
+        asked = re.search(r"allocate ([0-9.]+ ?[KMGTP]?i?B|[0-9]+ bytes)", str(err))
+        detail = f" (it asked for {asked[1]} at once)" if asked else ""
+        raise ValueError(f"the run {config.run_name()} does not fit in the memory of {device}{detail}") from None
+
+
+def _train(task: Task, run_dir, device, rank, world, progress, callback, snapshot_every, checkpoint) -> xr.Dataset:
     config = task.config
     keep = set(snapshots.snapshot_steps(config.steps, snapshot_every)) if rank == 0 else set()
 
@@ -310,7 +348,9 @@ def _train(task: Task, run_dir, device, rank, world, progress, callback, snapsho
 
     model = task.build_model().to(device)
     optimizer, scheduler = build_optimizer(config, model)
-    start, records = run_folder.resume(run_dir, config, model, optimizer, scheduler)
+    start, records = run_folder.resume(checkpoint, model, optimizer, scheduler)
+    if run_dir is not None:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
     step_once = Step(runner(task, model, config, device, world), model, optimizer, scheduler, config, device, world)
     if start == 0:
         _record(task, model, records, 0, float("nan"), scheduler, device)

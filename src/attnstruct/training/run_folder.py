@@ -7,6 +7,13 @@ code that determines the run (:func:`code_modules`, :func:`code_digest`) and a d
 by other code is trained again (also with a notice), so a stale result is never reused silently. A folder that holds
 a run of *other parameters* is an error: that is a second run pointed at the same folder, not a stale one.
 
+A run folder may have come from anywhere (a copy, an archive, a colleague: docs/security.md), so what it holds is
+data: the checkpoint is read by the weights-only unpickler and checked against the run before anything of it is
+used (:mod:`attnstruct.training.resume_state`), a ``run.nc`` that would read other files (HDF5 external links or
+storage) is refused before it is opened as a dataset, and no file read there (nor a snapshot folder written there)
+may be a link out of the folder (:func:`attnstruct.untrusted.inside`; an atomic write replaces a link, never follows
+it). Each refusal is one ValueError line that says what to do.
+
 The code that determines a run is :data:`TRAINING_CODE` (the loop, the model, what is recorded, the scores) and the
 task's own modules: the module that defines the run's configuration class and the modules of ``attnstruct.tasks``
 it imports (its data). The digest reads their syntax trees without docstrings, so an edit of prose, comments or
@@ -19,8 +26,8 @@ import ast
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -28,6 +35,8 @@ import xarray as xr
 
 from .. import results
 from .._version import __version__
+from ..untrusted import UnsafeName, inside
+from . import resume_state
 from .records import Records
 
 RUN_FILE = "run.nc"
@@ -113,22 +122,94 @@ def run_key(config) -> str:
     return json.dumps({"attnstruct_version": __version__, "code": code, "config": config.digest()}, sort_keys=True)
 
 
-def _other_parameters(config, recorded: dict) -> list[str]:
-    current = config.to_dict()
+def _recorded(config) -> dict:
+    """The configuration as a record reads it back: its JSON (a path as its text)."""
+    return json.loads(json.dumps(config.to_dict(), default=str))
+
+
+def _other_parameters(config, recorded) -> list[str]:
+    current = _recorded(config)
+    if not isinstance(recorded, dict):
+        return ["all"]
     return sorted(k for k in set(current) | set(recorded) if recorded.get(k) != current.get(k))
+
+
+def check_run_dir(run_dir) -> None:
+    """Raise ValueError unless ``run_dir`` is None, a folder, or a path where one can be made (no empty text, no
+    file, no file among its parents)."""
+    if run_dir is None:
+        return
+    if not isinstance(run_dir, (str, os.PathLike)) or not str(run_dir).strip():
+        raise ValueError(f"run_dir must name a folder, got {run_dir!r}")
+    folder = Path(run_dir)
+    for existing in (folder, *folder.parents):
+        if existing.exists():
+            if not existing.is_dir():
+                where = "" if existing == folder else f" ({existing} is a file)"
+                raise ValueError(f"run_dir {str(folder)!r} is not a folder{where}")
+            return
+
+
+def _in_folder(run_dir, name: str) -> Path:
+    """``run_dir/name``, refused (ValueError, one line) when a link there leads out of the run folder."""
+    try:
+        return inside(run_dir, name)
+    except UnsafeName as err:
+        raise ValueError(f"run folder {run_dir}: {err}") from None
+
+
+def _external_objects(path: Path) -> list[str]:
+    """The objects of the HDF5 file ``path`` that read another file: external links, datasets whose data lie in
+    external files, virtual datasets."""
+    import h5py
+
+    found = []
+
+    def walk(group, prefix):
+        for name in group:
+            link = group.get(name, getlink=True)
+            if isinstance(link, h5py.ExternalLink):
+                found.append(f"{prefix}{name}")
+            elif isinstance(link, h5py.HardLink):
+                item = group[name]
+                if isinstance(item, h5py.Group):
+                    walk(item, f"{prefix}{name}/")
+                elif item.external or item.is_virtual:
+                    found.append(f"{prefix}{name}")
+
+    with h5py.File(path, "r", locking=False) as handle:
+        walk(handle, "/")
+    return found
+
+
+def read_run(path: Path) -> xr.Dataset:
+    """The finished run's dataset at ``path``, refused in one line (ValueError) when it cannot be read, reads
+    other files (HDF5 external links or storage) or lacks its record of parameters."""
+    try:
+        external = _external_objects(path)
+        if external:
+            raise ValueError(f"it reads other files through {', '.join(external[:3])}")
+        done = results.load_dataset(path)
+        json.loads(done.attrs["parameters"])
+    except Exception as err:  # noqa: BLE001  (whatever the file holds, one line)
+        reason = "no parameters attribute" if isinstance(err, KeyError) else " ".join(str(err).split())[:300]
+        raise ValueError(
+            f"{path} is not a run attnstruct can read ({reason}); delete it to train the run again"
+        ) from None
+    return done
 
 
 def finished_run(config, run_dir: str | Path | None, log: Callable[[str], None] = print) -> xr.Dataset | None:
     """The dataset of the finished run in ``run_dir`` when it may be reused, else None (no run, or a stale one).
 
-    Raises ValueError when the folder holds a run with other parameters.
+    Raises ValueError when the folder holds a run with other parameters, or a ``run.nc`` that cannot be read.
     """
     if run_dir is None:
         return None
-    final = Path(run_dir) / RUN_FILE
+    final = _in_folder(run_dir, RUN_FILE)
     if not final.is_file():
         return None
-    done = results.load_dataset(final)
+    done = read_run(final)
     changed = _other_parameters(config, json.loads(done.attrs["parameters"]))
     if changed:
         raise ValueError(
@@ -143,41 +224,47 @@ def finished_run(config, run_dir: str | Path | None, log: Callable[[str], None] 
 
 
 def save_checkpoint(run_dir: Path, config, step: int, model, optimizer, scheduler, records: Records) -> None:
-    """Write ``checkpoint.pt`` atomically: model, optimiser, schedule, records, the step and the run key."""
-    state = {
-        "config": config.to_dict(),
-        "run_key": run_key(config),
-        "step": step,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "records": asdict(records),
-    }
+    """Write ``checkpoint.pt`` atomically (:mod:`attnstruct.training.resume_state`): model, optimiser, schedule,
+    records, the step and the run key."""
+    state = resume_state.checkpoint_state(
+        _recorded(config), run_key(config), step, model, optimizer, scheduler, records
+    )
     results.write_atomically(Path(run_dir) / CHECKPOINT_FILE, lambda temporary: torch.save(state, temporary))
 
 
-def resume(run_dir, config, model, optimizer, scheduler, log: Callable[[str], None] = print) -> tuple[int, Records]:
-    """Load ``checkpoint.pt`` into the model, optimiser and schedule; return (its step, its records).
+def read_checkpoint(
+    run_dir, config, evaluations=(), log: Callable[[str], None] = print
+) -> resume_state.Checkpoint | None:
+    """The checkpoint of ``run_dir`` to resume this run (of ``config``, its task recording ``evaluations``) from,
+    read without running any of it, or None (no checkpoint, or one written by other code: set aside with a notice,
+    the run starts again).
 
-    No checkpoint (or none in memory-only runs): step 0 and empty records. A checkpoint of other parameters
-    raises ValueError; one written by other code is set aside with a notice (the run starts again).
+    Raises ValueError, one line ending in what to do, for a checkpoint that cannot be read safely, one of an older
+    format, of other parameters or whose records do not fit the run (:func:`resume_state.read`).
     """
-    path = Path(run_dir) / CHECKPOINT_FILE if run_dir is not None else None
-    if path is None or not path.is_file():
-        return 0, Records()
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    changed = _other_parameters(config, state["config"])
+    if run_dir is None:
+        return None
+    path = _in_folder(run_dir, CHECKPOINT_FILE)
+    if not path.is_file():
+        return None
+    found = resume_state.read(path, config, evaluations)
+    changed = _other_parameters(config, found.config)
     if changed:
         raise ValueError(
             f"{path} belongs to a run with other parameters ({', '.join(changed)}); remove it or change run_dir"
         )
-    if state.get("run_key") != run_key(config):
+    if found.run_key != run_key(config):
         log(f"notice: {path} was written by other attnstruct code or another version; starting the run again")
+        return None
+    return found
+
+
+def resume(checkpoint, model, optimizer, scheduler) -> tuple[int, Records]:
+    """Load ``checkpoint`` (:func:`read_checkpoint`; None: start from step 0 with empty records) into the model,
+    optimiser and schedule; return (its step, its records). ValueError, one line, when its tensors do not fit."""
+    if checkpoint is None:
         return 0, Records()
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    return state["step"], Records(**state["records"])
+    return resume_state.load_into(checkpoint, model, optimizer, scheduler)
 
 
 def remove_checkpoint(run_dir) -> None:

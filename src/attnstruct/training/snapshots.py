@@ -18,7 +18,9 @@ public series reads it too::
 Snapshots are taken at step 0, at every ``every``-th step (a multiple of the run's ``log_every``, so each snapshot
 has its record in ``run.nc``) and at the last step. They are an output of training, not a parameter of it: the
 same run with or without snapshots trains to the same weights. Each file is written atomically, ``config.json``
-last, so a folder with a ``config.json`` is complete.
+last, so a folder with a ``config.json`` is complete; a ``snapshots`` folder or step folder that is a link out of
+the run folder is refused (:func:`attnstruct.untrusted.inside`), so that a copied run folder cannot have a run
+write elsewhere.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import torch
 
 from .. import results
 from .._version import __version__
+from ..untrusted import inside
 
 FOLDER = "snapshots"
 WEIGHTS = "pytorch_model.bin"
@@ -53,7 +56,8 @@ def snapshot_steps(steps: int, every: int | None) -> list[int]:
 
 
 def folder(run_dir: str | Path, step: int) -> Path:
-    return Path(run_dir) / FOLDER / f"step{step:06d}"
+    """``run_dir/snapshots/stepNNNNNN``; ValueError (one line) when a link there leads out of the run folder."""
+    return inside(run_dir, FOLDER, f"step{step:06d}")
 
 
 def model_config(config, model: torch.nn.Module, step: int, tokens_per_step: int | None) -> dict:
@@ -92,7 +96,7 @@ def save(run_dir: str | Path, config, model: torch.nn.Module, step: int, tokens_
 
 def taken(run_dir: str | Path) -> dict[int, Path]:
     """``{step: folder}`` of the complete snapshots under ``run_dir`` (those with a ``config.json``)."""
-    root = Path(run_dir) / FOLDER
+    root = inside(run_dir, FOLDER)
     found = {}
     for path in sorted(root.glob("step*")) if root.is_dir() else ():
         if (path / CONFIG).is_file() and (path / WEIGHTS).is_file() and path.name[4:].isdigit():
@@ -104,3 +108,23 @@ def complete(run_dir: str | Path | None, steps: int, every: int | None) -> bool:
     """Whether ``run_dir`` holds every snapshot a run of ``steps`` steps takes every ``every`` steps."""
     wanted = snapshot_steps(steps, every)
     return not wanted or (run_dir is not None and set(wanted) <= set(taken(run_dir)))
+
+
+def read_weights(folder: str | Path) -> dict:
+    """The state dict of the snapshot in ``folder``, read with ``weights_only=True``; ValueError (one line) for a
+    folder without it, a file that is not a checkpoint or asks for anything but tensors (a pickle that could run
+    code), or anything but a mapping of names to tensors."""
+    import pickle
+
+    path = Path(folder) / WEIGHTS
+    if not path.is_file():
+        raise ValueError(f"init_from: {path} does not exist (a snapshot folder holds {WEIGHTS})")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(f"init_from: {path} holds objects other than tensors, and is not read") from None
+    except Exception as err:  # noqa: BLE001  (a damaged file fails in many ways; each is one line)
+        raise ValueError(f"init_from: {path} cannot be read ({' '.join(str(err).split())[:200]})") from None
+    if not isinstance(state, dict) or not all(isinstance(t, torch.Tensor) for t in state.values()):
+        raise ValueError(f"init_from: {path} is not a mapping of names to tensors")
+    return state

@@ -17,8 +17,10 @@ Formats (``format`` in the registry) and what :func:`path` returns:
 * ``gguf``, ``onnx``: the payload file itself.
 * ``text`` (corpora): the payload file, the concatenated documents (:mod:`attnstruct.tasks.corpus` splits it).
 
-A small marker file (``.zoo-fetched.json``) is written after a verified fetch; :func:`is_fetched` reads it instead
-of rehashing, :func:`verify` rehashes on demand. Two fetches of one entry at the same time do not interfere: each
+A small marker file (``.zoo-fetched.json``) is written after a verified fetch, with each file's identity (size,
+times, inode); :func:`is_fetched`, asked at every use, compares them and rehashes only a file whose identity
+changed, refusing it if its hash no longer matches (:mod:`~attnstruct.checkpoints.zoo.cache`); :func:`verify`
+rehashes on demand. Two fetches of one entry at the same time do not interfere: each
 holds the entry's file lock (:mod:`attnstruct.checkpoints.zoo.fetching`).
 
 Modules: :mod:`~attnstruct.checkpoints.zoo.registry` (the registry file), :mod:`~attnstruct.checkpoints.zoo.cache`

