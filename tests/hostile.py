@@ -92,7 +92,7 @@ class _Touch:
         return (open, (self.path, "w"))
 
 
-def code_running_pickle(canary_path: Path, protocol: int = 2) -> bytes:
+def code_running_pickle(canary_path: Path, protocol: int = pickle.DEFAULT_PROTOCOL) -> bytes:
     """A pickle whose loading by ``pickle.load`` (or ``torch.load(weights_only=False)``) creates ``canary_path``."""
     return pickle.dumps({"state": _Touch(canary_path)}, protocol=protocol)
 

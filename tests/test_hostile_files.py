@@ -826,6 +826,17 @@ def test_a_pickle_that_runs_code_is_refused_and_never_runs(tmp_path, capsys, cas
     assert not alarm.exists() and watch.changed() == set()
 
 
+@pytest.mark.parametrize("case", [case for case in PICKLES if case.startswith("legacy/")])
+def test_a_legacy_pickle_that_runs_code_is_one_line_on_the_terminal(tmp_path, case):
+    """In a process of its own, as a user runs it: ``torch.load(weights_only=True)`` warns on stderr about a pickle
+    protocol above 2, which would add lines to the one of the refusal."""
+    alarm = canary(tmp_path)
+    hostile, _ = PICKLES[case](tmp_path / "input", alarm)
+    done = run_attnstruct(*score(hostile, tmp_path / "scores.csv"))
+    assert_process_refused(done, hostile.path.name, *hostile.names)
+    assert not alarm.exists()
+
+
 # -- inputs that could hang or exhaust the interpreter: in a subprocess, with a time limit -------------------------
 
 

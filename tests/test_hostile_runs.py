@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 
 import h5py
@@ -90,6 +91,19 @@ def test_a_checkpoint_that_runs_code_is_refused_by_the_command_in_one_line_and_r
     line = assert_refused(status, err, "checkpoint.pt", "delete it")
     assert "weights_only=False" not in line  # torch's own advice, to load it anyway, is not passed on
     assert not touched.exists() and watch.changed() == set()
+
+
+@pytest.mark.parametrize("protocol", range(2, pickle.HIGHEST_PROTOCOL + 1))
+def test_a_code_carrying_checkpoint_is_one_line_on_the_terminal_whatever_its_pickle_protocol(tmp_path, protocol):
+    """In a process of its own, as a user runs it: torch warns about a protocol above 2 on stderr, which would add
+    lines to the one of the refusal."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    touched = canary(tmp_path)
+    (run_dir / "checkpoint.pt").write_bytes(code_running_pickle(touched, protocol=protocol))
+    done = run_attnstruct("train", "--run-dir", str(run_dir), *TINY_ARGS)
+    assert_process_refused(done, "checkpoint.pt", "delete it")
+    assert not touched.exists()
 
 
 def test_a_checkpoint_that_runs_code_is_refused_by_the_python_api(tmp_path):

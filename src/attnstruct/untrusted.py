@@ -6,7 +6,8 @@ name passes one of these checks before it is joined to a folder or put into a UR
 :func:`inside`, which refuses a path that would leave its folder. Each check raises :class:`UnsafeName`, a
 ValueError whose message names what was refused, in one line.
 
-Nothing here imports torch or touches the network.
+Files from untrusted input that are pickles are read by :func:`load_weights_only` alone. Nothing here imports torch
+at import time or touches the network.
 """
 
 from __future__ import annotations
@@ -60,3 +61,17 @@ def inside(folder: str | os.PathLike, *names: str) -> Path:
     if resolved != resolved_root and resolved_root not in resolved.parents:
         raise UnsafeName(f"{_shown('/'.join(names))} would lead out of {root}")
     return path
+
+
+def load_weights_only(file, **kwargs):
+    """``torch.load(file, weights_only=True, **kwargs)``: PyTorch's restricted unpickler, which builds tensors and
+    plain containers and refuses any other object (``pickle.UnpicklingError``), so nothing in the file runs. The
+    warnings torch gives about a file's pickle (its protocol) are silenced: the caller refuses a bad file in one line
+    of its own, and a warning would add lines to it."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.load(file, weights_only=True, **kwargs)

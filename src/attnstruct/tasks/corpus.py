@@ -30,6 +30,7 @@ import torch
 
 from ..checkpoints import zoo
 from ..results import write_atomically
+from ..untrusted import load_weights_only
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[MASK]", "[SEP]")
 MIN_BPE_VOCAB, MAX_BPE_VOCAB = 300, 2**20  # 256 bytes + merges; past 2**24 the tokenizers library aborts the process
@@ -300,7 +301,7 @@ def load_tokens(
     key = _digest(documents, "tokens", vocab_size, val_fraction, tokenizer.to_str())
     path = zoo.cache_dir(cache) / "tokenizers" / f"tokens-{key}.pt"
     if path.is_file():
-        train, val = torch.load(path, weights_only=True)
+        train, val = load_weights_only(path)
     else:
         train_parts, val_parts = [], []
         for encoding in tokenizer.encode_batch(documents):

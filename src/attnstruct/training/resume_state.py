@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..untrusted import load_weights_only
 from .records import Records
 
 FORMAT = "attnstruct-run-checkpoint/2"
@@ -69,7 +70,7 @@ def _refused(path: Path, why: str) -> ValueError:
 
 def _load(path: Path):
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return load_weights_only(path, map_location="cpu")
     except pickle.UnpicklingError:
         raise _refused(
             path, "holds objects other than tensors and plain values (loading it in general could run code)"

@@ -32,7 +32,7 @@ import torch
 
 from .. import results
 from .._version import __version__
-from ..untrusted import inside
+from ..untrusted import inside, load_weights_only
 
 FOLDER = "snapshots"
 WEIGHTS = "pytorch_model.bin"
@@ -120,7 +120,7 @@ def read_weights(folder: str | Path) -> dict:
     if not path.is_file():
         raise ValueError(f"init_from: {path} does not exist (a snapshot folder holds {WEIGHTS})")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = load_weights_only(path, map_location="cpu")
     except pickle.UnpicklingError:
         raise ValueError(f"init_from: {path} holds objects other than tensors, and is not read") from None
     except Exception as err:  # noqa: BLE001  (a damaged file fails in many ways; each is one line)

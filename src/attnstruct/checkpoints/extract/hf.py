@@ -18,6 +18,7 @@ from typing import Protocol
 
 import torch
 
+from ...untrusted import load_weights_only
 from .blocks import (
     AttentionBlock,
     ExtractionError,
@@ -187,7 +188,7 @@ def _load_whole(file: Path) -> dict[str, torch.Tensor]:
     """A legacy (pre-ZIP) ``torch.save`` file, tensors only: a state dict whose views each lie inside their storage
     and claim no more elements than it holds (:func:`~attnstruct.checkpoints.extract.blocks.check_view`)."""
     try:
-        state = torch.load(file, map_location="cpu", weights_only=True)
+        state = load_weights_only(file, map_location="cpu")
     except FileNotFoundError:
         raise ExtractionError(f"checkpoint file {file}", "not found") from None
     except pickle.UnpicklingError as err:  # torch's message goes on to advise weights_only=False: not for this file

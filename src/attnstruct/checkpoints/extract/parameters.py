@@ -40,6 +40,8 @@ from pathlib import Path
 
 import torch
 
+from ...untrusted import load_weights_only
+
 SAFETENSORS_FLOATS = ("F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2")
 BUFFER_SUFFIXES = (".attn.bias", ".attn.masked_bias", ".inv_freq", ".position_ids", "final_logits_bias")
 TIED_HEADS = ("lm_head.weight",)
@@ -132,7 +134,7 @@ def _torch_bin_tensors(files: list[Path]) -> list[tuple[str, tuple[int, ...]]]:
     tensors, seen, states = [], set(), []  # the states stay alive, so that no storage address is reused
     for file in files:
         try:
-            state = torch.load(_regular(file), map_location="cpu", weights_only=True, mmap=True)
+            state = load_weights_only(_regular(file), map_location="cpu", mmap=True)
         except RuntimeError:  # the legacy (pre-zip) format cannot be memory-mapped
             state = _load_legacy(file)
         except Exception as err:  # torch.load's refusals and failures are of many types
@@ -150,7 +152,7 @@ def _torch_bin_tensors(files: list[Path]) -> list[tuple[str, tuple[int, ...]]]:
 
 def _load_legacy(file: Path):
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
+        return load_weights_only(file, map_location="cpu")
     except Exception as err:
         raise ValueError(f"cannot read {file}: {' '.join(str(err).split()) or type(err).__name__}") from None
 
