@@ -194,6 +194,14 @@ def test_bad_score_arguments_are_refused_before_anything_is_written(
     assert watch.changed() == set()
 
 
+def test_an_empty_source_is_refused_rather_than_taken_for_the_current_folder(bert_dir, capsys, monkeypatch):
+    from hostile import assert_refused
+
+    folder, _ = bert_dir
+    monkeypatch.chdir(folder)  # a checkpoint folder: an empty name would score it
+    assert_refused(cli.main(["score", ""]), capsys.readouterr().err, "source", "empty name")
+
+
 @pytest.mark.parametrize(
     "out, reason",
     [("a-folder.nc", "it is a folder"), ("a-file/s.nc", "is not a folder"), ("s" * 300 + ".csv", "File name too long")],

@@ -183,6 +183,9 @@ def test_clean_markdown():
 def test_corpus_errors_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
         corpus.read_documents(tmp_path / "missing.txt")
+    for not_a_file in (tmp_path, "/dev/null"):
+        with pytest.raises(ValueError, match="is not a regular file"):
+            corpus.read_documents(not_a_file)
     (tmp_path / "empty.txt").write_text("  \n")
     with pytest.raises(ValueError, match="is empty"):
         corpus.read_documents(tmp_path / "empty.txt")

@@ -96,6 +96,7 @@ def _parser() -> Parser:
     score = sub.add_parser("score", help="score every attention block of a checkpoint")
     score.add_argument(
         "source",
+        type=path_name,
         help="Hugging Face folder, .safetensors, .gguf, .onnx, CTranslate2 folder/model.bin, a packaged checkpoint's "
         "name, or a hub id ORG/NAME[@REVISION] (only its query/key bytes are fetched)",
     )

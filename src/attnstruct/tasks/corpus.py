@@ -82,6 +82,8 @@ def read_documents(source: str | os.PathLike = "shakespeare", cache: str | os.Pa
         parts = [payload[end - size : end].decode("utf-8") for end, size in zip(ends, entry.documents)]
     else:
         path = Path(source)
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{str(path)!r} is not a regular file (a folder, a device or a pipe), so no text file")
         if not path.is_file():
             raise ValueError(
                 f"text file {str(path)!r} does not exist (or give a packaged corpus: {', '.join(CORPORA)})"
