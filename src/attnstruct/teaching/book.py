@@ -50,6 +50,7 @@ GUIDES = (
     "performance",
     "statistics",
     "testing",
+    "security",
     "paper-notes",
     "calibration",
 )
