@@ -38,6 +38,7 @@ GUIDES = (
     "performance",
     "statistics",
     "testing",
+    "security",
     "paper-notes",
     "calibration",
 )
