@@ -46,8 +46,12 @@ its files:
   compromised, misconfigured or just slow; the answers keep the Hub's shapes, only the values lie
   (:meth:`StandinHub.misreport`, :meth:`~StandinHub.trickle`, :meth:`~StandinHub.ignore_ranges`):
 
-  - a model info whose ``sha`` is not a commit id (``../../x``, an absolute path), and ``/resolve/`` answers whose
-    ``ETag`` (the name ``hf_hub_download`` gives the file in its cache) is one;
+  - a model or dataset info whose ``sha`` is not a commit id (``../../x``, an absolute path), told consistently (the
+    refs, the ``X-Repo-Commit`` of ``/resolve/`` answers, and the files served under it as a revision), and
+    ``/resolve/`` answers whose ``ETag`` (the name ``hf_hub_download`` gives the file in its cache) is one;
+  - a dataset's tree listing whose ``Link: <...>; rel="next"`` names the next page on another origin (where the
+    token would go), or names a next page after every page, the last too: a chain without end
+    (:meth:`StandinHub.mislink_tree`);
   - a slow link: every byte of an answer's body (and, if asked, of its status line and headers) one at a time, a
     pause between them, as a congested or throttling proxy sends them;
   - a server that ignores ``Range`` and answers ``200`` with the whole file, which HTTP allows (RFC 9110, section
@@ -242,6 +246,7 @@ class StandinHub:
         self._claims: dict[str, dict[str, str]] = {}  # repo -> {"sha": ..., "etag": ...} reported instead
         self._trickle: tuple[float, str, bool] | None = None  # (seconds per byte, path substring, headers too)
         self._whole_answers: str | None = None  # path substring of requests whose Range is ignored
+        self._tree_links: tuple[str | None, bool] = (None, False)  # (origin of the next page, a next page after each)
         self._lock = threading.Lock()
         self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
@@ -415,15 +420,24 @@ class StandinHub:
             self._delay = (float(seconds), path)
 
     def misreport(self, repo_id: str, *, sha: str | None = None, etag: str | None = None) -> None:
-        """From now on report ``sha`` as the commit of every revision of ``repo_id`` in its model info and its list
-        of refs (the files stay those of the real commit), and ``etag`` as the ``ETag`` (and ``X-Linked-Etag``) of
-        its files' ``/resolve/`` answers; None leaves that value true."""
+        """From now on report ``sha`` as the commit of every revision of ``repo_id`` (a model or a dataset) in its
+        info, its list of refs and the ``X-Repo-Commit`` of its ``/resolve/`` answers, and serve the files of its
+        default branch under ``sha`` as a revision (a hub that lies does so consistently), and ``etag`` as the
+        ``ETag`` (and ``X-Linked-Etag``) of its files' ``/resolve/`` answers; None leaves that value true."""
         with self._lock:
             claims = {key: value for key, value in (("sha", sha), ("etag", etag)) if value is not None}
             if claims:
                 self._claims[repo_id] = claims
             else:
                 self._claims.pop(repo_id, None)
+
+    def mislink_tree(self, *, origin: str | None = None, endless: bool = False) -> None:
+        """From now on the ``Link`` header of a dataset's tree pages lies: it names the next page on ``origin``
+        (``cdn_url``, say: the other server records whether the token came) instead of the Hub's own, and with
+        ``endless`` after every page, the last one too (the pages past the end are empty): a chain without end.
+        ``mislink_tree()`` links the pages truly again."""
+        with self._lock:
+            self._tree_links = (origin, endless)
 
     def trickle(self, seconds: float | None, path: str = "", *, headers: bool = False) -> None:
         """From now on send the body of every answer on either origin whose path holds ``path`` one byte at a time,
@@ -589,7 +603,9 @@ class StandinHub:
         if m := _DATASET_REFS.match(path):
             found = self._lookup(h, method, unquote(m["repo"]), None, files=False, kind=DATASET)
             if found is not None:
-                self._send_json(h, method, _refs_of(found[0]))
+                with self._lock:
+                    sha = self._claims.get(unquote(m["repo"]), {}).get("sha")
+                self._send_json(h, method, _refs_of(found[0], sha))
         elif m := _DATASET_TREE.match(path):
             path_in_repo = unquote(m["path"]).strip("/") if m["path"] else ""
             self._tree(h, method, unquote(m["repo"]), unquote(m["rev"]), path_in_repo, parse_qs(parts.query))
@@ -607,11 +623,13 @@ class StandinHub:
     def _dataset_info(self, repo_id: str, repo: _Repo, commit: str) -> dict:
         """What :class:`huggingface_hub.DatasetInfo` parses of a dataset repository at ``commit``."""
         entries = repo.commits[commit]
+        with self._lock:
+            sha = self._claims.get(repo_id, {}).get("sha", commit)
         return {
             "_id": commit[:24],
             "id": repo_id,
             "author": repo_id.split("/")[0],
-            "sha": commit,
+            "sha": sha,
             "lastModified": LAST_MODIFIED,
             "createdAt": LAST_MODIFIED,
             "private": False,
@@ -641,10 +659,12 @@ class StandinHub:
         start = int(query.get("cursor", ["0"])[-1])
         page = entries[start : start + self.tree_page_size]
         headers = {}
-        if start + self.tree_page_size < len(entries):
+        with self._lock:
+            origin, endless = self._tree_links
+        if endless or start + self.tree_page_size < len(entries):
             cursor = {**{k: v[-1] for k, v in query.items()}, "cursor": str(start + self.tree_page_size)}
             following = "&".join(f"{k}={quote(v, safe='')}" for k, v in cursor.items())
-            headers["Link"] = f'<{self.url}{urlsplit(h.path).path}?{following}>; rel="next"'
+            headers["Link"] = f'<{origin or self.url}{urlsplit(h.path).path}?{following}>; rel="next"'
         self._send_json(h, method, page, headers)
 
     def _paths_info(self, h: _Handler, repo_id: str, revision: str, kind: str) -> None:
@@ -701,6 +721,8 @@ class StandinHub:
         with self._lock:
             revision = revision or repo.default()
             commit = repo.commit(revision)
+            if commit is None and revision == self._claims.get(repo_id, {}).get("sha"):
+                commit = repo.commit(repo.default())  # the lie, told as a revision: the files of the default branch
         if commit is None:
             self._error(h, method, 404, "RevisionNotFound", f"Invalid rev id: {revision}")
             return None
@@ -763,13 +785,16 @@ class StandinHub:
         if found is None:
             return
         repo, commit = found
+        with self._lock:
+            claimed = self._claims.get(repo_id, {})
         entry = repo.commits[commit].get(filename)
         if entry is None:
-            self._error(h, method, 404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": commit})
+            told = claimed.get("sha", commit)
+            self._error(h, method, 404, "EntryNotFound", "Entry not found", {"X-Repo-Commit": told})
             return
         with self._lock:
             redirect = self._redirect_min is not None and entry.lfs and entry.size >= self._redirect_min
-            etag = self._claims.get(repo_id, {}).get("etag")
+        etag = claimed.get("etag")
         if redirect:
             where = "datasets/" if kind == DATASET else ""
             location = f"{self.cdn_url}/cdn/{where}{quote(repo_id)}/{commit}/{quote(filename)}"
@@ -777,13 +802,14 @@ class StandinHub:
                 "Location": location,
                 "X-Linked-Size": str(entry.size),
                 "X-Linked-Etag": f'"{etag or entry.sha256}"',
-                "X-Repo-Commit": commit,
+                "X-Repo-Commit": claimed.get("sha", commit),
                 "ETag": f'"{entry.blob_id}"',
                 "Content-Type": "text/plain; charset=utf-8",
             }
             self._send(h, method, 302, headers, f"Found. Redirecting to {location}".encode())
             return
-        headers = {"Accept-Ranges": "bytes", "ETag": f'"{etag or entry.etag}"', "X-Repo-Commit": commit}
+        headers = {"Accept-Ranges": "bytes", "ETag": f'"{etag or entry.etag}"'}
+        headers["X-Repo-Commit"] = claimed.get("sha", commit)
         self._serve(h, method, repo_id, filename, entry, headers)
 
     def _cdn(self, h: _Handler, method: str, repo_id: str, commit: str, filename: str, kind="model") -> None:

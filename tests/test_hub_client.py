@@ -6,22 +6,21 @@ import random
 import threading
 import time
 from email.utils import formatdate
-from pathlib import Path
 
 import httpx2
 import pytest
-from huggingface_hub import HfApi, constants, hf_hub_download, hf_hub_url
-from huggingface_hub.errors import RepositoryNotFoundError
+from huggingface_hub import constants, hf_hub_url
 from standin_hub import SparseFile, StandinHub
 
+from attnstruct.checkpoints import hub_client
 from attnstruct.checkpoints.extract.blocks import ExtractionError
 from attnstruct.checkpoints.hub_client import (
     REASONS,
     RetryCounter,
     RetryPolicy,
-    call_with_retries,
     get_file,
     get_json,
+    get_json_pages,
     get_range,
 )
 from attnstruct.checkpoints.hub_retry import retry_after_s
@@ -205,59 +204,6 @@ def test_a_file_that_ends_early_and_other_4xx_are_not_retried(hub, policy, count
     assert get_range(_url(hub, commit), 5, 5, token=False, policy=policy) == b"" and len(hub.requests) == 3
 
 
-def test_call_with_retries_survives_a_429_and_a_503_of_the_api_and_does_not_retry_a_404(hub, policy, counter, waits):
-    commit = hub.add_repo(REPO, {"config.json": CONFIG})
-    api = HfApi(endpoint=hub.url, token=False)
-    hub.rate_limit(every=2, retry_after=3)
-    for _ in range(2):
-        info = call_with_retries(lambda: api.model_info(REPO, timeout=5), what=REPO, policy=policy, counter=counter)
-        assert info.sha == commit
-    hub.rate_limit(None)
-    hub.fail_once("/api/models/", 503)
-    refs = call_with_retries(lambda: api.list_repo_refs(REPO), what=REPO, policy=policy, counter=counter)
-    assert [b.target_commit for b in refs.branches] == [commit]
-    assert hub.statuses == [200, 429, 200, 503, 200] and waits[0] == 3.0 and len(waits) == 2
-    assert (counter.retries["rate limited"], counter.retries["server error"]) == (1, 1)
-    with pytest.raises(RepositoryNotFoundError):  # raised unchanged, once
-        call_with_retries(lambda: api.model_info("org/none"), what="org/none", policy=policy, counter=counter)
-    assert len(hub.requests) == 6 and len(waits) == 2
-
-
-def test_call_with_retries_gives_up_in_one_line(hub, policy, counter):
-    hub.add_repo(REPO, {"config.json": CONFIG})
-    api = HfApi(endpoint=hub.url, token=False)
-    hub.rate_limit(every=1, retry_after=0)
-    with pytest.raises(ExtractionError) as err:
-        call_with_retries(lambda: api.model_info(REPO), what=f"{REPO}@main", policy=policy, counter=counter)
-    assert err.value.kind == "rate limited" and f"{REPO}@main" in str(err.value) and "\n" not in str(err.value)
-    assert len(hub.requests) == policy.attempts
-    with StandinHub() as gone:
-        dead = HfApi(endpoint=gone.url, token=False)
-    with pytest.raises(ExtractionError) as err:
-        call_with_retries(lambda: dead.model_info(REPO), what=REPO, policy=policy, counter=counter)
-    assert err.value.kind == "error" and counter.retries["unreachable"] == policy.failures
-
-
-def test_hf_hub_download_survives_a_429_and_a_503_and_a_redirect_to_the_cdn(hub, policy, counter, tmp_path):
-    commit = hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": DATA}, gated_token="hf_right")
-    hub.redirect_large()
-    hub.fail_once("config.json", 429, method="HEAD")  # hf_hub_download asks again itself, without waiting
-    hub.fail_once("model.safetensors", 503, method="GET")  # it does not retry a 503 of a GET: call_with_retries does
-
-    def download(file):
-        return hf_hub_download(REPO, file, endpoint=hub.url, cache_dir=tmp_path, token="hf_right")
-
-    config = call_with_retries(lambda: download("config.json"), what=REPO, policy=policy, counter=counter)
-    weights = call_with_retries(lambda: download("model.safetensors"), what=REPO, policy=policy, counter=counter)
-    assert Path(config).read_bytes() == CONFIG and Path(weights).read_bytes() == DATA
-    assert 429 in hub.statuses and [fault for fault, _ in hub.faults] == ["failed", "failed"]
-    assert counter.retries["server error"] == 1 and sum(counter.retries.values()) == 1
-    weights_gets = [r for r in hub.cdn_requests if r[0] == "GET"]
-    assert weights_gets and not any(r[3] for r in weights_gets)  # the token never went to the CDN
-    assert all(m == "HEAD" for m, p, _ in hub.requests if p.endswith("model.safetensors"))
-    assert commit in Path(weights).parts
-
-
 def test_the_counter_sums_over_threads_and_reads_in_one_line():
     counter = RetryCounter()
     assert counter.summary() == "hub: no retries"
@@ -291,6 +237,41 @@ def test_a_200_to_a_range_request_is_read_up_to_the_end_of_the_range_and_no_furt
     with pytest.raises(ExtractionError, match="truncated: .* sent 0 of the 10 bytes asked for at offset 10000"):
         get_range(_url(hub, commit), 10_000, 10_010, token=False, policy=policy, counter=counter)
     assert counter.summary() == "hub: no retries"
+
+
+def test_a_200_to_a_range_request_is_refused_before_its_body_when_too_much_would_come_before_the_range(hub, policy):
+    big = SparseFile(1 << 30, {0: DATA})
+    commit = hub.add_repo(REPO, {"big.safetensors": big})
+    hub.ignore_ranges()
+    url = _url(hub, commit, "big.safetensors")
+    assert get_range(url, 10, 18, token=False, policy=policy, most_skipped=10) == DATA[10:18]
+    with pytest.raises(ExtractionError, match="with the whole file .HTTP 200.: 11 bytes would come before them"):
+        get_range(url, 11, 18, token=False, policy=policy, most_skipped=10)
+    assert hub.statuses == [200, 200] and hub.bytes_served_for(REPO) < 64 << 20  # of 2 GiB asked for
+
+
+def test_the_pages_of_a_listing_come_one_after_another_each_named_by_the_last(hub, policy, monkeypatch):
+    names = [f"data/part-{i:03d}.jsonl" for i in range(7)]
+    hub.add_dataset("org/set", dict.fromkeys(names, b"{}\n"))
+    hub.tree_page_size = 3
+    url = f"{hub.url}/api/datasets/org/set/tree/main?recursive=true"
+    pages = list(get_json_pages(url, token="hf_right", what="org/set", policy=policy))
+    assert [entry["path"] for page in pages for entry in page] == ["data", *names] and len(pages) == 3
+    monkeypatch.setattr(hub_client, "MAX_PAGES", 2)
+    with pytest.raises(ExtractionError, match="the hub's listing of org/set goes on past 2 pages"):
+        list(get_json_pages(url, token="hf_right", what="org/set", policy=policy))
+    assert sum("/tree/" in path for _, path, _ in hub.requests) == 5
+
+
+def test_a_next_page_on_another_origin_is_not_asked_for(hub, policy):
+    hub.add_dataset("org/set", {f"part-{i}.jsonl": b"{}\n" for i in range(5)})
+    hub.tree_page_size = 3
+    hub.mislink_tree(origin=hub.cdn_url)
+    pages = get_json_pages(f"{hub.url}/api/datasets/org/set/tree/main", token="hf_right", what="s", policy=policy)
+    assert len(next(pages)) == 3
+    with pytest.raises(ExtractionError, match=f"the hub's listing of s names its next page on {hub.cdn_url}, another"):
+        next(pages)
+    assert hub.cdn_requests == []
 
 
 def test_a_206_that_is_not_the_range_asked_for_or_is_encoded_is_refused():

@@ -304,6 +304,64 @@ def test_bad_input_is_one_line_exit_2_and_no_file(served, capsys, monkeypatch, t
     assert prepared_folders() == []
 
 
+def _cache() -> Path:
+    return Path(os.environ["ATTNSTRUCT_CACHE"])
+
+
+@pytest.mark.parametrize("tamper", ["pin", "listing"])
+def test_a_pin_or_listing_of_the_cache_that_leads_out_of_it_is_refused_without_a_request(
+    served, capsys, monkeypatch, tamper
+):
+    """Another process wrote the cache: a pin that is a path, or a listing that names a file outside the dataset."""
+    assert prepare(SPEC, "--tokenizer", TOKENIZER, "--max-tokens", 50, capsys=capsys)[0] == 0
+    pins = _cache() / "corpora" / "pins.json"
+    (listing,) = (_cache() / "corpora" / "manifests" / "org--prose").iterdir()
+    if tamper == "pin":
+        pins.write_text(json.dumps({"datasets": {f"{DATASET}@main": "../../../planted"}}))
+    else:
+        kept = json.loads(listing.read_text())
+        kept["files"]["../../../planted.parquet"] = 10
+        listing.write_text(json.dumps(kept))
+    served.reset_counters()
+    status, _, err = prepare(SPEC, "--tokenizer", TOKENIZER, "--max-tokens", 60, capsys=capsys)
+    named = "commit id" if tamper == "pin" else "../../../planted.parquet"
+    assert status == 2 and len(err.strip().splitlines()) == 1 and named in err and str(_cache()) in err, err
+    assert served.requests == []
+
+
+def test_a_tokenizer_left_in_the_hub_cache_by_an_earlier_version_is_read_without_a_request(served, capsys, monkeypatch):
+    """Earlier versions kept a hub tokenizer in the hub cache (``HF_HUB_CACHE``) and its commit in the pins file."""
+    commit = served.add_repo(TOKENIZER, {"tokenizer.json": tokenizer_json().encode()})
+    snapshot = Path(os.environ["HF_HUB_CACHE"]) / "models--org--tok" / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (snapshot / "tokenizer.json").write_text(tokenizer_json())
+    pins = _cache() / "corpora" / "pins.json"
+    pins.parent.mkdir(parents=True)
+    pins.write_text(json.dumps({"models": {f"{TOKENIZER}@main": commit}}))
+    assert prepare(SPEC, "--tokenizer", TOKENIZER, capsys=capsys)[0] == 0
+    assert served.requests_for(TOKENIZER) == []
+    served.reset_counters()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert prepare(SPEC, "--tokenizer", TOKENIZER, capsys=capsys)[0] == 0 and served.requests == []
+
+
+def _aliased_card(items: int) -> str:
+    """A card whose one config's ``data_files`` names, ``items`` times, an alias of one list of 100 patterns."""
+    patterns = ", ".join(f"p{i}/*.parquet" for i in range(100))
+    entries = "".join("  - {split: train, path: *many}\n" for _ in range(items))
+    return f"---\nmany: &many [{patterns}]\nconfigs:\n- config_name: default\n  data_files:\n{entries}---\n"
+
+
+def test_a_card_whose_aliases_repeat_a_list_past_the_bound_is_refused_before_it_is_expanded():
+    """Ten thousand aliases of a list of a hundred patterns: a million patterns from a card of 330 kB."""
+    from attnstruct.tasks.data_files import MAX_PATTERNS, CorpusError, readme_configs
+
+    (config,) = readme_configs(_aliased_card(10), "the card")
+    assert config["config_name"] == "default" and len(config["data_files"]["train"]) == 1000
+    with pytest.raises(CorpusError, match=f"the card declares configs of more than {MAX_PATTERNS:,} data file"):
+        readme_configs(_aliased_card(10_000), "the card")
+
+
 def test_a_preparation_killed_midway_resumes_to_the_same_files_bit_for_bit(served, capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNSTRUCT_CACHE", str(tmp_path / "whole"))
     assert prepare(SPEC, "--tokenizer", TOKENIZER, capsys=capsys)[0] == 0

@@ -607,6 +607,40 @@ def test_misreport_lies_about_the_commit_and_the_etag_in_the_hubs_own_shapes(hub
     assert HfApi(endpoint=hub.url, token=False).model_info(REPO).sha == commit
 
 
+def test_misreport_tells_a_datasets_lie_consistently_and_serves_its_files_under_it(hub):
+    commit = hub.add_dataset(DATASET_ID, DATASET_FILES)
+    hub.misreport(DATASET_ID, sha="../../../escape")
+    api = HfApi(endpoint=hub.url, token=False)
+    assert api.dataset_info(DATASET_ID).sha == "../../../escape"
+    assert [b.target_commit for b in api.list_repo_refs(DATASET_ID, repo_type="dataset").branches] == [
+        "../../../escape"
+    ]
+    listed = api.list_repo_tree(DATASET_ID, revision="../../../escape", recursive=True, repo_type="dataset")
+    assert {e.path for e in listed if hasattr(e, "size")} == set(DATASET_FILES)
+    url = hf_hub_url(DATASET_ID, "README.md", repo_type="dataset", revision="../../../escape", endpoint=hub.url)
+    r = _raw(url)
+    assert r.content == DATASET_FILES["README.md"] and r.headers["X-Repo-Commit"] == "../../../escape"
+    hub.misreport(DATASET_ID)
+    assert api.dataset_info(DATASET_ID).sha == commit
+    with pytest.raises(RevisionNotFoundError):
+        api.dataset_info(DATASET_ID, revision="../../../escape")
+
+
+def test_mislink_tree_names_the_next_page_on_another_origin_or_after_every_page(hub):
+    hub.add_dataset(DATASET_ID, DATASET_FILES)
+    hub.tree_page_size = 3
+    tree = f"{hub.url}/api/datasets/{DATASET_ID}/tree/main?recursive=true"
+    assert "next" in _raw(tree).links and "next" not in _raw(f"{tree}&cursor=6").links  # 7 entries: 3 pages
+    hub.mislink_tree(origin=hub.cdn_url)
+    assert _raw(tree).links["next"]["url"].startswith(f"{hub.cdn_url}/api/datasets/{DATASET_ID}/tree/main?")
+    hub.mislink_tree(endless=True)
+    past = _raw(f"{tree}&cursor=300")
+    following = past.links["next"]["url"]
+    assert past.json() == [] and following.startswith(f"{hub.url}/") and "cursor=303" in following
+    hub.mislink_tree()
+    assert "next" not in _raw(f"{tree}&cursor=6").links
+
+
 def test_trickle_sends_a_body_one_byte_at_a_time_and_headers_too_when_asked(hub):
     commit = hub.add_repo(REPO, {"config.json": CONFIG})
     url = hf_hub_url(REPO, "config.json", revision=commit, endpoint=hub.url)

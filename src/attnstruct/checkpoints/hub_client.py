@@ -2,14 +2,14 @@
 and are bounded whatever a server does instead (an answer that never ends, a wait of days, a body far larger than
 asked for).
 
-Every request of the hub path is a ``GET`` made here through ``huggingface_hub``'s shared client: :func:`get_range`
-(one byte range of a file, ``Range: bytes=A-B``), :func:`get_file` (a whole file, into a file) and :func:`get_json`
-(an API answer). Redirects are followed here (at most :data:`MAX_REDIRECTS` hops; a relative ``Location`` is resolved
-against the URL that sent it): the ``Range`` header goes on every hop, the ``Authorization`` header only to the
-origin (scheme, host, port) of the first URL, never to a CDN. Each attempt starts again from the first URL (a CDN's
-signed URL may have expired). :func:`call_with_retries` runs a ``huggingface_hub`` call under the same retries, for
-callers outside the hub path (it cannot bound the call's own waits: ``hf_hub_download`` retries a 429 itself and
-sleeps its ``Retry-After``, however long).
+Every request to a hub, of the model path and of the corpus path, is a ``GET`` made here through ``huggingface_hub``'s
+shared client: :func:`get_range` (one byte range of a file, ``Range: bytes=A-B``), :func:`get_file` (a whole file,
+into a file), :func:`get_json` (an API answer) and :func:`get_json_pages` (the pages of a paginated API answer).
+Redirects are followed here (at most :data:`MAX_REDIRECTS` hops; a relative ``Location`` is resolved against the URL
+that sent it): the ``Range`` header goes on every hop, the ``Authorization`` header only to the origin (scheme, host,
+port) of the first URL, never to a CDN. Each attempt starts again from the first URL (a CDN's signed URL may have
+expired). ``huggingface_hub``'s own downloads are not used: ``hf_hub_download`` retries a 429 itself, sleeping its
+``Retry-After`` however long, and names a file of its cache after the server's ``ETag``.
 
 What is retried, by reason (:data:`REASONS`), and the kind of the one-line
 :class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` raised when the bounds are reached:
@@ -29,7 +29,8 @@ requests, ``failures`` retries for reasons other than a rate limit, ``total_wait
 pass a bound is not begun). Any other failure is not retried: other 4xx become the kinds of :func:`hub_error`. What
 is read is bounded too: a range read stops at its end whatever the server sends (a ``200`` with the whole file to a
 ``Range`` request is read up to the range's end, then the connection is closed); a file of known size must have that
-size; an API answer, or a file whose size the hub did not say, at most :data:`MAX_ANSWER_BYTES`. Every retry is
+size; an API answer, or a file whose size the hub did not say, at most :data:`MAX_ANSWER_BYTES`; a paginated answer
+at most :data:`MAX_PAGES` pages, each on the first page's origin. Every retry is
 counted in a :class:`~attnstruct.checkpoints.hub_retry.RetryCounter`. Unless given, the policy and the counter are
 :data:`DEFAULT_POLICY` and :data:`DEFAULT_COUNTER`, looked up at each call: a sweep reads and resets the counter, a
 test may put a policy that records its waits (or has shorter deadlines) in the policy's place.
@@ -39,43 +40,36 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from ..results import write_atomically
 from .extract.blocks import ExtractionError, one_line
 from .hub_retry import MIN_RATE, REASONS, REQUEST_TIMEOUT_S, Attempts, Retryable, RetryCounter, RetryPolicy
-from .hub_stream import (
-    MAX_REDIRECTS,
-    SERVER_ERRORS,
-    fetch,
-    hub_error,
-    read_range,
-    read_whole,
-    transport_failure,
-    within_deadline,
-)
+from .hub_stream import MAX_REDIRECTS, fetch, hub_error, origin, read_range, read_whole, within_deadline
 
 __all__ = [
     "DEFAULT_COUNTER",
     "DEFAULT_POLICY",
     "MAX_ANSWER_BYTES",
+    "MAX_PAGES",
     "MAX_REDIRECTS",
     "MIN_RATE",
     "REASONS",
     "REQUEST_TIMEOUT_S",
     "RetryCounter",
     "RetryPolicy",
-    "call_with_retries",
     "get_file",
     "get_json",
+    "get_json_pages",
     "get_range",
     "hub_error",
 ]
 
 MAX_ANSWER_BYTES = 64 << 20  # an API answer, or a file whose size the hub did not say (config.json, an index)
+MAX_PAGES = 1000  # of one paginated answer: a million entries at the Hub's 1000 a page
 
 DEFAULT_POLICY = RetryPolicy()
 DEFAULT_COUNTER = RetryCounter()
@@ -112,10 +106,13 @@ def get_range(
     what: str | None = None,
     policy: RetryPolicy | None = None,
     counter: RetryCounter | None = None,
+    most_skipped: int | None = None,
 ) -> bytes:
     """Bytes ``[start, end)`` of the file at ``url`` (a hub ``/resolve/`` URL), by Range requests under ``policy``
     (module docstring). ``token`` as for ``huggingface_hub.utils.build_hf_headers``; ``what`` names the file in
-    errors (the URL's path by default). Raises ExtractionError with a kind, in one line."""
+    errors (the URL's path by default). A server that ignores ``Range`` sends the whole file, which is read up to
+    ``end``: with ``most_skipped``, such an answer is refused, before its body is read, when more than that many
+    bytes would come before ``start``. Raises ExtractionError with a kind, in one line."""
     if end <= start:
         return b""
     policy = policy or DEFAULT_POLICY
@@ -123,6 +120,11 @@ def get_range(
     headers = {"Range": f"bytes={start}-{end - 1}", "Accept-Encoding": "identity"}
 
     def read(response, progress) -> bytes:
+        if most_skipped is not None and response.status_code == 200 and start > most_skipped:
+            raise ExtractionError(
+                f"the hub answered a Range request for bytes {start}-{end - 1} of {what} with the whole file "
+                f"(HTTP 200): {start} bytes would come before them, more than the {most_skipped} read to reach a range"
+            )
         return read_range(response, start, end, what, progress)
 
     return _retried(what, policy, counter, lambda: _get(url, token, headers, policy, what, read))
@@ -146,6 +148,43 @@ def get_json(
         return bytes(body)
 
     body = _retried(what, policy, counter, lambda: _get(url, token, {}, policy, what, read))
+    return _json(body, what)
+
+
+def get_json_pages(
+    url: str,
+    *,
+    token: str | bool | None,
+    what: str,
+    policy: RetryPolicy | None = None,
+    counter: RetryCounter | None = None,
+) -> Iterator:
+    """The JSON answer of each page of a paginated listing of the hub's API: the one at ``url``, then the one each
+    page names by its ``Link: <URL>; rel="next"`` header (GitHub's convention, which the Hub follows and
+    ``huggingface_hub.utils._pagination`` reads), each as :func:`get_json` reads it. ExtractionError in one line,
+    before it is asked for, for a next page on another origin than ``url``'s (it would get the token) or past
+    :data:`MAX_PAGES` (read at each call) pages."""
+    policy = policy or DEFAULT_POLICY
+    most, pages, first = MAX_PAGES, 0, url
+
+    def page(response, progress) -> tuple[bytes, str | None]:
+        body = bytearray()
+        read_whole(response, body.extend, None, MAX_ANSWER_BYTES, what, progress)
+        return bytes(body), response.links.get("next", {}).get("url")
+
+    while url is not None:
+        if pages == most:
+            raise ExtractionError(f"the hub's listing of {what} goes on past {most} pages")
+        pages += 1
+        body, following = _retried(what, policy, counter, lambda url=url: _get(url, token, {}, policy, what, page))
+        yield _json(body, what)
+        url = urljoin(url, following) if following else None
+        if url is not None and origin(url) != origin(first):
+            there = "{}://{}".format(*urlsplit(url)[:2])
+            raise ExtractionError(f"the hub's listing of {what} names its next page on {there}, another origin")
+
+
+def _json(body: bytes, what: str):
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, or nested without end
@@ -182,44 +221,3 @@ def get_file(
             _get(url, token, {}, policy, what, read)
 
     return _retried(what, policy, counter, lambda: write_atomically(path, attempt))
-
-
-def _call_failure(err: BaseException) -> Retryable | None:
-    """The retryable failure behind a ``huggingface_hub`` error, or its direct cause (``hf_hub_download`` wraps a
-    failed metadata request in ``LocalEntryNotFoundError``); None when it is not worth retrying."""
-    from huggingface_hub.errors import HfHubHTTPError
-
-    from .hub_retry import retry_after_s
-
-    for cause in (err, err.__cause__):
-        response = getattr(cause, "response", None)
-        if isinstance(cause, HfHubHTTPError) and response is not None:
-            if response.status_code == 429:
-                return Retryable("rate limited", "HTTP 429", retry_after_s(response.headers))
-            if response.status_code in SERVER_ERRORS:
-                return Retryable("server error", f"HTTP {response.status_code}")
-            return None
-        if isinstance(cause, Exception) and (failure := transport_failure(cause)) is not None:
-            return failure
-    return None
-
-
-def call_with_retries(
-    fn: Callable[[], T], *, what: str, policy: RetryPolicy | None = None, counter: RetryCounter | None = None
-) -> T:
-    """``fn()``, retried under ``policy`` on a 429 (its ``Retry-After`` honoured), a 5xx or a transport error
-    (module docstring); ExtractionError naming ``what`` when the bounds are reached. Any other error is raised
-    unchanged. ``fn``'s own waits and deadlines are its own: pass its timeout where it takes one
-    (``model_info(timeout=...)``); ``hf_hub_download`` retries a 429 itself, sleeping whatever ``Retry-After`` says,
-    which is why the hub path makes its requests with :func:`get_json` and :func:`get_file` instead."""
-
-    def attempt() -> T:
-        try:
-            return fn()
-        except Exception as err:
-            failure = _call_failure(err)
-            if failure is None:
-                raise
-            raise failure from err
-
-    return _retried(what, policy or DEFAULT_POLICY, counter, attempt)

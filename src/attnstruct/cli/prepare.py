@@ -93,7 +93,9 @@ def passes_line(steps: int, batch_size: int, seq_len: int, train_tokens: int) ->
 
 def main_prepare(argv: list[str]) -> int:
     """``attnstruct prepare-corpus SOURCE --tokenizer TOK [options]`` or ``--list``; return the exit status."""
+    from ..checkpoints.extract.blocks import ExtractionError
     from ..tasks.corpus_sources import CorpusError
+    from ..untrusted import UnsafeName
 
     try:
         args = _parser().parse_args(argv)
@@ -125,7 +127,7 @@ def main_prepare(argv: list[str]) -> int:
         )
     except SystemExit as done:  # --help
         return int(done.code or 0)
-    except (CommandError, CorpusError) as err:
+    except (CommandError, CorpusError, ExtractionError, UnsafeName) as err:  # a hub's error, an unsafe name: one line
         return refuse("attnstruct prepare-corpus", err)
     except OSError as err:  # a cache folder that cannot be made or written, a full disk
         return refuse("attnstruct prepare-corpus", f"{err.strerror or err}: {err.filename}" if err.filename else err)

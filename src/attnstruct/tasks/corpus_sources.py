@@ -17,13 +17,9 @@ its file, ``"{file}:{row}"`` for a parquet row, ``"{file}@{byte offset}"`` for a
 ``i``-th part of a text file, which decides its split (:mod:`attnstruct.tasks.prepared_corpus`). A row whose field
 is null, empty or only whitespace is skipped (wikitext's blank lines).
 
-Which files make a config and split is decided as ``datasets`` decides it (:func:`select_files`): the ``configs:``
-of the README's YAML header (``config_name``, ``data_files`` as a pattern, a list, or ``split``/``path`` entries,
-``default``), else the conventional layouts: shards ``[data/]{split}-NNNNN-of-NNNNN*``, a split's name as a folder
-or in a file name (``train``/``training``, ``validation``/``valid``/``dev``/``val``, ``test``/``testing``/``eval``),
-else every data file is ``train``; a ``--config`` without YAML configs names a top-level folder. Patterns follow
-fsspec's glob: ``*`` and ``?`` stay within one path segment, ``**`` crosses them. Bad input raises
-:class:`CorpusError` with one line.
+Which files make a config and split is decided as ``datasets`` decides it
+(:func:`attnstruct.tasks.data_files.select_files`). Bad input raises :class:`CorpusError` (of
+:mod:`attnstruct.tasks.data_files`) with one line.
 """
 
 from __future__ import annotations
@@ -35,143 +31,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DATA_SUFFIXES = (".parquet", ".jsonl", ".json", ".txt")
+from .data_files import DATA_SUFFIXES, CorpusError, is_data_file, names_list, readme_configs, select_files
+
 JSONL_CHUNK = 32 << 20  # bytes of JSON lines per unit
 _LINE_READ = 1 << 16  # bytes read at a time past a chunk's end, to the end of its last line
-SPLIT_KEYWORDS = {
-    "train": ("train", "training"),
-    "validation": ("validation", "valid", "dev", "val"),
-    "test": ("test", "testing", "eval", "evaluation"),
-}
-_SEP = r"[-._ 0-9]"
-_SHARDED = re.compile(r"^(?:data/)?(?P<split>[^/]+?)-\d{5}-of-\d{5}[^/]*$")
 _HEADING = re.compile(r"(?m)^(?=# (?![A-Z ]+$))")  # corpus.read_documents's split of a user's text file
-
-
-class CorpusError(ValueError):
-    """Bad input to a corpus preparation (a source, a config, a field, a tokenizer): one line."""
-
-    def __init__(self, message: str):
-        super().__init__(" ".join(str(message).split()))
-
-
-def names_list(names, limit: int = 12) -> str:
-    """``a, b, c`` (the first ``limit`` names, then ``... (N in all)``), or ``none``."""
-    names = list(names)
-    if not names:
-        return "none"
-    shown = ", ".join(names[:limit])
-    return shown if len(names) <= limit else f"{shown}, ... ({len(names)} in all)"
-
-
-def glob_regex(pattern: str) -> re.Pattern:
-    """The regex of an fsspec glob over ``/``-separated paths: ``**`` any run of characters, ``*`` and ``?`` within
-    one segment, ``[...]`` a character class; ``**/`` also matches no folder at all."""
-    out, i = "", 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out, i = out + "(?:.*/)?", i + 3
-        elif pattern.startswith("**", i):
-            out, i = out + ".*", i + 2
-        elif pattern[i] == "*":
-            out, i = out + "[^/]*", i + 1
-        elif pattern[i] == "?":
-            out, i = out + "[^/]", i + 1
-        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
-            end = pattern.index("]", i + 1)
-            body = pattern[i + 1 : end]
-            out += "[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]"
-            i = end + 1
-        else:
-            out, i = out + re.escape(pattern[i]), i + 1
-    return re.compile(f"^{out}$")
-
-
-def is_data_file(name: str) -> bool:
-    return name.lower().endswith(DATA_SUFFIXES) and not any(part.startswith(".") for part in name.split("/"))
-
-
-def _data_files_of(entry) -> dict[str, list[str]]:
-    """``data_files`` of a YAML config (a pattern, a list of them, ``split``/``path`` entries, or a mapping) as
-    ``{split: [patterns]}``."""
-    if isinstance(entry, str):
-        return {"train": [entry]}
-    if isinstance(entry, dict):
-        return {str(k): [v] if isinstance(v, str) else list(v) for k, v in entry.items()}
-    splits: dict[str, list[str]] = {}
-    for item in entry or []:
-        if isinstance(item, str):
-            splits.setdefault("train", []).append(item)
-        elif isinstance(item, dict) and "path" in item:
-            paths = item["path"]
-            splits.setdefault(str(item.get("split", "train")), []).extend([paths] if isinstance(paths, str) else paths)
-    return splits
-
-
-def _infer_splits(names: list[str]) -> dict[str, list[str]]:
-    """``{split: files}`` of files laid out by convention (module docstring), relative to the config's folder."""
-    sharded: dict[str, list[str]] = {}
-    for name in names:
-        if match := _SHARDED.match(name):
-            sharded.setdefault(match["split"], []).append(name)
-    if sharded:
-        return sharded
-    for in_folders in (True, False):
-        found: dict[str, list[str]] = {}
-        for split, words in SPLIT_KEYWORDS.items():
-            word = re.compile(rf"^(?:.*{_SEP})?(?:{'|'.join(words)})(?:{_SEP}.*)?$")
-            for name in names:
-                parts = name.split("/")
-                if any(word.match(part) for part in (parts[:-1] if in_folders else parts[-1:])):
-                    found.setdefault(split, []).append(name)
-        if found:
-            return found
-    return {"train": list(names)}
-
-
-def select_files(
-    names: list[str], configs: list[dict] | None, config: str | None, split: str | None, what: str
-) -> tuple[str | None, str, list[str]]:
-    """``(config, split, files)``: the data files among ``names`` (paths relative to the dataset's root) of the
-    config and split asked for (``split`` None: ``train``), under the README's ``configs`` or the conventions."""
-    data = sorted(n for n in names if is_data_file(n))
-    split = split or "train"
-    if configs:
-        by_name = {str(c.get("config_name", "default")): c for c in configs}
-        if config is None:
-            chosen = [n for n, c in by_name.items() if c.get("default")] or [n for n in by_name if n == "default"]
-            if not chosen and len(by_name) == 1:
-                chosen = list(by_name)
-            if not chosen:
-                raise CorpusError(f"{what} has {len(by_name)} configs; choose one with --config: {names_list(by_name)}")
-            config = chosen[0]
-        if config not in by_name:
-            raise CorpusError(f"config {config!r} is not in {what}; its configs: {names_list(by_name)}")
-        splits = {
-            s: sorted({n for p in patterns for n in data if glob_regex(p.lstrip("/")).match(n)})
-            for s, patterns in _data_files_of(by_name[config].get("data_files", "**")).items()
-        }
-    else:
-        base = ""
-        if config not in (None, "default"):
-            base = f"{config}/"
-            folders = sorted({n.split("/")[0] for n in data if "/" in n})
-            if not any(n.startswith(base) for n in data):
-                raise CorpusError(
-                    f"config {config!r} is not in {what}: its README declares no configs and no folder "
-                    f"{config}/ holds data files; folders: {names_list(folders)}"
-                )
-        inner = _infer_splits([n[len(base) :] for n in data if n.startswith(base)])
-        splits = {s: sorted(base + n for n in files) for s, files in inner.items()}
-    if split not in splits:
-        raise CorpusError(f"split {split!r} is not in {what}{_of(config)}; its splits: {names_list(sorted(splits))}")
-    if not splits[split]:
-        raise CorpusError(f"split {split!r} of {what}{_of(config)} matches no {', '.join(DATA_SUFFIXES)} file")
-    return config, split, splits[split]
-
-
-def _of(config: str | None) -> str:
-    return f" (config {config})" if config else ""
 
 
 class LocalFiles:
@@ -390,21 +254,6 @@ def local_source(spec: str, config: str | None, split: str | None, field: str | 
         reader=LocalFiles(root),
         fingerprint=json.dumps([s.st_mtime_ns for s in stats]),
     )
-
-
-def readme_configs(text: str) -> list[dict] | None:
-    """The ``configs`` of a dataset card's YAML header, or None when it declares none."""
-    import yaml
-
-    if not text.startswith("---"):
-        return None
-    header = text[3:].split("\n---", 1)[0]
-    try:
-        card = yaml.safe_load(header)
-    except yaml.YAMLError:
-        return None
-    configs = card.get("configs") if isinstance(card, dict) else None
-    return [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else None
 
 
 def _local_configs(root: Path) -> list[dict] | None:

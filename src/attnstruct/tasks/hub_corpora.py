@@ -3,23 +3,26 @@
 A hub source is ``hf://datasets/ORG/NAME[@REVISION][/PATH]``, the URL form of ``datasets``, pandas and
 ``HfFileSystem`` (a revision with a slash is written ``refs%2Fconvert%2Fparquet`` or as is, ``refs/convert/parquet``;
 ``PATH`` is a file, a folder or a glob of data files, which then replaces the config and split). It is resolved
-through ``huggingface_hub`` with the settings of :class:`attnstruct.checkpoints.hub.HubSettings` (``HF_ENDPOINT``,
-``HF_TOKEN``, ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, read at call time), every request through
-:mod:`attnstruct.checkpoints.hub_client` (its retries):
+with the settings of :class:`attnstruct.checkpoints.hub.HubSettings` (``HF_ENDPOINT``, ``HF_TOKEN``,
+``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, read at call time), every request made by
+:mod:`attnstruct.checkpoints.hub_client` (its waits and reads bounded, whatever the server does):
 
 1. the revision's commit: a 40-digit revision is one; otherwise the pins file ``<cache>/corpora/pins.json``
    (``{"datasets": {"ORG/NAME@REV": commit}, "models": {...}}``) holds the commit it had at its first use, which
-   every later use reads; else one ``dataset_info`` request gives it;
-2. the commit's listing ``<cache>/corpora/manifests/ORG--NAME/<commit>.json`` (``files``: path -> size; ``configs``:
-   the README's YAML ``configs``; ``gated``), else a recursive tree listing and ``README.md`` (through
-   ``hf_hub_download``, into the hub cache) make one; pins and listing are written only once a preparation begins;
-3. the data files of the config and split (:func:`attnstruct.tasks.corpus_sources.select_files`), each read from the
-   hub cache when a snapshot holds it, else by Range requests to ``/datasets/ORG/NAME/resolve/<commit>/<file>``
-   (a parquet row group's column chunk, a JSON-lines chunk; nothing else).
+   every later use reads (checked to be a commit id);
+2. the commit's listing (:mod:`attnstruct.tasks.hub_datasets`: its files and sizes, its card's configs, whether it
+   is gated), kept in the cache, else asked for (the info, the tree's pages, the card); pins and listing are written
+   only once a preparation begins;
+3. the data files of the config and split (:func:`attnstruct.tasks.data_files.select_files`), each read from the hub
+   cache when a snapshot of ``huggingface-cli download`` holds it (a path inside the hub cache), else by Range
+   requests to ``/datasets/ORG/NAME/resolve/<commit>/<file>`` (a parquet row group's column chunk, a JSON-lines
+   chunk; nothing else). A server that ignores ``Range`` is followed no further than :data:`MOST_SKIPPED` bytes
+   before the range asked for.
 
 So a second use makes no request, and with ``HF_HUB_OFFLINE=1`` works from what the first left; offline with
-nothing cached, a dataset that does not exist, a gated one without a token: :class:`CorpusError`, one line.
-``datasets`` itself is not used: no loading script runs, nothing goes to the dataset viewer or counts downloads.
+nothing cached, a dataset that does not exist, a gated one without a token, an answer that breaks the rules of
+:mod:`attnstruct.tasks.hub_datasets`: :class:`CorpusError`, one line. ``datasets`` itself is not used: no loading
+script runs, nothing goes to the dataset viewer or counts downloads.
 """
 
 from __future__ import annotations
@@ -31,15 +34,27 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
-from .corpus_sources import CorpusError, Source, glob_regex, is_data_file, select_files
+from ..untrusted import COMMIT, UnsafeName, commit_id, inside
+from .corpus_sources import Source
+from .data_files import CorpusError, glob_regex, is_data_file, select_files
+from .hub_datasets import (
+    checked,
+    corpora_dir,
+    fetch_listing,
+    keep_listing,
+    listing_path,
+    repo_folder,
+    stored_listing,
+    write_json,
+)
 
 HF_URL = re.compile(
     r"^hf://datasets/(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)"
     r"(?:@(?P<revision>refs/(?:convert|pr)/[^/]+|[^/]+))?(?:/(?P<path>.+))?$"
 )
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+MOST_SKIPPED = 16 << 20  # bytes of a whole-file answer read to reach a range (a server that ignores Range)
 
 
 @dataclass(frozen=True)
@@ -132,26 +147,30 @@ CORPORA = {
 
 
 def pins_path(cache=None) -> Path:
-    from ..checkpoints.zoo.cache import cache_dir
-
-    return cache_dir(cache) / "corpora" / "pins.json"
+    return corpora_dir(cache) / "pins.json"
 
 
-def read_pins(cache=None) -> dict[str, dict[str, str]]:
-    """``{"datasets": {"ORG/NAME@REV": commit}, "models": {...}}`` from the pins file (empty when there is none)."""
-    path = pins_path(cache)
+def read_pins(cache=None) -> dict[str, dict]:
+    """``{"datasets": {"ORG/NAME@REV": commit}, "models": {...}}`` from the pins file (empty when there is none, or
+    it is not such an object); the commits are checked where they are used (:func:`pinned`)."""
     try:
-        pins = json.loads(path.read_text())
-    except (OSError, ValueError):
+        pins = json.loads(pins_path(cache).read_text())
+    except (OSError, ValueError, RecursionError):
         pins = {}
-    return {kind: dict(pins.get(kind, {})) for kind in ("datasets", "models")}
+    pins = pins if isinstance(pins, dict) else {}
+    return {kind: dict(pins[kind]) if isinstance(pins.get(kind), dict) else {} for kind in ("datasets", "models")}
 
 
-def write_json(path: Path, value) -> None:
-    from ..results import write_atomically
-
-    text = json.dumps(value, indent=1, sort_keys=True) + "\n"
-    write_atomically(path, lambda tmp: Path(tmp).write_text(text))
+def pinned(kind: str, key: str, cache=None) -> str | None:
+    """The commit the pins file holds for ``key`` (``ORG/NAME@REV``) of ``kind``, or None; CorpusError when it holds
+    something else than a commit id."""
+    commit = read_pins(cache)[kind].get(key)
+    if commit is None:
+        return None
+    try:
+        return commit_id(commit, f"the pins file {pins_path(cache)} ({key})")
+    except UnsafeName as err:
+        raise CorpusError(f"{err}; remove that entry") from None
 
 
 def record_pin(kind: str, key: str, commit: str, cache=None) -> None:
@@ -166,19 +185,6 @@ def hub_settings(settings=None):
     from ..checkpoints.hub import HubSettings
 
     return settings or HubSettings.from_env()
-
-
-def _hub_call(fn, what: str):
-    """``fn()`` through the hub client's retries; a failure as a CorpusError of one line (its kind first)."""
-    from ..checkpoints.extract.blocks import ExtractionError
-    from ..checkpoints.hub_client import call_with_retries, hub_error
-
-    try:
-        return call_with_retries(fn, what=what)
-    except ExtractionError as err:
-        raise CorpusError(str(err)) from None
-    except Exception as err:
-        raise CorpusError(str(hub_error(err, what))) from None
 
 
 class RangeFile(io.RawIOBase):
@@ -227,19 +233,19 @@ def parquet_by_ranges(read: Callable[[int, int], bytes], size: int, what: str):
 
 
 class HubFiles:
-    """The files of one commit of a hub dataset: from the hub cache when there, else by Range requests."""
+    """The files of one commit of a hub dataset (those of its checked listing): from the hub cache when a snapshot
+    holds them, else by Range requests."""
 
     def __init__(self, settings, repo: str, commit: str, sizes: dict[str, int]):
         self.settings, self.repo, self.commit, self.sizes = settings, repo, commit, sizes
         self.bytes_read = 0
 
     def _cached(self, name: str) -> Path | None:
-        from huggingface_hub import try_to_load_from_cache
-
-        found = try_to_load_from_cache(
-            self.repo, name, cache_dir=self.settings.hub_cache, revision=self.commit, repo_type="dataset"
-        )
-        return Path(found) if isinstance(found, str) else None
+        """The file in the hub cache's snapshot of the commit (laid out as ``huggingface_hub`` lays it out), if it is
+        there and leads nowhere out of the hub cache."""
+        folder = f"datasets--{repo_folder(self.repo)}"
+        path = checked(inside, self.settings.hub_cache, folder, "snapshots", self.commit, *name.split("/"))
+        return path if path.is_file() else None
 
     def size(self, name: str) -> int:
         return self.sizes[name]
@@ -253,16 +259,12 @@ class HubFiles:
         what = f"hf://datasets/{self.repo}/{name}"
         if self.settings.offline:
             raise CorpusError(f"offline: {what} is not in the cache and HF_HUB_OFFLINE is set")
-        from huggingface_hub import hf_hub_url
-
-        from ..checkpoints.extract.blocks import ExtractionError
         from ..checkpoints.hub_client import get_range
+        from .hub_datasets import from_hub
 
-        url = hf_hub_url(self.repo, name, repo_type="dataset", revision=self.commit, endpoint=self.settings.endpoint)
-        try:
-            data = get_range(url, start, end, token=self.settings.token, what=what)
-        except ExtractionError as err:
-            raise CorpusError(str(err)) from None
+        url = f"{self.settings.endpoint}/datasets/{self.repo}/resolve/{self.commit}/{quote(name)}"
+        token = self.settings.token
+        data = from_hub(get_range, url, start, end, token=token, what=what, most_skipped=MOST_SKIPPED)
         self.bytes_read += len(data)
         return data
 
@@ -273,44 +275,6 @@ class HubFiles:
 
             return pq.ParquetFile(local)
         return parquet_by_ranges(lambda a, b: self.read(name, a, b), self.sizes[name], f"{self.repo}/{name}")
-
-
-def _manifest_path(repo: str, commit: str, cache) -> Path:
-    return pins_path(cache).parent / "manifests" / repo.replace("/", "--") / f"{commit}.json"
-
-
-def _listing(settings, repo: str, revision: str) -> dict:
-    """One ``dataset_info`` (the commit, gating), the recursive tree (files and sizes) and the README's configs."""
-    from huggingface_hub import HfApi, hf_hub_download
-
-    from ..checkpoints.hub_client import REQUEST_TIMEOUT_S
-    from .corpus_sources import readme_configs
-
-    what = f"hf://datasets/{repo}@{revision}"
-    api = HfApi(endpoint=settings.endpoint, token=settings.token)
-    info = _hub_call(lambda: api.dataset_info(repo, revision=revision, timeout=REQUEST_TIMEOUT_S), what)
-    if info.gated and not settings.token:
-        raise CorpusError(f"gated: hf://datasets/{repo} needs an accepted licence and a token (HF_TOKEN)")
-    tree = _hub_call(
-        lambda: list(api.list_repo_tree(repo, revision=info.sha, recursive=True, repo_type="dataset")), what
-    )
-    files = {f.path: (f.lfs.size if f.lfs is not None else f.size) for f in tree if hasattr(f, "size")}
-    configs = None
-    if "README.md" in files:
-
-        def readme() -> str:
-            return hf_hub_download(
-                repo,
-                "README.md",
-                repo_type="dataset",
-                revision=info.sha,
-                cache_dir=settings.hub_cache,
-                endpoint=settings.endpoint,
-                token=settings.token,
-            )
-
-        configs = readme_configs(Path(_hub_call(readme, f"hf://datasets/{repo}/README.md")).read_text(errors="replace"))
-    return {"commit": info.sha, "files": files, "configs": configs, "gated": bool(info.gated)}
 
 
 def parse_hf_url(spec: str) -> tuple[str, str, str | None]:
@@ -332,14 +296,14 @@ def hub_source(
     repo, revision, path = parse_hf_url(named.spec if named else spec)
     settings = hub_settings(settings)
     key = f"{repo}@{revision}"
-    commit = revision if COMMIT.match(revision) else read_pins(cache)["datasets"].get(key)
-    manifest_path = _manifest_path(repo, commit, cache) if commit else None
-    if manifest_path is not None and manifest_path.is_file():
-        listing, new = json.loads(manifest_path.read_text()), False
+    commit = revision if COMMIT.fullmatch(revision) else pinned("datasets", key, cache)
+    stored = listing_path(repo, commit, cache) if commit else None
+    if stored is not None and stored.is_file():
+        listing, new = stored_listing(stored, commit), False
     elif settings.offline:
         raise CorpusError(f"offline: hf://datasets/{key} is not in the cache and HF_HUB_OFFLINE is set")
     else:
-        listing, new = _listing(settings, repo, commit or revision), True
+        listing, new = fetch_listing(settings, repo, commit or revision, cache), True
     commit, sizes = listing["commit"], listing["files"]
     if listing.get("gated") and not settings.token and not settings.offline:
         raise CorpusError(f"gated: hf://datasets/{repo} needs an accepted licence and a token (HF_TOKEN)")
@@ -359,8 +323,8 @@ def hub_source(
 
     def remember() -> None:
         if new:
-            write_json(_manifest_path(repo, commit, cache), listing)
-        if not COMMIT.match(revision):
+            keep_listing(listing, repo, cache)
+        if not COMMIT.fullmatch(revision):
             record_pin("datasets", key, commit, cache)
 
     return Source(
@@ -387,8 +351,9 @@ def describe_corpora(cache=None) -> str:
         if corpus.revision:
             commit = f"{corpus.revision[:12]} (pinned here)"
         else:
-            pinned = pins.get(f"{corpus.dataset}@main")
-            commit = f"{pinned[:12]} (pinned at first use)" if pinned else "main, pinned at first use"
+            pin = pins.get(f"{corpus.dataset}@main")
+            known = isinstance(pin, str) and COMMIT.fullmatch(pin)
+            commit = f"{pin[:12]} (pinned at first use)" if known else "main, pinned at first use"
         where = f"config {corpus.config}" if corpus.config else f"files {corpus.files or 'all'}"
         lines += [
             f"{corpus.name}: hf://datasets/{corpus.dataset} ({where}, split {corpus.split}, field {corpus.field})",

@@ -193,6 +193,16 @@ def prepared_dir(cache=None) -> Path:
     return cache_dir(cache) / "corpora" / "prepared"
 
 
+def _inside(folder: Path, name: str) -> Path:
+    """``folder / name``, refused unless it stays in ``folder`` (the key holds a dataset's and a config's names)."""
+    from ..untrusted import UnsafeName, inside
+
+    try:
+        return inside(folder, name)
+    except UnsafeName as err:
+        raise CorpusError(str(err)) from None
+
+
 def _check(max_tokens, val_fraction, workers) -> None:
     if max_tokens is not None and (
         isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= 2**62
@@ -245,10 +255,9 @@ def prepare(
         cache=cache,
     )
     key = corpus_key(src, tok.digest, max_tokens, val_fraction, preprocessing)
-    folder = prepared_dir(cache) / key
+    folder, partial = (_inside(prepared_dir(cache), name) for name in (key, f".{key}.partial"))
     if (folder / "meta.json").is_file():
         return open_prepared(folder)
-    partial = folder.with_name(f".{key}.partial")
     src.check_field()
     what = f"{src.spec}" + "".join(f", {k} {v}" for k, v in (("config", src.config), ("split", src.split)) if v)
     log(f"preparing {what}, field {src.field}, with {tok.spec} ({tok.vocab_size:,} tokens) -> {folder}")

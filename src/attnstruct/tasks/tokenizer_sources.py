@@ -2,10 +2,15 @@
 
 ``--tokenizer`` names one of:
 
-* a hub tokenizer, ``ORG/NAME[@REVISION]`` (``google-bert/bert-base-uncased``): its ``tokenizer.json`` through
-  ``hf_hub_download`` (retried by :func:`attnstruct.checkpoints.hub_client.call_with_retries`) into the hub cache.
-  A branch is pinned to the commit it had at its first use (the ``models`` entries of the pins file of
-  :mod:`attnstruct.tasks.hub_corpora`), so a later use reads the cached file without a request, offline too;
+* a hub tokenizer, ``ORG/NAME[@REVISION]`` (``google-bert/bert-base-uncased``): the model's info (``GET
+  /api/models/ORG/NAME/revision/REV?blobs=true``, checked by :func:`attnstruct.checkpoints.hub_manifest.listing`:
+  a commit id, relative file names, sizes) gives the commit and the size of its ``tokenizer.json`` (at most
+  :data:`~attnstruct.checkpoints.hub_client.MAX_ANSWER_BYTES`), which comes whole, by
+  :func:`attnstruct.checkpoints.hub_client.get_file`, into attnstruct's cache of the model's files,
+  ``<cache>/hub/ORG--NAME/files/<commit>/tokenizer.json``. A branch is pinned to the commit it had at its first use
+  (the ``models`` entries of the pins file of :mod:`attnstruct.tasks.hub_corpora`), so a later use reads the cached
+  file without a request, offline too (or the file of that commit in the hub cache, where ``huggingface-cli
+  download`` or an older attnstruct left it, if it lies inside the hub cache);
 * a local ``tokenizer.json`` (or a folder holding one);
 * ``bpe`` or ``bpe:N``: a byte-level BPE of vocabulary ``N`` (default :data:`DEFAULT_BPE_VOCAB`) trained here by
   :func:`attnstruct.tasks.corpus.train_tokenizer` on the source's first training documents, at most
@@ -123,39 +128,81 @@ def _local(spec: str) -> TokenizerSource:
 
 
 def _hub(spec: str, settings, cache) -> TokenizerSource:
-    from huggingface_hub import hf_hub_download
-
     from ..checkpoints.hub import parse_hub_id
+    from ..untrusted import COMMIT
     from .corpus_sources import CorpusError
-    from .hub_corpora import COMMIT, _hub_call, hub_settings, read_pins
+    from .hub_corpora import hub_settings, pinned
 
     repo, revision = parse_hub_id(spec)
     settings = hub_settings(settings)
     key = f"{repo}@{revision}"
-    commit = revision if COMMIT.match(revision) else read_pins(cache)["models"].get(key)
-
-    def download() -> str:
-        return hf_hub_download(
-            repo,
-            "tokenizer.json",
-            revision=commit or revision,
-            cache_dir=settings.hub_cache,
-            endpoint=settings.endpoint,
-            token=settings.token,
-            local_files_only=settings.offline,
-        )
-
+    commit = revision if COMMIT.fullmatch(revision) else pinned("models", key, cache)
+    path = _cached_tokenizer(settings, repo, commit, cache) if commit else None
+    if path is None:
+        if settings.offline:
+            raise CorpusError(f"offline: {repo}/tokenizer.json is not in the cache and HF_HUB_OFFLINE is set")
+        commit, path = _download_tokenizer(spec, settings, repo, commit or revision, cache)
     try:
-        path = Path(download() if settings.offline else _hub_call(download, f"{repo}/tokenizer.json"))
-    except CorpusError as err:
-        if "no such file" in str(err):
-            raise CorpusError(f"cannot read the tokenizer {spec}: the repository has no tokenizer.json") from None
-        raise
-    except Exception:  # offline: not in the hub cache
-        raise CorpusError(f"offline: {repo}/tokenizer.json is not in the cache and HF_HUB_OFFLINE is set") from None
-    commit = commit or path.parent.name
-    pin = None if COMMIT.match(revision) else (key, commit)
-    return from_json(spec, path.read_text(encoding="utf-8"), spec, {"repo": repo, "commit": commit}, pin)
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CorpusError(f"cannot read the tokenizer {spec} ({err.__class__.__name__}: {path})") from None
+    pin = None if COMMIT.fullmatch(revision) else (key, commit)
+    return from_json(spec, text, spec, {"repo": repo, "commit": commit}, pin)
+
+
+def _tokenizer_path(settings, repo: str, commit: str, cache) -> Path:
+    """``<cache>/hub/ORG--NAME/files/<commit>/tokenizer.json``: where the model path keeps a commit's whole files."""
+    from ..checkpoints.zoo.cache import cache_dir
+    from ..untrusted import commit_id, inside
+    from .hub_datasets import checked, repo_folder
+
+    root = cache_dir(cache) / "hub" if cache is not None else settings.range_cache
+    return checked(inside, root, repo_folder(repo), "files", checked(commit_id, commit), "tokenizer.json")
+
+
+def _cached_tokenizer(settings, repo: str, commit: str, cache) -> Path | None:
+    """The ``tokenizer.json`` of ``repo`` at ``commit`` in attnstruct's cache, else in the hub cache's snapshot of
+    that commit (as ``huggingface_hub`` lays it out), if it lies inside the hub cache; None when neither holds it."""
+    from ..untrusted import inside
+    from .hub_datasets import checked, repo_folder
+
+    ours = _tokenizer_path(settings, repo, commit, cache)
+    if ours.is_file():
+        return ours
+    theirs = checked(inside, settings.hub_cache, f"models--{repo_folder(repo)}", "snapshots", commit, "tokenizer.json")
+    return theirs if theirs.is_file() else None
+
+
+def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) -> tuple[str, Path]:
+    """``(commit, path)``: the model's info at ``revision`` (checked), then its ``tokenizer.json`` into the cache."""
+    from urllib.parse import quote
+
+    from ..checkpoints.extract.blocks import ExtractionError
+    from ..checkpoints.hub_client import MAX_ANSWER_BYTES, get_file, get_json
+    from ..checkpoints.hub_manifest import listing
+    from ..untrusted import COMMIT
+    from .corpus_sources import CorpusError
+    from .hub_datasets import from_hub
+
+    what = f"{repo}@{revision}"
+    url = f"{settings.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
+    answer = from_hub(get_json, url, token=settings.token, what=what)
+    try:
+        commit, files, sizes = listing(answer, f"the hub's answer for {what}")
+    except ExtractionError as err:
+        raise CorpusError(str(err)) from None
+    if COMMIT.fullmatch(revision) and commit != revision:
+        raise CorpusError(f"the hub answered {what} with another commit, {commit}")
+    if "tokenizer.json" not in files:
+        raise CorpusError(f"cannot read the tokenizer {spec}: the repository has no tokenizer.json")
+    size = sizes.get("tokenizer.json")
+    if size is not None and size > MAX_ANSWER_BYTES:
+        raise CorpusError(f"{repo}/tokenizer.json is {size:,} bytes, more than the {MAX_ANSWER_BYTES:,} read of one")
+    path = _tokenizer_path(settings, repo, commit, cache)
+    if not (path.is_file() and size in (None, path.stat().st_size)):
+        file_url = f"{settings.endpoint}/{repo}/resolve/{commit}/tokenizer.json"
+        from_hub(get_file, file_url, path, token=settings.token, what=f"{repo}/tokenizer.json", size=size)
+    return commit, path
 
 
 def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
