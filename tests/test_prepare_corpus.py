@@ -485,3 +485,10 @@ def test_counts_and_workers_past_their_bounds_are_refused():
         prepared_corpus._check(None, 0.005, 10**8)
     with pytest.raises(CorpusError, match="max_tokens must be an integer from 1 to 2\\*\\*62"):
         prepared_corpus._check(2**70, 0.005, 1)
+
+
+def test_a_source_that_is_a_device_is_not_called_missing():
+    from attnstruct.tasks.corpus_sources import CorpusError, local_source
+
+    with pytest.raises(CorpusError, match="neither a regular file nor a folder"):
+        local_source("/dev/null", None, None, None)

@@ -237,3 +237,25 @@ def test_the_command_line_trains_on_a_prepared_corpus_with_a_tokenizer_file(tmp_
     assert ds.attrs["tokenizer"].endswith("tokenizer.json") and len(ds.attrs["tokenizer_digest"]) == 64
     train, val = (int(part.split()[0]) for part in ds.attrs["corpus_tokens"].split("/"))
     assert ds.attrs["tokenizer_vocab_size"] == tokenizer.get_vocab_size() and train + val == 9000
+
+
+@pytest.mark.parametrize(
+    "tamper, says",
+    [
+        (lambda f, m: (f / "meta.json").write_text("[1]"), "not an object"),
+        (lambda f, m: (f / "meta.json").write_text(json.dumps({k: v for k, v in m.items() if k != "dtype"})), "dtype"),
+        (lambda f, m: (f / "meta.json").write_text(json.dumps({**m, "dtype": "object"})), "not uint16 or uint32"),
+        (lambda f, m: (f / "meta.json").write_text(json.dumps({**m, "tokens": 5})), "not a readable"),
+        (lambda f, m: np.save(f / "val.offsets.npy", np.array([{"a": 1}], dtype=object)), "pickle"),
+        (lambda f, m: np.save(f / "val.offsets.npy", np.zeros(0, np.int64)), "disagree"),
+    ],
+    ids=["meta-a-list", "no-dtype", "object-dtype", "tokens-a-number", "pickled-offsets", "no-offsets"],
+)
+def test_a_tampered_prepared_folder_is_one_line_naming_it(prepared, tmp_path, tamper, says):
+    import shutil
+
+    folder = shutil.copytree(prepared, tmp_path / "corpus")
+    tamper(folder, json.loads((folder / "meta.json").read_text()))
+    with pytest.raises(prepared_corpus.CorpusError, match=says) as refused:
+        prepared_corpus.open_prepared(folder)
+    assert str(folder) in str(refused.value) and "\n" not in str(refused.value)

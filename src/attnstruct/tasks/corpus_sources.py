@@ -235,6 +235,8 @@ def local_source(spec: str, config: str | None, split: str | None, field: str | 
         names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
         configs = _local_configs(root)
         config, split, files = select_files(names, configs, config, split, str(path))
+    elif path.exists():
+        raise CorpusError(f"{spec!r} is neither a regular file nor a folder (a device, a pipe or a socket)")
     else:
         raise CorpusError(
             f"no such file or folder {spec!r} (a hub dataset is hf://datasets/ORG/NAME; named corpora: "

@@ -119,15 +119,29 @@ def open_prepared(folder: str | os.PathLike) -> PreparedCorpus:
         meta = json.loads((folder / "meta.json").read_text())
     except (OSError, ValueError):
         raise CorpusError(f"{folder} is not a prepared corpus (no readable meta.json)") from None
+    if not isinstance(meta, dict):
+        raise CorpusError(f"{folder}/meta.json holds a JSON {type(meta).__name__}, not an object")
     if meta.get("format") != FORMAT:
         raise CorpusError(f"{folder} holds format {meta.get('format')!r}, not {FORMAT}")
-    dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-    arrays = {split: _tokens(folder / f"{split}.bin", dtype) for split in SPLITS}
-    offsets = {split: np.load(folder / f"{split}.offsets.npy") for split in SPLITS}
-    counts = np.load(folder / "train.counts.npy")
-    for split in SPLITS:
-        if offsets[split][-1] != len(arrays[split]) or len(arrays[split]) != meta["tokens"][split]:
-            raise CorpusError(f"{folder}: {split}.bin and its offsets or meta.json disagree")
+    try:  # a folder copied from elsewhere may hold anything: np.load refuses pickled arrays by default
+        dtype = np.dtype(meta["dtype"]).newbyteorder("<")
+        if dtype not in (np.dtype("<u2"), np.dtype("<u4")):
+            raise ValueError(f"dtype {meta['dtype']!r} is not uint16 or uint32")
+        arrays = {split: _tokens(folder / f"{split}.bin", dtype) for split in SPLITS}
+        offsets = {split: np.load(folder / f"{split}.offsets.npy") for split in SPLITS}
+        counts = np.load(folder / "train.counts.npy")
+        disagree = [
+            split
+            for split in SPLITS
+            if offsets[split].ndim != 1
+            or not len(offsets[split])
+            or offsets[split][-1] != len(arrays[split])
+            or len(arrays[split]) != meta["tokens"][split]
+        ]
+    except (KeyError, TypeError, ValueError, IndexError, OSError) as err:
+        raise CorpusError(f"{folder} is not a readable prepared corpus ({' '.join(str(err).split())})") from None
+    if disagree:
+        raise CorpusError(f"{folder}: {disagree[0]}.bin and its offsets or meta.json disagree")
     return PreparedCorpus(folder, meta, arrays["train"], arrays["val"], offsets["train"], offsets["val"], counts)
 
 
