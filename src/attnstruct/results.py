@@ -343,12 +343,14 @@ def check_self_contained(path: str | os.PathLike) -> None:
             shown = repr(name[:60])
             link = f.get(name, getlink=True)
             if not isinstance(link, h5py.HardLink):
-                raise UnsafeDataset(f"{path}: {shown} is a link ({type(link).__name__}), not a variable of the file")
+                raise UnsafeDataset(
+                    f"{path} reads other files: {shown} is a link ({type(link).__name__}), not a variable"
+                )
             item = f[name]
             if not isinstance(item, h5py.Dataset):
                 raise UnsafeDataset(f"{path}: {shown} is a group; a result dataset has variables alone")
             if item.external or item.is_virtual:
-                raise UnsafeDataset(f"{path}: the values of {shown} would be read from another file")
+                raise UnsafeDataset(f"{path} reads other files: the values of {shown} would be read from another one")
 
 
 def load_dataset(path: str | os.PathLike) -> xr.Dataset:
