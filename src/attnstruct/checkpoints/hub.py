@@ -40,6 +40,7 @@ from ..results import write_atomically
 from ..untrusted import COMMIT, UnsafeName, commit_id, inside
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig, family_of
+from .extract.local_files import read_json_object
 from .hub_client import get_file, get_json
 from .hub_manifest import listing, shard_names, stored_commit, stored_manifest
 from .remote_safetensors import RangeReader, RemoteSafetensors
@@ -216,11 +217,7 @@ def _download(settings: HubSettings, repo: str, commit: str, file: str, sizes: d
 def _config(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> JsonConfig:
     if "config.json" not in files:
         raise ExtractionError(f"{repo} has no config.json", "unsupported architecture")
-    path = _download(settings, repo, commit, "config.json", sizes)
-    try:
-        return JsonConfig(**json.loads(path.read_bytes()))
-    except (ValueError, TypeError, RecursionError) as err:  # not UTF-8, not JSON, not an object
-        raise ExtractionError(f"{repo}: unreadable config.json ({err})") from None
+    return JsonConfig(**read_json_object(_download(settings, repo, commit, "config.json", sizes)))
 
 
 def _index_shards(settings: HubSettings, repo: str, commit: str, files: list[str], sizes, index: str) -> list[str]:
