@@ -14,6 +14,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from ..untrusted import UnsafeName, commit_id, relative_file
+from .extract import local_files
 from .extract.blocks import ExtractionError, one_line
 
 
@@ -52,20 +53,14 @@ def listing(answer, what: str) -> tuple[str, list[str], dict[str, int]]:
 
 
 def shard_names(data: bytes, what: str, files: Collection[str] | None = None) -> list[str]:
-    """The shard files a shard index (``{"weight_map": {tensor: file}, ...}``, as ``transformers`` writes it) names,
-    sorted, each a relative file name and, when ``files`` is given, one of them. ``what`` names the index."""
+    """The shard files the shard index ``data`` (its bytes) names, by the rule a local folder's index is held to
+    (:func:`attnstruct.checkpoints.extract.local_files.shard_names`): sorted, relative file names, and, when
+    ``files`` is given, files of the repository. ``what`` names the index."""
     try:
         index = json.loads(data)
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, or nested without end
         raise ExtractionError(f"{what} is not JSON ({one_line(err)})") from None
-    weight_map = index.get("weight_map") if isinstance(index, dict) else None
-    if not isinstance(weight_map, dict) or not weight_map:
-        raise ExtractionError(f"{what} is not a shard index (an object whose weight_map maps tensor names to files)")
-    shards = {_checked(relative_file, name, what) for name in weight_map.values()}
-    for shard in sorted(shards):
-        if files is not None and shard not in files:
-            raise ExtractionError(f"{what} names {shard!r}, which is not a file of the repository")
-    return sorted(shards)
+    return local_files.shard_names(index, what, files)
 
 
 def stored_commit(path: Path, what: str) -> str:

@@ -3,12 +3,14 @@
 A folder may come from anywhere (docs/security.md): its ``config.json`` may hold any JSON, and the ``weight_map`` of a
 shard index (``model.safetensors.index.json``, ``pytorch_model.bin.index.json``) may name any path.
 :func:`read_json_object` turns every way such a file can be wrong into one :class:`ExtractionError` naming it;
-:func:`listed_files` accepts only plain relative names of regular files that resolve inside the folder.
+:func:`shard_names` reads an index's shard names (a hub repository's index too), and :func:`listed_files` accepts only
+plain relative names of regular files that resolve inside the folder.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 from ...untrusted import UnsafeName, inside, relative_file
@@ -45,16 +47,28 @@ def listed_files(folder: Path, index_name: str) -> list[str]:
     (:func:`attnstruct.untrusted.inside`; a hub cache snapshot's links into its ``blobs`` are inside). Anything else
     raises :class:`ExtractionError` naming the index."""
     index = folder / index_name
-    weight_map = read_json_object(index).get("weight_map")
-    if not isinstance(weight_map, dict):
-        raise ExtractionError(f"{index} has no weight_map object of tensor names and files")
-    try:
-        names = sorted({relative_file(name, str(index)) for name in weight_map.values()})
-    except UnsafeName as err:
-        raise ExtractionError(str(err)) from None
+    names = shard_names(read_json_object(index), str(index))
     for name in names:
         file_inside(folder, name, f"{index} names")
     return names
+
+
+def shard_names(index: object, what: str, files: Collection[str] | None = None) -> list[str]:
+    """The shard files a parsed shard index (``{"weight_map": {tensor: file}, ...}``, as ``transformers`` writes it)
+    names, sorted, each a relative file name (:func:`attnstruct.untrusted.relative_file`) and, when ``files`` is
+    given, one of them; else :class:`ExtractionError` naming the index (``what``). A folder's index and a hub
+    repository's are held to this one rule."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ExtractionError(f"{what} is not a shard index (an object whose weight_map maps tensor names to files)")
+    try:
+        shards = sorted({relative_file(name, what) for name in weight_map.values()})
+    except UnsafeName as err:
+        raise ExtractionError(str(err)) from None
+    for shard in shards:
+        if files is not None and shard not in files:
+            raise ExtractionError(f"{what} names {shard!r}, which is not a file of the repository")
+    return shards
 
 
 def file_inside(folder: Path, name: str, what: str) -> Path:
