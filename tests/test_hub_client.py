@@ -330,6 +330,18 @@ def test_a_whole_file_comes_into_its_path_with_the_size_listed_or_nothing_is_lef
     assert list((tmp_path / "short").iterdir()) == []
 
 
+def test_a_whole_file_on_a_full_disk_is_the_one_writers_error_and_leaves_nothing(hub, policy, tmp_path):
+    from attnstruct.results import OutputError
+
+    from hostile import full_disk
+
+    commit = hub.add_repo(REPO, {"config.json": CONFIG * 4096})
+    with full_disk(tmp_path / "disk", size_kib=64) as disk:
+        with pytest.raises(OutputError, match="No space left on device"):
+            get_file(_url(hub, commit, "config.json"), disk / "config.json", token=False, what="c", policy=policy)
+        assert [p.name for p in disk.iterdir()] == [".filler"]
+
+
 def test_a_whole_file_rate_limited_for_longer_than_the_bound_is_not_waited_for(hub, policy, counter, waits, tmp_path):
     commit = hub.add_repo(REPO, {"config.json": CONFIG})
     hub.rate_limit(every=1, retry_after=999_999)

@@ -143,9 +143,7 @@ def get_json(
     policy = policy or DEFAULT_POLICY
 
     def read(response, progress) -> bytes:
-        body = bytearray()
-        read_whole(response, body.extend, None, MAX_ANSWER_BYTES, what, progress)
-        return bytes(body)
+        return _answer(response, progress, what)
 
     body = _retried(what, policy, counter, lambda: _get(url, token, {}, policy, what, read))
     return _json(body, what)
@@ -168,9 +166,7 @@ def get_json_pages(
     most, pages, first = MAX_PAGES, 0, url
 
     def page(response, progress) -> tuple[bytes, str | None]:
-        body = bytearray()
-        read_whole(response, body.extend, None, MAX_ANSWER_BYTES, what, progress)
-        return bytes(body), response.links.get("next", {}).get("url")
+        return _answer(response, progress, what), response.links.get("next", {}).get("url")
 
     while url is not None:
         if pages == most:
@@ -182,6 +178,13 @@ def get_json_pages(
         if url is not None and origin(url) != origin(first):
             there = "{}://{}".format(*urlsplit(url)[:2])
             raise ExtractionError(f"the hub's listing of {what} names its next page on {there}, another origin")
+
+
+def _answer(response, progress, what: str) -> bytes:
+    """The body of an API answer, at most :data:`MAX_ANSWER_BYTES`."""
+    body = bytearray()
+    read_whole(response, body.extend, None, MAX_ANSWER_BYTES, what, progress)
+    return bytes(body)
 
 
 def _json(body: bytes, what: str):
@@ -203,20 +206,15 @@ def get_file(
 ) -> Path:
     """The whole file at ``url`` written to ``path`` (its folder made if need be), under ``policy``: exactly
     ``size`` bytes when given, else at most :data:`MAX_ANSWER_BYTES`. Each attempt writes a temporary file of its own
-    beside ``path`` (:func:`attnstruct.results.write_atomically`), renamed to ``path`` only when complete."""
+    beside ``path`` (:func:`attnstruct.results.write_atomically`), renamed to ``path`` only when complete; a disk
+    that takes no more (full, read-only) is that writer's :class:`~attnstruct.results.OutputError`."""
     policy = policy or DEFAULT_POLICY
 
     def attempt(part: str) -> None:
         with open(part, "r+b") as sink:  # made by write_atomically, which removes it if the attempt fails
 
-            def write(chunk: bytes) -> None:
-                try:
-                    sink.write(chunk)
-                except OSError as err:
-                    raise ExtractionError(f"cannot write {path}: {one_line(err)}") from None
-
             def read(response, progress) -> None:
-                read_whole(response, write, size, MAX_ANSWER_BYTES, what, progress)
+                read_whole(response, sink.write, size, MAX_ANSWER_BYTES, what, progress)
 
             _get(url, token, {}, policy, what, read)
 
