@@ -190,6 +190,14 @@ def _check_target(path: Path, *, folder: bool = False) -> None:
         raise _output_error(path, err) from None
 
 
+def check_folder(path: str | os.PathLike) -> Path:
+    """Refuse (:class:`OutputError`) a path that is no folder and cannot be made one: a file there, or a file where
+    one of its folders should be. Writes nothing."""
+    path = Path(path)
+    _check_target(path, folder=True)
+    return path
+
+
 def check_writable(path: str | os.PathLike) -> Path:
     """Refuse, before any long work, an output file that could not be written: :class:`OutputError` for a folder at
     ``path``, a file where one of its folders should be, a name longer than the file system takes, and a folder

@@ -141,13 +141,10 @@ def check_run_dir(run_dir) -> None:
         return
     if not isinstance(run_dir, (str, os.PathLike)) or not str(run_dir).strip():
         raise ValueError(f"run_dir must name a folder, got {run_dir!r}")
-    folder = Path(run_dir)
-    for existing in (folder, *folder.parents):
-        if existing.exists():
-            if not existing.is_dir():
-                where = "" if existing == folder else f" ({existing} is a file)"
-                raise ValueError(f"run_dir {str(folder)!r} is not a folder{where}")
-            return
+    try:
+        results.check_folder(run_dir)
+    except results.OutputError as err:
+        raise ValueError(f"run_dir: {err}") from None
 
 
 def _in_folder(run_dir, name: str) -> Path:
