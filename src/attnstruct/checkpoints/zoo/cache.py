@@ -100,6 +100,15 @@ def intact_files(entry: Entry, folder: Path) -> set[str]:
     return intact
 
 
+def rehash(entry: Entry, folder: Path) -> tuple[set[str], dict[str, list[int]] | None]:
+    """The entry's files in ``folder`` that match their pinned size and sha256 (:func:`intact_files`), and their
+    identities (:func:`identities`) when all do and none changed while hashed, else None."""
+    seen = identities(entry, folder)
+    intact = intact_files(entry, folder)
+    unchanged = seen is not None and intact == set(entry.files) and identities(entry, folder) == seen
+    return intact, seen if unchanged else None
+
+
 def write_marker(entry: Entry, folder: Path, seen: dict[str, list[int]] | None = None) -> None:
     """Record a verified fetch of ``entry`` in ``folder`` (atomically: a reader sees no marker or a whole one), with
     the files' identities ``seen`` before they were hashed (default: as they are now)."""
@@ -130,12 +139,13 @@ def is_fetched(name: str | Entry, cache: str | os.PathLike | None = None) -> boo
         return False
     if marker.get("identities") == seen:
         return True
-    if intact_files(entry, folder) != set(entry.files) or identities(entry, folder) != seen:
+    _, verified = rehash(entry, folder)
+    if verified is None:
         with contextlib.suppress(OSError):
             (folder / MARKER).unlink(missing_ok=True)
         return False
     with contextlib.suppress(OSError):  # a read-only cache: verified now, and again at the next use
-        write_marker(entry, folder, seen)
+        write_marker(entry, folder, verified)
     return True
 
 

