@@ -128,7 +128,8 @@ class HubModel:
             self.source.close()
 
 
-def _repo_folder(repo: str) -> str:
+def repo_folder(repo: str) -> str:
+    """``ORG--NAME``, the folder of a repository ``ORG/NAME`` in a cache."""
     return repo.replace("/", "--")
 
 
@@ -137,7 +138,7 @@ def _complete_snapshot(settings: HubSettings, repo: str, revision: str) -> Path 
     file (those of a shard index, or ``model.safetensors`` or ``pytorch_model.bin``). The cache is read as
     ``huggingface_hub`` lays it out (``models--ORG--NAME/refs/REV`` holds the commit, ``snapshots/COMMIT/`` the files,
     links into ``blobs/``), and checked: the commit must be one, and every file must lie inside the cache."""
-    storage = f"models--{_repo_folder(repo)}"
+    storage = f"models--{repo_folder(repo)}"
     if not (settings.hub_cache / storage / "snapshots").is_dir():
         return None  # nothing cached
     what = f"the hub cache's {repo}@{revision}"
@@ -163,8 +164,8 @@ def _complete_snapshot(settings: HubSettings, repo: str, revision: str) -> Path 
 
 def _manifest_paths(settings: HubSettings, repo: str, revision: str) -> tuple[Path, Path]:
     """The ref file of ``repo@revision`` (the commit it was pinned to) and the folder of ``repo``'s manifests."""
-    ref = inside(settings.range_cache, _repo_folder(repo), "refs", revision.replace("/", "--"))
-    return ref, inside(settings.range_cache, _repo_folder(repo), "manifests")
+    ref = inside(settings.range_cache, repo_folder(repo), "refs", revision.replace("/", "--"))
+    return ref, inside(settings.range_cache, repo_folder(repo), "manifests")
 
 
 def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int] | None]:
@@ -181,14 +182,10 @@ def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, lis
 
 
 def _model_info(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
-    """One ``model_info(files_metadata=True)`` request (``GET /api/models/REPO/revision/REV?blobs=true``, as
-    ``huggingface_hub.HfApi.model_info`` sends it), checked (:func:`~attnstruct.checkpoints.hub_manifest.listing`)
-    and kept as the manifest of its commit (and of ``revision``)."""
+    """:func:`model_listing`, kept as the manifest of its commit (and of ``revision``)."""
     if settings.offline:
         raise ExtractionError(f"{repo}@{revision} is not in the cache and HF_HUB_OFFLINE is set", "offline")
-    url = f"{settings.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
-    what = f"{repo}@{revision}"
-    commit, files, sizes = listing(get_json(url, token=settings.token, what=what), f"the hub's answer for {what}")
+    commit, files, sizes = model_listing(settings, repo, revision)
     ref, manifests = _manifest_paths(settings, repo, revision)
     manifest = json.dumps({"files": files, "sizes": sizes})
     write_atomically(inside(manifests, f"{commit}.json"), lambda tmp: Path(tmp).write_text(manifest))
@@ -196,15 +193,24 @@ def _model_info(settings: HubSettings, repo: str, revision: str) -> tuple[str, l
     return commit, files, sizes
 
 
-def _cached_file(settings: HubSettings, repo: str, commit: str, file: str) -> Path:
+def model_listing(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
+    """``(commit, files, sizes)`` of ``repo@revision``: one model info request (``GET
+    /api/models/REPO/revision/REV?blobs=true``, as ``huggingface_hub.HfApi.model_info(files_metadata=True)`` sends
+    it), checked (:func:`~attnstruct.checkpoints.hub_manifest.listing`). Nothing is kept."""
+    url = f"{settings.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
+    what = f"{repo}@{revision}"
+    return listing(get_json(url, token=settings.token, what=what), f"the hub's answer for {what}")
+
+
+def cached_file(settings: HubSettings, repo: str, commit: str, file: str) -> Path:
     """Where attnstruct's cache keeps ``file`` of ``repo`` at ``commit`` (downloaded whole)."""
-    return inside(settings.range_cache, _repo_folder(repo), "files", commit_id(commit), *file.split("/"))
+    return inside(settings.range_cache, repo_folder(repo), "files", commit_id(commit), *file.split("/"))
 
 
-def _download(settings: HubSettings, repo: str, commit: str, file: str, sizes: dict[str, int] | None = None) -> Path:
-    """One file of the repository into attnstruct's cache (no request when it is there already, with the size the
-    hub lists), by :func:`attnstruct.checkpoints.hub_client.get_file`."""
-    path = _cached_file(settings, repo, commit, file)
+def download(settings: HubSettings, repo: str, commit: str, file: str, sizes: dict[str, int] | None = None) -> Path:
+    """One file of the repository into attnstruct's cache (``<range cache>/ORG--NAME/files/COMMIT/FILE``; no request
+    when it is there already, with the size the hub lists), by :func:`attnstruct.checkpoints.hub_client.get_file`."""
+    path = cached_file(settings, repo, commit, file)
     size = (sizes or {}).get(file)
     if path.is_file() and size in (None, path.stat().st_size):
         return path
@@ -217,12 +223,12 @@ def _download(settings: HubSettings, repo: str, commit: str, file: str, sizes: d
 def _config(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> JsonConfig:
     if "config.json" not in files:
         raise ExtractionError(f"{repo} has no config.json", "unsupported architecture")
-    return JsonConfig(**read_json_object(_download(settings, repo, commit, "config.json", sizes)))
+    return JsonConfig(**read_json_object(download(settings, repo, commit, "config.json", sizes)))
 
 
 def _index_shards(settings: HubSettings, repo: str, commit: str, files: list[str], sizes, index: str) -> list[str]:
     """The shards a shard index names, each a file of the repository (:func:`~.hub_manifest.shard_names`)."""
-    data = _download(settings, repo, commit, index, sizes).read_bytes()
+    data = download(settings, repo, commit, index, sizes).read_bytes()
     return shard_names(data, f"{repo}/{index}", files)
 
 
@@ -310,10 +316,10 @@ def _open(model_id: str, repo: str, revision: str, settings: HubSettings, worker
     whole = _whole_files(files, repo)
     if not whole[0].endswith(".gguf"):
         _config(settings, repo, commit, files, sizes)
-    missing = [f for f in whole if not _cached_file(settings, repo, commit, f).is_file()]
+    missing = [f for f in whole if not cached_file(settings, repo, commit, f).is_file()]
     if missing:
         print(f"attnstruct: {repo} has no safetensors weights; downloading {', '.join(missing)} whole", file=sys.stderr)
-    paths = [_download(settings, repo, commit, f, sizes) for f in whole]
+    paths = [download(settings, repo, commit, f, sizes) for f in whole]
     size = sum(p.stat().st_size for p, f in zip(paths, whole) if f in missing)
     source = paths[0] if whole[0].endswith(".gguf") else paths[0].parent
     return HubModel(model_id, repo, revision, commit, "download", source, extra={"bytes_downloaded": size})

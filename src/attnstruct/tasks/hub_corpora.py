@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from ..checkpoints.hub import repo_folder
 from ..untrusted import COMMIT, UnsafeName, commit_id, inside
 from .corpus_sources import Source
 from .data_files import CorpusError, glob_regex, is_data_file, select_files
@@ -45,7 +46,6 @@ from .hub_datasets import (
     fetch_listing,
     keep_listing,
     listing_path,
-    repo_folder,
     stored_listing,
     write_json,
 )

@@ -32,6 +32,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from ..checkpoints.extract.blocks import ExtractionError, one_line
+from ..checkpoints.hub import repo_folder
 from ..checkpoints.hub_client import get_file, get_json, get_json_pages
 from ..results import write_atomically
 from ..untrusted import COMMIT, UnsafeName, commit_id, inside, relative_file
@@ -46,11 +47,6 @@ def corpora_dir(cache=None) -> Path:
     from ..checkpoints.zoo.cache import cache_dir
 
     return cache_dir(cache) / "corpora"
-
-
-def repo_folder(repo: str) -> str:
-    """``ORG--NAME``, the folder of a repository ``ORG/NAME`` in a cache."""
-    return repo.replace("/", "--")
 
 
 def checked(check, *args):

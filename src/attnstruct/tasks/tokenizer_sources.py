@@ -150,21 +150,30 @@ def _hub(spec: str, settings, cache) -> TokenizerSource:
     return from_json(spec, text, spec, {"repo": repo, "commit": commit}, pin)
 
 
-def _tokenizer_path(settings, repo: str, commit: str, cache) -> Path:
-    """``<cache>/hub/ORG--NAME/files/<commit>/tokenizer.json``: where the model path keeps a commit's whole files."""
-    from ..checkpoints.zoo.cache import cache_dir
-    from ..untrusted import commit_id, inside
-    from .hub_datasets import checked, repo_folder
+def _hub_files(settings, cache):
+    """``settings`` with the cache of a commit's whole files under ``cache`` when one is given."""
+    from dataclasses import replace
 
-    root = cache_dir(cache) / "hub" if cache is not None else settings.range_cache
-    return checked(inside, root, repo_folder(repo), "files", checked(commit_id, commit), "tokenizer.json")
+    from ..checkpoints.zoo.cache import cache_dir
+
+    return settings if cache is None else replace(settings, range_cache=cache_dir(cache) / "hub")
+
+
+def _tokenizer_path(settings, repo: str, commit: str, cache) -> Path:
+    """``<cache>/hub/ORG--NAME/files/<commit>/tokenizer.json``: where the model path keeps a commit's whole files
+    (:func:`attnstruct.checkpoints.hub.cached_file`)."""
+    from ..checkpoints.hub import cached_file
+    from .hub_datasets import checked
+
+    return checked(cached_file, _hub_files(settings, cache), repo, commit, "tokenizer.json")
 
 
 def _cached_tokenizer(settings, repo: str, commit: str, cache) -> Path | None:
     """The ``tokenizer.json`` of ``repo`` at ``commit`` in attnstruct's cache, else in the hub cache's snapshot of
     that commit (as ``huggingface_hub`` lays it out), if it lies inside the hub cache; None when neither holds it."""
+    from ..checkpoints.hub import repo_folder
     from ..untrusted import inside
-    from .hub_datasets import checked, repo_folder
+    from .hub_datasets import checked
 
     ours = _tokenizer_path(settings, repo, commit, cache)
     if ours.is_file():
@@ -174,35 +183,25 @@ def _cached_tokenizer(settings, repo: str, commit: str, cache) -> Path | None:
 
 
 def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) -> tuple[str, Path]:
-    """``(commit, path)``: the model's info at ``revision`` (checked), then its ``tokenizer.json`` into the cache."""
-    from urllib.parse import quote
-
-    from ..checkpoints.extract.blocks import ExtractionError
-    from ..checkpoints.hub_client import MAX_ANSWER_BYTES, get_file, get_json
-    from ..checkpoints.hub_manifest import listing
+    """``(commit, path)``: the model's info at ``revision`` (checked), then its ``tokenizer.json`` into the cache,
+    as the model path reads them (:func:`attnstruct.checkpoints.hub.model_listing`,
+    :func:`~attnstruct.checkpoints.hub.download`)."""
+    from ..checkpoints.hub import download, model_listing
+    from ..checkpoints.hub_client import MAX_ANSWER_BYTES
     from ..untrusted import COMMIT
     from .corpus_sources import CorpusError
     from .hub_datasets import from_hub
 
-    what = f"{repo}@{revision}"
-    url = f"{settings.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
-    answer = from_hub(get_json, url, token=settings.token, what=what)
-    try:
-        commit, files, sizes = listing(answer, f"the hub's answer for {what}")
-    except ExtractionError as err:
-        raise CorpusError(str(err)) from None
+    commit, files, sizes = from_hub(model_listing, settings, repo, revision)
     if COMMIT.fullmatch(revision) and commit != revision:
-        raise CorpusError(f"the hub answered {what} with another commit, {commit}")
+        raise CorpusError(f"the hub answered {repo}@{revision} with another commit, {commit}")
     if "tokenizer.json" not in files:
         raise CorpusError(f"cannot read the tokenizer {spec}: the repository has no tokenizer.json")
     size = sizes.get("tokenizer.json")
     if size is not None and size > MAX_ANSWER_BYTES:
         raise CorpusError(f"{repo}/tokenizer.json is {size:,} bytes, more than the {MAX_ANSWER_BYTES:,} read of one")
-    path = _tokenizer_path(settings, repo, commit, cache)
-    if not (path.is_file() and size in (None, path.stat().st_size)):
-        file_url = f"{settings.endpoint}/{repo}/resolve/{commit}/tokenizer.json"
-        from_hub(get_file, file_url, path, token=settings.token, what=f"{repo}/tokenizer.json", size=size)
-    return commit, path
+    _tokenizer_path(settings, repo, commit, cache)  # a cache path that would leave the cache: refused first
+    return commit, from_hub(download, _hub_files(settings, cache), repo, commit, "tokenizer.json", sizes)
 
 
 def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
