@@ -247,6 +247,16 @@ def loopback_http(monkeypatch):
 
 
 @pytest.fixture
+def byte_exact_reads(monkeypatch):
+    """Reads of one file merged only when at most 4 KB apart, not by the cost model of a request's round trip
+    (:data:`attnstruct.checkpoints.remote_tensors.MERGE_GAP`, 1.25 MB, which merges every read of a tiny model):
+    for the tests of which bytes a range read needs."""
+    from attnstruct.checkpoints import remote_tensors
+
+    monkeypatch.setattr(remote_tensors, "MERGE_GAP", 4096)
+
+
+@pytest.fixture
 def hub(repos, tmp_path, monkeypatch, loopback_http):
     """A running stand-in hub with every repository of ``repos``, and the environment pointed at it.
 

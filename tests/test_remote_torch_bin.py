@@ -170,7 +170,13 @@ class CountingReader(LocalFileReader):
         return super().read(file, start, end)
 
 
-def test_rows_are_read_alone_and_touching_rows_in_one_request(tmp_path):
+@pytest.mark.parametrize("merge_gap", [512, 4096])
+def test_rows_are_read_alone_and_touching_rows_in_one_request(tmp_path, monkeypatch, merge_gap):
+    """Rows 16-32 (1 KB) lie between the rows asked for: read in vain when a request costs more (a gap of 4 KB),
+    left out when it costs less (512 B)."""
+    from attnstruct.checkpoints import remote_tensors
+
+    monkeypatch.setattr(remote_tensors, "MERGE_GAP", merge_gap)
     fused = torch.randn(48, 16)
     save_bin({"qkv.weight": fused, "other": torch.randn(4)}, tmp_path / "pytorch_model.bin")
     reader = CountingReader(tmp_path)
@@ -180,8 +186,12 @@ def test_rows_are_read_alone_and_touching_rows_in_one_request(tmp_path):
     got = source.get_rows("qkv.weight", [(8, 16), (0, 8), (32, 40)])
     assert torch.equal(got[:16], fused[:16]) and torch.equal(got[32:40], fused[32:40])
     assert not got[16:32].any() and not got[40:].any()
-    assert len(reader.reads) == 2  # rows 0-16 (from the local header on), then rows 32-40
-    assert sum(end - start for start, end in reader.reads) < 24 * 16 * 4 + 200 < fused.numel() * 4
+    if merge_gap == 512:
+        assert len(reader.reads) == 2  # rows 0-16 (from the local header on), then rows 32-40
+        assert sum(end - start for start, end in reader.reads) < 24 * 16 * 4 + 200 < fused.numel() * 4
+    else:
+        assert len(reader.reads) == 1  # rows 0-40 from the local header on, its length guessed
+        assert sum(end - start for start, end in reader.reads) < 40 * 16 * 4 + 200 < fused.numel() * 4
 
 
 def rezip(data: bytes, *, compression=zipfile.ZIP_STORED, replace: dict | None = None) -> bytes:
@@ -371,7 +381,7 @@ def test_a_sharded_bin_repository_is_read_from_every_shard(bin_hub, bin_repos):
 
 
 @hub_test
-def test_only_a_small_fraction_of_a_wide_vocabulary_bin_is_transferred(bin_hub, bin_repos):
+def test_only_a_small_fraction_of_a_wide_vocabulary_bin_is_transferred(bin_hub, bin_repos, byte_exact_reads):
     folder, _ = bin_repos["tiny-bin/wide-vocab"]
     size = (folder / "pytorch_model.bin").stat().st_size
     score_model("tiny-bin/wide-vocab")
@@ -384,7 +394,9 @@ def test_only_a_small_fraction_of_a_wide_vocabulary_bin_is_transferred(bin_hub, 
 
 @hub_test
 @pytest.mark.parametrize("repo", ["tiny-bin/gpt-neox", "tiny-bin/modernbert"])
-def test_the_value_rows_of_a_fused_qkv_weight_are_never_transferred(bin_hub, bin_repos, repo):
+def test_fused_qkv_value_rows_are_never_transferred_when_requests_cost_nothing(
+    bin_hub, bin_repos, repo, byte_exact_reads
+):
     folder, _ = bin_repos[repo]
     path = folder / "pytorch_model.bin"
     state = torch.load(path, weights_only=True)
@@ -406,7 +418,31 @@ def test_the_value_rows_of_a_fused_qkv_weight_are_never_transferred(bin_hub, bin
 
 
 @hub_test
-def test_the_index_costs_two_requests_and_each_layer_one(bin_hub):
+@pytest.mark.parametrize("value_rows_cost_less", [True, False])
+def test_a_fused_per_head_qkv_weight_is_read_in_one_request_when_its_value_rows_cost_less_than_requests(
+    bin_hub, bin_repos, monkeypatch, value_rows_cost_less
+):
+    """The cost model of merging (remote_tensors.MERGE_GAP): the value rows between one head's key rows and the next
+    head's query rows are read when they cost less than the request they save, else each head is a request."""
+    from attnstruct.checkpoints import remote_tensors
+
+    folder, _ = bin_repos["tiny-bin/gpt-neox"]
+    path = folder / "pytorch_model.bin"
+    fused = {n: t for n, t in torch.load(path, weights_only=True).items() if n.endswith("query_key_value.weight")}
+    d_head = FUSED_D_MODEL // H
+    value_bytes = d_head * FUSED_D_MODEL * next(iter(fused.values())).element_size()
+    monkeypatch.setattr(remote_tensors, "MERGE_GAP", value_bytes if value_rows_cost_less else value_bytes - 1)
+    score_model("tiny-bin/gpt-neox")
+    gets = weight_gets(bin_hub)
+    for name, weight in fused.items():
+        start = data_start(path, name)
+        end = start + weight.numel() * weight.element_size()
+        touching = [g for g in gets if g[0] < end and start < g[1]]
+        assert len(touching) == (1 if value_rows_cost_less else H), (name, touching)
+
+
+@hub_test
+def test_the_index_costs_two_requests_and_each_layer_one(bin_hub, byte_exact_reads):
     score_model("tiny-bin/bert")  # 2 layers; a layer's query/key weights and biases are four members side by side
     gets = weight_gets(bin_hub)
     assert len(gets) == 2 + 2, gets  # the tail with the directory, data.pkl; then one range per layer

@@ -17,8 +17,9 @@ second request for the bytes still missing. So a tensor costs one request, not a
 request, and no byte past its view is read.
 
 :meth:`RangeTensorSource.get_rows` reads only some rows (dim 0) of a row-major tensor, the others left zero: the
-query and key rows of a fused QKV weight without its value rows. Reads that touch in one file, or lie at most
-``MERGE_GAP`` bytes apart, are merged into one request. ``reader`` is a
+query and key rows of a fused QKV weight, its value rows left out unless reading them is cheaper than the requests
+they save. Reads that touch in one file, or lie at most ``MERGE_GAP`` bytes apart (the cost model at the top of the
+module: the bytes between two reads against a request's round trip), are merged into one request. ``reader`` is a
 :class:`~attnstruct.checkpoints.remote_safetensors.RangeReader` (hub, disk cache) or a :class:`LocalFileReader`;
 both have ``read(file, start, end)`` and count ``bytes_fetched``.
 """
@@ -39,9 +40,15 @@ import torch
 from .extract.blocks import ExtractionError, check_view, one_line
 from .extract.parameters import count_named
 
-# bytes: reads this close are merged, one request costing more than a page read in vain (the value entries of a fused
-# bias between its heads' query and key entries; a ZIP data descriptor and local header between two members)
-MERGE_GAP = 4096
+# The cost model of merging: one more request costs about a round trip to the hub's CDN (REQUEST_SECONDS), a byte read
+# in vain 1 / LINK_BYTES_PER_SECOND; two reads of one file are merged when the bytes between them cost less than the
+# request they save. At 0.1 s and 100 Mbit/s that is MERGE_GAP = 1.25 MB: a fused per-head QKV weight's value rows
+# between one head's key rows and the next head's query rows (98 KB a head for Pythia-160m: one request a layer for
+# 1.5 times the bytes, instead of one a head) are read, Pythia-6.9b's (1.05 MB a head) too, Pythia-12b's (1.3 MB) not;
+# a ZIP member's data descriptor and local header, a bias beside its weight, always.
+REQUEST_SECONDS = 0.1
+LINK_BYTES_PER_SECOND = 12.5e6
+MERGE_GAP = int(REQUEST_SECONDS * LINK_BYTES_PER_SECOND)
 RowRanges = tuple[tuple[int, int], ...]  # [start, end) row ranges of dim 0, sorted, merged
 ReadKey = tuple[str, RowRanges | None]  # a tensor, whole (None) or some of its rows
 
@@ -273,8 +280,11 @@ class RangeTensorSource:
         return chunk
 
     def _read_pieces(self, pieces: list[_Piece]) -> list[bytes]:
-        """The bytes of each piece, in order; pieces whose spans touch (or nearly) in one file come in one read."""
+        """The bytes of each piece, in order; pieces whose spans touch (or nearly) in one file come in one read. A
+        storage whose data start is not known yet is planned from its header's guessed length (``header_guess``)
+        while its header is in the read being planned, so its rows come in that read too."""
         known: dict[tuple[str, str], int] = {}  # data starts learnt from headers in this call
+        guessed: dict[tuple[str, str], int] = {}  # data starts guessed for headers in the read being planned
         chunks = [b""] * len(pieces)
         run: list[int] = []
         span = (0, 0)
@@ -285,22 +295,35 @@ class RangeTensorSource:
                 for i in run:
                     chunks[i] = self._cut(pieces[i], data, span[0], known)
                 run.clear()
+            guessed.clear()
+
+        def joins(planned: tuple[int, int], file: str) -> bool:
+            same_file = run and pieces[run[0]].location.file == file
+            return bool(same_file) and planned[0] <= span[1] + MERGE_GAP and planned[1] + MERGE_GAP >= span[0]
 
         for i, piece in enumerate(pieces):
+            loc = piece.location
+            storage = (loc.file, loc.storage)
             planned = self._planned_span(piece, known)
+            if planned is None and storage in guessed:
+                planned = guessed[storage] + piece.lo, guessed[storage] + piece.hi
+                if not joins(planned, loc.file):
+                    flush()  # the header is read, and the data start known
+                    planned = self._planned_span(piece, known)
             if planned is None:
                 flush()
                 planned = self._planned_span(piece, known)
             if planned is None:
-                begin = self._read_header(piece.location)
-                known[(piece.location.file, piece.location.storage)] = begin
+                begin = self._read_header(loc)
+                known[storage] = begin
                 planned = begin + piece.lo, begin + piece.hi
-            same_file = run and pieces[run[0]].location.file == piece.location.file
-            if same_file and planned[0] <= span[1] + MERGE_GAP and planned[1] + MERGE_GAP >= span[0]:
+            if joins(planned, loc.file):
                 span = (min(span[0], planned[0]), max(span[1], planned[1]))
             else:
                 flush()
                 span = planned
+            if self._data_start(loc, known) is None and piece.lo == 0:
+                guessed[storage] = loc.header_start + loc.header_guess
             run.append(i)
         flush()
         return chunks

@@ -46,6 +46,7 @@ class Shape:
     d_head: int
     bytes_per_value: int
     bias: bool
+    fused_per_head: bool = False  # one QKV weight, each head's query, key and value rows together (GPT-NeoX)
 
     def query_key_bytes(self) -> int:
         return query_key_bytes(
@@ -93,7 +94,7 @@ TRAJECTORIES = {
             r"^step\d+$",
             2_097_152.0,
             "GPT-NeoX decoders on the Pile, the original and the nine PolyPythias seeds",
-            Shape(12, 768, 12, 64, 2, True),
+            Shape(12, 768, 12, 64, 2, True, fused_per_head=True),
         ),
         Trajectory(
             "multiberts",
