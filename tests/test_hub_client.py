@@ -12,10 +12,11 @@ import pytest
 from huggingface_hub import constants, hf_hub_url
 from standin_hub import SparseFile, StandinHub
 
-from attnstruct.checkpoints import hub_client
+from attnstruct.checkpoints import hub_client, hub_links, hub_quota
 from attnstruct.checkpoints.extract.blocks import ExtractionError
 from attnstruct.checkpoints.hub_client import (
     REASONS,
+    CallCounter,
     RetryCounter,
     RetryPolicy,
     get_file,
@@ -45,9 +46,40 @@ def hub(loopback_http):
         yield h
 
 
+class Waits(list):
+    """Waits recorded, not slept, and a fake monotonic clock that each of them moves on (the pacer's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = 1000.0
+
+    def append(self, seconds):
+        super().append(seconds)
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
 def waits():
-    return []
+    return Waits()
+
+
+@pytest.fixture(autouse=True)
+def pacer(waits, monkeypatch):
+    """A pacer of this test's own, on the fake clock of its waits."""
+    fresh = hub_quota.Pacer(clock=waits)
+    monkeypatch.setattr(hub_quota, "PACER", fresh)
+    return fresh
+
+
+@pytest.fixture(autouse=True)
+def links(monkeypatch):
+    """A signed-link cache of this test's own."""
+    fresh = hub_links.LinkCache()
+    monkeypatch.setattr(hub_links, "LINKS", fresh)
+    return fresh
 
 
 @pytest.fixture
@@ -94,12 +126,13 @@ def test_a_relative_redirect_on_the_hub_keeps_the_token(hub, policy, counter):
 
 
 @pytest.mark.parametrize("redirect", [False, True])
-def test_429_with_retry_after_is_waited_out_and_every_read_is_right(hub, policy, counter, waits, redirect):
+def test_429_with_retry_after_is_waited_out_and_every_read_is_right(hub, policy, counter, waits, redirect, links):
     commit = hub.add_repo(REPO, {"model.safetensors": DATA})
     if redirect:
         hub.redirect_large()
     hub.rate_limit(every=3, retry_after=2)
     for start in range(0, 10_000, 1000):
+        links.clear()  # every read resolves
         assert (
             get_range(_url(hub, commit), start, start + 700, token=False, policy=policy, counter=counter)
             == (DATA[start : start + 700])
@@ -110,20 +143,22 @@ def test_429_with_retry_after_is_waited_out_and_every_read_is_right(hub, policy,
     assert counter.summary() == f"hub: {refused} retries ({refused} rate limited), {2.0 * refused:.1f} s waited"
 
 
-def test_retry_after_as_an_http_date_and_the_ratelimit_reset_are_honoured(hub, policy, waits):
+def test_retry_after_as_an_http_date_and_the_ratelimit_reset_and_a_second_are_honoured(hub, policy, waits):
     url = _url(hub, hub.add_repo(REPO, {"model.safetensors": DATA}))
     hub.rate_limit(every=2, retry_after=formatdate(time.time() + 30, usegmt=True))
     assert [get_range(url, 0, 8, token=False, policy=policy) for _ in range(2)] == [DATA[:8]] * 2
     hub.rate_limit(every=2, reset=12)
     assert [get_range(url, 0, 8, token=False, policy=policy) for _ in range(2)] == [DATA[:8]] * 2
     assert hub.statuses == [206, 429, 206, 206, 429, 206]
-    assert len(waits) == 2 and 27 < waits[0] <= 30 and waits[1] == 12.0
+    assert len(waits) == 2 and 27 < waits[0] <= 30 and waits[1] == 13.0  # t is whole seconds: the reset may be later
 
 
-def test_without_retry_after_the_waits_are_full_jitter_backoff_and_the_attempts_are_bounded(hub, waits, counter):
+def test_without_retry_after_the_waits_are_full_jitter_backoff_of_a_second_or_more_bounded_by_the_total(
+    hub, waits, counter
+):
     commit = hub.add_repo(REPO, {"model.safetensors": DATA})
     hub.rate_limit(every=1)
-    policy = RetryPolicy(rng=random.Random(3), sleep=waits.append, cap_s=3.0)
+    policy = RetryPolicy(rng=random.Random(3), sleep=waits.append, cap_s=3.0, total_wait_s=20.0)
     with pytest.raises(ExtractionError) as err:
         get_range(
             _url(hub, commit), 0, 8, token=False, what="org/tiny/model.safetensors", policy=policy, counter=counter
@@ -133,10 +168,12 @@ def test_without_retry_after_the_waits_are_full_jitter_backoff_and_the_attempts_
         and "\n" not in str(err.value)
         and "org/tiny/model.safetensors" in str(err.value)
     )
-    assert len(hub.requests) == policy.attempts == 6 and counter.retries["rate limited"] == 5
-    assert waits == _draws(3, 5, policy)
-    assert all(0 <= w < bound for w, bound in zip(waits, [1, 2, 3, 3, 3]))
-    assert counter.waited_s == pytest.approx(sum(waits))
+    expected, draws = [], iter(_draws(3, 100, policy))
+    while sum(expected) + (wait := max(1.0, next(draws))) <= 20.0:
+        expected.append(wait)
+    assert waits == expected and len(expected) > policy.failures  # more than the retries of other failures
+    assert len(hub.requests) == len(expected) + 1 and counter.retries["rate limited"] == len(expected)
+    assert all(1 <= w < 3 for w in waits) and counter.waited_s == pytest.approx(sum(waits))
 
 
 def test_a_wait_that_would_pass_the_total_bound_is_not_begun(hub, policy, waits):
@@ -144,12 +181,12 @@ def test_a_wait_that_would_pass_the_total_bound_is_not_begun(hub, policy, waits)
     hub.rate_limit(every=1, retry_after=120)
     with pytest.raises(ExtractionError) as err:
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
-    assert err.value.kind == "rate limited" and "would pass 300 s" in str(err.value)
-    assert waits == [120.0, 120.0] and len(hub.requests) == 3
+    assert err.value.kind == "rate limited" and "would pass 660 s" in str(err.value)
+    assert waits == [120.0] * 5 and len(hub.requests) == 6
     hub.rate_limit(every=1, retry_after=1000)
     with pytest.raises(ExtractionError, match="rate limited"):
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
-    assert waits == [120.0, 120.0] and len(hub.requests) == 4
+    assert waits == [120.0] * 5 and len(hub.requests) == 7
 
 
 @pytest.mark.parametrize("redirect", [False, True])
@@ -224,7 +261,7 @@ def test_the_counter_sums_over_threads_and_reads_in_one_line():
     counter.reset()
     assert counter.summary() == "hub: no retries" and counter.waited_s == 0
     with pytest.raises(ValueError):
-        RetryPolicy(attempts=0)
+        RetryPolicy(failures=-1)
 
 
 def test_a_200_to_a_range_request_is_read_up_to_the_end_of_the_range_and_no_further(hub, policy, counter):
@@ -347,7 +384,7 @@ def test_a_whole_file_rate_limited_for_longer_than_the_bound_is_not_waited_for(h
     hub.rate_limit(every=1, retry_after=999_999)
     with pytest.raises(ExtractionError) as err:
         get_file(_url(hub, commit, "config.json"), tmp_path / "c.json", token=False, what="c", policy=policy)
-    assert err.value.kind == "rate limited" and "999999.0 s, would pass 300 s" in str(err.value)
+    assert err.value.kind == "rate limited" and "999999.0 s, would pass 660 s" in str(err.value)
     assert waits == [] and len(hub.requests) == 1 and not (tmp_path / "c.json").exists()
 
 
@@ -360,3 +397,68 @@ def test_an_api_answer_that_is_not_json_is_one_line(hub, policy):
 
 def test_a_retry_after_that_is_not_ascii_digits_is_not_a_number_of_seconds():
     assert retry_after_s({"Retry-After": "\xb2"}) is None and retry_after_s({"Retry-After": " 7 "}) == 7.0
+
+
+# -- few requests: signed links kept, every hop counted ---------------------------------------------------------------
+
+
+def test_a_signed_link_is_used_again_without_resolving_and_every_hop_is_counted(hub, policy, monkeypatch):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA}, gated_token="hf_right")
+    hub.redirect_large()
+    calls, process = CallCounter(), CallCounter()
+    monkeypatch.setattr(hub_client, "DEFAULT_CALLS", process)
+    for start in (0, 100, 200):
+        got = get_range(_url(hub, commit), start, start + 50, token="hf_right", policy=policy, calls=calls)
+        assert got == DATA[start : start + 50]
+    assert len(hub.requests) == 1 and [auth for *_, auth in hub.cdn_requests] == [False] * 3
+    assert calls.summary() == process.summary() == "hub calls: 1 resolver, 0 API, 3 CDN"
+
+
+def test_a_kept_link_the_cdn_refuses_is_resolved_again_once_at_no_retry_cost(hub, policy, counter, waits):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.redirect_large()
+    assert get_range(_url(hub, commit), 0, 8, token=False, policy=policy, counter=counter) == DATA[:8]
+    hub.fail_once("/cdn/", 403)  # the link expired early
+    assert get_range(_url(hub, commit), 8, 16, token=False, policy=policy, counter=counter) == DATA[8:16]
+    assert len(hub.requests) == 2 and len(hub.cdn_requests) == 3
+    assert counter.summary() == "hub: no retries" and waits == []
+
+
+def test_a_416_that_disagrees_with_the_files_listed_size_is_retried_and_one_that_agrees_is_one_line(
+    hub, policy, counter
+):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.fail_once("model.safetensors", 416)  # no Content-Range of the file's size: not the file's answer
+    got = get_range(_url(hub, commit), 0, 8, token=False, size=len(DATA), policy=policy, counter=counter)
+    assert got == DATA[:8] and counter.retries["server error"] == 1
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit), 20_000, 20_008, token=False, size=len(DATA), policy=policy, counter=counter)
+    assert "bytes=20000-20007 of /org/tiny/resolve/" in str(err.value) and "outside its 10000 bytes (HTTP 416)" in str(
+        err.value
+    )
+    assert hub.statuses == [416, 206, 416] and counter.retries["server error"] == 1
+
+
+def test_a_range_readers_requests_are_counted_in_its_calls_and_know_its_files_sizes(hub, policy, tmp_path, monkeypatch):
+    from attnstruct.checkpoints.remote_safetensors import RangeReader
+
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    monkeypatch.setattr(hub_client, "DEFAULT_POLICY", policy)
+    reader = RangeReader(
+        REPO, commit, endpoint=hub.url, token=None, cache=tmp_path, offline=False, sizes={"model.safetensors": 10_000}
+    )
+    hub.fail_once("model.safetensors", 416)
+    assert reader.read("model.safetensors", 0, 8) == DATA[:8]  # the 416 retried: the size was known
+    assert reader.calls.calls == {"resolvers": 2, "api": 0, "cdn": 0}
+
+
+def test_a_refused_token_is_named_by_where_it_came_from_and_never_printed(monkeypatch):
+    from attnstruct.checkpoints.hub_stream import token_refused
+
+    monkeypatch.setenv("HF_TOKEN", "hf_stale_secret")
+    from_env = token_refused("hf_stale_secret")
+    assert from_env.kind == "invalid token" and "from HF_TOKEN" in str(from_env) and "unset HF_TOKEN" in str(from_env)
+    monkeypatch.delenv("HF_TOKEN")
+    saved = token_refused("hf_saved_secret")
+    assert "from the saved login" in str(saved) and "`hf auth logout`" in str(saved)
+    assert all("secret" not in str(err) and "\n" not in str(err) for err in (from_env, saved))
