@@ -462,3 +462,42 @@ def test_a_refused_token_is_named_by_where_it_came_from_and_never_printed(monkey
     saved = token_refused("hf_saved_secret")
     assert "from the saved login" in str(saved) and "`hf auth logout`" in str(saved)
     assert all("secret" not in str(err) and "\n" not in str(err) for err in (from_env, saved))
+
+
+# -- every call bounded, listings too ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def short_timeouts(waits, monkeypatch):
+    """The default policy with a 0.3 s deadline per attempt and one retry of a failure."""
+    policy = RetryPolicy(sleep=waits.append, timeout_s=0.3, failures=1)
+    monkeypatch.setattr(hub_client, "DEFAULT_POLICY", policy)
+    return policy
+
+
+def test_a_stalled_refs_listing_ends_attnstruct_revisions_in_a_bounded_time(hub, short_timeouts, monkeypatch, capsys):
+    from attnstruct import cli
+
+    hub.add_repo(REPO, {"config.json": CONFIG}, revision="step1")
+    for _ in range(4):
+        hub.stall_once("/refs", 30)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    began = time.monotonic()
+    status, err = cli.main(["revisions", REPO]), capsys.readouterr().err
+    assert status == 2 and "no answer within 0.3 s" in err and err.count("\n") == 1
+    assert time.monotonic() - began < 3
+
+
+def test_a_stalled_tree_listing_ends_in_a_bounded_time(hub, short_timeouts, tmp_path):
+    from attnstruct.checkpoints.hub import HubSettings
+    from attnstruct.tasks.data_files import CorpusError
+    from attnstruct.tasks.hub_datasets import fetch_listing
+
+    hub.add_dataset("org/set", {"part-0.jsonl": b"{}\n"})
+    for _ in range(4):
+        hub.stall_once("/tree/", 30)
+    settings = HubSettings(endpoint=hub.url, token=None, hub_cache=tmp_path, range_cache=tmp_path, offline=False)
+    began = time.monotonic()
+    with pytest.raises(CorpusError, match="no answer within 0.3 s"):
+        fetch_listing(settings, "org/set", "main", cache=tmp_path)
+    assert time.monotonic() - began < 3

@@ -75,14 +75,14 @@ def test_requests_go_without_a_hold_while_the_window_has_some_left():
     clock = Clock()
     pacer = Pacer(clock=clock)
     assert pacer.admit(KEY, clock.sleep, 660) == 0  # nothing said yet
-    pacer.observe(KEY, _said(r=3, t=100))
+    pacer.answered(KEY, _said(r=3, t=100))
     assert [pacer.admit(KEY, clock.sleep, 660) for _ in range(3)] == [0, 0, 0] and clock.slept == []
 
 
 def test_with_nothing_left_a_request_is_held_to_the_windows_end_and_a_second_then_the_next_window_goes():
     clock = Clock()
     pacer = Pacer(clock=clock)
-    pacer.observe(KEY, _said(r=2, t=7, q=3, w=10))
+    pacer.answered(KEY, _said(r=2, t=7, q=3, w=10))
     assert [pacer.admit(KEY, clock.sleep, 660) for _ in range(2)] == [0, 0]
     assert pacer.admit(KEY, clock.sleep, 660) == 8.0 and clock.now == 1008.0  # t truncated: up to t + 1
     assert [pacer.admit(KEY, clock.sleep, 660) for _ in range(2)] == [0, 0]  # the next window's q = 3, 1 taken
@@ -92,7 +92,7 @@ def test_with_nothing_left_a_request_is_held_to_the_windows_end_and_a_second_the
 def test_a_429s_ratelimit_holds_the_other_requests_of_its_bucket_not_those_of_another():
     clock = Clock()
     pacer = Pacer(clock=clock)
-    pacer.observe(KEY, _said(r=0, t=0))
+    pacer.answered(KEY, _said(r=0, t=0))
     api = (origin(HUB), "api")
     assert pacer.admit(api, clock.sleep, 660) == 0
     assert pacer.admit(KEY, clock.sleep, 660) == 1.0  # t = 0 is up to a second
@@ -101,19 +101,21 @@ def test_a_429s_ratelimit_holds_the_other_requests_of_its_bucket_not_those_of_an
 def test_the_lowest_remaining_of_a_window_is_kept_and_a_later_window_replaces_it():
     clock = Clock()
     pacer = Pacer(clock=clock)
-    pacer.observe(KEY, _said(r=1, t=50))
-    pacer.observe(KEY, _said(r=5, t=49))  # an answer that left the hub before the first: the same window
+    pacer.answered(KEY, _said(r=1, t=50))
+    pacer.answered(KEY, _said(r=5, t=49))  # an answer that left the hub before the first: the same window
     assert pacer.admit(KEY, clock.sleep, 660) == 0
+    pacer.release(KEY)
     assert pacer.admit(KEY, clock.sleep, 660) == 50.0  # the earlier end of the two said
+    pacer.release(KEY)
     clock.now += 100
-    pacer.observe(KEY, _said(r=5, t=200))  # a window that began after the one held for
+    pacer.answered(KEY, _said(r=5, t=200))  # a window that began after the one held for
     assert [pacer.admit(KEY, clock.sleep, 660) for _ in range(5)] == [0] * 5
 
 
 def test_a_hold_longer_than_the_requests_budget_is_not_begun():
     clock = Clock()
     pacer = Pacer(clock=clock)
-    pacer.observe(KEY, _said(r=0, t=299))
+    pacer.answered(KEY, _said(r=0, t=299))
     assert pacer.admit(KEY, clock.sleep, 100.0) == 0 and clock.slept == []  # the hub's 429 and the bounds decide
     assert pacer.admit(KEY, clock.sleep, 300.0) == 300.0
 
@@ -121,7 +123,7 @@ def test_a_hold_longer_than_the_requests_budget_is_not_begun():
 def test_threads_share_one_window_and_only_those_past_its_remaining_are_held():
     clock = Clock()
     pacer = Pacer(clock=clock)
-    pacer.observe(KEY, _said(r=5, t=30, q=5, w=60))
+    pacer.answered(KEY, _said(r=5, t=30, q=5, w=60))
     lock, waited = threading.Lock(), []
 
     def sleep(seconds: float) -> None:
@@ -194,3 +196,13 @@ def test_the_cache_keeps_the_most_recently_used_links_up_to_its_size():
     assert links.get(keys[0]) is not None  # used: the other is the oldest now
     links.put(keys[2], "https://cdn.example/2")
     assert [links.get(key) is not None for key in keys] == [True, False, True]
+
+
+def test_requests_on_their_way_are_taken_from_what_the_hub_says_is_left():
+    clock = Clock()
+    pacer = Pacer(clock=clock)
+    assert [pacer.admit(KEY, clock.sleep, 660) for _ in range(4)] == [0] * 4  # nothing said yet: all go
+    pacer.answered(KEY, _said(r=5, t=100))  # the first answer: three of ours are still on their way
+    assert [pacer.admit(KEY, clock.sleep, 660) for _ in range(2)] == [0, 0]
+    assert pacer.admit(KEY, clock.sleep, 660) == 101.0
+    pacer.release(KEY)  # an attempt that ended without an answer is no longer on its way

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -121,32 +122,49 @@ def _retried(what: str, policy: RetryPolicy, counter: RetryCounter | None, attem
 
 
 class _Meter:
-    """What one attempt's hops are told: each counted by bucket, paced by the process's pacer, its answer's
-    ``RateLimit`` read. The first hop is let go by :meth:`admit`, before the attempt; later ones (redirects) are
-    counted by the pacer without a hold, as the attempt's deadline runs."""
+    """What one attempt's hops are told: each counted by bucket and by the process's pacer, its answer's
+    ``RateLimit`` read. The first hop is let go by :meth:`admit`, before the attempt; later ones (redirects) are let
+    go without a hold, as the attempt's deadline runs. :meth:`close` tells the pacer of the hops left unanswered."""
 
     def __init__(self, home: tuple[str, str, int], calls: CallCounter | None):
         self.home, self.pacer = home, hub_quota.PACER
         self.counters = [counter for counter in (DEFAULT_CALLS, calls) if counter is not None]
-        self.hops = 0
+        self.hops, self.waiting, self.closed = 0, [], False
+        self._lock = threading.Lock()
 
     def key(self, url: str) -> tuple:
         there = origin(url)
         return there, bucket_of(url, self.home, there)
 
     def admit(self, url: str, attempts: Attempts) -> None:
-        attempts.paced(self.pacer.admit(self.key(url), attempts.policy.sleep, attempts.budget_s))
+        key = self.key(url)
+        attempts.paced(self.pacer.admit(key, attempts.policy.sleep, attempts.budget_s))
+        with self._lock:
+            self.waiting.append(key)
 
     def hop(self, url: str) -> None:
         key = self.key(url)
         for counter in self.counters:
             counter.add(key[1])
-        if self.hops:
-            self.pacer.take(key)
-        self.hops += 1
+        with self._lock:
+            if self.hops:  # the first was let go by admit
+                self.pacer.take(key)
+                self.waiting.append(key)
+            self.hops += 1
 
     def answered(self, url: str, headers) -> None:
-        self.pacer.observe(self.key(url), headers)
+        key = self.key(url)
+        with self._lock:
+            if self.closed or key not in self.waiting:
+                return
+            self.waiting.remove(key)
+            self.pacer.answered(key, headers)
+
+    def close(self) -> None:
+        with self._lock:
+            self.closed, waiting, self.waiting = True, self.waiting, []
+        for key in waiting:
+            self.pacer.release(key)
 
 
 def _get(
@@ -178,6 +196,8 @@ def _get(
             hub_links.LINKS.drop(key)
             link = None
             continue
+        finally:
+            meter.close()
         if key is not None and link is None and route.final is not None and origin(route.final) != home:
             hub_links.LINKS.put(key, route.final)
         return result

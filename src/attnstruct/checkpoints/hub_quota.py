@@ -14,7 +14,8 @@ may end up to a second after ``t``: ``huggingface_hub`` waits ``t + 1`` "to avoi
   (``hub calls: 7 resolver, 2 API, 31 CDN``).
 * :class:`Pacer`: one per process (:data:`PACER`), shared by every request, so by a sweep's workers and their
   prefetch threads. Per (origin, bucket) it keeps the window's end and an estimate of the requests left in it: the
-  lowest ``r`` the hub has said in this window, less the requests let go since. When none are left it holds new
+  lowest ``r`` the hub has said in this window less the requests still on their way (let go, not yet answered),
+  less the requests let go since. When none are left it holds new
   requests of that bucket until the window's end plus a second, then lets them go into the next window: the quota
   is slowed down to, not run into. Holds are the caller's to count and to bound (:meth:`Pacer.admit`).
 """
@@ -73,6 +74,7 @@ class _Window:
     left: int | None = None  # requests the window is thought to have left (None: not said)
     limit: int | None = None  # q of RateLimit-Policy
     length: float | None = None  # w of RateLimit-Policy
+    on_the_way: int = 0  # requests let go and not answered yet
 
 
 class Pacer:
@@ -90,7 +92,7 @@ class Pacer:
         """Let one request of ``key`` (``(origin, bucket)``) go, first waiting (by ``sleep``) for its window's end
         when the window has nothing left, unless that wait is over ``most_s``. Returns the seconds waited."""
         with self._lock:
-            window = self._windows.get(key)
+            window = self._windows.setdefault(key, _Window())
             wait = self._hold(window)
             if wait is None:
                 self._take(window)
@@ -109,29 +111,38 @@ class Pacer:
     def take(self, key: tuple) -> None:
         """Count one request of ``key`` let go without a hold (a redirect's next hop, inside an attempt)."""
         with self._lock:
-            self._take(self._windows.get(key))
+            self._take(self._windows.setdefault(key, _Window()))
 
-    def observe(self, key: tuple, headers: Mapping[str, str]) -> None:
-        """Read an answer's ``RateLimit`` and ``RateLimit-Policy`` (any status) into ``key``'s window."""
+    def release(self, key: tuple) -> None:
+        """A request of ``key`` let go that will not be answered (its attempt ended without an answer)."""
+        with self._lock:
+            window = self._windows.setdefault(key, _Window())
+            window.on_the_way = max(0, window.on_the_way - 1)
+
+    def answered(self, key: tuple, headers: Mapping[str, str]) -> None:
+        """A request of ``key`` was answered: its ``RateLimit`` and ``RateLimit-Policy`` (any status) read into the
+        window, less the requests still on their way, which the hub may not have counted yet."""
         from huggingface_hub.utils import parse_ratelimit_headers
 
         said = parse_ratelimit_headers(headers)
-        if said is None:
-            return
         now = self.clock()
         with self._lock:
             window = self._windows.setdefault(key, _Window())
+            window.on_the_way = max(0, window.on_the_way - 1)
+            if said is None:
+                return
             if said.limit is not None and said.window_seconds:
                 window.limit, window.length = said.limit, float(said.window_seconds)
+            left = max(0, said.remaining - window.on_the_way)
             if window.end is None or now + said.reset_in_seconds >= window.end:  # a window that began after ours
-                window.end, window.left = now + said.reset_in_seconds + ROUNDING_S, said.remaining
+                window.end, window.left = now + said.reset_in_seconds + ROUNDING_S, left
             else:
                 window.end = min(window.end, now + said.reset_in_seconds + ROUNDING_S)
-                window.left = said.remaining if window.left is None else min(window.left, said.remaining)
+                window.left = left if window.left is None else min(window.left, left)
 
-    def _hold(self, window: _Window | None) -> float | None:
+    def _hold(self, window: _Window) -> float | None:
         """Seconds a new request must wait, or None to go now."""
-        if window is None or window.left is None or window.left > 0 or window.end is None:
+        if window.left is None or window.left > 0 or window.end is None:
             return None
         wait = window.end - self.clock()
         if wait <= 0:
@@ -148,8 +159,9 @@ class Pacer:
             window.end = window.left = None
 
     @staticmethod
-    def _take(window: _Window | None) -> None:
-        if window is not None and window.left is not None:
+    def _take(window: _Window) -> None:
+        window.on_the_way += 1
+        if window.left is not None:
             window.left = max(0, window.left - 1)
 
 
