@@ -501,3 +501,119 @@ def test_a_stalled_tree_listing_ends_in_a_bounded_time(hub, short_timeouts, tmp_
     with pytest.raises(CorpusError, match="no answer within 0.3 s"):
         fetch_listing(settings, "org/set", "main", cache=tmp_path)
     assert time.monotonic() - began < 3
+
+
+# -- against a stand-in that behaves as the real hub is documented to ------------------------------------------------
+
+
+def _needs(hub, *switches):
+    """Skip until the stand-in has the switches (tests/standin_hub.py)."""
+    missing = [name for name in switches if not hasattr(hub, name)]
+    if missing:
+        pytest.skip(f"the stand-in hub has no {', '.join(missing)} yet")
+
+
+@pytest.fixture
+def real_time(monkeypatch):
+    """A pacer on the real clock, for a test against a stand-in whose quota windows pass in real time."""
+    fresh = hub_quota.Pacer()
+    monkeypatch.setattr(hub_quota, "PACER", fresh)
+    return fresh
+
+
+def test_eight_concurrent_readers_under_a_quota_with_truncated_resets_never_give_up(hub, real_time):
+    _needs(hub, "quota", "calls")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    window, limit, reads = 2.0, 8, 3
+    hub.quota("resolvers", limit, window, rounding="floor")
+    policy = RetryPolicy(total_wait_s=2.2 * window, base_s=window / 300, cap_s=window / 10)  # 660 s of 300, scaled
+    counter, failures = RetryCounter(), []
+
+    def reader(i: int) -> None:
+        for k in range(reads):
+            start = (i * reads + k) * 300
+            try:
+                assert (
+                    get_range(_url(hub, commit), start, start + 8, token=False, policy=policy, counter=counter)
+                    == (DATA[start : start + 8])
+                )
+            except ExtractionError as err:
+                failures.append(str(err))
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and hub.calls("resolvers") >= 8 * reads
+
+
+def test_a_signed_link_that_expired_is_resolved_again(hub, monkeypatch):
+    _needs(hub, "sign_links", "calls")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.redirect_large(0)
+    hub.sign_links(1)
+    monkeypatch.setattr(hub_links, "LINKS", hub_links.LinkCache(clock=lambda: time.time() - 120))  # a clock behind
+    policy = RetryPolicy(sleep=lambda s: None)
+    assert get_range(_url(hub, commit), 0, 8, token=False, policy=policy) == DATA[:8]
+    time.sleep(1.5)
+    counter = RetryCounter()
+    assert get_range(_url(hub, commit), 8, 16, token=False, policy=policy, counter=counter) == DATA[8:16]
+    assert hub.calls("resolvers") == 2 and hub.calls("cdn") == 3 and counter.summary() == "hub: no retries"
+
+
+def test_a_signed_link_is_kept_for_reads_with_a_token_which_never_goes_to_the_cdn(hub, policy):
+    _needs(hub, "sign_links", "calls")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA}, gated_token="hf_right")
+    hub.redirect_large(0)
+    hub.sign_links(3600)  # a CDN that also gets Authorization answers 400
+    for start in (0, 1000, 2000):
+        got = get_range(_url(hub, commit), start, start + 8, token="hf_right", policy=policy)
+        assert got == DATA[start : start + 8]
+    assert hub.calls("resolvers") == 1 and hub.calls("cdn") == 3
+
+
+def test_a_range_read_from_a_cdn_that_ignores_ranges_when_gzip_is_accepted_serves_the_range_and_no_more(hub, policy):
+    _needs(hub, "cdn_gzip")
+    big = SparseFile(64 << 20, {0: DATA})
+    commit = hub.add_repo(REPO, {"big.safetensors": big})
+    hub.redirect_large(0)
+    hub.cdn_gzip(True)
+    assert get_range(_url(hub, commit, "big.safetensors"), 32 << 20, (32 << 20) + 100, token=False, policy=policy) == (
+        bytes(100)
+    )
+    assert hub.bytes_served_for(REPO, "big.safetensors") <= 100 + hub_client.RANGE_SLACK
+
+
+def test_a_bogus_416_of_the_cdn_is_retried(hub, policy, counter):
+    _needs(hub, "bogus_416_once")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.redirect_large(0)
+    hub.bogus_416_once("model.safetensors")  # Content-Range: bytes */177
+    got = get_range(_url(hub, commit), 500, 600, token=False, size=len(DATA), policy=policy, counter=counter)
+    assert got == DATA[500:600] and counter.retries["server error"] == 1
+
+
+def test_a_stale_token_stops_score_in_one_line_exit_2_after_a_few_requests(hub, repos, tmp_path, monkeypatch, capsys):
+    _needs(hub, "known_tokens")
+    from attnstruct import cli
+
+    hub.add_folder("tiny/bert", repos["tiny/bert"])
+    hub.known_tokens({"hf_valid"})
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("ATTNSTRUCT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_TOKEN", "hf_stale_not_known")
+    status, err = cli.main(["score", "tiny/bert"]), capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "invalid token" in err and "HF_TOKEN" in err
+    assert "hf_stale_not_known" not in err and len(hub.requests) <= 3
+
+
+def test_a_whole_file_behind_a_redirect_with_xet_headers_comes_by_plain_http(hub, policy, tmp_path):
+    _needs(hub, "sign_links")
+    weights = bytes(range(256)) * 64
+    commit = hub.add_repo(REPO, {"pytorch_model.bin": weights})
+    hub.redirect_large(0)
+    hub.sign_links(3600, xet=True)
+    path = get_file(_url(hub, commit, "pytorch_model.bin"), tmp_path / "w.bin", token=False, what="w", policy=policy)
+    assert path.read_bytes() == weights and not any("xet-read-token" in p for _, p, _ in hub.requests)
