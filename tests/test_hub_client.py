@@ -12,10 +12,11 @@ import pytest
 from huggingface_hub import constants, hf_hub_url
 from standin_hub import SparseFile, StandinHub
 
-from attnstruct.checkpoints import hub_client
+from attnstruct.checkpoints import hub_client, hub_links, hub_quota
 from attnstruct.checkpoints.extract.blocks import ExtractionError
 from attnstruct.checkpoints.hub_client import (
     REASONS,
+    CallCounter,
     RetryCounter,
     RetryPolicy,
     get_file,
@@ -45,9 +46,40 @@ def hub(loopback_http):
         yield h
 
 
+class Waits(list):
+    """Waits recorded, not slept, and a fake monotonic clock that each of them moves on (the pacer's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.now = 1000.0
+
+    def append(self, seconds):
+        super().append(seconds)
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.fixture
 def waits():
-    return []
+    return Waits()
+
+
+@pytest.fixture(autouse=True)
+def pacer(waits, monkeypatch):
+    """A pacer of this test's own, on the fake clock of its waits."""
+    fresh = hub_quota.Pacer(clock=waits)
+    monkeypatch.setattr(hub_quota, "PACER", fresh)
+    return fresh
+
+
+@pytest.fixture(autouse=True)
+def links(monkeypatch):
+    """A signed-link cache of this test's own."""
+    fresh = hub_links.LinkCache()
+    monkeypatch.setattr(hub_links, "LINKS", fresh)
+    return fresh
 
 
 @pytest.fixture
@@ -94,12 +126,13 @@ def test_a_relative_redirect_on_the_hub_keeps_the_token(hub, policy, counter):
 
 
 @pytest.mark.parametrize("redirect", [False, True])
-def test_429_with_retry_after_is_waited_out_and_every_read_is_right(hub, policy, counter, waits, redirect):
+def test_429_with_retry_after_is_waited_out_and_every_read_is_right(hub, policy, counter, waits, redirect, links):
     commit = hub.add_repo(REPO, {"model.safetensors": DATA})
     if redirect:
         hub.redirect_large()
     hub.rate_limit(every=3, retry_after=2)
     for start in range(0, 10_000, 1000):
+        links.clear()  # every read resolves
         assert (
             get_range(_url(hub, commit), start, start + 700, token=False, policy=policy, counter=counter)
             == (DATA[start : start + 700])
@@ -110,20 +143,22 @@ def test_429_with_retry_after_is_waited_out_and_every_read_is_right(hub, policy,
     assert counter.summary() == f"hub: {refused} retries ({refused} rate limited), {2.0 * refused:.1f} s waited"
 
 
-def test_retry_after_as_an_http_date_and_the_ratelimit_reset_are_honoured(hub, policy, waits):
+def test_retry_after_as_an_http_date_and_the_ratelimit_reset_and_a_second_are_honoured(hub, policy, waits):
     url = _url(hub, hub.add_repo(REPO, {"model.safetensors": DATA}))
     hub.rate_limit(every=2, retry_after=formatdate(time.time() + 30, usegmt=True))
     assert [get_range(url, 0, 8, token=False, policy=policy) for _ in range(2)] == [DATA[:8]] * 2
     hub.rate_limit(every=2, reset=12)
     assert [get_range(url, 0, 8, token=False, policy=policy) for _ in range(2)] == [DATA[:8]] * 2
     assert hub.statuses == [206, 429, 206, 206, 429, 206]
-    assert len(waits) == 2 and 27 < waits[0] <= 30 and waits[1] == 12.0
+    assert len(waits) == 2 and 27 < waits[0] <= 30 and waits[1] == 13.0  # t is whole seconds: the reset may be later
 
 
-def test_without_retry_after_the_waits_are_full_jitter_backoff_and_the_attempts_are_bounded(hub, waits, counter):
+def test_without_retry_after_the_waits_are_full_jitter_backoff_of_a_second_or_more_bounded_by_the_total(
+    hub, waits, counter
+):
     commit = hub.add_repo(REPO, {"model.safetensors": DATA})
     hub.rate_limit(every=1)
-    policy = RetryPolicy(rng=random.Random(3), sleep=waits.append, cap_s=3.0)
+    policy = RetryPolicy(rng=random.Random(3), sleep=waits.append, cap_s=3.0, total_wait_s=20.0)
     with pytest.raises(ExtractionError) as err:
         get_range(
             _url(hub, commit), 0, 8, token=False, what="org/tiny/model.safetensors", policy=policy, counter=counter
@@ -133,10 +168,12 @@ def test_without_retry_after_the_waits_are_full_jitter_backoff_and_the_attempts_
         and "\n" not in str(err.value)
         and "org/tiny/model.safetensors" in str(err.value)
     )
-    assert len(hub.requests) == policy.attempts == 6 and counter.retries["rate limited"] == 5
-    assert waits == _draws(3, 5, policy)
-    assert all(0 <= w < bound for w, bound in zip(waits, [1, 2, 3, 3, 3]))
-    assert counter.waited_s == pytest.approx(sum(waits))
+    expected, draws = [], iter(_draws(3, 100, policy))
+    while sum(expected) + (wait := max(1.0, next(draws))) <= 20.0:
+        expected.append(wait)
+    assert waits == expected and len(expected) > policy.failures  # more than the retries of other failures
+    assert len(hub.requests) == len(expected) + 1 and counter.retries["rate limited"] == len(expected)
+    assert all(1 <= w < 3 for w in waits) and counter.waited_s == pytest.approx(sum(waits))
 
 
 def test_a_wait_that_would_pass_the_total_bound_is_not_begun(hub, policy, waits):
@@ -144,12 +181,12 @@ def test_a_wait_that_would_pass_the_total_bound_is_not_begun(hub, policy, waits)
     hub.rate_limit(every=1, retry_after=120)
     with pytest.raises(ExtractionError) as err:
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
-    assert err.value.kind == "rate limited" and "would pass 300 s" in str(err.value)
-    assert waits == [120.0, 120.0] and len(hub.requests) == 3
+    assert err.value.kind == "rate limited" and "would pass 660 s" in str(err.value)
+    assert waits == [120.0] * 5 and len(hub.requests) == 6
     hub.rate_limit(every=1, retry_after=1000)
     with pytest.raises(ExtractionError, match="rate limited"):
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
-    assert waits == [120.0, 120.0] and len(hub.requests) == 4
+    assert waits == [120.0] * 5 and len(hub.requests) == 7
 
 
 @pytest.mark.parametrize("redirect", [False, True])
@@ -224,7 +261,7 @@ def test_the_counter_sums_over_threads_and_reads_in_one_line():
     counter.reset()
     assert counter.summary() == "hub: no retries" and counter.waited_s == 0
     with pytest.raises(ValueError):
-        RetryPolicy(attempts=0)
+        RetryPolicy(failures=-1)
 
 
 def test_a_200_to_a_range_request_is_read_up_to_the_end_of_the_range_and_no_further(hub, policy, counter):
@@ -347,7 +384,7 @@ def test_a_whole_file_rate_limited_for_longer_than_the_bound_is_not_waited_for(h
     hub.rate_limit(every=1, retry_after=999_999)
     with pytest.raises(ExtractionError) as err:
         get_file(_url(hub, commit, "config.json"), tmp_path / "c.json", token=False, what="c", policy=policy)
-    assert err.value.kind == "rate limited" and "999999.0 s, would pass 300 s" in str(err.value)
+    assert err.value.kind == "rate limited" and "999999.0 s, would pass 660 s" in str(err.value)
     assert waits == [] and len(hub.requests) == 1 and not (tmp_path / "c.json").exists()
 
 
@@ -360,3 +397,223 @@ def test_an_api_answer_that_is_not_json_is_one_line(hub, policy):
 
 def test_a_retry_after_that_is_not_ascii_digits_is_not_a_number_of_seconds():
     assert retry_after_s({"Retry-After": "\xb2"}) is None and retry_after_s({"Retry-After": " 7 "}) == 7.0
+
+
+# -- few requests: signed links kept, every hop counted ---------------------------------------------------------------
+
+
+def test_a_signed_link_is_used_again_without_resolving_and_every_hop_is_counted(hub, policy, monkeypatch):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA}, gated_token="hf_right")
+    hub.redirect_large()
+    calls, process = CallCounter(), CallCounter()
+    monkeypatch.setattr(hub_client, "DEFAULT_CALLS", process)
+    for start in (0, 100, 200):
+        got = get_range(_url(hub, commit), start, start + 50, token="hf_right", policy=policy, calls=calls)
+        assert got == DATA[start : start + 50]
+    assert len(hub.requests) == 1 and [auth for *_, auth in hub.cdn_requests] == [False] * 3
+    assert calls.summary() == process.summary() == "hub calls: 1 resolver, 0 API, 3 CDN"
+
+
+def test_a_kept_link_the_cdn_refuses_is_resolved_again_once_at_no_retry_cost(hub, policy, counter, waits):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.redirect_large()
+    assert get_range(_url(hub, commit), 0, 8, token=False, policy=policy, counter=counter) == DATA[:8]
+    hub.fail_once("/cdn/", 403)  # the link expired early
+    assert get_range(_url(hub, commit), 8, 16, token=False, policy=policy, counter=counter) == DATA[8:16]
+    assert len(hub.requests) == 2 and len(hub.cdn_requests) == 3
+    assert counter.summary() == "hub: no retries" and waits == []
+
+
+def test_a_416_that_disagrees_with_the_files_listed_size_is_retried_and_one_that_agrees_is_one_line(
+    hub, policy, counter
+):
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.fail_once("model.safetensors", 416)  # no Content-Range of the file's size: not the file's answer
+    got = get_range(_url(hub, commit), 0, 8, token=False, size=len(DATA), policy=policy, counter=counter)
+    assert got == DATA[:8] and counter.retries["server error"] == 1
+    with pytest.raises(ExtractionError) as err:
+        get_range(_url(hub, commit), 20_000, 20_008, token=False, size=len(DATA), policy=policy, counter=counter)
+    assert "bytes=20000-20007 of /org/tiny/resolve/" in str(err.value) and "outside its 10000 bytes (HTTP 416)" in str(
+        err.value
+    )
+    assert hub.statuses == [416, 206, 416] and counter.retries["server error"] == 1
+
+
+def test_a_range_readers_requests_are_counted_in_its_calls_and_know_its_files_sizes(hub, policy, tmp_path, monkeypatch):
+    from attnstruct.checkpoints.remote_safetensors import RangeReader
+
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    monkeypatch.setattr(hub_client, "DEFAULT_POLICY", policy)
+    reader = RangeReader(
+        REPO, commit, endpoint=hub.url, token=None, cache=tmp_path, offline=False, sizes={"model.safetensors": 10_000}
+    )
+    hub.fail_once("model.safetensors", 416)
+    assert reader.read("model.safetensors", 0, 8) == DATA[:8]  # the 416 retried: the size was known
+    assert reader.calls.calls == {"resolvers": 2, "api": 0, "cdn": 0}
+
+
+def test_a_refused_token_is_named_by_where_it_came_from_and_never_printed(monkeypatch):
+    from attnstruct.checkpoints.hub_stream import token_refused
+
+    monkeypatch.setenv("HF_TOKEN", "hf_stale_secret")
+    from_env = token_refused("hf_stale_secret")
+    assert from_env.kind == "invalid token" and "from HF_TOKEN" in str(from_env) and "unset HF_TOKEN" in str(from_env)
+    monkeypatch.delenv("HF_TOKEN")
+    saved = token_refused("hf_saved_secret")
+    assert "from the saved login" in str(saved) and "`hf auth logout`" in str(saved)
+    assert all("secret" not in str(err) and "\n" not in str(err) for err in (from_env, saved))
+
+
+# -- every call bounded, listings too ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def short_timeouts(waits, monkeypatch):
+    """The default policy with a 0.3 s deadline per attempt and one retry of a failure."""
+    policy = RetryPolicy(sleep=waits.append, timeout_s=0.3, failures=1)
+    monkeypatch.setattr(hub_client, "DEFAULT_POLICY", policy)
+    return policy
+
+
+def test_a_stalled_refs_listing_ends_attnstruct_revisions_in_a_bounded_time(hub, short_timeouts, monkeypatch, capsys):
+    from attnstruct import cli
+
+    hub.add_repo(REPO, {"config.json": CONFIG}, revision="step1")
+    for _ in range(4):
+        hub.stall_once("/refs", 30)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    began = time.monotonic()
+    status, err = cli.main(["revisions", REPO]), capsys.readouterr().err
+    assert status == 2 and "no answer within 0.3 s" in err and err.count("\n") == 1
+    assert time.monotonic() - began < 3
+
+
+def test_a_stalled_tree_listing_ends_in_a_bounded_time(hub, short_timeouts, tmp_path):
+    from attnstruct.checkpoints.hub import HubSettings
+    from attnstruct.tasks.data_files import CorpusError
+    from attnstruct.tasks.hub_datasets import fetch_listing
+
+    hub.add_dataset("org/set", {"part-0.jsonl": b"{}\n"})
+    for _ in range(4):
+        hub.stall_once("/tree/", 30)
+    settings = HubSettings(endpoint=hub.url, token=None, hub_cache=tmp_path, range_cache=tmp_path, offline=False)
+    began = time.monotonic()
+    with pytest.raises(CorpusError, match="no answer within 0.3 s"):
+        fetch_listing(settings, "org/set", "main", cache=tmp_path)
+    assert time.monotonic() - began < 3
+
+
+# -- against a stand-in that behaves as the real hub is documented to ------------------------------------------------
+
+
+def _needs(hub, *switches):
+    """Skip until the stand-in has the switches (tests/standin_hub.py)."""
+    missing = [name for name in switches if not hasattr(hub, name)]
+    if missing:
+        pytest.skip(f"the stand-in hub has no {', '.join(missing)} yet")
+
+
+@pytest.fixture
+def real_time(monkeypatch):
+    """A pacer on the real clock, for a test against a stand-in whose quota windows pass in real time."""
+    fresh = hub_quota.Pacer()
+    monkeypatch.setattr(hub_quota, "PACER", fresh)
+    return fresh
+
+
+def test_eight_concurrent_readers_under_a_quota_with_truncated_resets_never_give_up(hub, real_time):
+    _needs(hub, "quota", "calls")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    window, limit, reads = 2.0, 8, 3
+    hub.quota("resolvers", limit, window, rounding="floor")
+    policy = RetryPolicy(total_wait_s=2.2 * window, base_s=window / 300, cap_s=window / 10)  # 660 s of 300, scaled
+    counter, failures = RetryCounter(), []
+
+    def reader(i: int) -> None:
+        for k in range(reads):
+            start = (i * reads + k) * 300
+            try:
+                assert (
+                    get_range(_url(hub, commit), start, start + 8, token=False, policy=policy, counter=counter)
+                    == (DATA[start : start + 8])
+                )
+            except ExtractionError as err:
+                failures.append(str(err))
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == [] and hub.calls("resolvers") >= 8 * reads
+
+
+def test_a_signed_link_that_expired_is_resolved_again(hub, monkeypatch):
+    _needs(hub, "sign_links", "calls")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.redirect_large(0)
+    hub.sign_links(1)
+    monkeypatch.setattr(hub_links, "LINKS", hub_links.LinkCache(clock=lambda: time.time() - 120))  # a clock behind
+    policy = RetryPolicy(sleep=lambda s: None)
+    assert get_range(_url(hub, commit), 0, 8, token=False, policy=policy) == DATA[:8]
+    time.sleep(1.5)
+    counter = RetryCounter()
+    assert get_range(_url(hub, commit), 8, 16, token=False, policy=policy, counter=counter) == DATA[8:16]
+    assert hub.calls("resolvers") == 2 and hub.calls("cdn") == 3 and counter.summary() == "hub: no retries"
+
+
+def test_a_signed_link_is_kept_for_reads_with_a_token_which_never_goes_to_the_cdn(hub, policy):
+    _needs(hub, "sign_links", "calls")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA}, gated_token="hf_right")
+    hub.redirect_large(0)
+    hub.sign_links(3600)  # a CDN that also gets Authorization answers 400
+    for start in (0, 1000, 2000):
+        got = get_range(_url(hub, commit), start, start + 8, token="hf_right", policy=policy)
+        assert got == DATA[start : start + 8]
+    assert hub.calls("resolvers") == 1 and hub.calls("cdn") == 3
+
+
+def test_a_range_read_from_a_cdn_that_ignores_ranges_when_gzip_is_accepted_serves_the_range_and_no_more(hub, policy):
+    _needs(hub, "cdn_gzip")
+    big = SparseFile(64 << 20, {0: DATA})
+    commit = hub.add_repo(REPO, {"big.safetensors": big})
+    hub.redirect_large(0)
+    hub.cdn_gzip(True)
+    assert get_range(_url(hub, commit, "big.safetensors"), 32 << 20, (32 << 20) + 100, token=False, policy=policy) == (
+        bytes(100)
+    )
+    assert hub.bytes_served_for(REPO, "big.safetensors") <= 100 + hub_client.RANGE_SLACK
+
+
+def test_a_bogus_416_of_the_cdn_is_retried(hub, policy, counter):
+    _needs(hub, "bogus_416_once")
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    hub.redirect_large(0)
+    hub.bogus_416_once("model.safetensors")  # Content-Range: bytes */177
+    got = get_range(_url(hub, commit), 500, 600, token=False, size=len(DATA), policy=policy, counter=counter)
+    assert got == DATA[500:600] and counter.retries["server error"] == 1
+
+
+def test_a_stale_token_stops_score_in_one_line_exit_2_after_a_few_requests(hub, repos, tmp_path, monkeypatch, capsys):
+    _needs(hub, "known_tokens")
+    from attnstruct import cli
+
+    hub.add_folder("tiny/bert", repos["tiny/bert"])
+    hub.known_tokens({"hf_valid"})
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("ATTNSTRUCT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    monkeypatch.setenv("HF_TOKEN", "hf_stale_not_known")
+    status, err = cli.main(["score", "tiny/bert"]), capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "invalid token" in err and "HF_TOKEN" in err
+    assert "hf_stale_not_known" not in err and len(hub.requests) <= 3
+
+
+def test_a_whole_file_behind_a_redirect_with_xet_headers_comes_by_plain_http(hub, policy, tmp_path):
+    _needs(hub, "sign_links")
+    weights = bytes(range(256)) * 64
+    commit = hub.add_repo(REPO, {"pytorch_model.bin": weights})
+    hub.redirect_large(0)
+    hub.sign_links(3600, xet=True)
+    path = get_file(_url(hub, commit, "pytorch_model.bin"), tmp_path / "w.bin", token=False, what="w", policy=policy)
+    assert path.read_bytes() == weights and not any("xet-read-token" in p for _, p, _ in hub.requests)

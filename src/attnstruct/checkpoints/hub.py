@@ -248,7 +248,7 @@ def _torch_bin_files(settings: HubSettings, repo: str, commit: str, files: list[
     return []
 
 
-def _range_reader(settings: HubSettings, repo: str, commit: str) -> RangeReader:
+def _range_reader(settings: HubSettings, repo: str, commit: str, sizes: dict[str, int] | None) -> RangeReader:
     return RangeReader(
         repo,
         commit,
@@ -256,6 +256,7 @@ def _range_reader(settings: HubSettings, repo: str, commit: str) -> RangeReader:
         token=settings.token,
         cache=settings.range_cache,
         offline=settings.offline,
+        sizes=sizes,
     )
 
 
@@ -298,7 +299,7 @@ def _open(model_id: str, repo: str, revision: str, settings: HubSettings, worker
     if shards and sizes is None and not settings.offline:
         _, _, sizes = _model_info(settings, repo, commit)  # a manifest of a run that kept no sizes
     if shards:
-        reader = _range_reader(settings, repo, commit)
+        reader = _range_reader(settings, repo, commit, sizes)
         source = RemoteSafetensors(reader, shards, config, sizes=sizes, workers=workers)
         return HubModel(model_id, repo, revision, commit, "ranges", source, n_params=source.n_params())
     if torch_bins:
@@ -308,7 +309,7 @@ def _open(model_id: str, repo: str, revision: str, settings: HubSettings, worker
             if file not in sizes:
                 raise ExtractionError(f"{repo}/{file} (no such file in the repository)", "not found")
         try:
-            reader, description = _range_reader(settings, repo, commit), f"{repo}@{commit[:12]}"
+            reader, description = _range_reader(settings, repo, commit, sizes), f"{repo}@{commit[:12]}"
             source = RemoteTorchBin(reader, torch_bins, config, sizes=sizes, description=description, workers=workers)
             return HubModel(model_id, repo, revision, commit, "ranges", source, n_params=source.n_params())
         except NotAZipArchive:

@@ -1,10 +1,14 @@
-"""The bounds of a hub request's retries, and of each attempt: what is waited, how often, how long an answer may take.
+"""The bounds of a hub request's retries and of each attempt: what is waited, how often, how long an answer may take.
 
 :class:`RetryPolicy` holds the bounds (:mod:`attnstruct.checkpoints.hub_client` applies them to every request),
-:class:`RetryCounter` counts the retries by reason (:data:`REASONS`), and :class:`Attempts` is one request's
-attempts under a policy: it waits before the next one, or says no when a bound would be passed. A wait a server asks
-for (``Retry-After``, or the reset of an exhausted IETF ``RateLimit``: :func:`retry_after_s`) that would pass the
-policy's total is not begun: the request fails at once, in one line, however long the server asked for.
+:class:`RetryCounter` counts the retries by reason (:data:`REASONS`) and the holds of the quota's pacer
+(:mod:`attnstruct.checkpoints.hub_quota`), and :class:`Attempts` is one request's attempts under a policy: it waits
+before the next one, or says no when a bound would be passed. A 429 waits what the hub asks for
+(:func:`retry_after_s`: ``Retry-After``, else the reset ``t`` of the IETF ``RateLimit`` header plus a second, as
+``huggingface_hub/utils/_http.py`` does since PR #3577, ``t`` being whole seconds), never less than
+:data:`MIN_RATE_LIMIT_WAIT_S`; a wait that would pass the policy's total is not begun: the request fails at once, in
+one line, however long the server asked for. Rate-limit retries are bounded by that total alone, which is two of the
+Hub's 5-minute windows and a minute (hub-docs, ``docs/hub/rate-limits.md``); other failures by a few retries.
 """
 
 from __future__ import annotations
@@ -20,16 +24,17 @@ from .extract.blocks import ExtractionError
 
 REQUEST_TIMEOUT_S = 120.0  # huggingface_hub's shared client has none: a stalled server would hang a sweep
 MIN_RATE = 16_384.0  # bytes per second an answer must average after its first timeout_s (128 kbit/s)
-REASONS = ("rate limited", "server error", "broken transfer", "timeout", "unreachable")
+MIN_RATE_LIMIT_WAIT_S = 1.0  # a 429 that says t=0 (or nothing) is not retried at once
+REASONS = ("rate limited", "server error", "broken transfer", "timeout", "unreachable", "paced")
 
 
 @dataclass(frozen=True)
 class RetryPolicy:
     """The bounds of one request's retries and how long to wait between them, and the deadline of each attempt.
 
-    * ``attempts``: requests at most, whatever the reasons; ``failures``: retries at most for reasons other than a
-      rate limit; ``total_wait_s``: seconds waited at most between the attempts (a wait that would pass it is not
-      begun).
+    * ``failures``: retries at most for reasons other than a rate limit; ``total_wait_s``: seconds waited at most,
+      between the attempts and in the pacer's holds (a wait that would pass it is not begun). Rate-limit retries are
+      bounded by ``total_wait_s`` alone (each waits at least :data:`MIN_RATE_LIMIT_WAIT_S`).
     * ``base_s``, ``cap_s``: when the server names no wait, retry ``n`` (from 0) waits a uniform draw from
       ``[0, min(cap_s, base_s * 2**n))`` ("full jitter").
     * ``timeout_s``, ``min_rate``: an attempt is given up (reason ``timeout``) at the first moment it has taken longer
@@ -41,9 +46,8 @@ class RetryPolicy:
     ``rng`` draws the jitter (pass ``random.Random(seed)`` to repeat it); ``sleep`` waits (a test passes a recorder).
     """
 
-    attempts: int = 6
     failures: int = 3
-    total_wait_s: float = 300.0
+    total_wait_s: float = 660.0  # two of the Hub's 5-minute windows, each waited to its end plus a second, and more
     base_s: float = 1.0
     cap_s: float = 30.0
     timeout_s: float = REQUEST_TIMEOUT_S
@@ -52,8 +56,8 @@ class RetryPolicy:
     sleep: Callable[[float], object] = field(default=time.sleep, compare=False)
 
     def __post_init__(self):
-        if self.attempts < 1 or self.failures < 0 or min(self.total_wait_s, self.base_s, self.cap_s) < 0:
-            raise ValueError(f"a retry policy needs attempts >= 1 and no negative bound: {self}")
+        if self.failures < 0 or min(self.total_wait_s, self.base_s, self.cap_s) < 0:
+            raise ValueError(f"a retry policy needs no negative bound: {self}")
         if self.timeout_s <= 0 or self.min_rate <= 0:
             raise ValueError(f"a retry policy needs a positive timeout and minimum rate: {self}")
 
@@ -67,7 +71,8 @@ class RetryPolicy:
 
 
 class RetryCounter:
-    """Retries by reason and seconds waited, over any number of requests and threads."""
+    """Retries by reason and seconds waited, over any number of requests and threads; ``paced`` counts the holds of
+    the quota's pacer, which are waits but not retries."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -95,14 +100,17 @@ class RetryCounter:
             return self._waited
 
     def summary(self) -> str:
-        """``hub: 7 retries (5 rate limited, 1 server error, 1 broken transfer), 12.0 s waited``, or ``hub: no
-        retries``."""
+        """``hub: 7 retries (5 rate limited, 1 server error, 1 broken transfer), 3 paced, 12.0 s waited``, or ``hub:
+        no retries``."""
         retries, waited = self.retries, self.waited_s
+        paced = retries.pop("paced")
         total = sum(retries.values())
-        if not total:
+        if not total and not paced:
             return "hub: no retries"
         parts = ", ".join(f"{n} {reason}" for reason, n in retries.items() if n)
-        return f"hub: {total} {'retry' if total == 1 else 'retries'} ({parts}), {waited:.1f} s waited"
+        said = f"{total} {'retry' if total == 1 else 'retries'} ({parts})" if total else "no retries"
+        holds = f", {paced} paced" if paced else ""
+        return f"hub: {said}{holds}, {waited:.1f} s waited"
 
 
 class Retryable(Exception):
@@ -121,13 +129,26 @@ class Attempts:
         self.tries, self.failures, self.waited = 1, 0, 0.0
         self.refused_wait: float | None = None
 
+    @property
+    def budget_s(self) -> float:
+        """Seconds the request may still wait."""
+        return max(0.0, self.policy.total_wait_s - self.waited)
+
+    def paced(self, waited_s: float) -> None:
+        """Count a hold of the quota's pacer before an attempt."""
+        if waited_s > 0:
+            self.counter.add("paced", waited_s)
+            self.waited += waited_s
+
     def retry(self, failure: Retryable) -> bool:
         policy = self.policy
         if failure.reason != "rate limited":
             self.failures += 1
-        if self.tries >= policy.attempts or self.failures > policy.failures:
-            return False
+            if self.failures > policy.failures:
+                return False
         wait = failure.retry_after if failure.retry_after is not None else policy.backoff(self.tries - 1)
+        if failure.reason == "rate limited":
+            wait = max(MIN_RATE_LIMIT_WAIT_S, wait)
         if self.waited + wait > policy.total_wait_s:
             self.refused_wait = wait
             return False
@@ -150,7 +171,8 @@ class Attempts:
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
     """Seconds a 429 asks to wait: ``Retry-After`` (seconds or an HTTP date; a past date is 0), else the reset ``t`` of
-    ``RateLimit: "api";r=0;t=N``, else None."""
+    ``RateLimit: "api";r=0;t=N`` plus a second (``t`` is whole seconds: the window ends up to a second later), else
+    None."""
     from huggingface_hub.utils import parse_ratelimit_headers
 
     value = (headers.get("Retry-After") or "").strip()
@@ -164,4 +186,4 @@ def retry_after_s(headers: Mapping[str, str]) -> float | None:
         if when is not None:
             return max(0.0, when.timestamp() - time.time())
     limit = parse_ratelimit_headers(headers)
-    return float(limit.reset_in_seconds) if limit is not None and limit.remaining == 0 else None
+    return float(limit.reset_in_seconds) + 1.0 if limit is not None and limit.remaining == 0 else None

@@ -7,18 +7,29 @@ read within bounds, and the attempt's deadline kept.
 bounds each read, not the answer, so a server that sends a byte every few seconds, of the headers or of the body,
 would otherwise be waited for without end. The thread given up stops at its next byte (:class:`Progress`); one that
 the server keeps waiting for a byte ends with the server's connection. :func:`fetch` is the attempt: the ``GET``, its
-redirects (the token only to the first URL's origin), the status read into a retryable failure or a one-line
-:class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` of its kind (:func:`hub_error`), and the body read by
-:func:`read_range` or :func:`read_whole`, which never read more than they were asked for.
+redirects (the token only to the hub's origin, :attr:`Route.home`), the status read into a retryable failure or a
+one-line :class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` of its kind (:func:`hub_error`), and the
+body read by :func:`read_range` or :func:`read_whole`, which never read more than they were asked for. A
+:class:`Route` says where the attempt begins and what each hop is told (counting, pacing), and keeps where it ended.
+
+Statuses that say more than their number: a 416 whose ``Content-Range: bytes */N`` disagrees with the size the hub
+lists for the file is a CDN's error, not the file's (``huggingface/datasets#7685``: ``bytes */177`` on valid ranges,
+now and then) and is retried as a ``server error``; one that agrees is a one-line error. A 401 "Invalid credentials
+in Authorization header" to a request that sent a token is kind ``invalid token`` (the Hub sends it for a stale
+token on every request, public repositories too; ``huggingface_hub/utils/_http.py`` singles the message out). A
+refusal (400, 401, 403) of a signed link kept from an earlier request is :class:`StaleLink`: resolve again.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 
@@ -30,12 +41,33 @@ SERVER_ERRORS = (500, 502, 503, 504)
 ERROR_BODY_BYTES = 1 << 16  # of an error answer, what is read for its message
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)", re.ASCII | re.IGNORECASE)
+_UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)", re.ASCII | re.IGNORECASE)
+INVALID_TOKEN = "Invalid credentials in Authorization header"
 
 T = TypeVar("T")
 
 
 class Cancelled(Exception):
     """The attempt was given up by the thread that waited for it."""
+
+
+class StaleLink(Exception):
+    """A signed link kept from an earlier request was refused by its server: drop it and resolve again."""
+
+
+@dataclass
+class Route:
+    """Where one attempt goes: ``home``, the hub's origin (the only one the token goes to); ``size``, the file's size
+    when the hub listed it (a 416 that disagrees is retried); ``via_link``, whether the first URL is a signed link
+    kept from an earlier request (a refusal there is :class:`StaleLink`); ``hop(url)``, called before each request of
+    the attempt, and ``answered(url, headers)``, after each answer. ``final`` is the URL of the successful answer."""
+
+    home: tuple[str, str, int]
+    size: int | None = None
+    via_link: bool = False
+    hop: Callable[[str], object] | None = None
+    answered: Callable[[str, Mapping[str, str]], object] | None = None
+    final: str | None = None
 
 
 class Progress:
@@ -110,9 +142,10 @@ def origin(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
 
 
-def _refusal(response, what: str, progress: Progress) -> ExtractionError:
+def _refusal(response, token, what: str, progress: Progress) -> ExtractionError:
     """The error of a final answer that is not a success, read from its status and ``X-Error-Code`` by
-    ``huggingface_hub``'s own rules (on a copy holding at most :data:`ERROR_BODY_BYTES` of its body)."""
+    ``huggingface_hub``'s own rules (on a copy holding at most :data:`ERROR_BODY_BYTES` of its body); a stale token's
+    401 is :func:`token_refused`."""
     import httpx2
     from huggingface_hub.utils import hf_raise_for_status
 
@@ -122,6 +155,9 @@ def _refusal(response, what: str, progress: Progress) -> ExtractionError:
         body += chunk
         if len(body) >= ERROR_BODY_BYTES:
             break
+    sent_token = "authorization" in response.request.headers
+    if response.status_code == 401 and sent_token and _error_message(response.headers, bytes(body)) == INVALID_TOKEN:
+        return token_refused(token)
     skip = ("content-encoding", "content-length", "transfer-encoding")
     headers = [(key, value) for key, value in response.headers.items() if key.lower() not in skip]
     copy = httpx2.Response(response.status_code, headers=headers, content=bytes(body), request=response.request)
@@ -132,21 +168,63 @@ def _refusal(response, what: str, progress: Progress) -> ExtractionError:
     return ExtractionError(f"cannot read {what} from the hub: HTTP {response.status_code}")
 
 
+def _error_message(headers: Mapping[str, str], body: bytes) -> str:
+    """The message of a hub's error answer: its ``X-Error-Message`` header, else the ``error`` of its JSON body."""
+    message = headers.get("X-Error-Message")
+    if message is None:
+        try:
+            answer = json.loads(body)
+        except (ValueError, RecursionError):
+            answer = None
+        message = answer.get("error") if isinstance(answer, dict) else None
+    return message.strip() if isinstance(message, str) else ""
+
+
+def token_refused(token) -> ExtractionError:
+    """The one line of a token the hub refuses, naming where it came from, never the token."""
+    from_env = bool(os.environ.get("HF_TOKEN")) and (token is True or token == os.environ.get("HF_TOKEN"))
+    where, remedy = (
+        ("HF_TOKEN", "unset HF_TOKEN (or set it to a valid token)")
+        if from_env
+        else ("the saved login", "run `hf auth logout` (or log in again with `hf auth login`)")
+    )
+    return ExtractionError(
+        f"the hub refuses the token from {where} (HTTP 401: {INVALID_TOKEN}); {remedy}", "invalid token"
+    )
+
+
+def _unsatisfiable(response, size: int | None, what: str, asked: str | None) -> Exception:
+    """A 416: retried (``server error``) when the size its ``Content-Range`` gives is not the size the hub lists,
+    else a one-line error."""
+    said = response.headers.get("Content-Range")
+    match = _UNSATISFIED_RANGE.fullmatch((said or "").strip())
+    if size is not None and (match is None or int(match[1]) != size):
+        return Retryable(
+            "server error", f"HTTP 416 to {asked} with Content-Range {said!r}, but {what} has {size} bytes"
+        )
+    total = f"its {match[1]} bytes" if match else "the file"
+    return ExtractionError(f"the hub says {asked} of {what} lies outside {total} (HTTP 416)")
+
+
 @contextmanager
-def _opened(url: str, token, headers: dict, timeout: float, what: str, progress: Progress) -> Iterator:
+def _opened(url: str, token, headers: dict, timeout: float, what: str, progress: Progress, route: Route) -> Iterator:
     """The successful (200 or 206) answer to ``GET url``, redirects followed, streamed; closed on leaving."""
     from huggingface_hub import get_session
     from huggingface_hub.utils import build_hf_headers
 
     client = get_session()
-    hub = origin(url)
     sent = {**build_hf_headers(token=token), **headers}
     elsewhere = {key: value for key, value in sent.items() if key.lower() != "authorization"}
     for _ in range(MAX_REDIRECTS + 1):
         progress.check()
-        request = client.build_request("GET", url, headers=sent if origin(url) == hub else elsewhere, timeout=timeout)
+        if route.hop is not None:
+            route.hop(url)
+        there = origin(url)
+        request = client.build_request("GET", url, headers=sent if there == route.home else elsewhere, timeout=timeout)
         response = client.send(request, stream=True, follow_redirects=False)
         try:
+            if route.answered is not None:
+                route.answered(url, response.headers)
             if response.has_redirect_location:
                 url = urljoin(url, response.headers["Location"])
                 continue
@@ -155,8 +233,13 @@ def _opened(url: str, token, headers: dict, timeout: float, what: str, progress:
                 raise Retryable("rate limited", "HTTP 429", retry_after_s(response.headers))
             if status in SERVER_ERRORS:
                 raise Retryable("server error", f"HTTP {status}")
+            if route.via_link and there != route.home and status in (400, 401, 403):
+                raise StaleLink(f"HTTP {status}")
+            if status == 416:
+                raise _unsatisfiable(response, route.size, what, headers.get("Range"))
             if status not in (200, 206):
-                raise _refusal(response, what, progress)
+                raise _refusal(response, token, what, progress)
+            route.final = url
             yield response
             return
         finally:
@@ -164,14 +247,16 @@ def _opened(url: str, token, headers: dict, timeout: float, what: str, progress:
     raise ExtractionError(f"cannot read {what} from the hub: more than {MAX_REDIRECTS} redirects")
 
 
-def fetch(url: str, token, headers: dict, timeout: float, what: str, progress: Progress, read: Callable) -> T:
+def fetch(
+    url: str, token, headers: dict, timeout: float, what: str, progress: Progress, read: Callable, route: Route
+) -> T:
     """One attempt: ``read(response, progress)`` of the successful answer to ``GET url`` (redirects followed). Raises
     :class:`Retryable` for what may pass, :class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` for what
     will not."""
     import httpx2
 
     try:
-        with _opened(url, token, headers, timeout, what, progress) as response:
+        with _opened(url, token, headers, timeout, what, progress, route) as response:
             return read(response, progress)
     except (httpx2.HTTPError, httpx2.InvalidURL) as err:
         failure = transport_failure(err)

@@ -29,7 +29,7 @@ from ..results import write_atomically
 from ..untrusted import UnsafeName, commit_id, inside, relative_file
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig
-from .hub_client import get_range
+from .hub_client import CallCounter, get_range
 from .remote_tensors import RangeTensorSource, TensorLocation, contiguous_strides
 from .safetensors_header import HeaderEntry, header_length, parse_header
 
@@ -52,11 +52,25 @@ DTYPES = {
 class RangeReader:
     """Byte ranges of one repository's files at one commit, from the disk cache or by HTTP Range requests.
 
-    Thread-safe; ``bytes_fetched`` counts the body bytes that came over the network.
+    Thread-safe; ``bytes_fetched`` counts the body bytes that came over the network, ``calls`` the requests to the hub
+    by bucket (:class:`~attnstruct.checkpoints.hub_quota.CallCounter`). ``sizes``: ``{file: bytes}`` as the hub lists
+    them, so that a CDN's spurious 416 is told from a range past a file's end.
     """
 
-    def __init__(self, repo: str, commit: str, *, endpoint: str, token: str | None, cache: Path, offline: bool):
+    def __init__(
+        self,
+        repo: str,
+        commit: str,
+        *,
+        endpoint: str,
+        token: str | None,
+        cache: Path,
+        offline: bool,
+        sizes: dict[str, int] | None = None,
+    ):
         self.repo, self.commit, self.endpoint, self.token, self.offline = repo, commit, endpoint, token, offline
+        self.sizes = dict(sizes or {})
+        self.calls = CallCounter()
         try:
             self.folder = inside(cache, repo.replace("/", "--"), commit_id(commit, f"the hub's answer for {repo}"))
         except UnsafeName as err:
@@ -91,7 +105,8 @@ class RangeReader:
         """One range from the hub, through the retrying client (:func:`attnstruct.checkpoints.hub_client.get_range`:
         redirects, rate limits, transient failures)."""
         url = f"{self.endpoint}/{self.repo}/resolve/{self.commit}/{quote(file)}"
-        data = get_range(url, start, end, token=self.token, what=f"{self.repo}/{file}")
+        what, size = f"{self.repo}/{file}", self.sizes.get(file)
+        data = get_range(url, start, end, token=self.token, what=what, size=size, calls=self.calls)
         with self._lock:
             self.bytes_fetched += len(data)
         return data

@@ -17,7 +17,16 @@ import torch
 STACKS = ("encoder", "decoder", "cross")
 
 
-FAILURE_KINDS = ("not found", "gated", "unsupported architecture", "truncated", "offline", "rate limited", "error")
+FAILURE_KINDS = (
+    "not found",
+    "gated",
+    "unsupported architecture",
+    "truncated",
+    "offline",
+    "rate limited",
+    "invalid token",
+    "error",
+)
 
 
 class ExtractionError(ValueError):
@@ -26,9 +35,11 @@ class ExtractionError(ValueError):
     ``kind``: ``not found`` (no such file, repository, revision or packaged checkpoint), ``gated`` (a licence and a
     token needed), ``unsupported architecture`` (a family, format or layout attnstruct does not read), ``truncated``
     (a file or transfer that ends early), ``offline`` (not in the cache, and the hub may not be asked), ``rate
-    limited`` (the hub answered 429), ``error`` (anything else: a malformed file, a bad tensor). ``detail`` names the
-    problem in one line; the message is ``"{kind}: {detail}"`` (just the detail for ``error``), the line that
-    ``attnstruct score`` prints before it exits 2 and that ``attnstruct sweep`` lists beside the kind.
+    limited`` (the hub answered 429), ``invalid token`` (the hub refuses the token itself, from ``HF_TOKEN`` or the
+    saved login, on every request: nothing can be read until it is unset), ``error`` (anything else: a malformed
+    file, a bad tensor). ``detail`` names the problem in one line; the message is ``"{kind}: {detail}"`` (just the
+    detail for ``error``), the line that ``attnstruct score`` prints before it exits 2 and that ``attnstruct sweep``
+    lists beside the kind.
     """
 
     def __init__(self, detail: str, kind: str = "error"):
