@@ -107,6 +107,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from standin_files import HubFile, SparseFile, sparse_safetensors
+from standin_realism import RealHub
 
 __all__ = ["SparseFile", "StandinHub", "sparse_safetensors"]
 
@@ -197,6 +198,8 @@ class _Handler(BaseHTTPRequestHandler):
     def send_response(self, code, message=None):
         self.server.hub._sent(self.server.role, code)
         super().send_response(code, message)
+        for key, value in getattr(self, "extra_headers", {}).items():  # the quota's RateLimit headers
+            self.send_header(key, value)
 
     def flush_headers(self):
         if hasattr(self, "_headers_buffer"):
@@ -207,7 +210,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class StandinHub:
+class StandinHub(RealHub):
     """A local Hugging Face Hub: repositories of in-memory files served on ``http://127.0.0.1:PORT`` (``url``), and
     its CDN on another port (``cdn_url``).
 
@@ -250,6 +253,7 @@ class StandinHub:
         self._lock = threading.Lock()
         self._servers: list[_Server] = []
         self._threads: list[threading.Thread] = []
+        self._init_realism()
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
@@ -298,15 +302,20 @@ class StandinHub:
         revision: str = "main",
         gated_token: str | None = None,
         tag: bool = False,
+        message: str | None = None,
     ) -> str:
         """Add (or move) branch ``revision`` of ``repo_id`` to a commit holding ``files``; returns the commit sha.
 
-        The commit is the sha1 of the repo id and the files' names and ETags, so the same content gives the same
-        commit; older commits stay reachable by their sha. ``gated_token`` gates the whole repository (all
+        The commit is the sha1 of the repo id, the files' names and ETags and ``message`` (a commit message), so the
+        same content gives the same commit unless the messages differ (two branches of a series holding
+        byte-identical weights are two commits on the real hub: EleutherAI/pythia#205); older commits stay reachable
+        by their sha. ``gated_token`` gates the whole repository (all
         revisions): file downloads then need ``Authorization: Bearer <gated_token>``. ``tag=True`` makes ``revision``
         a tag (as Ettin's ``step*`` checkpoints are) instead of a branch (as Pythia's are).
         """
-        return self._add(self._repos, repo_id, files, revision=revision, gated_token=gated_token, tag=tag)
+        return self._add(
+            self._repos, repo_id, files, revision=revision, gated_token=gated_token, tag=tag, message=message
+        )
 
     def add_dataset(
         self,
@@ -321,9 +330,13 @@ class StandinHub:
         same commits, branches, tags, gating, Range reads, redirects and faults."""
         return self._add(self._datasets, repo_id, files, revision=revision, gated_token=gated_token, tag=tag)
 
-    def _add(self, store: dict, repo_id: str, files: dict, *, revision: str, gated_token, tag: bool) -> str:
+    def _add(
+        self, store: dict, repo_id: str, files: dict, *, revision: str, gated_token, tag: bool, message=None
+    ) -> str:
         entries = {name: HubFile(name, content) for name, content in files.items()}
         digest = hashlib.sha1(repo_id.encode())
+        if message is not None:
+            digest.update(f"\0message\0{message}".encode())
         for name in sorted(entries):
             digest.update(f"\0{name}\0{entries[name].etag}".encode())
         commit = digest.hexdigest()
@@ -543,6 +556,7 @@ class StandinHub:
             self._served_files.clear()
             for record in (self.requests, self.statuses, self.cdn_requests, self.faults):
                 record.clear()
+        self._reset_realism_counters()
 
     def _sent(self, role: str, status: int) -> None:
         if role == "hub":
@@ -558,7 +572,7 @@ class StandinHub:
                 self.cdn_requests.append((method, h.path, h.headers.get("Range"), "Authorization" in h.headers))
             else:
                 self.requests.append((method, h.path, h.headers.get("Range")))
-        if self._fault(h, method, cdn):
+        if self._realism_gate(h, method, cdn) or self._fault(h, method, cdn):
             return
         parts = urlsplit(h.path)
         if method == "POST":
@@ -797,8 +811,9 @@ class StandinHub:
         etag = claimed.get("etag")
         if redirect:
             where = "datasets/" if kind == DATASET else ""
-            location = f"{self.cdn_url}/cdn/{where}{quote(repo_id)}/{commit}/{quote(filename)}"
+            location = self._signed_location(f"{self.cdn_url}/cdn/{where}{quote(repo_id)}/{commit}/{quote(filename)}")
             headers = {
+                **self._xet_headers(repo_id, commit, entry),
                 "Location": location,
                 "X-Linked-Size": str(entry.size),
                 "X-Linked-Etag": f'"{etag or entry.sha256}"',
@@ -807,6 +822,11 @@ class StandinHub:
                 "Content-Type": "text/plain; charset=utf-8",
             }
             self._send(h, method, 302, headers, f"Found. Redirecting to {location}".encode())
+            return
+        cached = None if entry.lfs else self._cache_redirect(repo_id, commit, filename, kind)
+        if cached is not None:
+            body = f"Temporary Redirect. Redirecting to {cached}".encode()
+            self._send(h, method, 307, {"Location": cached, "Content-Type": "text/plain; charset=utf-8"}, body)
             return
         headers = {"Accept-Ranges": "bytes", "ETag": f'"{etag or entry.etag}"'}
         headers["X-Repo-Commit"] = claimed.get("sha", commit)
@@ -827,6 +847,9 @@ class StandinHub:
         :meth:`truncate` or :meth:`break_once` says so."""
         size = entry.size
         headers = {"Content-Type": "application/octet-stream", **headers}
+        if self._gzip_whole(h, h.server.role == "cdn"):
+            self._send_gzipped(h, method, repo_id, filename, entry, headers)
+            return
         start, end, status = 0, size, 200
         value = h.headers.get("Range")
         with self._lock:
