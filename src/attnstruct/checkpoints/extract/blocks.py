@@ -17,16 +17,28 @@ import torch
 STACKS = ("encoder", "decoder", "cross")
 
 
-FAILURE_KINDS = ("not found", "gated", "unsupported architecture", "truncated", "offline", "rate limited", "error")
+FAILURE_KINDS = (
+    "not found",
+    "gated",
+    "unsupported architecture",
+    "no weights",
+    "truncated",
+    "offline",
+    "rate limited",
+    "invalid token",
+    "error",
+)
 
 
 class ExtractionError(ValueError):
     """A checkpoint that cannot be had or read, with its ``kind`` (one of :data:`FAILURE_KINDS`).
 
     ``kind``: ``not found`` (no such file, repository, revision or packaged checkpoint), ``gated`` (a licence and a
-    token needed), ``unsupported architecture`` (a family, format or layout attnstruct does not read), ``truncated``
-    (a file or transfer that ends early), ``offline`` (not in the cache, and the hub may not be asked), ``rate
-    limited`` (the hub answered 429), ``error`` (anything else: a malformed file, a bad tensor). ``detail`` names the
+    token needed), ``unsupported architecture`` (a family, format or layout attnstruct does not read), ``no weights``
+    (a revision that holds no weight file at all, as some checkpoint branches on the hub do: EleutherAI/pythia#202),
+    ``truncated`` (a file or transfer that ends early), ``offline`` (not in the cache, and the hub may not be asked),
+    ``rate limited`` (the hub answered 429), ``invalid token`` (the hub refuses the token itself, on every request:
+    a command stops at once), ``error`` (anything else: a malformed file, a bad tensor). ``detail`` names the
     problem in one line; the message is ``"{kind}: {detail}"`` (just the detail for ``error``), the line that
     ``attnstruct score`` prints before it exits 2 and that ``attnstruct sweep`` lists beside the kind.
     """
