@@ -150,6 +150,13 @@ prose.show(prose.markdown_table(plan.table()))
 # each failure listed with its kind rather than fatal. A local snapshot is read by the same range reader as a hub
 # file, from the disk instead of the network, so the bytes below are what a reading of the same files from the
 # hub would transfer.
+#
+# A published series is not always what its names claim. Some branches of Pythia and OLMo carry weights copied from
+# a later checkpoint (EleutherAI/pythia#205 and #206, allenai/OLMo#915): scored as they are, they would draw a false
+# plateau, the same scores at two different steps. The hub states the sha256 of every weight file, so the sweep
+# records each checkpoint's digest (`weights_sha256`, without downloading a byte for it) and names every group of
+# byte-identical checkpoints. Of such a group within one run, a trajectory keeps only the latest checkpoint, where
+# those weights were trained; the sentence below the count names the ones left out, and with which they agree.
 
 # %% tags=["slow"]
 models = list(dict.fromkeys(entries["model"]))

@@ -263,3 +263,32 @@ def test_the_tokens_of_notebook_05s_runs_are_found_from_its_parameters(tmp_path)
     tokens = local_series.notebook_05_tokens(parameters)
     assert tokens.vocab_size == parameters["vocab_size"] and tokens.source == "shakespeare"
     assert 0 < tokens.unigram_entropy() < math.log(tokens.vocab_size)
+
+
+@pytest.mark.parametrize("keep", [12, 16])
+def test_multiberts_keeps_as_many_checkpoints_per_seed_as_asked_each_at_a_finite_step(keep):
+    """MultiBERTs names its 29 checkpoints per seed ``-step_0k`` to ``-step_2000k``; the final one is also a
+    repository without a step in its name, which must not stand in for the last (its step would be unknown)."""
+    rows = pd.DataFrame(series.trajectory_entries(series.TRAJECTORIES["multiberts"], max_checkpoints=keep))
+    assert rows.groupby("seed").size().tolist() == [keep] * 5
+    assert np.isfinite(rows["step"]).all() and np.isfinite(rows["tokens"]).all()
+    last = rows.groupby("seed").tail(1)
+    assert last["step"].tolist() == [2_000_000.0] * 5 and last["model"].iloc[0] == "google/multiberts-seed_0-step_2000k"
+    assert all(len(run) == 29 for run in series.TRAJECTORIES["multiberts"].runs)
+
+
+def test_a_trajectory_leaves_out_checkpoints_byte_identical_to_a_later_one_of_their_run_and_lists_them():
+    """Later weights copied into earlier branches (EleutherAI/pythia#205, #206, allenai/OLMo#915) would draw a false
+    plateau: of a run's byte-identical checkpoints only the latest stays; another run's copy is its own."""
+    entries, sweep = trajectory_case(0.5, "encoder", seeds=2)
+    digests = {model: f"{i:064x}" for i, model in enumerate(sweep["model"].values)}
+    digests["encoder-s0@step100"] = digests["encoder-s0@step1000"]  # the final weights in an earlier branch
+    digests["encoder-s1@step0"] = digests["encoder-s0@step0"]  # one start shared by two seeds: not a copy in a run
+    sweep = sweep.assign_coords(weights_sha256=("model", [digests[m] for m in sweep["model"].values]))
+    ds, missing = scale.checkpoint_scores(entries, sweep)
+    assert missing == [] and "encoder-s0@step100" not in set(ds["model"].values) and ds.sizes["checkpoint"] == 5
+    assert scale.left_out_copies(ds) == {"encoder-s0@step100": "encoder-s0@step1000"}
+    assert ds["weights_sha256"].values[0] == digests["encoder-s0@step0"]  # recorded in notebook 09's dataset
+    sentence = words.describe_scored(ds, missing)
+    assert "1 checkpoint holds weights byte-identical to a later one of its run" in sentence
+    assert "`encoder-s0@step100` (as `encoder-s0@step1000`)" in sentence

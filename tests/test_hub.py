@@ -298,3 +298,96 @@ def test_a_range_reader_refuses_a_name_or_commit_that_would_leave_its_folder(tmp
     for name in ("..", "../../../x", "/etc/passwd", "a/../../b"):
         with pytest.raises(ExtractionError, match="leave its folder|not a relative file name"):
             reader.read(name, 0, 8)
+
+
+def _config_and_weights(folder) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in ("config.json", "model.safetensors")}
+
+
+@pytest.mark.parametrize("files", [{"config.json"}, {"README.md"}], ids=["config-only", "nothing-of-a-model"])
+def test_a_branch_without_weights_fails_with_the_kind_no_weights(hub, repos, files):
+    """PolyPythia branches hold a config.json and no weight file (EleutherAI/pythia#202): not an architecture."""
+    from attnstruct.checkpoints.extract.blocks import ExtractionError
+
+    present = {"config.json": (repos["tiny/bert"] / "config.json").read_bytes(), "README.md": b"# a branch\n"}
+    hub.add_repo("org/poly", {name: present[name] for name in files}, revision="step1000")
+    with pytest.raises(ExtractionError) as caught:
+        open_hub_model("org/poly@step1000")
+    assert caught.value.kind == "no weights" and "org/poly@step1000" in str(caught.value)
+
+
+def test_a_hub_models_weights_sha256_is_the_hubs_digest_of_its_weight_files(hub, repos):
+    import hashlib
+
+    single = open_hub_model("tiny/bert")
+    single.close()
+    expected = hashlib.sha256((repos["tiny/bert"] / "model.safetensors").read_bytes()).hexdigest()
+    assert single.weights_sha256 == expected
+    folder = repos["tiny/llama-gqa-sharded"]
+    shards = sorted(json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"].values())
+    lines = "".join(f"{name}:{hashlib.sha256((folder / name).read_bytes()).hexdigest()}\n" for name in set(shards))
+    sharded = open_hub_model("tiny/llama-gqa-sharded")
+    sharded.close()
+    lines = "".join(sorted(lines.splitlines(keepends=True)))
+    assert sharded.weights_sha256 == hashlib.sha256(lines.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("digest", ["AB" * 32, "ab" * 31, 7, "zz" * 32], ids=["upper", "short", "number", "not-hex"])
+def test_a_model_info_whose_sha256_is_not_one_is_refused_in_one_line(digest):
+    from attnstruct.checkpoints.extract.blocks import ExtractionError
+    from attnstruct.checkpoints.hub_manifest import listing
+
+    answer = {"sha": "a" * 40, "siblings": [{"rfilename": "model.safetensors", "lfs": {"size": 8, "sha256": digest}}]}
+    with pytest.raises(ExtractionError, match="sha256 of model.safetensors") as caught:
+        listing(answer, "the answer")
+    assert "\n" not in str(caught.value)
+
+
+def test_a_manifest_without_digests_is_refreshed_once(hub, tmp_path):
+    first = open_hub_model("tiny/bert")
+    first.close()
+    (manifest,) = (tmp_path / "attnstruct-cache").rglob("tiny--bert/manifests/*.json")
+    kept = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({"files": kept["files"], "sizes": kept["sizes"]}))  # as an older run kept it
+    hub.reset_counters()
+    again = open_hub_model("tiny/bert")
+    again.close()
+    assert again.weights_sha256 == first.weights_sha256
+    assert len([p for _, p, _ in hub.requests if p.startswith("/api/")]) == 1
+    assert json.loads(manifest.read_text())["sha256"] == kept["sha256"]
+
+
+def test_a_re_uploaded_branch_is_read_again_with_refresh_and_not_without(hub, repos):
+    """Weights uploaded again into the same branch (EleutherAI/pythia#107): the first run's pin holds until
+    ``refresh``, which asks the hub once and pins the branch's new commit."""
+    before = hub.add_repo("org/run", _config_and_weights(repos["tiny/bert"]), revision="step10")
+    open_hub_model("org/run@step10").close()
+    after = hub.add_repo("org/run", _config_and_weights(repos["tiny/wide-vocab"]), revision="step10")
+    hub.reset_counters()
+    pinned = open_hub_model("org/run@step10")
+    pinned.close()
+    assert pinned.commit == before and not [p for _, p, _ in hub.requests if p.startswith("/api/")]
+    refreshed = open_hub_model("org/run@step10", refresh=True)
+    refreshed.close()
+    assert refreshed.commit == after != before
+    assert len([p for _, p, _ in hub.requests if p.startswith("/api/")]) == 1
+    hub.reset_counters()
+    later = open_hub_model("org/run@step10")
+    later.close()
+    assert later.commit == after and not [p for _, p, _ in hub.requests if p.startswith("/api/")]
+
+
+def test_score_with_refresh_scores_the_commit_a_branch_names_now(hub, repos, capsys):
+    hub.add_repo("org/run", _config_and_weights(repos["tiny/bert"]), revision="step10")
+    assert cli.main(["score", "org/run@step10"]) == 0
+    first = capsys.readouterr().out
+    hub.add_repo("org/run", _config_and_weights(repos["tiny/gpt2"]), revision="step10")
+    assert cli.main(["score", "org/run@step10"]) == 0 and capsys.readouterr().out == first
+    assert cli.main(["score", "org/run@step10", "--refresh"]) == 0
+    assert (
+        capsys.readouterr().out
+        == score_model(repos["tiny/gpt2"])[["stack", "layer", "symmetry", "directionality"]].to_string(
+            index=False, float_format=lambda v: f"{v:+.4f}"
+        )
+        + "\n"
+    )

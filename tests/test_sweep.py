@@ -269,7 +269,7 @@ def test_a_sweep_over_a_series_carries_each_revision_and_its_step(series, series
 def test_per_model_files_carry_the_series_coordinates_and_the_layout(series, series_folders, tmp_path):
     local = str(series_folders["step10"])  # a local folder: its name gives the step, and there is no revision
     result = sweep.run_sweep(["org/series@ext5", local], tmp_path / "out")
-    assert tables.LAYOUT == "model_dataset/4" and sorted(result.scored) == sorted(["org/series@ext5", local])
+    assert tables.LAYOUT == "model_dataset/5" and sorted(result.scored) == sorted(["org/series@ext5", local])
     one = load_dataset(tmp_path / "out" / "models" / f"{sweep.file_stem('org/series@ext5')}.nc").squeeze("model")
     assert (one.revision.item(), one.step.item(), one.phase.item()) == ("ext5", 5.0, 1.0)
     assert one.commit.item() == series["ext5"] and json.loads(one.attrs["parameters"])["layout"] == tables.LAYOUT
@@ -627,3 +627,68 @@ def test_a_combine_into_a_folder_in_use_is_refused_naming_the_holder(one_part, t
         status = cli.main(["sweep", "--combine", str(one_part), "--out", str(tmp_path / "out")])
         assert_refused(status, capsys.readouterr().err, str(tmp_path / "out"), f"pid {os.getpid()}")
         assert watch.changed() == set()
+
+
+def _weights_of(folder, readme: str | None = None) -> dict[str, bytes]:
+    files = {name: (folder / name).read_bytes() for name in ("config.json", "model.safetensors")}
+    return files | ({"README.md": readme.encode()} if readme is not None else {})
+
+
+def test_byte_identical_branches_are_reported_in_one_line_naming_both(hub, repos, tmp_path, capsys):
+    """Two branches whose weights are byte-identical though their commits differ (a README apart), as later weights
+    copied into earlier branches are on the hub (EleutherAI/pythia#205, #206, allenai/OLMo#915)."""
+    import hashlib
+
+    one = hub.add_repo("org/dup", _weights_of(repos["tiny/bert"], "step 1"), revision="step1")
+    two = hub.add_repo("org/dup", _weights_of(repos["tiny/bert"], "step 2"), revision="step2")
+    hub.add_repo("org/dup", _weights_of(repos["tiny/gpt2"]), revision="step3")
+    assert one != two
+    listing = tmp_path / "list.txt"
+    listing.write_text("org/dup@step1\norg/dup@step2\norg/dup@step3\n")
+    assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out")]) == 0
+    digest = hashlib.sha256((repos["tiny/bert"] / "model.safetensors").read_bytes()).hexdigest()
+    line = f"org/dup@step1 and org/dup@step2 hold byte-identical weights (sha256 {digest[:12]}...)"
+    assert f"attnstruct: {line}" in capsys.readouterr().err.splitlines()
+    assert json.loads(load_dataset(tmp_path / "out" / "sweep.nc").attrs["duplicates"]) == [line]
+
+
+def test_the_sweeps_dataset_records_each_hub_models_weights_sha256(hub, repos, tmp_path):
+    import hashlib
+
+    ds = load_dataset(sweep.run_sweep(["tiny/bert", str(repos["tiny/gpt2"])], tmp_path).path)
+    digest = hashlib.sha256((repos["tiny/bert"] / "model.safetensors").read_bytes()).hexdigest()
+    assert ds.weights_sha256.values.tolist() == [digest, ""]  # a local checkpoint: not stated by a hub
+
+
+def test_a_sweep_with_refresh_rescores_a_re_uploaded_branch_and_without_does_not(hub, repos, tmp_path, capsys):
+    """Weights uploaded again into the same branch (EleutherAI/pythia#107): the pin of the first run holds, and no
+    model info is asked for, until --refresh, which asks once per model and scores the branch's new commit."""
+    hub.add_repo("org/run", _weights_of(repos["tiny/bert"]), revision="step10")
+    listing, out = tmp_path / "list.txt", str(tmp_path / "out")
+    listing.write_text("org/run@step10\n")
+    assert cli.main(["sweep", str(listing), "--out", out]) == 0
+    after = hub.add_repo("org/run", _weights_of(repos["tiny/wide-vocab"]), revision="step10")
+    hub.reset_counters()
+    assert cli.main(["sweep", str(listing), "--out", out]) == 0
+    assert "0 scored, 1 done before" in capsys.readouterr().err and hub.requests == []
+    assert cli.main(["sweep", str(listing), "--out", out, "--refresh"]) == 0
+    assert "1 scored, 0 done before" in capsys.readouterr().err
+    assert load_dataset(tmp_path / "out" / "sweep.nc").commit.values.tolist() == [after]
+    assert len([p for _, p, _ in hub.requests if p.startswith("/api/")]) == 1
+
+
+def test_an_invalid_token_stops_the_sweep_at_once_in_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from attnstruct.checkpoints.extract.blocks import ExtractionError
+
+    opened = []
+
+    def stale_token(model, **_):
+        opened.append(model)
+        raise ExtractionError("the hub refuses the token of HF_TOKEN; unset HF_TOKEN or log in again", "invalid token")
+
+    monkeypatch.setattr(sweep, "score_one", stale_token)
+    listing = tmp_path / "list.txt"
+    listing.write_text("".join(f"org/model-{i}\n" for i in range(6)))
+    assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out"), "--workers", "1"]) == 2
+    assert one_line(capsys).startswith("attnstruct: error: invalid token: the hub refuses the token")
+    assert len(opened) <= 2 and not (tmp_path / "out" / "sweep.nc").exists()

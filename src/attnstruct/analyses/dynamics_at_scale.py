@@ -4,7 +4,10 @@ The input is a table of entries (:data:`attnstruct.checkpoints.series.ENTRY_COLU
 checkpoint, with its kind, series, role, unit, seed, stage and training position) and the sweep that scored their
 checkpoints (``sweep.nc``, :mod:`attnstruct.checkpoints.sweep`). :func:`checkpoint_scores` joins them into one
 dataset over ``checkpoint``; every model has one self-attention stack (an encoder's or a decoder's), whose layers
-are reduced to their median, as the paper does for a model. Then, under the plan :func:`plan` declares:
+are reduced to their median, as the paper does for a model. A trajectory keeps, of checkpoints of one run whose
+weights are byte-identical (one ``weights_sha256``), only the latest: published series hold branches into which later
+weights were copied (EleutherAI/pythia#205, #206, allenai/OLMo#915), which would draw a false plateau
+(:func:`copies_of_later_checkpoints`). Then, under the plan :func:`plan` declares:
 
 * **matched pairs** (:func:`pair_effects`): encoder minus decoder of each unit (a size of Ettin, a seed of the local
   series), median symmetry (primary) and directionality (secondary), predicted positive (the decoder more
@@ -26,6 +29,7 @@ Every verdict comes from :func:`attnstruct.stats.paired_effect` through the plan
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -42,16 +46,47 @@ TRAJECTORY_CLAIM = "{series}: final median {score} minus an untrained layer's"
 CROSS_CLAIM = "{series}: median symmetry after minus before"
 TRAJECTORY_SCORE = {"encoder": "symmetry", "decoder": "directionality"}
 SHAPE = ("d_model", "n_heads", "n_layers")
+COPIES = "left_out_copies"  # the attr of checkpoint_scores' dataset: {left-out model: the later model it copies}
+
+
+def copies_of_later_checkpoints(entries: pd.DataFrame, sweep: xr.Dataset) -> dict[str, str]:
+    """``{model: later model}``: each trajectory checkpoint whose weights are byte-identical (the sweep's
+    ``weights_sha256``, non-empty) to a later checkpoint of its run (its series and seed), with the latest of them,
+    the one kept; later is by phase, then step. Empty when the sweep records no digests."""
+    if "weights_sha256" not in sweep.coords:
+        return {}
+    digests = dict(zip(map(str, sweep["model"].values), map(str, sweep["weights_sha256"].values), strict=True))
+    phases = dict(zip(map(str, sweep["model"].values), sweep["phase"].values, strict=True))
+    runs = entries[(entries["kind"] == "trajectory") & entries["model"].isin(digests)].drop_duplicates("model")
+    runs = runs.assign(
+        digest=runs["model"].map(digests),
+        phase=runs["model"].map(phases).fillna(0.0).astype(float),
+    )
+    copies = {}
+    for _, group in runs[runs["digest"] != ""].groupby(["series", "seed", "digest"], sort=False):
+        ordered = group.sort_values(["phase", "step"], na_position="first")
+        latest = str(ordered["model"].iloc[-1])
+        copies |= {str(model): latest for model in ordered["model"].iloc[:-1]}
+    return copies
+
+
+def left_out_copies(ds: xr.Dataset) -> dict[str, str]:
+    """The copies :func:`checkpoint_scores` left out of ``ds``'s trajectories, ``{model: the later model kept}``."""
+    return json.loads(ds.attrs.get(COPIES, "{}"))
 
 
 def checkpoint_scores(entries: pd.DataFrame, sweep: xr.Dataset) -> tuple[xr.Dataset, list[str]]:
     """``(dataset, missing)``: the entries whose model the sweep scored, over ``checkpoint`` (one per entry, in
     order), with ``symmetry`` and ``directionality`` over ``(checkpoint, layer)`` of the model's one self-attention
     stack, the entries' columns and the model's shape (``d_model``, ``n_heads``, ``n_layers``), ``phase``,
-    ``family``, ``n_params`` and ``bytes_fetched`` as coordinates; ``missing`` lists the models the sweep lacks (they
-    failed: its ``failures.csv`` says why)."""
+    ``family``, ``n_params``, ``bytes_fetched`` and ``weights_sha256`` (``""`` where unknown) as coordinates;
+    ``missing`` lists the models the sweep lacks (they failed: its ``failures.csv`` says why). The trajectory
+    entries of :func:`copies_of_later_checkpoints` are left out, and listed in the dataset's ``left_out_copies``
+    attr (:func:`left_out_copies`)."""
     scored = {str(m) for m in sweep["model"].values}
-    kept = entries[entries["model"].isin(scored)].reset_index(drop=True)
+    copies = copies_of_later_checkpoints(entries, sweep)
+    copied = (entries["kind"] == "trajectory") & entries["model"].isin(copies)
+    kept = entries[entries["model"].isin(scored) & ~copied].reset_index(drop=True)
     missing = sorted(set(entries["model"]) - scored)
     models = sweep.sel(model=list(kept["model"]))
     stacks = models["symmetry"].notnull().any("layer").sum("stack")
@@ -68,9 +103,12 @@ def checkpoint_scores(entries: pd.DataFrame, sweep: xr.Dataset) -> tuple[xr.Data
     }
     for name in ("phase", "family", "n_params", "bytes_fetched"):
         coords[name] = ("checkpoint", models[name].values)
+    digests = models["weights_sha256"].values.astype(str) if "weights_sha256" in models.coords else [""] * len(kept)
+    coords["weights_sha256"] = ("checkpoint", np.asarray(digests, dtype=object))
     ds = xr.Dataset(
         {score: (("checkpoint", "layer"), one[score].values) for score in SCORES},
         coords={"checkpoint": np.arange(len(kept)), "layer": models["layer"].values, **coords},
+        attrs={COPIES: json.dumps(copies)},
     )
     return ds, missing
 
@@ -340,7 +378,8 @@ def result_dataset(
     relative_to: str | Path | None = None,
 ) -> xr.Dataset:
     """Notebook 09's dataset: ``ds`` (:func:`checkpoint_scores`) with provenance attrs, the checkpoints that could not
-    be scored (``missing``, JSON) and the verdicts (``verdicts``, JSON). Local checkpoints under ``relative_to`` (the
+    be scored (``missing``, JSON), those left out as copies of later ones (``left_out_copies``, JSON) and the
+    verdicts (``verdicts``, JSON). Local checkpoints under ``relative_to`` (the
     results folder) are named relative to it, so that the same runs give the same dataset wherever they lie."""
     root = Path(relative_to).resolve() if relative_to is not None else None
     out = ds.assign_coords(model=("checkpoint", [_relative(str(m), root) for m in ds["model"].values]))
@@ -350,6 +389,7 @@ def result_dataset(
         scored_matrix="sum over heads of W_q^h W_k^h^T of each checkpoint's self-attention layers (d_model x d_model)",
         series_source=source,
         missing=pd.Series(list(missing), dtype=object).to_json(orient="values"),
+        left_out_copies=json.dumps({_relative(m, root): _relative(k, root) for m, k in left_out_copies(ds).items()}),
         verdicts=stats.verdict_table(effects).to_json(orient="index") if effects else "{}",
     )
     return out

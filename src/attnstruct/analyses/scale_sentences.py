@@ -61,8 +61,25 @@ def describe_series(entries: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("series")
 
 
+def describe_copies(ds: xr.Dataset) -> str:
+    """The checkpoints left out as byte-identical copies of a later one of their run, named with the one kept
+    (:func:`~.dynamics_at_scale.left_out_copies`); nothing when no checkpoint's digest is known (a local series)."""
+    copies = scale.left_out_copies(ds)
+    known = "weights_sha256" in ds.coords and any(str(d) for d in ds["weights_sha256"].values)
+    if not copies:
+        return " No two checkpoints of a run hold byte-identical weights, by the hub's digests." if known else ""
+    holds = "holds" if len(copies) == 1 else "hold"
+    one = "its run" if len(copies) == 1 else "their run"
+    named = ", ".join(f"`{model}` (as `{kept}`)" for model, kept in copies.items())
+    return (
+        f" {prose.count(len(copies), 'checkpoint')} {holds} weights byte-identical to a later one of {one} (the "
+        f"hub's digests say so) and {'is' if len(copies) == 1 else 'are'} left out of the trajectories: {named}."
+    )
+
+
 def describe_scored(ds: xr.Dataset, missing: Sequence[str]) -> str:
-    """How many checkpoints were scored, their sizes, and which could not be (the sweep's failures.csv says why)."""
+    """How many checkpoints were scored, their sizes, which could not be (the sweep's failures.csv says why), and
+    which were left out as copies of later ones (:func:`describe_copies`)."""
     models = pd.unique(ds["model"].values)
     params = pd.Series(ds["n_params"].values).dropna()
     sizes = f"; {prose.span(params / 1e6, 1, prose.number)} M parameters" if len(params) else ""
@@ -74,7 +91,7 @@ def describe_scored(ds: xr.Dataset, missing: Sequence[str]) -> str:
     )
     return (
         f"{prose.count(len(models), 'checkpoint')} scored ({prose.count(len(ds['checkpoint']), 'entry', 'entries')}, "
-        f"a checkpoint used by several analyses counted once){sizes}.{lost}"
+        f"a checkpoint used by several analyses counted once){sizes}.{lost}{describe_copies(ds)}"
     )
 
 

@@ -4,10 +4,17 @@ The environment is read at call time, so ``HF_ENDPOINT``, ``HF_HUB_CACHE``, ``HF
 behave as with any hub client. For a model, in this order:
 
 1. a complete snapshot of that revision in the hub cache (``huggingface-cli download`` made one): read locally;
-2. a manifest of an earlier run in attnstruct's range cache (the revision's commit, files and sizes): no request;
+2. a manifest of an earlier run in attnstruct's range cache (the revision's commit, files, sizes and digests): no
+   request;
 3. otherwise one model info request (what ``model_info(files_metadata=True)`` asks, made by the hub client) gives
-   the commit, the file list and each file's size, kept as that manifest (a manifest of an older run without sizes
-   is refreshed when a size is needed).
+   the commit, the file list, each file's size and each LFS file's sha256, kept as that manifest (a manifest of an
+   older run without sizes or digests is refreshed once, online).
+
+A revision without any weight file (a branch with only ``config.json``, as some PolyPythia branches are:
+EleutherAI/pythia#202) fails with the kind ``no weights``. The weight files' digests, as the hub states them, become
+the model's :attr:`HubModel.weights_sha256`, by which two checkpoints holding byte-identical weights are told apart
+from two that merely score alike (checkpoint branches copied from later ones: EleutherAI/pythia#205, #206,
+allenai/OLMo#915), without a byte of the weights downloaded.
 
 Then ``config.json`` (and the shard index) come through the hub client into attnstruct's cache (the files of a
 commit, ``<cache>/<org>--<name>/files/<commit>/``), and only the query/key tensors come by Range request, with what
@@ -15,8 +22,10 @@ locates them: each safetensors shard's header (:mod:`attnstruct.checkpoints.remo
 ``pytorch_model.bin`` shard's ZIP directory and pickled tensor metadata
 (:mod:`attnstruct.checkpoints.remote_torch_bin`; the pickle is never run). Whole shards are never downloaded. A
 legacy ``pytorch_model.bin`` (torch before 1.6, not a ZIP archive) and a repository with only one ``.gguf`` are
-downloaded whole through the hub client, which says so in one line. A branch revision (``main``) is pinned to the
-commit it had at the first run; name a commit to move on.
+downloaded whole through the hub client, which says so in one line. A branch or tag revision (``main``) is pinned to
+the commit it had at the first run; ``refresh`` (``attnstruct score --refresh``, ``sweep --refresh``) asks the hub
+again (one model info request) and pins the commit the revision names now, as after weights were uploaded again into
+the same branch (EleutherAI/pythia#107); naming a commit needs no pin.
 
 What the hub answers is not trusted (docs/security.md): its commit id must be 40 hexadecimal digits, its file names
 relative names inside the repository, the shards an index names files the repository lists; every cache path is
@@ -28,11 +37,10 @@ for with it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import quote
 
@@ -42,7 +50,7 @@ from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig, family_of
 from .extract.local_files import read_json_object
 from .hub_client import get_file, get_json
-from .hub_manifest import listing, shard_names, stored_commit, stored_manifest
+from .hub_manifest import Listing, listing, manifest_json, shard_names, stored_commit, stored_manifest, weights_digest
 from .remote_safetensors import RangeReader, RemoteSafetensors
 from .remote_tensors import RangeTensorSource
 from .remote_torch_bin import RemoteTorchBin
@@ -53,6 +61,8 @@ _REF_PART = r"[\w-][\w.-]*"  # a part of a ref name: no leading dot, no empty pa
 HUB_ID = re.compile(rf"(?P<repo>{_NAME}(?:/{_NAME})?)(?:@(?P<revision>{_REF_PART}(?:/{_REF_PART})*))?")
 LOCAL_SUFFIXES = (".safetensors", ".gguf", ".onnx", ".bin", ".json", ".nc", ".csv")
 TRUE = {"1", "on", "yes", "true"}
+WEIGHT_SUFFIXES = (".safetensors", ".gguf", ".onnx", ".h5", ".msgpack")  # weights in any format, read or not
+WEIGHT_BIN = re.compile(r"(?:.*/)?(?:pytorch_)?model[^/]*\.bin")  # torch's and CTranslate2's; not training_args.bin
 
 
 def parse_hub_id(text: str) -> tuple[str, str]:
@@ -76,16 +86,18 @@ def looks_like_hub_id(text: str) -> bool:
 
 @dataclass(frozen=True)
 class HubSettings:
-    """Where and how to reach the hub, read from the environment at call time."""
+    """Where and how to reach the hub, read from the environment at call time; ``refresh``: ask the hub for the
+    commit a branch or tag names now instead of the one pinned at the first run (module docstring)."""
 
     endpoint: str
     token: str | None
     hub_cache: Path
     range_cache: Path
     offline: bool
+    refresh: bool = False
 
     @classmethod
-    def from_env(cls, range_cache: str | os.PathLike | None = None) -> HubSettings:
+    def from_env(cls, range_cache: str | os.PathLike | None = None, *, refresh: bool = False) -> HubSettings:
         from huggingface_hub import constants, get_token
 
         from .zoo import cache_dir
@@ -97,6 +109,7 @@ class HubSettings:
             hub_cache=Path(os.environ.get("HF_HUB_CACHE") or constants.HF_HUB_CACHE),
             range_cache=Path(range_cache) if range_cache else cache_dir() / "hub",
             offline=offline,
+            refresh=refresh,
         )
 
 
@@ -106,7 +119,9 @@ class HubModel:
 
     ``source`` is a local path (snapshot or downloaded file) or a range-read tensor source
     (:class:`RemoteSafetensors`, :class:`RemoteTorchBin`); ``kind`` is ``snapshot``, ``ranges`` or ``download``;
-    ``bytes_fetched`` counts this run's network bytes of weights.
+    ``bytes_fetched`` counts this run's network bytes of weights; ``weights_sha256`` is the digest of the weight files
+    the hub states (:func:`~attnstruct.checkpoints.hub_manifest.weights_digest`), None when it states none or the
+    model was read from a snapshot.
     """
 
     model_id: str
@@ -117,6 +132,7 @@ class HubModel:
     source: object
     n_params: int | None = None
     extra: dict = field(default_factory=dict)
+    weights_sha256: str | None = None
 
     @property
     def bytes_fetched(self) -> int:
@@ -168,38 +184,56 @@ def _manifest_paths(settings: HubSettings, repo: str, revision: str) -> tuple[Pa
     return ref, inside(settings.range_cache, repo_folder(repo), "manifests")
 
 
-def _manifest(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int] | None]:
-    """``(commit, files, sizes)`` of ``repo@revision``: from an earlier run's manifest (``sizes`` None in one
-    written before sizes were kept), else one ``model_info`` request."""
+def _manifest(settings: HubSettings, repo: str, revision: str) -> Listing:
+    """The :class:`~attnstruct.checkpoints.hub_manifest.Listing` of ``repo@revision``: from an earlier run's manifest
+    (``sizes`` None in one written before sizes were kept, ``sha256`` None in one written before digests were),
+    else one ``model_info`` request."""
     ref, manifests = _manifest_paths(settings, repo, revision)
     if ref.is_file():
         commit = stored_commit(ref, f"the pin of {repo}@{revision}")
         stored = inside(manifests, f"{commit}.json")
         if stored.is_file():
-            files, sizes = stored_manifest(stored)
-            return commit, files, sizes
+            return Listing(commit, *stored_manifest(stored))
     return _model_info(settings, repo, revision)
 
 
-def _model_info(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
-    """:func:`model_listing`, kept as the manifest of its commit (and of ``revision``)."""
+def _model_info(settings: HubSettings, repo: str, revision: str) -> Listing:
+    """:func:`hub_listing`, kept as the manifest of its commit and as the pin of ``revision``."""
     if settings.offline:
         raise ExtractionError(f"{repo}@{revision} is not in the cache and HF_HUB_OFFLINE is set", "offline")
-    commit, files, sizes = model_listing(settings, repo, revision)
+    found = hub_listing(settings, repo, revision)
     ref, manifests = _manifest_paths(settings, repo, revision)
-    manifest = json.dumps({"files": files, "sizes": sizes})
-    write_atomically(inside(manifests, f"{commit}.json"), lambda tmp: Path(tmp).write_text(manifest))
-    write_atomically(ref, lambda tmp: Path(tmp).write_text(commit))
-    return commit, files, sizes
+    manifest = manifest_json(found)
+    write_atomically(inside(manifests, f"{found.commit}.json"), lambda tmp: Path(tmp).write_text(manifest))
+    write_atomically(ref, lambda tmp: Path(tmp).write_text(found.commit))
+    return found
 
 
-def model_listing(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
-    """``(commit, files, sizes)`` of ``repo@revision``: one model info request (``GET
+def hub_listing(settings: HubSettings, repo: str, revision: str) -> Listing:
+    """The :class:`~attnstruct.checkpoints.hub_manifest.Listing` of ``repo@revision``: one model info request (``GET
     /api/models/REPO/revision/REV?blobs=true``, as ``huggingface_hub.HfApi.model_info(files_metadata=True)`` sends
     it), checked (:func:`~attnstruct.checkpoints.hub_manifest.listing`). Nothing is kept."""
     url = f"{settings.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
     what = f"{repo}@{revision}"
     return listing(get_json(url, token=settings.token, what=what), f"the hub's answer for {what}")
+
+
+def model_listing(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
+    """``(commit, files, sizes)`` of :func:`hub_listing`."""
+    found = hub_listing(settings, repo, revision)
+    return found.commit, found.files, found.sizes
+
+
+def refresh_pin(settings: HubSettings, repo: str, revision: str) -> str:
+    """The commit that ``revision`` of ``repo`` names now: the revision itself when it is a commit id (no request),
+    else one model info request, whose answer becomes the manifest and the pin that later runs read."""
+    return revision if COMMIT.fullmatch(revision) else _refreshed(settings, repo, revision).commit
+
+
+def _refreshed(settings: HubSettings, repo: str, revision: str) -> Listing:
+    if settings.offline:
+        raise ExtractionError(f"refreshing {repo}@{revision} needs the hub, and HF_HUB_OFFLINE is set", "offline")
+    return _model_info(settings, repo, revision)
 
 
 def cached_file(settings: HubSettings, repo: str, commit: str, file: str) -> Path:
@@ -260,6 +294,13 @@ def _range_reader(settings: HubSettings, repo: str, commit: str, sizes: dict[str
     )
 
 
+def _check_weights(files: list[str], repo: str, revision: str) -> None:
+    """Refuse, with the kind ``no weights``, a revision that holds no weight file in any format."""
+    if not any(f.endswith(WEIGHT_SUFFIXES) or WEIGHT_BIN.fullmatch(f) for f in files):
+        shown = ", ".join(files[:5]) + (", ..." if len(files) > 5 else "") if files else "no file"
+        raise ExtractionError(f"{repo}@{revision} holds no weight file (it holds {shown})", "no weights")
+
+
 def _whole_files(files: list[str], repo: str) -> list[str]:
     """Files to download whole for a repository without safetensors weights."""
     if "pytorch_model.bin" in files:
@@ -274,12 +315,16 @@ def _whole_files(files: list[str], repo: str) -> list[str]:
     raise ExtractionError(f"{repo} has no safetensors, pytorch_model.bin or GGUF weights", "unsupported architecture")
 
 
-def open_hub_model(model_id: str, *, settings: HubSettings | None = None, workers: int = 4) -> HubModel:
+def open_hub_model(
+    model_id: str, *, settings: HubSettings | None = None, workers: int = 4, refresh: bool = False
+) -> HubModel:
     """Resolve ``model_id`` (``ORG/NAME[@REVISION]``) to something :func:`attnstruct.checkpoints.extract.iter_blocks` or
-    :func:`attnstruct.checkpoints.extract.hf.hf_blocks` reads (module docstring). Raises ExtractionError with one
-    line."""
+    :func:`attnstruct.checkpoints.extract.hf.hf_blocks` reads (module docstring); ``refresh`` as
+    :attr:`HubSettings.refresh`. Raises ExtractionError with one line."""
     repo, revision = parse_hub_id(model_id)
     settings = settings or HubSettings.from_env()
+    if refresh:
+        settings = replace(settings, refresh=True)
     try:
         return _open(model_id, repo, revision, settings, workers)
     except UnsafeName as err:
@@ -287,31 +332,39 @@ def open_hub_model(model_id: str, *, settings: HubSettings | None = None, worker
 
 
 def _open(model_id: str, repo: str, revision: str, settings: HubSettings, workers: int) -> HubModel:
-    snapshot = _complete_snapshot(settings, repo, revision)
+    found = None
+    if settings.refresh and not COMMIT.fullmatch(revision):
+        found = _refreshed(settings, repo, revision)  # the commit the revision names now, pinned
+    snapshot = _complete_snapshot(settings, repo, found.commit if found else revision)
     if snapshot is not None:
         return HubModel(model_id, repo, revision, snapshot.name, "snapshot", snapshot)
-    commit, files, sizes = _manifest(settings, repo, revision)
+    commit, files, sizes, sha256 = found or _manifest(settings, repo, revision)
+    _check_weights(files, repo, revision)
+    if sha256 is None and not settings.offline:
+        commit, files, sizes, sha256 = _model_info(settings, repo, commit)  # a manifest of a run that kept no digests
     shards = _safetensors_files(settings, repo, commit, files, sizes)
     torch_bins = [] if shards else _torch_bin_files(settings, repo, commit, files, sizes)
     if shards or torch_bins:
         config = _config(settings, repo, commit, files, sizes)
         family_of(config)  # an unsupported architecture fails here, before any weight byte is read
-    if shards and sizes is None and not settings.offline:
-        _, _, sizes = _model_info(settings, repo, commit)  # a manifest of a run that kept no sizes
     if shards:
         reader = _range_reader(settings, repo, commit, sizes)
         source = RemoteSafetensors(reader, shards, config, sizes=sizes, workers=workers)
-        return HubModel(model_id, repo, revision, commit, "ranges", source, n_params=source.n_params())
+        digest = weights_digest(shards, sha256)
+        return HubModel(model_id, repo, revision, commit, "ranges", source, source.n_params(), weights_sha256=digest)
     if torch_bins:
         if sizes is None or not all(file in sizes for file in torch_bins):
-            _, _, sizes = _model_info(settings, repo, commit)
+            _, _, sizes, sha256 = _model_info(settings, repo, commit)
         for file in torch_bins:
             if file not in sizes:
                 raise ExtractionError(f"{repo}/{file} (no such file in the repository)", "not found")
         try:
             reader, description = _range_reader(settings, repo, commit, sizes), f"{repo}@{commit[:12]}"
             source = RemoteTorchBin(reader, torch_bins, config, sizes=sizes, description=description, workers=workers)
-            return HubModel(model_id, repo, revision, commit, "ranges", source, n_params=source.n_params())
+            digest = weights_digest(torch_bins, sha256)
+            return HubModel(
+                model_id, repo, revision, commit, "ranges", source, source.n_params(), weights_sha256=digest
+            )
         except NotAZipArchive:
             pass  # the legacy format: downloaded whole below
     whole = _whole_files(files, repo)
@@ -323,4 +376,14 @@ def _open(model_id: str, repo: str, revision: str, settings: HubSettings, worker
     paths = [download(settings, repo, commit, f, sizes) for f in whole]
     size = sum(p.stat().st_size for p, f in zip(paths, whole) if f in missing)
     source = paths[0] if whole[0].endswith(".gguf") else paths[0].parent
-    return HubModel(model_id, repo, revision, commit, "download", source, extra={"bytes_downloaded": size})
+    weights = [f for f in whole if not f.endswith(".json")]
+    return HubModel(
+        model_id,
+        repo,
+        revision,
+        commit,
+        "download",
+        source,
+        extra={"bytes_downloaded": size},
+        weights_sha256=weights_digest(weights, sha256),
+    )

@@ -9,8 +9,8 @@
 and ``pytorch_model.bin`` repositories).
 
 The :class:`Checkpoint` it yields gives the blocks, how many there are when that is known without reading
-weights (for progress bars), and what the sweep records: the model type, the parameter count, the revision and
-the bytes that came over the network.
+weights (for progress bars), and what the sweep records: the model type, the parameter count, the revision, the
+digest of a hub model's weight files as the hub states it, and the bytes that came over the network.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class Checkpoint:
     revision: str = ""
     location: str = ""
     bytes_fetched: Callable[[], int] = field(default=lambda: 0)
+    weights_sha256: str = ""  # a hub model's weight files' digest (attnstruct.checkpoints.hub_manifest.weights_digest)
 
 
 def _model_type(path: Path) -> str:
@@ -143,6 +144,19 @@ def _snapshot_parameters(model) -> int | None:
     return count_parameters(folder, config=_load_config(folder))
 
 
+def names_hub_model(source) -> bool:
+    """Whether :func:`open_checkpoint` reads ``source`` as a hub id: a text that names no existing file or folder
+    and no packaged checkpoint, and reads as ``ORG/NAME[@REVISION]``."""
+    from . import zoo
+    from .hub import looks_like_hub_id
+
+    text = str(source)
+    if isinstance(source, torch.nn.Module) or Path(text).expanduser().exists() or not looks_like_hub_id(text):
+        return False
+    registry = zoo.load_registry()
+    return not (text in registry and registry[text].format in zoo.FORMATS)
+
+
 @contextlib.contextmanager
 def open_checkpoint(source, *, n_heads: int | None = None, settings=None, workers: int = 4) -> Iterator[Checkpoint]:
     """Open ``source`` (module docstring); network threads of a hub model are closed on exit.
@@ -184,6 +198,7 @@ def open_checkpoint(source, *, n_heads: int | None = None, settings=None, worker
         checkpoint.revision = model.commit
         checkpoint.location = f"{model.repo}@{model.commit}"
         checkpoint.bytes_fetched = lambda: model.bytes_fetched
+        checkpoint.weights_sha256 = model.weights_sha256 or ""
         yield checkpoint
     finally:
         model.close()

@@ -8,8 +8,11 @@ Three kinds of evidence, each a list of checkpoints (hub ids ``ORG/NAME[@REVISIO
 * **trajectories** (``trajectory``): checkpoints of one training run over its steps, one run per seed where seeds
   exist. Pythia and its PolyPythias seeds (``EleutherAI/pythia-160m``, ``...-seed1`` to ``...-seed9``; branches
   ``step0`` to ``step143000``, 2,097,152 tokens per step), MultiBERTs (``google/multiberts-seed_{s}-step_{N}k``,
-  separate repositories, 256 x 512 tokens per step), Ettin's tagged checkpoints (``step*``, then ``ext*``, then
-  ``decay*``), OLMo's branches (``step20000-tokens84B``: the tokens are in the name).
+  separate repositories, 29 per seed from ``step_0k`` to ``step_2000k``, 256 x 512 tokens per step; the final
+  checkpoint is also published as ``google/multiberts-seed_{s}``, whose name holds no step, so the catalogue names
+  it ``-step_2000k``, as its model card and that of ``google/multiberts-seed_2-step_2000k`` call it), Ettin's tagged
+  checkpoints (``step*``, then ``ext*``, then ``decay*``), OLMo's branches (``step20000-tokens84B``: the tokens are
+  in the name).
 * **cross-objective continued training** (``cross``): a model trained with one objective (``before``) and the same
   model trained on with the other (``after``): Ettin's ``ettin-enc-from-dec-{size}`` (a decoder continued as an
   encoder) and ``ettin-dec-from-enc-{size}``; the unit is the size.
@@ -80,7 +83,7 @@ class Trajectory:
 
 
 def _multiberts_steps() -> tuple[int, ...]:
-    """MultiBERTs' intermediate checkpoints (thousands of steps): every 20k to 200k, then every 100k to 2000k."""
+    """MultiBERTs' 29 checkpoints (thousands of steps): every 20k to 200k, then every 100k to 2000k, the final."""
     return (*range(0, 201, 20), *range(300, 2001, 100))
 
 
@@ -99,11 +102,7 @@ TRAJECTORIES = {
         Trajectory(
             "multiberts",
             "encoder",
-            tuple(
-                tuple(f"google/multiberts-seed_{s}-step_{k}k" for k in _multiberts_steps()[:-1])
-                + (f"google/multiberts-seed_{s}",)
-                for s in range(5)
-            ),
+            tuple(tuple(f"google/multiberts-seed_{s}-step_{k}k" for k in _multiberts_steps()) for s in range(5)),
             None,
             256.0 * 512.0,
             "BERT-base encoders (masked LM and next-sentence prediction), five seeds",
@@ -175,18 +174,28 @@ def query_key_bytes(
 
 
 def thin(steps: Sequence[float], keep: int, *, log: bool = True) -> list[int]:
-    """Indices of at most ``keep`` of ``steps`` (ascending), spread evenly in ``log(1 + step)`` (or in ``step`` with
-    ``log=False``), the first and the last always kept: Pythia's 154 checkpoints are dense early (``step1, 2, 4, ...
-    512``) and every 1,000 steps after, and a log axis is where the early dynamics can be seen."""
+    """Indices of ``keep`` of ``steps`` (ascending, finite; all of them when there are no more), spread evenly in
+    ``log(1 + step)`` (or in ``step`` with ``log=False``), the first and the last always kept: Pythia's 154
+    checkpoints are dense early (``step1, 2, 4, ... 512``) and every 1,000 steps after, and a log axis is where the
+    early dynamics can be seen. Each of ``keep`` even targets takes its nearest step; where two targets take one
+    (MultiBERTs: nothing between step 0 and 20k), the steps farthest from those taken are added, one by one, until
+    ``keep`` are. ``ValueError`` for ``keep`` below 2 or a step that is not a number."""
     steps = np.asarray(steps, dtype=float)
     if keep < 2:
         raise ValueError(f"max_checkpoints must be at least 2, got {keep}")
+    if not np.isfinite(steps).all():
+        raise ValueError("every checkpoint of a series needs a step to be thinned by; one has none (NaN)")
     if len(steps) <= keep:
         return list(range(len(steps)))
     position = np.log1p(np.maximum(steps, 0.0)) if log else steps
     targets = np.linspace(position[0], position[-1], keep)
-    chosen = {int(np.argmin(np.abs(position - t))) for t in targets}
-    return sorted(chosen | {0, len(steps) - 1})
+    chosen = {int(np.argmin(np.abs(position - t))) for t in targets} | {0, len(steps) - 1}
+    while len(chosen) < keep:
+        taken = position[sorted(chosen)]
+        distance = np.abs(position[:, None] - taken[None, :]).min(axis=1)
+        distance[sorted(chosen)] = -1.0
+        chosen.add(int(np.argmax(distance)))
+    return sorted(chosen)
 
 
 def _row(model, kind, series, role, unit, seed=-1, stage="", step=math.nan, tokens=math.nan) -> dict:

@@ -7,13 +7,22 @@ Layout of the output folder ``DIR``:
   scored again, so an interrupted sweep resumes where it stopped (a file of another model is never taken for it);
 * ``DIR/failures.csv``: ``model, kind, reason`` for each model of this run that could not be scored, ``kind``
   one of :data:`attnstruct.checkpoints.extract.blocks.FAILURE_KINDS`, read from the error (never parsed from its
-  text); the sweep goes on past them, and a rerun tries them again;
+  text); the sweep goes on past them, and a rerun tries them again. One kind stops the sweep at once: ``invalid
+  token`` (the hub refuses the token itself, so every other model would fail alike), raised after the queued models
+  are cancelled; the files written stay;
 * ``DIR/sweep.nc``: every scored model of the list along ``model`` (its ``hub_retries`` attr, and
   :attr:`SweepResult.retries`, say in one line how many requests the hub client retried, and why:
   :mod:`attnstruct.checkpoints.hub_client`)
-  (:func:`attnstruct.checkpoints.tables.combine`), with each model's ``revision``, ``commit``, ``step``, ``tokens``
-  and ``phase`` as coordinates (:func:`attnstruct.checkpoints.revisions.model_position`), so that a series of
-  checkpoints is one ``.sel``/``.where`` away; its ``parameters`` attr records the models and the settings.
+  (:func:`attnstruct.checkpoints.tables.combine`), with each model's ``revision``, ``commit``, ``step``, ``tokens``,
+  ``phase`` and ``weights_sha256`` as coordinates (:func:`attnstruct.checkpoints.revisions.model_position`), so that
+  a series of checkpoints is one ``.sel``/``.where`` away; its ``parameters`` attr records the models and the
+  settings, its ``duplicates`` attr (JSON, and :attr:`SweepResult.duplicates`) one line per group of models that
+  hold byte-identical weights (:func:`attnstruct.checkpoints.sweep_checks.byte_identical`).
+
+``refresh=True`` (``--refresh``) asks the hub once per hub model named by a branch or tag for the commit it names
+now (:func:`attnstruct.checkpoints.sweep_checks.refreshed_pins`), pins it, and scores again a model whose file was
+scored at another commit (weights uploaded again into the same branch: EleutherAI/pythia#107); without it, a branch
+stays at the commit of the first run and no request is made for it.
 
 ``shard="K/N"`` scores only shard ``K`` of ``N`` of the list (:func:`attnstruct.checkpoints.revisions.shard`: item
 ``i`` goes to shard ``i mod N + 1``); that part's ``parameters`` also record the whole list (``listing``) and the
@@ -65,6 +74,7 @@ from .extract.blocks import ExtractionError, one_line
 from .resolve import open_checkpoint
 from .revisions import shard as shard_of
 from .scoring import block_precision, resolve_device, score_blocks
+from .sweep_checks import byte_identical, digests_of, refreshed_pins
 from .tables import HEAD_MATRIX as _HEAD_MATRIX
 from .tables import LAYER_MATRIX, LAYOUT, checkpoint_dataset, combine
 
@@ -83,6 +93,7 @@ class SweepResult:
     path: Path | None = None
     datasets: dict = field(default_factory=dict, repr=False)  # this run's per-model datasets, by model
     retries: str = "hub: no retries"  # the hub client's retries during the sweep, in one line
+    duplicates: list[str] = field(default_factory=list)  # one line per group of byte-identical models
 
 
 MAX_LIST_BYTES = 16 * 2**20  # a list of 16 MiB holds about 200,000 hub ids
@@ -190,18 +201,22 @@ def score_one(
         return checkpoint_dataset(model, checkpoint, table, attrs=attrs)
 
 
-def _done(path: Path, model: str, settings: dict) -> bool:
+def _done(path: Path, model: str, settings: dict, commit: str | None = None) -> bool:
     """Whether ``path`` holds ``model`` (its ``model`` coordinate and recorded parameter) scored with the same
-    settings; a file of another model, of other settings or unreadable is scored again."""
+    settings (and, ``commit`` given, at that commit); a file of another model, of other settings, of another commit
+    or unreadable is scored again."""
     if not path.is_file():
         return False
     try:
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             recorded = json.loads(ds.attrs.get("parameters", "{}"))
             names = [str(m) for m in np.atleast_1d(ds["model"].values)] if "model" in ds.variables else []
+            commits = [str(c) for c in np.atleast_1d(ds["commit"].values)] if "commit" in ds.variables else []
     except (OSError, ValueError, TypeError):
         return False
     if not isinstance(recorded, dict) or names != [model] or recorded.get("model") != model:
+        return False
+    if commit is not None and commits != [commit]:
         return False
     return all(recorded.get(k) == v for k, v in settings.items())
 
@@ -230,9 +245,13 @@ def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar) -
             save_dataset(dataset, folder / f"{file_stem(model)}.nc")
         except OutputError:  # a disk that takes no file (full, read-only) fails every model: the sweep stops
             raise
+        except ExtractionError as err:
+            if err.kind == "invalid token":  # the hub refuses the token itself: every model would fail alike
+                raise
+            result.failures.append({"model": model, "kind": err.kind, "reason": err.detail})
+            write_failures(out / "failures.csv", result.failures)
         except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
-            kind, reason = (err.kind, err.detail) if isinstance(err, ExtractionError) else ("error", one_line(err))
-            result.failures.append({"model": model, "kind": kind, "reason": reason})
+            result.failures.append({"model": model, "kind": "error", "reason": one_line(err)})
             write_failures(out / "failures.csv", result.failures)
         else:
             result.scored.append(model)
@@ -261,9 +280,10 @@ def run_sweep(
     settings=None,
     progress: bool = False,
     shard: str | None = None,
+    refresh: bool = False,
 ) -> SweepResult:
-    """Score ``models`` (with ``shard``, only that shard of them) into ``out`` (module docstring); returns what was
-    scored, skipped and failed.
+    """Score ``models`` (with ``shard``, only that shard of them) into ``out`` (module docstring; ``refresh``: re-read
+    the commit of each branch or tag); returns what was scored, skipped and failed, and the byte-identical models.
 
     ``out`` is held for the whole sweep (:func:`attnstruct.results.output_lock`): a second sweep or combine into it
     is refused at once (:class:`~attnstruct.results.FolderInUse`, naming the holder's pid), and the temporary files
@@ -294,11 +314,12 @@ def run_sweep(
             settings=settings,
             progress=progress,
             shard=shard,
+            refresh=refresh,
         )
 
 
 def _sweep_locked(
-    models, listing, out: Path, where, *, per_head, workers, num_std, precision, settings, progress, shard
+    models, listing, out: Path, where, *, per_head, workers, num_std, precision, settings, progress, shard, refresh
 ) -> SweepResult:
     """:func:`run_sweep` once ``out`` is held."""
     folder = out / "models"
@@ -313,8 +334,12 @@ def _sweep_locked(
     todo = []
     settings_now = {"per_head": per_head, "num_std": num_std, "precision": precision, "layout": LAYOUT}
     _adopt_earlier_files(folder, models, settings_now)
+    pins = refreshed_pins(models, settings, workers, result.failures) if refresh else {}
+    unknown = {failure["model"] for failure in result.failures}
     for model in models:
-        (result.skipped if _done(folder / f"{file_stem(model)}.nc", model, settings_now) else todo).append(model)
+        if model not in unknown:
+            done = _done(folder / f"{file_stem(model)}.nc", model, settings_now, pins.get(model))
+            (result.skipped if done else todo).append(model)
     positions = list(range(workers, 0, -1))
     lock = threading.Lock()
 
@@ -366,11 +391,13 @@ def _sweep_locked(
         parameters = {"models": list(models), "per_head": per_head, "num_std": num_std, "precision": precision}
         if shard is not None:
             parameters |= {"listing": listing, "shard": shard}
+        result.duplicates = byte_identical([str(ds["model"].values[0]) for ds in done], digests_of(done))
         attrs = provenance_attrs(
             parameters=parameters,
             scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
             num_std=num_std,
             hub_retries=result.retries,
+            duplicates=json.dumps(result.duplicates),
         )
         result.path = save_dataset(combine(done, **attrs), out / "sweep.nc")
     return result

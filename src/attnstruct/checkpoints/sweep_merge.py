@@ -11,7 +11,9 @@
   ``OUT`` being one of the parts, model files scored with other settings (``per_head``, ``num_std``,
   ``precision``, ``layout``) than the first, and a model scored in two files with different scores (the same scores
   twice are kept once);
-* ``failures.csv``: the parts' failures one after the other, less those of models that another part scored.
+* ``failures.csv``: the parts' failures one after the other, less those of models that another part scored;
+* ``duplicates``: the models of all parts that hold byte-identical weights, one line per group, as a sweep reports
+  them (:func:`attnstruct.checkpoints.sweep_checks.byte_identical`).
 
 A part is not trusted: a file in it that is not what a sweep writes (not netCDF, not one model's dataset, a
 recorded model other than its ``model`` coordinate, ``parameters`` that are not a JSON object of the settings'
@@ -35,6 +37,7 @@ from ..untrusted import UnsafeName, inside
 from .extract.blocks import one_line
 from .revisions import model_position, training_order
 from .sweep import HEAD_MATRIX, SweepError, SweepResult, write_failures
+from .sweep_checks import byte_identical, digests_of
 from .tables import LAYER_MATRIX, combine
 
 SETTINGS = ("per_head", "num_std", "precision", "layout")
@@ -193,6 +196,7 @@ def _write(result: SweepResult, out: Path, order: list[str], datasets: dict, set
     write_failures(out / "failures.csv", result.failures)
     if order:
         per_head = bool(settings.get("per_head"))
+        result.duplicates = byte_identical(order, digests_of([datasets[m] for m in order]))
         attrs = provenance_attrs(
             parameters={
                 "models": order,
@@ -201,5 +205,6 @@ def _write(result: SweepResult, out: Path, order: list[str], datasets: dict, set
             },
             scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
             num_std=settings["num_std"],
+            duplicates=json.dumps(result.duplicates),
         )
         result.path = save_dataset(combine([datasets[m] for m in order], **attrs), out / "sweep.nc")

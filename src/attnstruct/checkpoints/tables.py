@@ -201,9 +201,10 @@ MODEL_COORDS = {
     "tokens": math.nan,
     "phase": math.nan,
     "bytes_fetched": math.nan,
+    "weights_sha256": "",
 }
 # Recorded in the sweep's per-model files (``parameters``): a file of another layout is scored again, not combined.
-LAYOUT = "model_dataset/4"
+LAYOUT = "model_dataset/5"
 
 
 def _relative_depth(symmetry: xr.DataArray) -> np.ndarray:
@@ -226,6 +227,7 @@ def model_dataset(
     revision: str | None = None,
     commit: str = "",
     bytes_fetched: float = math.nan,
+    weights_sha256: str = "",
     attrs: Mapping | None = None,
 ) -> xr.Dataset:
     """The one per-model dataset: ``table`` (:func:`attnstruct.checkpoints.scoring.score_blocks` of one model's
@@ -239,8 +241,10 @@ def model_dataset(
     None or 0; ``source`` how the checkpoint was had: ``zoo``, ``local``, ``module``, ``ranges``, ...; ``location``
     where; ``revision`` the one ``name`` names, ``ORG/NAME@REV``, unless given, ``""`` for none; ``commit`` the
     commit a hub model was read at; ``step``, ``tokens``, ``phase`` the training position of the revision or of
-    ``name``'s last path component, NaN where unknown: :func:`attnstruct.checkpoints.revisions.model_position`) and
-    ``relative_depth`` over ``(model, layer)``, ``layer / (n_layers - 1)`` of the deepest stack.
+    ``name``'s last path component, NaN where unknown: :func:`attnstruct.checkpoints.revisions.model_position`;
+    ``bytes_fetched``; ``weights_sha256`` the digest of a hub model's weight files as the hub states it, ``""`` when
+    unknown or local: two models with one digest hold byte-identical weights) and ``relative_depth`` over ``(model,
+    layer)``, ``layer / (n_layers - 1)`` of the deepest stack.
     """
     ds = blocks_dataset(table).expand_dims(model=[name])
     named, position = model_position(name)
@@ -259,6 +263,7 @@ def model_dataset(
         "commit": commit,
         **position._asdict(),
         "bytes_fetched": float(bytes_fetched),
+        "weights_sha256": str(weights_sha256 or ""),
     }
     ds = ds.assign_coords({k: ("model", [values[k]]) for k in MODEL_COORDS})
     ds = ds.assign_coords(relative_depth=(("model", "layer"), _relative_depth(ds["symmetry"])))
@@ -280,6 +285,7 @@ def checkpoint_dataset(
         model_type=checkpoint.model_type,
         commit=checkpoint.revision,
         bytes_fetched=checkpoint.bytes_fetched(),
+        weights_sha256=checkpoint.weights_sha256,
         attrs=attrs,
     )
 

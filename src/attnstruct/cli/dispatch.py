@@ -116,6 +116,11 @@ def _parser() -> Parser:
     )
     score.add_argument("--heads", type=count, help="number of heads, for ONNX/CTranslate2 files that do not record it")
     score.add_argument("--device", default="auto", help=DEVICE_HELP)
+    score.add_argument(
+        "--refresh",
+        action="store_true",
+        help="re-read the commit a hub branch or tag names now instead of the one pinned by the first run",
+    )
 
     sweep = sub.add_parser("sweep", help="score many models (hub ids or local paths), resumably, into one dataset")
     sweep.add_argument(
@@ -144,6 +149,12 @@ def _parser() -> Parser:
         help=f"directionality threshold (default: {DEFAULT_NUM_STD:g})",
     )
     sweep.add_argument("--precision", choices=PRECISIONS, default="auto")
+    sweep.add_argument(
+        "--refresh",
+        action="store_true",
+        help="re-read the commit each hub branch or tag names now (one request each) and rescore a model whose "
+        "file was scored at another commit",
+    )
 
     revisions = sub.add_parser("revisions", help="list a hub repository's branches and tags as sweep lines, by step")
     revisions.add_argument("repo", help="hub repository ORG/NAME (a checkpoint series: EleutherAI/pythia-160m)")

@@ -16,7 +16,9 @@ from .errors import CommandError
 
 
 def score(args) -> int:
-    """Print the table of ``args.source``, one row per block (or head); with ``--out``, also write it."""
+    """Print the table of ``args.source``, one row per block (or head); with ``--out``, also write it. With
+    ``--refresh``, a hub model named by a branch or tag is read at the commit it names now
+    (:func:`attnstruct.checkpoints.hub.refresh_pin`), not at the one pinned by an earlier run."""
     from ..checkpoints.extract import ExtractionError
     from ..checkpoints.scoring import DeviceError, resolve_device, score_model
     from ..checkpoints.tables import head_rows, write_scores
@@ -28,6 +30,8 @@ def score(args) -> int:
         check_writable(args.out)  # a folder, a read-only disk: refused before the scoring, not after
     try:
         resolve_device(args.device)
+        if args.refresh:
+            _refresh(args.source)
         table = score_model(
             args.source,
             per_head=args.per_head,
@@ -51,11 +55,21 @@ def score(args) -> int:
     return 0
 
 
+def _refresh(source: str) -> None:
+    """Pin the commit that ``source``'s branch or tag names now, when ``source`` is a hub model."""
+    from ..checkpoints.hub import HubSettings, parse_hub_id, refresh_pin
+    from ..checkpoints.resolve import names_hub_model
+
+    if names_hub_model(source):
+        refresh_pin(HubSettings.from_env(), *parse_hub_id(source))
+
+
 def sweep(args) -> int:
     """Score every model of ``args.list`` (with ``--shard K/N``, shard K of it) into ``args.out``
     (:func:`attnstruct.checkpoints.sweep.run_sweep`); one model's failure is listed in ``failures.csv`` with its
-    kind, not fatal. With ``--combine DIR ...``, merge those sweeps' folders into ``args.out`` instead
-    (:func:`attnstruct.checkpoints.sweep_merge.combine_parts`)."""
+    kind, not fatal, but an invalid token stops the sweep in one line. Models holding byte-identical weights are
+    named, one line per group, before the last line. With ``--combine DIR ...``, merge those sweeps' folders into
+    ``args.out`` instead (:func:`attnstruct.checkpoints.sweep_merge.combine_parts`)."""
     if args.combine is not None:
         return _combine(args)
     if args.list is None:
@@ -74,9 +88,12 @@ def sweep(args) -> int:
             precision=args.precision,
             progress=sys.stderr.isatty(),
             shard=args.shard,
+            refresh=args.refresh,
         )
-    except (SweepError, DeviceError, ValueError) as err:
+    except (SweepError, DeviceError, ValueError) as err:  # an ExtractionError too: an invalid token
         raise CommandError(str(err)) from None
+    for line in result.duplicates:
+        print(f"attnstruct: {line}", file=sys.stderr)
     print(
         f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
         f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}; {result.retries}",
@@ -98,6 +115,8 @@ def _combine(args) -> int:
         result = combine_parts(args.combine, args.out)
     except (SweepError, OSError, ValueError) as err:
         raise CommandError(str(err)) from None
+    for line in result.duplicates:
+        print(f"attnstruct: {line}", file=sys.stderr)
     print(
         f"{len(result.scored)} models from {len(args.combine)} parts, {len(result.failures)} failed "
         f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}",

@@ -21,6 +21,7 @@ FAILURE_KINDS = (
     "not found",
     "gated",
     "unsupported architecture",
+    "no weights",
     "truncated",
     "offline",
     "rate limited",
@@ -33,13 +34,13 @@ class ExtractionError(ValueError):
     """A checkpoint that cannot be had or read, with its ``kind`` (one of :data:`FAILURE_KINDS`).
 
     ``kind``: ``not found`` (no such file, repository, revision or packaged checkpoint), ``gated`` (a licence and a
-    token needed), ``unsupported architecture`` (a family, format or layout attnstruct does not read), ``truncated``
-    (a file or transfer that ends early), ``offline`` (not in the cache, and the hub may not be asked), ``rate
-    limited`` (the hub answered 429), ``invalid token`` (the hub refuses the token itself, from ``HF_TOKEN`` or the
-    saved login, on every request: nothing can be read until it is unset), ``error`` (anything else: a malformed
-    file, a bad tensor). ``detail`` names the problem in one line; the message is ``"{kind}: {detail}"`` (just the
-    detail for ``error``), the line that ``attnstruct score`` prints before it exits 2 and that ``attnstruct sweep``
-    lists beside the kind.
+    token needed), ``unsupported architecture`` (a family, format or layout attnstruct does not read), ``no weights``
+    (a revision that holds no weight file at all, as some checkpoint branches on the hub do: EleutherAI/pythia#202),
+    ``truncated`` (a file or transfer that ends early), ``offline`` (not in the cache, and the hub may not be asked),
+    ``rate limited`` (the hub answered 429), ``invalid token`` (the hub refuses the token itself, on every request:
+    a command stops at once), ``error`` (anything else: a malformed file, a bad tensor). ``detail`` names the
+    problem in one line; the message is ``"{kind}: {detail}"`` (just the detail for ``error``), the line that
+    ``attnstruct score`` prints before it exits 2 and that ``attnstruct sweep`` lists beside the kind.
     """
 
     def __init__(self, detail: str, kind: str = "error"):
