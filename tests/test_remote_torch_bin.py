@@ -18,7 +18,8 @@ from extract_models import H
 from attnstruct import cli
 from attnstruct.checkpoints.extract import ExtractionError, count_parameters, hf
 from attnstruct.checkpoints.hub import open_hub_model
-from attnstruct.checkpoints.remote_tensors import LocalFileReader, RangeTensorSource, TensorLocation
+from attnstruct.checkpoints.local_reader import LocalFileReader
+from attnstruct.checkpoints.remote_tensors import RangeTensorSource, TensorLocation
 from attnstruct.checkpoints.remote_torch_bin import RemoteTorchBin
 from attnstruct.checkpoints.scoring import score_model
 from attnstruct.checkpoints.torch_zip import NotAZipArchive, local_header_length, torch_zip_index

@@ -27,17 +27,14 @@ both have ``read(file, start, end)`` and count ``bytes_fetched``.
 from __future__ import annotations
 
 import math
-import stat
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
-from .extract.blocks import ExtractionError, check_view, one_line
+from .extract.blocks import ExtractionError, check_view
 from .extract.parameters import count_named
 
 # The cost model of merging: one more request costs about a round trip to the hub's CDN (REQUEST_SECONDS), a byte read
@@ -108,49 +105,6 @@ class TensorLocation:
 def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides of ``shape``, in elements: ``stride_k = prod(shape[k+1:])``."""
     return tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
-
-
-class LocalFileReader:
-    """Byte ranges of the files of a local folder, as :class:`~attnstruct.checkpoints.remote_safetensors.RangeReader`
-    reads a hub repository's: ``read(file, start, end)``; ``bytes_fetched`` counts the bytes read from disk.
-    Thread-safe."""
-
-    def __init__(self, folder: str | Path):
-        self.folder = Path(folder)
-        self.bytes_fetched = 0
-        self._lock = threading.Lock()
-
-    def size(self, file: str) -> int:
-        """The length of ``file``, which must be a regular file (reading a pipe or a device would never end)."""
-        path = self.folder / file
-        try:
-            found = path.stat()
-        except FileNotFoundError:
-            raise ExtractionError(f"checkpoint file {path}", "not found") from None
-        except OSError as err:
-            raise ExtractionError(f"cannot read {path}: {one_line(err)}") from None
-        if not stat.S_ISREG(found.st_mode):
-            raise ExtractionError(f"checkpoint file {path} is not a regular file")
-        return found.st_size
-
-    def read(self, file: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of ``file``."""
-        if end <= start:
-            return b""
-        path = self.folder / file
-        try:
-            with open(path, "rb") as handle:
-                handle.seek(start)
-                data = handle.read(end - start)
-        except FileNotFoundError:
-            raise ExtractionError(f"checkpoint file {path}", "not found") from None
-        except OSError as err:
-            raise ExtractionError(f"cannot read {path}: {one_line(err)}") from None
-        with self._lock:
-            self.bytes_fetched += len(data)
-        if len(data) != end - start:
-            raise ExtractionError(f"{path} ends at byte {start + len(data)}, before byte {end}", "truncated")
-        return data
 
 
 class _Piece(NamedTuple):

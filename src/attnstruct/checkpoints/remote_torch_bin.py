@@ -26,7 +26,7 @@ class RemoteTorchBin(RangeTensorSource):
 
     Args:
         reader: a :class:`~attnstruct.checkpoints.remote_safetensors.RangeReader` (hub, disk cache) or a
-            :class:`~attnstruct.checkpoints.remote_tensors.LocalFileReader`.
+            :class:`~attnstruct.checkpoints.local_reader.LocalFileReader`.
         files: the file names (``pytorch_model.bin``, or the values of the index's ``weight_map``).
         config: the checkpoint's ``config.json`` as a :class:`~attnstruct.checkpoints.extract.hf.JsonConfig`.
         sizes: ``{file: bytes}`` for each of ``files``.

@@ -134,12 +134,12 @@ class TorchBinSource:
 
     A ``torch.save`` ZIP archive is read by byte ranges from disk, only the tensors asked for
     (:class:`~attnstruct.checkpoints.remote_torch_bin.RemoteTorchBin` over a
-    :class:`~attnstruct.checkpoints.remote_tensors.LocalFileReader`, ``reader``); its pickle is never run. A file
+    :class:`~attnstruct.checkpoints.local_reader.LocalFileReader`, ``reader``); its pickle is never run. A file
     in the legacy format (torch before 1.6) is loaded whole with ``torch.load(weights_only=True)``.
     """
 
     def __init__(self, folder: str | Path):
-        from ..remote_tensors import LocalFileReader
+        from ..local_reader import LocalFileReader
         from ..remote_torch_bin import RemoteTorchBin
         from ..torch_zip import NotAZipArchive
 
