@@ -17,8 +17,9 @@ its files:
   ``ETag`` (quoted; the git blob sha1 for small text files, the sha256 of the content for "LFS" files, i.e. weights
   suffixes or >= 10 MiB; for a :class:`SparseFile` a sha256 fingerprint of its size and segments, which is stable but
   is not the content hash), ``Content-Length``, ``Accept-Ranges: bytes``, ``Content-Type``, and ``Content-Range`` on
-  206/416. By default files are served directly (no redirect, so no ``X-Linked-Etag``); there are never Xet headers
-  (``X-Xet-Hash`` ...), so ``hf_hub_download`` takes the plain HTTP path even with ``hf_xet`` installed.
+  206/416. By default files are served directly (no redirect, so no ``X-Linked-Etag``); there are no Xet headers
+  (``X-Xet-Hash`` ...) unless :meth:`StandinHub.sign_links` asks for them, so ``hf_hub_download`` takes the plain
+  HTTP path even with ``hf_xet`` installed.
 * Dataset repositories (:meth:`StandinHub.add_dataset`), as ``datasets`` and ``HfApi`` read them:
   ``GET /api/datasets/{repo_id}[/revision/{revision}]`` (the JSON :class:`huggingface_hub.DatasetInfo` parses),
   ``GET /api/datasets/{repo_id}/refs``, ``GET /api/datasets/{repo_id}/tree/{revision}[/{path}]`` (query
@@ -42,6 +43,34 @@ its files:
   :meth:`~StandinHub.break_once`, :meth:`~StandinHub.stall_once`): 429 with ``Retry-After`` and/or ``RateLimit``
   headers every k-th request to the Hub's origin, a 5xx once, a body cut short once, an answer late once, every
   answer late, or every answer to some paths (:meth:`~StandinHub.slow_down`).
+* The real Hub's own behaviour, which a loopback server is too polite to show, off by default
+  (``tests/standin_realism.py``, where each is described with its source):
+
+  - :meth:`StandinHub.quota`: fixed-window quotas per bucket (``"resolvers"``: every path holding ``/resolve/`` or
+    starting with ``/api/resolve-cache/``; ``"api"``: the other ``/api/`` paths), counted per token else per client
+    address, with ``RateLimit: "<bucket>";r=<left>;t=<seconds left, rounded down>`` and ``RateLimit-Policy: "fixed
+    window";"<bucket>";q=<limit>;w=<window>`` on every answer of the bucket and 429 without ``Retry-After`` past the
+    limit, as hub-docs ``docs/hub/rate-limits.md`` documents (huggingface_hub#3553 shows the headers on a 200);
+    :meth:`~StandinHub.calls` counts the requests per bucket (and the CDN's) whether a quota is on or not;
+  - :meth:`~StandinHub.latency`: a wait per request on each origin (each hop of a redirect waits);
+  - :meth:`~StandinHub.sign_links`: the LFS redirect to a signed CDN URL (``X-Amz-Date``, ``X-Amz-Expires``,
+    ``X-Amz-Signature``, as the ``cas-bridge.xethub.hf.co`` links of datasets#7685) that the CDN enforces as S3
+    does (403 once expired or without a valid signature, 400 when ``Authorization`` comes too), optionally with the
+    Xet headers ``huggingface_hub`` follows (``X-Xet-Hash``, ``X-Xet-Refresh-Route``, ``Link: <...>;
+    rel="xet-auth"``) and a Xet token route that fails;
+  - :meth:`~StandinHub.cdn_gzip`: the CDN (and ``/api/resolve-cache/``) ignores ``Range`` and sends the whole file
+    gzipped and chunked when the request accepts gzip, as CloudFront does (huggingface_hub PR #3778);
+  - :meth:`~StandinHub.bogus_416`, :meth:`~StandinHub.bogus_416_once`: 416 ``Content-Range: bytes */177``,
+    ``x-cache: Error from cloudfront`` on valid ranges (datasets#7685);
+  - :meth:`~StandinHub.known_tokens`: 401 "Invalid credentials in Authorization header" for any other token, on
+    public repositories too (huggingface_hub ``utils/_http.py``, ``hf_raise_for_status``);
+  - :meth:`~StandinHub.resolve_cache`: ``/resolve/`` of a non-LFS file answers a relative 307 to
+    ``/api/resolve-cache/{models,datasets}/<repo>/<commit>/<file>``, which serves it (hf-hub#141);
+  - :meth:`~StandinHub.stall`: every answer to some paths late (a listing that stalls);
+  - ``add_repo(..., message=...)``: branches of byte-identical files as distinct commits, as a series' branches are
+    (EleutherAI/pythia#205); ``add_repo`` on an existing branch moves it to a new commit, a re-upload
+    (EleutherAI/pythia#107), the old commit staying reachable by its sha.
+
 * Misbehaviour, off by default, of the kind a hub's mirror or a proxy in front of it (``HF_ENDPOINT``) could show,
   compromised, misconfigured or just slow; the answers keep the Hub's shapes, only the values lie
   (:meth:`StandinHub.misreport`, :meth:`~StandinHub.trickle`, :meth:`~StandinHub.ignore_ranges`):
@@ -107,7 +136,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from standin_files import HubFile, SparseFile, sparse_safetensors
-from standin_realism import RealHub
+from standin_realism import RESOLVE_CACHE, HubRealism
 
 __all__ = ["SparseFile", "StandinHub", "sparse_safetensors"]
 
@@ -124,7 +153,7 @@ _DATASET_TREE = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[
 _DATASET_API = re.compile(r"^/api/datasets/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/]+))?/?$")
 _DATASET_RESOLVE = re.compile(r"^/datasets/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>.+)$")
 _PATHS_INFO = re.compile(r"^/api/(?P<kind>models|datasets)/(?P<repo>[^/]+(?:/[^/]+)?)/paths-info/(?P<rev>[^/]+)$")
-_ROUTES = (_DATASET_CDN, _CDN, _DATASET_REFS, _DATASET_TREE, _DATASET_API, _DATASET_RESOLVE, _PATHS_INFO)
+_ROUTES = (RESOLVE_CACHE, _DATASET_CDN, _CDN, _DATASET_REFS, _DATASET_TREE, _DATASET_API, _DATASET_RESOLVE, _PATHS_INFO)
 _ROUTES += (_REFS, _API, _RESOLVE)  # the dataset routes first: a model route would misread some of their paths
 DATASET = "dataset"
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
@@ -198,7 +227,7 @@ class _Handler(BaseHTTPRequestHandler):
     def send_response(self, code, message=None):
         self.server.hub._sent(self.server.role, code)
         super().send_response(code, message)
-        for key, value in getattr(self, "extra_headers", {}).items():  # the quota's RateLimit headers
+        for key, value in getattr(self, "extra_headers", {}).items():  # RateLimit headers of a quota
             self.send_header(key, value)
 
     def flush_headers(self):
@@ -210,7 +239,7 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class StandinHub(RealHub):
+class StandinHub(HubRealism):
     """A local Hugging Face Hub: repositories of in-memory files served on ``http://127.0.0.1:PORT`` (``url``), and
     its CDN on another port (``cdn_url``).
 
@@ -224,7 +253,9 @@ class StandinHub(RealHub):
       (URL-quoted, with the query); ``statuses``: the status of each response it sent, in the order sent;
     * ``cdn_requests``: ``(method, path, Range header or None, whether an Authorization header came)`` per request to
       the CDN's origin (``cdn_url``);
-    * ``faults``: ``(fault, path)`` per fault injected: ``"rate limited"``, ``"failed"``, ``"broken"``, ``"stalled"``.
+    * ``faults``: ``(fault, path)`` per fault injected: ``"rate limited"``, ``"failed"``, ``"broken"``, ``"stalled"``,
+      ``"bogus 416"``;
+    * :meth:`calls`: requests per rate-limit bucket (``"resolvers"``, ``"api"``) and to the CDN (``"cdn"``).
     """
 
     def __init__(self):
@@ -261,6 +292,7 @@ class StandinHub(RealHub):
         """Start serving the Hub and its CDN on two free ports of 127.0.0.1 (new ones if it was stopped before); sets
         ``url`` and ``cdn_url``."""
         if not self._servers:
+            self._stopping.clear()
             self._servers = [_Server(self, "hub"), _Server(self, "cdn")]
             self.url, self.cdn_url = (f"http://127.0.0.1:{server.server_address[1]}" for server in self._servers)
             self._threads = [
@@ -279,6 +311,7 @@ class StandinHub(RealHub):
     def stop(self) -> None:
         """Stop serving and cut open connections; later requests to ``url`` or ``cdn_url`` are refused."""
         servers, self._servers = self._servers, []
+        self._stopping.set()
         for server in servers:
             server.shutdown()
             server.close_connections()
@@ -306,16 +339,17 @@ class StandinHub(RealHub):
     ) -> str:
         """Add (or move) branch ``revision`` of ``repo_id`` to a commit holding ``files``; returns the commit sha.
 
-        The commit is the sha1 of the repo id, the files' names and ETags and ``message`` (a commit message), so the
-        same content gives the same commit unless the messages differ (two branches of a series holding
-        byte-identical weights are two commits on the real hub: EleutherAI/pythia#205); older commits stay reachable
-        by their sha. ``gated_token`` gates the whole repository (all
+        The commit is the sha1 of the repo id and the files' names and ETags, so the same content gives the same
+        commit; older commits stay reachable by their sha. ``gated_token`` gates the whole repository (all
         revisions): file downloads then need ``Authorization: Bearer <gated_token>``. ``tag=True`` makes ``revision``
-        a tag (as Ettin's ``step*`` checkpoints are) instead of a branch (as Pythia's are).
+        a tag (as Ettin's ``step*`` checkpoints are) instead of a branch (as Pythia's are). ``message`` (a commit
+        message) is mixed into the commit id, so two branches of byte-identical files are distinct commits, as a
+        series' branches are on the Hub (EleutherAI/pythia#205: branches of pythia-2.8b whose weights are identical).
+        Adding files to an existing ``revision`` moves it to the new commit (a re-upload, EleutherAI/pythia#107): the
+        refs and the info report the new one, the old one stays reachable by its sha.
         """
-        return self._add(
-            self._repos, repo_id, files, revision=revision, gated_token=gated_token, tag=tag, message=message
-        )
+        kw = {"revision": revision, "gated_token": gated_token, "tag": tag, "message": message}
+        return self._add(self._repos, repo_id, files, **kw)
 
     def add_dataset(
         self,
@@ -325,20 +359,20 @@ class StandinHub(RealHub):
         revision: str = "main",
         gated_token: str | None = None,
         tag: bool = False,
+        message: str | None = None,
     ) -> str:
         """:meth:`add_repo` for a dataset repository (``/api/datasets/...``, ``/datasets/.../resolve/...``): the
         same commits, branches, tags, gating, Range reads, redirects and faults."""
-        return self._add(self._datasets, repo_id, files, revision=revision, gated_token=gated_token, tag=tag)
+        kw = {"revision": revision, "gated_token": gated_token, "tag": tag, "message": message}
+        return self._add(self._datasets, repo_id, files, **kw)
 
-    def _add(
-        self, store: dict, repo_id: str, files: dict, *, revision: str, gated_token, tag: bool, message=None
-    ) -> str:
+    def _add(self, store: dict, repo_id: str, files: dict, *, revision: str, gated_token, tag: bool, message) -> str:
         entries = {name: HubFile(name, content) for name, content in files.items()}
         digest = hashlib.sha1(repo_id.encode())
-        if message is not None:
-            digest.update(f"\0message\0{message}".encode())
         for name in sorted(entries):
             digest.update(f"\0{name}\0{entries[name].etag}".encode())
+        if message is not None:
+            digest.update(f"\0\0message\0{message}".encode())
         commit = digest.hexdigest()
         with self._lock:
             repo = store.setdefault(repo_id, _Repo())
@@ -549,14 +583,13 @@ class StandinHub(RealHub):
 
     def reset_counters(self) -> None:
         """Zero ``bytes_served`` (all repositories) and empty ``requests``, ``statuses``, ``cdn_requests`` and
-        ``faults`` (the faults switched on stay on)."""
+        ``faults``, and the :meth:`calls` per bucket (the faults and quotas switched on stay on)."""
         with self._lock:
             self.bytes_served = 0
             self._served.clear()
             self._served_files.clear()
-            for record in (self.requests, self.statuses, self.cdn_requests, self.faults):
+            for record in (self.requests, self.statuses, self.cdn_requests, self.faults, self._calls):
                 record.clear()
-        self._reset_realism_counters()
 
     def _sent(self, role: str, status: int) -> None:
         if role == "hub":
@@ -572,9 +605,9 @@ class StandinHub(RealHub):
                 self.cdn_requests.append((method, h.path, h.headers.get("Range"), "Authorization" in h.headers))
             else:
                 self.requests.append((method, h.path, h.headers.get("Range")))
-        if self._realism_gate(h, method, cdn) or self._fault(h, method, cdn):
-            return
         parts = urlsplit(h.path)
+        if self._realism(h, method, parts.path, cdn) or self._fault(h, method, cdn):
+            return
         if method == "POST":
             if not cdn and (m := _PATHS_INFO.match(parts.path)):
                 kind = DATASET if m["kind"] == "datasets" else "model"
@@ -590,7 +623,7 @@ class StandinHub(RealHub):
             else:
                 self._error(h, method, 404, None, f"Not found: {parts.path}")
             return
-        if self._dataset_route(h, method, parts):
+        if self._realism_route(h, method, parts.path) or self._dataset_route(h, method, parts):
             return
         m = _REFS.match(parts.path) or _API.match(parts.path) or _RESOLVE.match(parts.path)
         with self._lock:
@@ -811,9 +844,11 @@ class StandinHub(RealHub):
         etag = claimed.get("etag")
         if redirect:
             where = "datasets/" if kind == DATASET else ""
-            location = self._signed_location(f"{self.cdn_url}/cdn/{where}{quote(repo_id)}/{commit}/{quote(filename)}")
+            location, xet = self._cdn_link(
+                f"/cdn/{where}{quote(repo_id)}/{commit}/{quote(filename)}", repo_id, commit, entry, kind
+            )
             headers = {
-                **self._xet_headers(repo_id, commit, entry),
+                **xet,
                 "Location": location,
                 "X-Linked-Size": str(entry.size),
                 "X-Linked-Etag": f'"{etag or entry.sha256}"',
@@ -823,33 +858,32 @@ class StandinHub(RealHub):
             }
             self._send(h, method, 302, headers, f"Found. Redirecting to {location}".encode())
             return
-        cached = None if entry.lfs else self._cache_redirect(repo_id, commit, filename, kind)
-        if cached is not None:
-            body = f"Temporary Redirect. Redirecting to {cached}".encode()
-            self._send(h, method, 307, {"Location": cached, "Content-Type": "text/plain; charset=utf-8"}, body)
+        if self._cached_redirect(h, method, repo_id, commit, filename, entry, kind):
             return
         headers = {"Accept-Ranges": "bytes", "ETag": f'"{etag or entry.etag}"'}
         headers["X-Repo-Commit"] = claimed.get("sha", commit)
         self._serve(h, method, repo_id, filename, entry, headers)
 
     def _cdn(self, h: _Handler, method: str, repo_id: str, commit: str, filename: str, kind="model") -> None:
-        """A file of a commit, as the CDN serves it: no token asked for, no ``X-Repo-Commit``."""
+        """A file of a commit, as the CDN serves it: no token asked for, no ``X-Repo-Commit``; a signed link checked
+        (:meth:`sign_links`), the whole file gzipped (:meth:`cdn_gzip`) when so switched."""
+        parts = urlsplit(h.path)
+        if self._link_refused(h, method, parts.path, parts.query):
+            return
         with self._lock:
             repo = (self._datasets if kind == DATASET else self._repos).get(repo_id)
             entry = repo.commits.get(commit, {}).get(filename) if repo is not None else None
         if entry is None:
             self._error(h, method, 404, None, "NoSuchKey")
             return
-        self._serve(h, method, repo_id, filename, entry, {"Accept-Ranges": "bytes", "ETag": f'"{entry.sha256}"'})
+        serve = self._serve_gzip if self._gzips(h) else self._serve
+        serve(h, method, repo_id, filename, entry, {"Accept-Ranges": "bytes", "ETag": f'"{entry.sha256}"'})
 
     def _serve(self, h: _Handler, method: str, repo_id: str, filename: str, entry: HubFile, headers: dict) -> None:
         """The bytes of ``entry``: the whole file (200) or the range asked for (206, or 416), cut short when
         :meth:`truncate` or :meth:`break_once` says so."""
         size = entry.size
         headers = {"Content-Type": "application/octet-stream", **headers}
-        if self._gzip_whole(h, h.server.role == "cdn"):
-            self._send_gzipped(h, method, repo_id, filename, entry, headers)
-            return
         start, end, status = 0, size, 200
         value = h.headers.get("Range")
         with self._lock:
@@ -885,11 +919,7 @@ class StandinHub(RealHub):
         try:
             while pos < stop:
                 chunk = entry.read(pos, min(stop, pos + CHUNK))
-                with self._lock:  # counted before the write, so a client that has read the body sees the count
-                    self.bytes_served += len(chunk)
-                    self._served[repo_id] = self._served.get(repo_id, 0) + len(chunk)
-                    key = (repo_id, filename)
-                    self._served_files[key] = self._served_files.get(key, 0) + len(chunk)
+                self._count_served(repo_id, filename, len(chunk))  # before the write: a client that read it sees it
                 self._write(h, chunk)
                 pos += len(chunk)
         except OSError:  # the client went away
@@ -897,6 +927,13 @@ class StandinHub(RealHub):
             return
         if stop < end:
             h.close_connection = True  # the rest of the announced body never comes
+
+    def _count_served(self, repo_id: str, filename: str, n: int) -> None:
+        with self._lock:
+            self.bytes_served += n
+            self._served[repo_id] = self._served.get(repo_id, 0) + n
+            key = (repo_id, filename)
+            self._served_files[key] = self._served_files.get(key, 0) + n
 
 
 def _unsatisfiable(m: re.Match, size: int) -> bool:

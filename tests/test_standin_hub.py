@@ -678,3 +678,290 @@ def test_a_ref_name_is_listed_as_added_even_one_no_git_would_allow(hub):
     hub.add_repo(REPO, {"config.json": CONFIG}, revision="step1\n/home/x/model")
     names = [b.name for b in HfApi(endpoint=hub.url, token=False).list_repo_refs(REPO).branches]
     assert names == ["step1\n/home/x/model"]
+
+
+# -- the real hub's behaviour (tests/standin_realism.py) --------------------------------------------------------------
+
+RANDOM = np.random.default_rng(0).bytes(300_000)  # incompressible: gzip does not shrink it
+
+
+def _http(url, method="GET", **headers):
+    """One plain request: the headers given and no others, no redirect followed, no status check."""
+    return httpx2.request(method, url, headers=headers, follow_redirects=False, timeout=10)
+
+
+def _resolve_url(hub, name, commit="main"):
+    return f"{hub.url}/{REPO}/resolve/{commit}/{name}"
+
+
+def test_quota_sends_ratelimit_on_every_answer_of_its_bucket_then_429_without_retry_after(hub):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    hub.quota("resolvers", 3, 2)
+    answers = [_http(_resolve_url(hub, "config.json")) for _ in range(4)]
+    assert [r.status_code for r in answers] == [200, 200, 200, 429]
+    assert [parse_ratelimit_headers(r.headers).remaining for r in answers] == [2, 1, 0, 0]
+    assert all(r.headers["RateLimit-Policy"] == '"fixed window";"resolvers";q=3;w=2' for r in answers)
+    assert all(r.headers["RateLimit"].startswith('"resolvers";') for r in answers)
+    refused = answers[-1]
+    assert "Retry-After" not in refused.headers and refused.json()["error"] == refused.headers["X-Error-Message"]
+    assert _http(f"{hub.url}/api/models/{REPO}").headers.get("RateLimit") is None  # the api bucket has no quota
+
+
+def test_quota_windows_are_fixed_and_t_is_the_seconds_left_rounded_down_or_up(hub):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    info = f"{hub.url}/api/models/{REPO}"
+    began = time.monotonic()
+    hub.quota("api", 1, 1)
+    assert _http(info).status_code == 200
+    refused = _http(info)
+    assert refused.status_code == 429 and parse_ratelimit_headers(refused.headers).reset_in_seconds == 0  # floor
+    time.sleep(max(0.0, began + 1.1 - time.monotonic()))
+    assert _http(info).status_code == 200  # the next window
+    hub.quota("api", 1, 1, rounding="ceil")
+    _http(info)
+    assert parse_ratelimit_headers(_http(info).headers).reset_in_seconds == 1
+
+
+def test_quota_is_counted_per_token_else_per_client_address(hub):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    info = f"{hub.url}/api/models/{REPO}"
+    hub.quota("api", 1, 2)
+    assert [_http(info).status_code for _ in range(2)] == [200, 429]
+    tokens = ["hf_a", "hf_b", "hf_a"]
+    assert [_http(info, Authorization=f"Bearer {t}").status_code for t in tokens] == [200, 200, 429]
+
+
+def test_quota_never_counts_the_cdn_and_a_limit_of_none_switches_it_off(hub):
+    commit = hub.add_repo(REPO, {"model.safetensors": WEIGHTS})
+    hub.redirect_large()
+    hub.quota("resolvers", 1, 2)
+    redirect = _http(_resolve_url(hub, "model.safetensors", commit))
+    assert redirect.status_code == 302 and parse_ratelimit_headers(redirect.headers).remaining == 0
+    cdn = [_http(redirect.headers["Location"], Range="bytes=0-9") for _ in range(3)]
+    assert [r.status_code for r in cdn] == [206] * 3 and all("RateLimit" not in r.headers for r in cdn)
+    assert _http(_resolve_url(hub, "model.safetensors", commit)).status_code == 429
+    hub.quota("resolvers", None, 2)
+    after = _http(_resolve_url(hub, "model.safetensors", commit))
+    assert after.status_code == 302 and "RateLimit" not in after.headers
+
+
+def test_calls_counts_each_bucket_with_or_without_a_quota_until_reset(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": WEIGHTS})
+    hub.redirect_large()
+    _http(f"{hub.url}/api/models/{REPO}")
+    _http(f"{hub.url}/api/models/{REPO}/refs")
+    location = _http(_resolve_url(hub, "model.safetensors", commit)).headers["Location"]
+    _http(location, Range="bytes=0-1")
+    _http(_resolve_url(hub, "config.json"))
+    assert (hub.calls("api"), hub.calls("resolvers"), hub.calls("cdn")) == (2, 2, 1)
+    hub.reset_counters()
+    assert (hub.calls("api"), hub.calls("resolvers"), hub.calls("cdn")) == (0, 0, 0)
+
+
+def test_latency_delays_every_request_on_each_origin_by_its_own_amount(hub):
+    commit = hub.add_repo(REPO, {"model.safetensors": WEIGHTS})
+    hub.redirect_large()
+    hub.latency(0.3, cdn=0.0)
+    began = time.monotonic()
+    location = _http(_resolve_url(hub, "model.safetensors", commit)).headers["Location"]
+    assert time.monotonic() - began >= 0.3
+    began = time.monotonic()
+    _http(location)
+    assert time.monotonic() - began < 0.25
+    hub.latency(0.0, cdn=0.3)
+    began = time.monotonic()
+    _http(location)
+    assert time.monotonic() - began >= 0.3
+
+
+def _signed(hub, ttl, xet=False):
+    """The 302 of a signed link to WEIGHTS, and its query."""
+    commit = hub.add_repo(REPO, {"model.safetensors": WEIGHTS})
+    hub.redirect_large()
+    hub.sign_links(ttl, xet=xet)
+    redirect = _http(_resolve_url(hub, "model.safetensors", commit))
+    return redirect, dict(part.split("=", 1) for part in urlsplit(redirect.headers["Location"]).query.split("&"))
+
+
+def test_signed_links_carry_an_amz_query_and_are_served_while_fresh(hub):
+    redirect, query = _signed(hub, 3600)
+    assert redirect.headers["Location"].startswith(f"{hub.cdn_url}/cdn/{REPO}/")
+    assert (query["X-Amz-Algorithm"], query["X-Amz-Expires"]) == ("AWS4-HMAC-SHA256", "3600")
+    issued = time.mktime(time.strptime(query["X-Amz-Date"], "%Y%m%dT%H%M%SZ")) - time.timezone  # UTC
+    assert abs(issued - time.time()) < 5 and len(query["X-Amz-Signature"]) == 64
+    served = _http(redirect.headers["Location"], Range="bytes=10-19")
+    assert served.status_code == 206 and served.content == WEIGHTS[10:20]
+    hub.sign_links(None)
+    assert "?" not in _http(redirect.request.url).headers["Location"]
+
+
+def test_a_signed_link_answers_403_request_has_expired_once_its_ttl_is_past(hub):
+    redirect, query = _signed(hub, 0)  # valid within the second of X-Amz-Date
+    time.sleep(1.02 - time.time() % 1)
+    expired = _http(redirect.headers["Location"], Range="bytes=0-9")
+    assert expired.status_code == 403 and expired.headers["Content-Type"] == "application/xml"
+    assert b"<Code>AccessDenied</Code><Message>Request has expired</Message>" in expired.content
+
+
+def test_a_signed_link_without_its_signature_or_with_a_wrong_one_answers_403(hub):
+    redirect, query = _signed(hub, 3600)
+    location = redirect.headers["Location"]
+    assert _http(location.split("?")[0]).status_code == 403
+    assert _http(location.replace(query["X-Amz-Expires"], "7200")).status_code == 403  # the signature no longer fits
+    assert _http(location[:-1] + ("0" if location[-1] != "0" else "1")).status_code == 403
+
+
+def test_a_signed_link_requested_with_authorization_answers_400(hub):
+    redirect, _ = _signed(hub, 3600)
+    refused = _http(redirect.headers["Location"], Authorization="Bearer hf_token")
+    assert refused.status_code == 400 and b"<Code>InvalidArgument</Code>" in refused.content
+    assert b"Only one auth mechanism allowed" in refused.content
+
+
+def test_xet_links_carry_the_xet_headers_and_the_read_token_route_fails(hub):
+    from huggingface_hub.utils._xet import parse_xet_file_data_from_response
+
+    redirect, _ = _signed(hub, 3600, xet=True)
+    commit = redirect.headers["X-Repo-Commit"]
+    route = f"{hub.url}/api/models/{REPO}/xet-read-token/{commit}"
+    assert redirect.headers["X-Xet-Refresh-Route"] == route and redirect.headers["Link"] == f'<{route}>; rel="xet-auth"'
+    assert redirect.headers["X-Linked-Size"] == str(len(WEIGHTS)) and redirect.headers["X-Linked-Etag"]
+    xet = parse_xet_file_data_from_response(redirect, endpoint=hub.url)
+    assert xet is not None and xet.refresh_route == route and len(xet.file_hash) == 64
+    assert _http(route).status_code == 500
+    hub.sign_links(3600)
+    assert "X-Xet-Hash" not in _http(redirect.request.url).headers and _http(route).status_code == 404
+
+
+def test_cdn_gzip_ignores_range_and_sends_the_whole_file_gzipped_and_chunked(hub):
+    commit = hub.add_repo(REPO, {"model.safetensors": RANDOM})
+    hub.redirect_large()
+    hub.cdn_gzip()
+    location = _http(_resolve_url(hub, "model.safetensors", commit)).headers["Location"]
+    hub.reset_counters()
+    answer = _http(location, Range="bytes=0-7", **{"Accept-Encoding": "gzip, deflate"})
+    assert answer.status_code == 200 and answer.content == RANDOM  # httpx2 decodes the gzip
+    assert answer.headers["Content-Encoding"] == "gzip" and answer.headers["Transfer-Encoding"] == "chunked"
+    assert "Content-Length" not in answer.headers
+    assert hub.bytes_served_for(REPO) > len(RANDOM)  # the whole file, compressed: no smaller
+
+
+def test_cdn_gzip_honours_range_when_the_request_accepts_only_identity(hub):
+    commit = hub.add_repo(REPO, {"model.safetensors": RANDOM})
+    hub.redirect_large()
+    hub.cdn_gzip()
+    location = _http(_resolve_url(hub, "model.safetensors", commit)).headers["Location"]
+    hub.reset_counters()
+    answer = _http(location, Range="bytes=0-7", **{"Accept-Encoding": "identity"})
+    assert answer.status_code == 206 and answer.content == RANDOM[:8] and hub.bytes_served_for(REPO) == 8
+    hub.cdn_gzip(False)
+    assert _http(location, Range="bytes=0-7", **{"Accept-Encoding": "gzip"}).status_code == 206
+
+
+def test_bogus_416_answers_every_kth_ranged_get_though_the_range_is_valid(hub):
+    commit = hub.add_repo(REPO, {"w.bin": WEIGHTS, "config.json": CONFIG})
+    hub.bogus_416(2, path="w.bin")
+    url = _resolve_url(hub, "w.bin", commit)
+    answers = [_http(url, Range="bytes=0-9") for _ in range(4)]
+    assert [r.status_code for r in answers] == [206, 416, 206, 416]
+    assert answers[1].headers["Content-Range"] == "bytes */177"
+    assert answers[1].headers["x-cache"] == "Error from cloudfront"
+    assert (
+        _http(url).status_code == 200 and _http(_resolve_url(hub, "config.json"), Range="bytes=0-1").status_code == 206
+    )
+    hub.bogus_416(None)
+    assert [_http(url, Range="bytes=0-9").status_code for _ in range(2)] == [206, 206]
+
+
+def test_bogus_416_once_strikes_the_next_ranged_get_on_either_origin_once(hub):
+    commit = hub.add_repo(REPO, {"model.safetensors": WEIGHTS})
+    hub.redirect_large()
+    location = _http(_resolve_url(hub, "model.safetensors", commit)).headers["Location"]
+    hub.bogus_416_once("/cdn/")
+    assert [_http(location, Range="bytes=0-9").status_code for _ in range(2)] == [416, 206]
+    assert hub.faults == [("bogus 416", urlsplit(location).path)]
+
+
+def test_an_unknown_token_gets_401_invalid_credentials_even_on_a_public_repository(hub):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    hub.known_tokens({"hf_good"})
+    for url in (f"{hub.url}/api/models/{REPO}", _resolve_url(hub, "config.json"), f"{hub.url}/api/models/{REPO}/refs"):
+        refused = _http(url, Authorization="Bearer hf_stale")
+        assert refused.status_code == 401
+        assert refused.headers["X-Error-Message"] == "Invalid credentials in Authorization header"
+        assert refused.json() == {"error": "Invalid credentials in Authorization header"}
+    with pytest.raises(HfHubHTTPError) as err:
+        HfApi(endpoint=hub.url, token="hf_stale").model_info(REPO)
+    assert not isinstance(err.value, RepositoryNotFoundError)  # hf_raise_for_status special-cases the message
+    assert _http(_resolve_url(hub, "config.json")).status_code == 200  # no token: unaffected
+    assert _http(_resolve_url(hub, "config.json"), Authorization="Bearer hf_good").status_code == 200
+    hub.known_tokens(None)
+    assert _http(_resolve_url(hub, "config.json"), Authorization="Bearer hf_stale").status_code == 200
+
+
+def test_resolve_cache_307s_a_small_file_to_a_route_that_serves_it(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": WEIGHTS})
+    hub.resolve_cache()
+    redirect = _http(_resolve_url(hub, "config.json"))
+    location = f"/api/resolve-cache/models/{REPO}/{commit}/config.json"
+    assert redirect.status_code == 307 and redirect.headers["Location"] == location
+    assert int(redirect.headers["Content-Length"]) == len(redirect.content) > 0
+    assert _http(hub.url + location).content == CONFIG
+    ranged = _http(hub.url + location, Range="bytes=2-5")
+    assert ranged.status_code == 206 and ranged.content == CONFIG[2:6]
+    assert hub.calls("resolvers") == 3 and hub.calls("api") == 0
+    assert _http(_resolve_url(hub, "model.safetensors")).status_code == 200  # LFS: served as before
+
+
+def test_resolve_cache_ignores_range_and_gzips_when_cdn_gzip_is_on(hub):
+    commit = hub.add_repo(REPO, {"config.json": CONFIG})
+    hub.resolve_cache()
+    hub.cdn_gzip()
+    answer = _http(f"{hub.url}/api/resolve-cache/models/{REPO}/{commit}/config.json", Range="bytes=2-5")
+    assert answer.status_code == 200 and answer.headers["Content-Encoding"] == "gzip" and answer.content == CONFIG
+
+
+def test_stall_answers_every_matching_request_late_until_stopped(hub):
+    hub.add_repo(REPO, {"config.json": CONFIG})
+    hub.stall("/refs", 0.5)
+    for _ in range(2):
+        with pytest.raises(httpx2.ReadTimeout):
+            httpx2.get(f"{hub.url}/api/models/{REPO}/refs", timeout=0.1)
+    assert _http(f"{hub.url}/api/models/{REPO}").status_code == 200  # another path: at once
+    hub.stall("/refs", None)
+    assert httpx2.get(f"{hub.url}/api/models/{REPO}/refs", timeout=0.3).status_code == 200
+
+
+def test_a_commit_message_makes_branches_of_identical_files_distinct_commits(hub):
+    files = {"config.json": CONFIG, "model.safetensors": WEIGHTS}
+    a = hub.add_repo(REPO, files, revision="step1000", message="step 1000")
+    b = hub.add_repo(REPO, files, revision="step2000", message="step 2000")
+    assert a != b and hub.add_repo(REPO, files, revision="step3000") != a  # without a message: the old id
+    refs = {ref.name: ref.target_commit for ref in HfApi(endpoint=hub.url, token=False).list_repo_refs(REPO).branches}
+    assert (refs["step1000"], refs["step2000"]) == (a, b)
+
+
+def test_a_reuploaded_branch_reports_its_new_commit_and_the_old_stays_reachable(hub):
+    api = HfApi(endpoint=hub.url, token=False)
+    old = hub.add_repo(REPO, {"model.safetensors": WEIGHTS}, revision="step1000")
+    new = hub.add_repo(REPO, {"model.safetensors": WEIGHTS[::-1]}, revision="step1000")
+    assert {ref.name: ref.target_commit for ref in api.list_repo_refs(REPO).branches}["step1000"] == new
+    assert api.model_info(REPO, revision="step1000").sha == new
+    assert api.model_info(REPO, revision=old).sha == old
+    assert _http(_resolve_url(hub, "model.safetensors", old)).content == WEIGHTS
+
+
+def test_blobs_give_each_lfs_file_the_sha256_of_its_content_the_same_across_branches(hub):
+    api = HfApi(endpoint=hub.url, token=False)
+    hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": WEIGHTS}, revision="a", message="a")
+    hub.add_repo(REPO, {"config.json": CONFIG, "model.safetensors": WEIGHTS}, revision="b", message="b")
+
+    def lfs(revision):
+        return {s.rfilename: s.lfs for s in api.model_info(REPO, revision=revision, files_metadata=True).siblings}
+
+    assert (
+        lfs("a")["model.safetensors"].sha256
+        == hashlib.sha256(WEIGHTS).hexdigest()
+        == lfs("b")["model.safetensors"].sha256
+    )
+    assert lfs("a")["config.json"] is None
