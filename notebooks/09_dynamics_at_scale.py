@@ -74,6 +74,7 @@ from attnstruct.analyses import dynamics_at_scale as scale
 from attnstruct.analyses import local_series
 from attnstruct.analyses import scale_figures as figures
 from attnstruct.analyses import scale_sentences as words
+from attnstruct.checkpoints import hub_costs
 from attnstruct.checkpoints import series as public
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.scoring import resolve_device
@@ -99,7 +100,9 @@ sweep_dir = results_dir / "09_dynamics_at_scale"
 # Locally, the runs are notebook 05's, found by its parameters (read from its dataset when it has run, else its
 # defaults) and trained here only if they are not stored. On the hub, a trajectory's revisions are listed
 # (`attnstruct revisions`) and thinned to `max_checkpoints` per seed, evenly in $\log(1 + \mathrm{step})$, where the
-# early dynamics show.
+# early dynamics show; before the first is read, the plan says what the reading will cost in the hub's metered
+# requests (resolver and API calls, counted in 5-minute windows), bytes and time at the anonymous and a free
+# account's quota.
 
 # %% tags=["slow"]
 if source == "local":
@@ -120,6 +123,7 @@ if source == "local":
 else:
     entries = public.entries(trajectories, pairs, crosses, max_checkpoints=max_checkpoints)
     learned = {}  # published models: trained to the end by their authors
+    print(hub_costs.series_cost(entries).summary(workers=workers))  # before the first checkpoint is read
 words.describe_series(entries)
 
 # %% [markdown]

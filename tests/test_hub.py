@@ -391,3 +391,64 @@ def test_score_with_refresh_scores_the_commit_a_branch_names_now(hub, repos, cap
         )
         + "\n"
     )
+
+
+def _pythia_160m_shaped() -> dict:
+    """A GPT-NeoX checkpoint of Pythia-160m's shape (12 layers, width 768, 12 heads, fp16, a fused per-head QKV weight
+    and bias) as one ``model.safetensors``, only its query/key/value tensors stored (zeros elsewhere), and its config."""
+    import numpy as np
+    from standin_hub import sparse_safetensors
+
+    d, layers, vocab, mlp = 768, 12, 50304, 3072
+    tensors = {"gpt_neox.embed_in.weight": ("F16", [vocab, d]), "embed_out.weight": ("F16", [vocab, d])}
+    tensors |= {f"gpt_neox.final_layer_norm.{p}": ("F16", [d]) for p in ("weight", "bias")}
+    rng, stored = np.random.default_rng(0), {}
+    for i in range(layers):
+        layer = f"gpt_neox.layers.{i}"
+        shapes = {
+            "attention.query_key_value.weight": [3 * d, d],
+            "attention.query_key_value.bias": [3 * d],
+            "attention.dense.weight": [d, d],
+            "attention.dense.bias": [d],
+            "mlp.dense_h_to_4h.weight": [mlp, d],
+            "mlp.dense_h_to_4h.bias": [mlp],
+            "mlp.dense_4h_to_h.weight": [d, mlp],
+            "mlp.dense_4h_to_h.bias": [d],
+            **{
+                f"{norm}.{p}": [d]
+                for norm in ("input_layernorm", "post_attention_layernorm")
+                for p in ("weight", "bias")
+            },
+        }
+        tensors |= {f"{layer}.{name}": ("F16", shape) for name, shape in shapes.items()}
+        for name in ("attention.query_key_value.weight", "attention.query_key_value.bias"):
+            stored[f"{layer}.{name}"] = rng.standard_normal(shapes[name]).astype(np.float16).tobytes()
+    config = {
+        "architectures": ["GPTNeoXForCausalLM"],
+        "model_type": "gpt_neox",
+        "hidden_size": d,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 12,
+        "intermediate_size": mlp,
+        "vocab_size": vocab,
+        "rotary_pct": 0.25,
+        "max_position_embeddings": 2048,
+        "use_parallel_residual": True,
+        "attention_bias": True,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+    }
+    return {"config.json": json.dumps(config).encode(), "model.safetensors": sparse_safetensors(tensors, stored)}
+
+
+def test_a_pythia_shaped_checkpoint_costs_at_most_8_resolver_calls_and_one_api_call(hub):
+    """The hub meters every /resolve/ URL (https://huggingface.co/docs/hub/rate-limits): each file is resolved once and
+    its ranges read through the signed CDN link it was redirected to, a layer's fused QKV rows in one range."""
+    hub.add_repo("bench/pythia-160m", _pythia_160m_shaped(), revision="step1000")
+    hub.redirect_large(0)
+    hub.sign_links(3600)
+    hub.reset_counters()
+    table = score_model("bench/pythia-160m@step1000")
+    assert len(table) == 12 and table["symmetry"].notna().all()
+    assert hub.calls("resolvers") <= 8 and hub.calls("api") == 1
+    assert hub.calls("cdn") <= 2 + 12 + 2  # the header's length and the header, then about one range a layer

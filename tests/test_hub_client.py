@@ -617,3 +617,18 @@ def test_a_whole_file_behind_a_redirect_with_xet_headers_comes_by_plain_http(hub
     hub.sign_links(3600, xet=True)
     path = get_file(_url(hub, commit, "pytorch_model.bin"), tmp_path / "w.bin", token=False, what="w", policy=policy)
     assert path.read_bytes() == weights and not any("xet-read-token" in p for _, p, _ in hub.requests)
+
+
+def test_a_request_makes_no_request_of_its_own_to_the_hubs_api(hub, policy, monkeypatch, tmp_path):
+    """huggingface_hub's build_hf_headers asks the hub for its list of agent harnesses (GET /api/agent-harnesses, once
+    a day per machine) to fill its user agent: a call of the metered API bucket outside the client's count."""
+    import huggingface_hub.constants
+    import huggingface_hub.utils._detect_agent as detect
+
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.url)
+    monkeypatch.setattr(huggingface_hub.constants, "AGENT_HARNESSES_PATH", str(tmp_path / "harnesses.json"))
+    monkeypatch.setattr(detect, "_registry", None)
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    url = f"{hub.url}/{REPO}/resolve/{commit}/model.safetensors"
+    assert get_range(url, 0, 8, token="hf_right", policy=policy) == DATA[:8]
+    assert [path for _, path, _ in hub.requests] == [f"/{REPO}/resolve/{commit}/model.safetensors"]

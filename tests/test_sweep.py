@@ -692,3 +692,21 @@ def test_an_invalid_token_stops_the_sweep_at_once_in_one_line_exit_2(tmp_path, m
     assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out"), "--workers", "1"]) == 2
     assert one_line(capsys).startswith("attnstruct: error: invalid token: the hub refuses the token")
     assert len(opened) <= 2 and not (tmp_path / "out" / "sweep.nc").exists()
+
+
+def test_a_sweep_says_its_plan_before_it_starts_and_its_hub_calls_in_its_last_line(hub, repos, tmp_path, capsys):
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"tiny/bert\ntiny/gpt2\n{repos['tiny/bart']}\n")
+    assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    plan = [line for line in out.splitlines() if line.startswith("attnstruct: plan: ")]
+    assert len(plan) == 1 and "2 checkpoints, 4 resolver, 2 API" in plan[0] and "anonymous quota" in plan[0]
+    calls = err.strip().splitlines()[-1].rsplit("; ", 1)[-1]
+    resolvers, api = hub.calls("resolvers"), hub.calls("api")
+    assert calls == f"hub calls: {resolvers} resolver, {api} API, {hub.calls('cdn')} CDN" and resolvers and api
+
+
+def test_each_hub_model_records_its_resolver_and_api_calls_and_a_local_one_none(hub, repos, tmp_path):
+    ds = load_dataset(sweep.run_sweep(["tiny/bert", str(repos["tiny/gpt2"])], tmp_path).path)
+    assert ds.resolver_calls.values[0] >= 2 and ds.api_calls.values[0] == 1  # config and weights; the model info
+    assert np.isnan(ds.resolver_calls.values[1]) and np.isnan(ds.api_calls.values[1])

@@ -49,8 +49,9 @@ from ..untrusted import COMMIT, UnsafeName, commit_id, inside
 from .extract.blocks import ExtractionError
 from .extract.hf import JsonConfig, family_of
 from .extract.local_files import read_json_object
-from .hub_client import get_file, get_json
+from .hub_client import counting, get_file, get_json
 from .hub_manifest import Listing, listing, manifest_json, shard_names, stored_commit, stored_manifest, weights_digest
+from .hub_quota import CallCounter
 from .remote_safetensors import RangeReader, RemoteSafetensors
 from .remote_tensors import RangeTensorSource
 from .remote_torch_bin import RemoteTorchBin
@@ -133,6 +134,7 @@ class HubModel:
     n_params: int | None = None
     extra: dict = field(default_factory=dict)
     weights_sha256: str | None = None
+    calls: CallCounter = field(default_factory=CallCounter)  # this model's hub requests, by quota bucket
 
     @property
     def bytes_fetched(self) -> int:
@@ -325,10 +327,17 @@ def open_hub_model(
     settings = settings or HubSettings.from_env()
     if refresh:
         settings = replace(settings, refresh=True)
+    calls = CallCounter()
     try:
-        return _open(model_id, repo, revision, settings, workers)
+        with counting(calls):
+            model = _open(model_id, repo, revision, settings, workers)
     except UnsafeName as err:
         raise ExtractionError(str(err)) from None
+    model.calls = calls
+    reader = getattr(model.source, "reader", None)
+    if isinstance(reader, RangeReader):
+        reader.calls = calls  # its reads from now on, in the prefetch threads too
+    return model
 
 
 def _open(model_id: str, repo: str, revision: str, settings: HubSettings, workers: int) -> HubModel:

@@ -56,6 +56,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
@@ -121,6 +122,21 @@ def _retried(what: str, policy: RetryPolicy, counter: RetryCounter | None, attem
                 raise attempts.give_up(failure, what) from None
 
 
+_THREAD = threading.local()  # the counter of the block of :func:`counting` this thread is in
+
+
+@contextmanager
+def counting(calls: CallCounter) -> Iterator[CallCounter]:
+    """Every request this thread makes in the block is counted in ``calls`` too (once, whoever else counts it): the
+    requests of opening one checkpoint, whichever function makes them."""
+    outer = getattr(_THREAD, "calls", None)
+    _THREAD.calls = calls
+    try:
+        yield calls
+    finally:
+        _THREAD.calls = outer
+
+
 class _Meter:
     """What one attempt's hops are told: each counted by bucket and by the process's pacer, its answer's
     ``RateLimit`` read. The first hop is let go by :meth:`admit`, before the attempt; later ones (redirects) are let
@@ -128,7 +144,8 @@ class _Meter:
 
     def __init__(self, home: tuple[str, str, int], calls: CallCounter | None):
         self.home, self.pacer = home, hub_quota.PACER
-        self.counters = [counter for counter in (DEFAULT_CALLS, calls) if counter is not None]
+        found = (DEFAULT_CALLS, calls, getattr(_THREAD, "calls", None))
+        self.counters = list({id(counter): counter for counter in found if counter is not None}.values())
         self.hops, self.waiting, self.closed = 0, [], False
         self._lock = threading.Lock()
 

@@ -206,14 +206,32 @@ def _unsatisfiable(response, size: int | None, what: str, asked: str | None) -> 
     return ExtractionError(f"the hub says {asked} of {what} lies outside {total} (HTTP 416)")
 
 
+def request_headers(token) -> dict[str, str]:
+    """What every request to a hub carries: ``User-Agent``, and ``Authorization: Bearer TOKEN`` when there is a token
+    (``token`` as for ``huggingface_hub.utils.build_hf_headers``: None or True for the one ``HF_TOKEN`` or the saved
+    login holds, False for none). Made here, not by ``build_hf_headers``, which to fill its user agent asks the hub
+    for its list of agent harnesses (``GET /api/agent-harnesses``, ``huggingface_hub/utils/_detect_agent.py``): a call
+    of the metered API bucket outside this module's count and pacing, waited for up to 3 s on a stalled hub."""
+    import platform
+
+    from huggingface_hub import get_token
+
+    from .._version import __version__
+
+    found = get_token() if token is None or token is True else token or None
+    headers = {"User-Agent": f"attnstruct/{__version__}; python/{platform.python_version()}"}
+    if found:
+        headers["Authorization"] = f"Bearer {found}"
+    return headers
+
+
 @contextmanager
 def _opened(url: str, token, headers: dict, timeout: float, what: str, progress: Progress, route: Route) -> Iterator:
     """The successful (200 or 206) answer to ``GET url``, redirects followed, streamed; closed on leaving."""
     from huggingface_hub import get_session
-    from huggingface_hub.utils import build_hf_headers
 
     client = get_session()
-    sent = {**build_hf_headers(token=token), **headers}
+    sent = {**request_headers(token), **headers}
     elsewhere = {key: value for key, value in sent.items() if key.lower() != "authorization"}
     for _ in range(MAX_REDIRECTS + 1):
         progress.check()

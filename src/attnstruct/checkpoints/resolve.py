@@ -41,6 +41,7 @@ class Checkpoint:
     location: str = ""
     bytes_fetched: Callable[[], int] = field(default=lambda: 0)
     weights_sha256: str = ""  # a hub model's weight files' digest (attnstruct.checkpoints.hub_manifest.weights_digest)
+    hub_calls: Callable[[], dict[str, int]] | None = None  # a hub model's requests by quota bucket, so far
 
 
 def _model_type(path: Path) -> str:
@@ -199,6 +200,7 @@ def open_checkpoint(source, *, n_heads: int | None = None, settings=None, worker
         checkpoint.location = f"{model.repo}@{model.commit}"
         checkpoint.bytes_fetched = lambda: model.bytes_fetched
         checkpoint.weights_sha256 = model.weights_sha256 or ""
+        checkpoint.hub_calls = lambda: model.calls.calls
         yield checkpoint
     finally:
         model.close()

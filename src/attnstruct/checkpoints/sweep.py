@@ -48,7 +48,7 @@ import json
 import math
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +71,7 @@ from ..results import (
 from ..scores import DEFAULT_NUM_STD
 from . import hub_client
 from .extract.blocks import ExtractionError, one_line
+from .hub_costs import hub_models, sweep_cost
 from .resolve import open_checkpoint
 from .revisions import shard as shard_of
 from .scoring import block_precision, resolve_device, score_blocks
@@ -93,6 +94,8 @@ class SweepResult:
     path: Path | None = None
     datasets: dict = field(default_factory=dict, repr=False)  # this run's per-model datasets, by model
     retries: str = "hub: no retries"  # the hub client's retries during the sweep, in one line
+    calls: str = "hub calls: 0 resolver, 0 API, 0 CDN"  # the sweep's hub requests by quota bucket, in one line
+    plan: str = ""  # what the models left to score cost, said before the first is read (hub_costs.Cost.summary)
     duplicates: list[str] = field(default_factory=list)  # one line per group of byte-identical models
 
 
@@ -281,9 +284,11 @@ def run_sweep(
     progress: bool = False,
     shard: str | None = None,
     refresh: bool = False,
+    report: Callable[[str], object] | None = None,
 ) -> SweepResult:
     """Score ``models`` (with ``shard``, only that shard of them) into ``out`` (module docstring; ``refresh``: re-read
     the commit of each branch or tag); returns what was scored, skipped and failed, and the byte-identical models.
+    ``report`` is handed the plan (:attr:`SweepResult.plan`) before the first model is read.
 
     ``out`` is held for the whole sweep (:func:`attnstruct.results.output_lock`): a second sweep or combine into it
     is refused at once (:class:`~attnstruct.results.FolderInUse`, naming the holder's pid), and the temporary files
@@ -303,23 +308,13 @@ def run_sweep(
     block_precision(1, precision)
     with output_lock(out, "sweep"):
         return _sweep_locked(
-            models,
-            listing,
-            out,
-            where,
-            per_head=per_head,
-            workers=workers,
-            num_std=num_std,
-            precision=precision,
-            settings=settings,
-            progress=progress,
-            shard=shard,
-            refresh=refresh,
-        )
+            models, listing, out, where, per_head=per_head, workers=workers, num_std=num_std, precision=precision,
+            settings=settings, progress=progress, shard=shard, refresh=refresh, report=report,
+        )  # fmt: skip
 
 
 def _sweep_locked(
-    models, listing, out: Path, where, *, per_head, workers, num_std, precision, settings, progress, shard, refresh
+    models, listing, out: Path, where, *, per_head, workers, num_std, precision, settings, progress, shard, **more
 ) -> SweepResult:
     """:func:`run_sweep` once ``out`` is held."""
     folder = out / "models"
@@ -331,15 +326,20 @@ def _sweep_locked(
     remove_leftovers(folder)
     result = SweepResult()
     hub_client.DEFAULT_COUNTER.reset()
+    hub_client.DEFAULT_CALLS.reset()
     todo = []
     settings_now = {"per_head": per_head, "num_std": num_std, "precision": precision, "layout": LAYOUT}
     _adopt_earlier_files(folder, models, settings_now)
+    refresh, report = more["refresh"], more["report"]
     pins = refreshed_pins(models, settings, workers, result.failures) if refresh else {}
     unknown = {failure["model"] for failure in result.failures}
     for model in models:
         if model not in unknown:
             done = _done(folder / f"{file_stem(model)}.nc", model, settings_now, pins.get(model))
             (result.skipped if done else todo).append(model)
+    result.plan = sweep_cost(todo).summary(workers=workers)
+    if report is not None and hub_models(todo):
+        report(result.plan)
     positions = list(range(workers, 0, -1))
     lock = threading.Lock()
 
@@ -379,6 +379,7 @@ def _sweep_locked(
             raise
     bar.close()
     result.retries = hub_client.DEFAULT_COUNTER.summary()
+    result.calls = hub_client.DEFAULT_CALLS.summary()
     write_failures(out / "failures.csv", result.failures)
     done = []
     for model in models:  # this run's datasets are in memory; only the skipped ones are read back
@@ -397,6 +398,7 @@ def _sweep_locked(
             scored_matrix=LAYER_MATRIX + ("; " + HEAD_MATRIX if per_head else ""),
             num_std=num_std,
             hub_retries=result.retries,
+            hub_calls=result.calls,
             duplicates=json.dumps(result.duplicates),
         )
         result.path = save_dataset(combine(done, **attrs), out / "sweep.nc")

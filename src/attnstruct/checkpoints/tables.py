@@ -202,6 +202,8 @@ MODEL_COORDS = {
     "phase": math.nan,
     "bytes_fetched": math.nan,
     "weights_sha256": "",
+    "resolver_calls": math.nan,
+    "api_calls": math.nan,
 }
 # Recorded in the sweep's per-model files (``parameters``): a file of another layout is scored again, not combined.
 LAYOUT = "model_dataset/5"
@@ -228,6 +230,7 @@ def model_dataset(
     commit: str = "",
     bytes_fetched: float = math.nan,
     weights_sha256: str = "",
+    hub_calls: Mapping[str, int] | None = None,
     attrs: Mapping | None = None,
 ) -> xr.Dataset:
     """The one per-model dataset: ``table`` (:func:`attnstruct.checkpoints.scoring.score_blocks` of one model's
@@ -243,8 +246,9 @@ def model_dataset(
     commit a hub model was read at; ``step``, ``tokens``, ``phase`` the training position of the revision or of
     ``name``'s last path component, NaN where unknown: :func:`attnstruct.checkpoints.revisions.model_position`;
     ``bytes_fetched``; ``weights_sha256`` the digest of a hub model's weight files as the hub states it, ``""`` when
-    unknown or local: two models with one digest hold byte-identical weights) and ``relative_depth`` over ``(model,
-    layer)``, ``layer / (n_layers - 1)`` of the deepest stack.
+    unknown or local: two models with one digest hold byte-identical weights; ``resolver_calls`` and ``api_calls``
+    the requests of a hub model in the hub's two metered buckets, from ``hub_calls``, NaN for a model not read from
+    a hub) and ``relative_depth`` over ``(model, layer)``, ``layer / (n_layers - 1)`` of the deepest stack.
     """
     ds = blocks_dataset(table).expand_dims(model=[name])
     named, position = model_position(name)
@@ -264,6 +268,8 @@ def model_dataset(
         **position._asdict(),
         "bytes_fetched": float(bytes_fetched),
         "weights_sha256": str(weights_sha256 or ""),
+        "resolver_calls": float(hub_calls["resolvers"]) if hub_calls else math.nan,
+        "api_calls": float(hub_calls["api"]) if hub_calls else math.nan,
     }
     ds = ds.assign_coords({k: ("model", [values[k]]) for k in MODEL_COORDS})
     ds = ds.assign_coords(relative_depth=(("model", "layer"), _relative_depth(ds["symmetry"])))
@@ -286,6 +292,7 @@ def checkpoint_dataset(
         commit=checkpoint.revision,
         bytes_fetched=checkpoint.bytes_fetched(),
         weights_sha256=checkpoint.weights_sha256,
+        hub_calls=checkpoint.hub_calls() if checkpoint.hub_calls else None,
         attrs=attrs,
     )
 

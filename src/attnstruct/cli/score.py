@@ -89,6 +89,7 @@ def sweep(args) -> int:
             progress=sys.stderr.isatty(),
             shard=args.shard,
             refresh=args.refresh,
+            report=lambda plan: print(f"attnstruct: {plan}", flush=True),
         )
     except (SweepError, DeviceError, ValueError) as err:  # an ExtractionError too: an invalid token
         raise CommandError(str(err)) from None
@@ -96,7 +97,8 @@ def sweep(args) -> int:
         print(f"attnstruct: {line}", file=sys.stderr)
     print(
         f"{len(result.scored)} scored, {len(result.skipped)} done before, {len(result.failures)} failed "
-        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}; {result.retries}",
+        f"(listed in {Path(args.out) / 'failures.csv'}); combined: {result.path}; {result.retries}; "
+        f"{result.calls}",
         file=sys.stderr,
     )
     return 0
