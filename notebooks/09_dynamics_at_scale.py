@@ -74,9 +74,8 @@ from attnstruct.analyses import dynamics_at_scale as scale
 from attnstruct.analyses import local_series
 from attnstruct.analyses import scale_figures as figures
 from attnstruct.analyses import scale_sentences as words
-from attnstruct.checkpoints import hub_costs
+from attnstruct.checkpoints import hub_costs, sweep
 from attnstruct.checkpoints import series as public
-from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.scoring import resolve_device
 from attnstruct.report import plotting, prose
 

@@ -395,7 +395,8 @@ def test_score_with_refresh_scores_the_commit_a_branch_names_now(hub, repos, cap
 
 def _pythia_160m_shaped() -> dict:
     """A GPT-NeoX checkpoint of Pythia-160m's shape (12 layers, width 768, 12 heads, fp16, a fused per-head QKV weight
-    and bias) as one ``model.safetensors``, only its query/key/value tensors stored (zeros elsewhere), and its config."""
+    and bias) as one ``model.safetensors``, only its query/key/value tensors stored (zeros elsewhere), and its
+    config."""
     import numpy as np
     from standin_hub import sparse_safetensors
 
