@@ -44,6 +44,14 @@ shape's I/O rate (read + disk), plus its flops at this machine's rate at its wid
 projection from a stand-in hub on the loopback of this machine: the real hub's bandwidth and latency will differ, and
 a series whose checkpoints are safetensors has another index overhead.
 Other work on the machine inflates every time, so the load average is printed before and after.
+
+Then the run a real hub's user meets (``--quota-checkpoints N``, 16 by default; ``--quota-only`` for it alone):
+``N`` Pythia-160m checkpoints swept against a stand-in that answers every request and redirect hop after 100 ms,
+redirects LFS files to signed CDN links, and keeps the anonymous quota (3,000 resolver and 500 API calls per 5-minute
+fixed window, https://huggingface.co/docs/hub/rate-limits) scaled to 30 and 5 calls per 15-second window, with the
+``RateLimit`` headers the hub sends. Reported: checkpoints per minute against the quota's own limit, the calls per
+checkpoint by bucket (counted by the hub), the 429s answered, and the time ``attnstruct.checkpoints.hub_costs``
+projects for those calls at that quota (:func:`measure_under_quota`).
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import mmap
 import os
 import struct
@@ -470,6 +479,68 @@ def measure(bench: Bench, n: int, workers: int, tmp: Path, scratch: Path, shape_
             "limit_s": limit, "ratio": row["seconds"] / limit}  # fmt: skip
 
 
+# -- under the hub's latency and quota --------------------------------------------------------------------------------
+
+QUOTA_WINDOW_S = 15.0  # the anonymous quota's 5-minute window, scaled down 20 times
+QUOTA_SCALE = 100  # its 3,000 resolver and 500 API calls per window, divided by this: 30 and 5
+LATENCY_S = 0.1  # per request and per redirect hop, on the hub and on its CDN
+
+
+def measure_under_quota(bench: Bench, n: int, workers: int, tmp: Path, scratch: Path, shape_index: int) -> dict:
+    """The sweep of ``n`` checkpoints of ``bench`` against a stand-in hub that behaves as the real one does under
+    load: every request and redirect hop answered after :data:`LATENCY_S`, LFS files redirected to signed CDN links,
+    and the anonymous quota (3,000 resolver and 500 API calls per 5-minute fixed window) scaled to windows of
+    :data:`QUOTA_WINDOW_S` with :data:`QUOTA_SCALE` times fewer calls, ``t`` truncated as the hub's ``RateLimit``
+    header sends it. Reported: checkpoints per minute against the quota's own limit, ``60 / w * min(q_r / r, q_a /
+    a)`` for the resolver and API calls ``r`` and ``a`` one checkpoint took (counted by the hub), and the time
+    :class:`attnstruct.checkpoints.hub_costs.Cost` projects for these calls at this quota."""
+    from attnstruct.checkpoints import hub_costs
+
+    quota = hub_costs.Quota(
+        "anonymous, scaled",
+        resolvers=hub_costs.QUOTAS["anonymous"].resolvers // QUOTA_SCALE,
+        api=hub_costs.QUOTAS["anonymous"].api // QUOTA_SCALE,
+        window_s=QUOTA_WINDOW_S,
+    )
+    with StandinHub() as hub:
+        hub.redirect_large()
+        hub.sign_links(3600)
+        log(f"{bench.name}: writing {n} checkpoints for the run under latency and quota")
+        served = serve(hub, bench, n, scratch, shape_index)
+        os.environ.update(HF_ENDPOINT=hub.url, HF_HUB_CACHE=str(tmp / "hf-cache"), ATTNSTRUCT_CACHE=str(tmp / "cache"))
+        os.environ.pop("HF_TOKEN", None)
+        lines, _ = listing(bench, served)
+        hub.reset_counters()
+        hub.latency(LATENCY_S)
+        hub.quota("resolvers", quota.resolvers, quota.window_s)
+        hub.quota("api", quota.api, quota.window_s)
+        log(f"{bench.name}: sweep of {n} checkpoints under {LATENCY_S * 1e3:.0f} ms a hop, {quota.resolvers} "
+            f"resolver and {quota.api} API calls per {quota.window_s:g} s")  # fmt: skip
+        row = sweep(lines, workers, tmp / "out-quota")
+        calls = {bucket: hub.calls(bucket) for bucket in ("resolvers", "api", "cdn")}
+        refused = sum(1 for status in hub.statuses if status == 429)
+    per = {bucket: count / n for bucket, count in calls.items()}
+    limit = 60 / quota.window_s * min(quota.resolvers / per["resolvers"], quota.api / per["api"])
+    measured = 60 * n / row["seconds"]
+    cost = hub_costs.Cost(n, calls["resolvers"], calls["api"], calls["cdn"], float(sum(row["bytes_nc"].values())))
+    projected = cost.seconds(quota, workers=workers, request_s=LATENCY_S, bytes_per_s=math.inf)
+    return {"shape": bench.name, "checkpoints": n, "seconds": row["seconds"], "retries": row["retries"],
+            "calls": calls, "calls_per_checkpoint": per, "refused_429": refused, "quota": quota.__dict__,
+            "checkpoints_per_min": measured, "quota_limit_per_min": limit, "ratio_to_limit": limit / measured,
+            "projected_s": projected}  # fmt: skip
+
+
+def print_quota(r: dict) -> None:
+    q, per = r["quota"], r["calls_per_checkpoint"]
+    print(f"\nunder {LATENCY_S * 1e3:.0f} ms a hop and the anonymous quota scaled to {q['resolvers']} resolver and "
+          f"{q['api']} API calls per {q['window_s']:g} s window (signed CDN links; t truncated):")  # fmt: skip
+    print(f"  {r['shape']}: {r['checkpoints']} checkpoints in {r['seconds']:.1f} s, {r['checkpoints_per_min']:.1f} "
+          f"checkpoints/min; the quota's own limit {r['quota_limit_per_min']:.1f}/min (limit / measured "
+          f"{r['ratio_to_limit']:.2f}); per checkpoint {per['resolvers']:.2f} resolver, {per['api']:.2f} API, "
+          f"{per['cdn']:.1f} CDN calls; {r['refused_429']} answers 429; hub_costs projects "
+          f"{r['projected_s']:.1f} s; {r['retries']}")  # fmt: skip
+
+
 # -- the series, from the formula ------------------------------------------------------------------------------------
 
 
@@ -601,6 +672,9 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, help="where each file is written before it is read back "
                         "(default /dev/shm when there, else the temporary folder)")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the numbers here")
+    parser.add_argument("--quota-checkpoints", type=int, default=16, help="Pythia checkpoints swept under the hub's "
+                        "latency and scaled quota (default 16; 0 skips that run)")  # fmt: skip
+    parser.add_argument("--quota-only", action="store_true", help="only the run under latency and quota")
     args = parser.parse_args()
     os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1"
     os.environ.pop("HF_HUB_OFFLINE", None)
@@ -612,18 +686,30 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="attnstruct-series-bench-") as tmp:
         scratch_root = args.scratch or (shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tmp))
         with tempfile.TemporaryDirectory(prefix="attnstruct-series-files-", dir=scratch_root) as scratch:
-            for i, name in enumerate(args.shapes):
+            for i, name in enumerate([] if args.quota_only else args.shapes):
                 log(f"{name}: 2-layer copy, torch.load(weights_only=True)")
                 checks[name] = reduced_check(BENCHES[name], Path(scratch))
                 rows.append(measure(BENCHES[name], args.checkpoints, args.workers, Path(tmp) / name, Path(scratch), i))
+            quota = None
+            if args.quota_checkpoints:
+                bench, where = BENCHES["pythia-160m"], Path(tmp) / "pythia-160m-quota"
+                quota = measure_under_quota(bench, args.quota_checkpoints, args.workers, where, Path(scratch), 9)
+    if args.quota_only:
+        print_quota(quota)
+        if args.json:
+            args.json.write_text(json.dumps({"setup": setup, "quota": quota}, indent=2, default=str))
+        return
     measured = {r["shape"]: r for r in rows}
     log("projection: GEMM rates at the catalogued widths")
     projected = projection(measured)
     setup.update(load_after=os.getloadavg()[0])
     print_tables(rows, projected, checks, setup)
+    if quota:
+        print_quota(quota)
     if args.json:
         rates = {f"r {r}, d {d}, {p}": v for (r, d, p), v in _RATES.items()}
-        out = {"setup": setup, "shapes": rows, "reduced_checks": checks, "series": projected, "gemm_flops_s": rates}
+        out = {"setup": setup, "shapes": rows, "reduced_checks": checks, "series": projected, "gemm_flops_s": rates,
+               "quota": quota}  # fmt: skip
         args.json.write_text(json.dumps(out, indent=2, default=str))
         print(f"numbers written to {args.json}")
 

@@ -485,7 +485,7 @@ def test_a_stalled_refs_listing_ends_attnstruct_revisions_in_a_bounded_time(hub,
     began = time.monotonic()
     status, err = cli.main(["revisions", REPO]), capsys.readouterr().err
     assert status == 2 and "no answer within 0.3 s" in err and err.count("\n") == 1
-    assert time.monotonic() - began < 3
+    assert time.monotonic() - began < 10  # four stalls of 30 s: 120 s without the attempts' deadlines
 
 
 def test_a_stalled_tree_listing_ends_in_a_bounded_time(hub, short_timeouts, tmp_path):
@@ -500,7 +500,7 @@ def test_a_stalled_tree_listing_ends_in_a_bounded_time(hub, short_timeouts, tmp_
     began = time.monotonic()
     with pytest.raises(CorpusError, match="no answer within 0.3 s"):
         fetch_listing(settings, "org/set", "main", cache=tmp_path)
-    assert time.monotonic() - began < 3
+    assert time.monotonic() - began < 10  # four stalls of 30 s: 120 s without the attempts' deadlines
 
 
 # -- against a stand-in that behaves as the real hub is documented to ------------------------------------------------
