@@ -14,7 +14,7 @@ SHAPES = [  # (H, d_head, d_model)
     (3, 7, 16),  # H * d_head != d_model
     (4, 16, 64),  # the usual d_head = d_model / H
     (4, 40, 64),  # H * d_head > d_model: auto uses the matrix for the sum, the factors per head
-    (2, 64, 32),  # d_head > d_model
+    (2, 32, 32),  # d_head = d_model: auto uses the matrix per head too (a wider head is refused: TransformerLens')
     (16, 64, 1024),
 ]
 

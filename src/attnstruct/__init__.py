@@ -3,7 +3,10 @@
 The names imported first (``import attnstruct as at``) are the paper's objects: ``at.symmetry_score``,
 ``at.directionality_score``, ``at.scores`` and ``at.factor_scores`` (:mod:`attnstruct.scores`), ``at.wqk``,
 ``at.symmetric_part``, ``at.skew_part``, ``at.split_heads`` and ``at.bilinear_logits`` (:mod:`attnstruct.bilinear`).
-They load their module, and torch with it, on first use, so ``import attnstruct`` stays cheap.
+``at.score`` scores a whole model (a path, a packaged name, a hub id, a transformers or TransformerLens model in
+memory, a ``state_dict``) into a :class:`~attnstruct.checkpoints.model_scores.ModelScores`: one tidy table and the
+per-model dataset (:mod:`attnstruct.checkpoints.model_scores`). They load their module, and torch with it, on first
+use, so ``import attnstruct`` stays cheap.
 
 The package is laid out by role (``docs/architecture.md`` draws the map): the paper's objects at the top
 (:mod:`~attnstruct.scores`, :mod:`~attnstruct.bilinear`, :mod:`~attnstruct.gradient`,
@@ -22,11 +25,13 @@ from ._version import __version__ as __version__
 # The public names load their module on first use (PEP 562), so that `import attnstruct` and the command line's
 # help, list and fetch-models commands start without importing torch.
 _PUBLIC = {
+    "ModelScores": "checkpoints.model_scores",
     "Scores": "scores",
     "bilinear_logits": "bilinear",
     "directionality_score": "scores",
     "factor_scores": "scores",
     "row_column_excess": "scores",
+    "score": "checkpoints.model_scores",
     "scores": "scores",
     "skew_part": "bilinear",
     "split_heads": "bilinear",

@@ -57,6 +57,13 @@ from .conventions import CONVENTION_DESCRIPTIONS, CONVENTIONS, DEFAULT_NUM_STD  
 
 Convention = Literal["paper", "raw"]
 Method = Literal["auto", "factors", "matrix"]
+Layout = Literal["linear", "transformer_lens"]
+
+# The layouts of per-head query/key factors that factor_scores reads, and what each means.
+LAYOUTS = {
+    "linear": "[..., H, d_head, d_model], nn.Linear's (q = W_q[h] x)",
+    "transformer_lens": "[..., H, d_model, d_head], TransformerLens' W_Q and W_K (q = x @ W_Q[h])",
+}
 
 
 class Scores(NamedTuple):
@@ -190,10 +197,29 @@ def _unit_scaled(x: torch.Tensor) -> torch.Tensor:
     return x * two.pow(-half) * two.pow(half - exponent)
 
 
+def _in_linear_layout(a: torch.Tensor, b: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a``, ``b`` in the ``linear`` layout, read as ``layout`` (:data:`LAYOUTS`); per-head factors (a head axis:
+    three axes or more) whose ``d_head`` would be wider than ``d_model`` are refused, in one line naming both."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(map(repr, LAYOUTS))}")
+    if layout == "transformer_lens":
+        a, b = a.mT, b.mT
+    d_head, d_model = a.shape[-2:]
+    if a.ndim >= 3 and d_head > d_model:
+        other = next(name for name in LAYOUTS if name != layout)
+        raise ValueError(
+            f"W_q of shape {tuple(a.shape if layout == 'linear' else a.mT.shape)} read as layout={layout!r} "
+            f"{LAYOUTS[layout]} has d_head {d_head} wider than d_model {d_model}; "
+            f"layout={other!r} is {LAYOUTS[other]}"
+        )
+    return a, b
+
+
 def factor_scores(
     w_q: ArrayLike,
     w_k: ArrayLike,
     *,
+    layout: Layout = "linear",
     sum_heads: bool = False,
     num_std: float = DEFAULT_NUM_STD,
     convention: Convention = "paper",
@@ -207,6 +233,11 @@ def factor_scores(
     Args:
         w_q, w_k: ``[..., H, d_head, d_model]`` per-head weights in the ``nn.Linear`` layout (``q = W_q x``);
             any ``[..., r, d_model]`` works with ``sum_heads=False``.
+        layout: how ``w_q`` and ``w_k`` are laid out (:data:`LAYOUTS`): ``"linear"`` as above, or
+            ``"transformer_lens"``, TransformerLens' ``W_Q``/``W_K`` ``[..., H, d_model, d_head]``. Per-head factors
+            (three axes or more) whose ``d_head`` the layout would make wider than ``d_model`` raise ``ValueError``
+            naming both layouts: the other layout was meant. Two axes (``[r, d_model]``, stacked heads may be wider
+            than ``d_model``) and ``d_head == d_model`` cannot be told apart, and are read as named.
         sum_heads: score the layer matrix ``sum_h W_q[h]^T W_k[h]`` (what the paper's tables report)
             instead of one matrix per head.
         method: ``"factors"`` uses the ``r x r`` Gram identities of the module docstring, ``"matrix"``
@@ -235,6 +266,7 @@ def factor_scores(
     a, as_torch = to_float64(w_q, "W_q", dtype, device)
     b, _ = to_float64(w_k, "W_k", dtype, device)
     check_factors(a, b)
+    a, b = _in_linear_layout(a, b, layout)
     if sum_heads:
         a, b = _stack_heads(a), _stack_heads(b)
     a, b = _unit_scaled(a), _unit_scaled(b)

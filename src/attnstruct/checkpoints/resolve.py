@@ -16,7 +16,7 @@ digest of a hub model's weight files as the hub states it, and the bytes that ca
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,6 +168,12 @@ def open_checkpoint(source, *, n_heads: int | None = None, settings=None, worker
     if isinstance(source, torch.nn.Module):
         yield _module(source)
         return
+    if isinstance(source, Mapping):
+        raise ExtractionError(
+            "a state_dict needs config= (its transformers config or config.json as a dict) or family= and n_heads=: "
+            "score it with attnstruct.score(state_dict, config=...)",
+            "unsupported architecture",
+        )
     text = str(source)
     path = Path(text).expanduser()
     if path.exists():

@@ -14,6 +14,7 @@ use each head's own ``d_head``-wide factors.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import pandas as pd
@@ -189,8 +190,8 @@ def score_model(
     checkpoint's name or a hub id ``ORG/NAME[@REVISION]`` (:func:`attnstruct.checkpoints.resolve.open_checkpoint`).
 
     Whatever is wrong with the checkpoint raises :class:`~attnstruct.checkpoints.extract.ExtractionError` whose line
-    names ``source`` (a path, a name or a hub id; not a model in memory); ``DeviceError`` and ``ValueError`` for an
-    unknown precision as :func:`score_blocks`.
+    names ``source`` (a path, a name or a hub id; not a model or state_dict in memory); ``DeviceError`` and
+    ``ValueError`` for an unknown precision as :func:`score_blocks`.
     """
     block_precision(1, precision)
     resolve_device(device)
@@ -217,6 +218,6 @@ def _naming(err: ValueError, source) -> ExtractionError:
         kind, detail = err.kind, err.detail
     else:
         kind, detail = "error", " ".join(str(err).split()) or one_line(err)
-    if not isinstance(source, torch.nn.Module) and str(source) not in detail:
+    if isinstance(source, (str, os.PathLike)) and str(source) not in detail:  # a model in memory has no name to give
         detail = f"{source}: {detail}"
     return ExtractionError(detail, kind)

@@ -1,0 +1,170 @@
+"""``attnstruct.score``: the scores of any model, as one tidy table and as the sweep's per-model dataset.
+
+``x`` is whatever :func:`attnstruct.checkpoints.resolve.open_checkpoint` opens (a path, a packaged name, a hub id
+``ORG/NAME[@REVISION]``, a transformers model in memory), a ``state_dict`` with ``config=`` or ``family=`` and
+``n_heads=``, or a TransformerLens ``HookedTransformer`` (:mod:`attnstruct.checkpoints.in_memory`).
+
+The table (:attr:`ModelScores.table`) is long: one row per model, stack, layer and head, ``head`` ``<NA>`` for the
+layer matrix (the sum over heads that the paper's tables report), each head's own matrix in the rows with a head
+number (``per_head=True``). Columns: :data:`TABLE_COLUMNS`. ``family`` is the model's own type (``whisper``,
+``qwen3``), ``reader`` the extraction family that read its weights (``BART``, ``LLaMA``), or ``TransformerLens``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import pandas as pd
+import torch
+
+from ..scores import DEFAULT_NUM_STD
+from .extract.families import FAMILY_BY_MODEL_TYPE
+from .in_memory import (
+    TRANSFORMER_LENS,
+    is_state_dict,
+    is_transformer_lens,
+    state_dict_checkpoint,
+    transformer_lens_checkpoint,
+)
+from .resolve import Checkpoint, open_checkpoint
+from .scoring import DeviceError, _naming, block_precision, resolve_device, score_blocks
+from .tables import checkpoint_dataset
+
+TABLE_COLUMNS = (
+    "model",
+    "stack",
+    "layer",
+    "head",
+    "symmetry",
+    "directionality",
+    "n_heads",
+    "n_kv_heads",
+    "d_model",
+    "d_head",
+    "causal",
+    "family",
+    "reader",
+    "extras",
+)
+
+
+def reader_of(checkpoint: Checkpoint) -> str:
+    """The code that read the checkpoint's weights: TransformerLens' layout, or the extraction family of its model
+    type (``""`` where there is none, e.g. a format read without one)."""
+    if checkpoint.kind == "transformer_lens":
+        return TRANSFORMER_LENS
+    family = FAMILY_BY_MODEL_TYPE.get(checkpoint.model_type)
+    return family.name if family else ""
+
+
+def long_table(wide: pd.DataFrame, *, model: str, family: str, reader: str) -> pd.DataFrame:
+    """:func:`~attnstruct.checkpoints.scoring.score_blocks`' table (one row per block, per-head arrays in cells) as
+    :data:`TABLE_COLUMNS`: each block's layer row (``head`` ``<NA>``), then its head rows when it has them."""
+    rows = []
+    for block in wide.itertuples(index=False):
+        meta = {
+            "n_heads": block.n_heads,
+            "n_kv_heads": block.n_kv_heads,
+            "d_model": block.d_model,
+            "d_head": block.d_head,
+            "causal": bool(block.causal),
+            "family": family,
+            "reader": reader,
+            "extras": block.extras,
+        }
+        where = {"model": model, "stack": block.stack, "layer": block.layer}
+        rows.append(
+            {**where, "head": pd.NA, "symmetry": block.symmetry, "directionality": block.directionality, **meta}
+        )
+        heads = zip(getattr(block, "head_symmetry", ()), getattr(block, "head_directionality", ()), strict=True)
+        for h, (sym, direc) in enumerate(heads):
+            rows.append({**where, "head": h, "symmetry": float(sym), "directionality": float(direc), **meta})
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    ints = {k: "int64" for k in ("layer", "n_heads", "n_kv_heads", "d_model", "d_head")}
+    return table.astype({**ints, "head": "Int64", "symmetry": "float64", "directionality": "float64", "causal": bool})
+
+
+class ModelScores:
+    """The scores of one model: :attr:`table` (long form, module docstring) and :meth:`to_xarray`, the per-model
+    dataset the sweep writes (:func:`attnstruct.checkpoints.tables.model_dataset`)."""
+
+    def __init__(self, table: pd.DataFrame, dataset, *, per_head: bool):
+        self.table = table
+        self.per_head = per_head
+        self._dataset = dataset
+
+    @property
+    def model(self) -> str:
+        return str(self.table["model"].iloc[0])
+
+    def to_xarray(self):
+        """The per-model dataset over ``(model=1, stack, layer[, head])`` (a copy)."""
+        return self._dataset.copy()
+
+    def __repr__(self) -> str:
+        layers = self.table[self.table["head"].isna()]
+        first = layers.iloc[0]
+        kind = f"{first['family'] or 'unknown type'}, read as {first['reader'] or 'its format'}"
+        heads = "per head and per layer" if self.per_head else "per layer"
+        shown = layers[["stack", "layer", "n_heads", "symmetry", "directionality"]]
+        body = shown.to_string(index=False, max_rows=12, float_format=lambda v: f"{v:+.3f}")
+        return f"ModelScores of {self.model} ({kind}): {len(layers)} blocks scored {heads}\n{body}"
+
+
+def _opened(x, *, config, family, n_heads):
+    """A context yielding the :class:`~attnstruct.checkpoints.resolve.Checkpoint` of ``x`` (module docstring)."""
+    if is_state_dict(x):
+        return contextlib.nullcontext(state_dict_checkpoint(x, config=config, family=family, n_heads=n_heads))
+    if config is not None or family is not None:
+        raise ValueError("config= and family= are for a state_dict; a model or checkpoint says its own")
+    if is_transformer_lens(x):
+        return contextlib.nullcontext(transformer_lens_checkpoint(x))
+    return open_checkpoint(x, n_heads=n_heads)
+
+
+def score(
+    x,
+    per_head: bool = False,
+    *,
+    config=None,
+    family: str | None = None,
+    n_heads: int | None = None,
+    name: str | None = None,
+    num_std: float = DEFAULT_NUM_STD,
+    precision: str = "auto",
+    device: str | torch.device = "auto",
+    progress=False,
+) -> ModelScores:
+    """Score every attention block of ``x`` (module docstring): the layer matrices, and each head's with
+    ``per_head``.
+
+    ``name``: the model's name in the table and dataset (default: the path, packaged name or hub id; a model's
+    class or TransformerLens ``model_name``; ``state_dict``). ``precision`` (``auto``, ``float64``, ``float32``) and
+    ``device`` (``auto``, ``cpu``, ``cuda``) as :func:`~attnstruct.checkpoints.scoring.score_blocks`.
+
+    Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` (one line naming ``x`` where it has a name) for
+    whatever is wrong with the model, a ``state_dict`` without ``config`` or ``family`` among them.
+    """
+    block_precision(1, precision)
+    resolve_device(device)
+    try:
+        with _opened(x, config=config, family=family, n_heads=n_heads) as checkpoint:
+            wide = score_blocks(
+                checkpoint.blocks(),
+                per_head=per_head,
+                num_std=num_std,
+                precision=precision,
+                device=device,
+                progress=progress,
+                total=checkpoint.n_blocks,
+            )
+            model = name or checkpoint.name
+            dataset = checkpoint_dataset(model, checkpoint, wide)
+            reader = reader_of(checkpoint)
+            table = long_table(wide, model=model, family=checkpoint.model_type, reader=reader)
+    except ValueError as err:  # ExtractionError, a reader's or the scores' ValueError: named by the path or id
+        if isinstance(err, DeviceError) or not isinstance(x, (str, os.PathLike)):
+            raise
+        raise _naming(err, x) from None
+    return ModelScores(table, dataset, per_head=per_head)
