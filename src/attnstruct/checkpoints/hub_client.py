@@ -34,7 +34,7 @@ What is retried, by reason (:data:`REASONS`), and the kind of the one-line
 * ``timeout``: an attempt past its deadline (:meth:`RetryPolicy.deadline_s`: ``timeout_s`` plus the bytes received
   at ``min_rate``; it bounds the whole attempt, connection, headers and body, however slowly they come). Kind
   ``error``.
-* ``unreachable``: the connection could not be made. Kind ``error``.
+* ``unreachable``: the connection could not be made (DNS, a refused or failed connection). Kind ``offline``.
 
 The bounds, per request, are those of a :class:`~attnstruct.checkpoints.hub_retry.RetryPolicy` (``failures``
 retries for reasons other than a rate limit, ``total_wait_s`` seconds waited in all, two of the Hub's windows by

@@ -164,6 +164,12 @@ class Attempts:
             tries += f"; the next wait, {self.refused_wait:.1f} s, would pass {self.policy.total_wait_s:.0f} s"
         if failure.reason == "rate limited":
             return ExtractionError(f"the hub refused {what} (HTTP 429; {tries}): try again later", "rate limited")
+        if failure.reason == "unreachable":
+            return ExtractionError(
+                f"the hub could not be reached for {what}: {failure.detail} ({tries}); check the network, or set "
+                "HF_HUB_OFFLINE=1 to use the cache only",
+                "offline",
+            )
         if failure.reason == "broken transfer":
             return ExtractionError(f"the transfer of {what} broke off ({failure.detail}; {tries})", "truncated")
         return ExtractionError(f"cannot read {what} from the hub: {failure.detail} ({tries})")

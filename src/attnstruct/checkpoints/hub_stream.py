@@ -338,8 +338,8 @@ def read_whole(response, write: Callable[[bytes], object], size: int | None, lim
 
 def hub_error(err: BaseException, what: str) -> ExtractionError:
     """The :class:`ExtractionError` of a failed hub request, its kind read from the error's type and HTTP status:
-    gated, not found (repository, revision, file), rate limited (429), truncated (a transfer that broke off), or
-    error (unreachable, anything else)."""
+    gated, not found (repository, revision, file), rate limited (429), truncated (a transfer that broke off), offline
+    (the hub could not be reached: DNS, a refused connection), or error (anything else)."""
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
 
     name = type(err).__name__
@@ -354,6 +354,8 @@ def hub_error(err: BaseException, what: str) -> ExtractionError:
         return ExtractionError(f"{what} (no such file in the repository)", "not found")
     if status == 429:
         return ExtractionError(f"the hub refused {what} for now (HTTP 429): try again later", "rate limited")
+    if "ConnectError" in name or "ConnectionError" in name or "NameResolution" in name:
+        return ExtractionError(f"the hub could not be reached for {what} ({one_line(err)})", "offline")
     if "RemoteProtocol" in name or "ReadError" in name or "IncompleteRead" in name:
         return ExtractionError(f"the transfer of {what} broke off ({one_line(err)})", "truncated")
     return ExtractionError(f"cannot read {what} from the hub: {one_line(err)}")

@@ -8,6 +8,10 @@
 4. a hub id ``ORG/NAME[@REVISION]`` (:mod:`attnstruct.checkpoints.hub`: only the query/key bytes of safetensors
 and ``pytorch_model.bin`` repositories).
 
+Local mistakes stay local (:func:`local_mistake`): a name that reads as a path (``./``, ``../``, ``/``, ``~``, or a
+checkpoint file's suffix), one whose parent folder exists, or one close to a packaged name is reported as ``not
+found`` in one line, with the packaged name it is close to, and the hub is not asked.
+
 The :class:`Checkpoint` it yields gives the blocks, how many there are when that is known without reading
 weights (for progress bars), and what the sweep records: the model type, the parameter count, the revision, the
 digest of a hub model's weight files as the hub states it, and the bytes that came over the network.
@@ -16,6 +20,7 @@ digest of a hub model's weight files as the hub states it, and the bytes that ca
 from __future__ import annotations
 
 import contextlib
+import difflib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +30,12 @@ import torch
 from .extract import AttentionBlock, ExtractionError, count_parameters, iter_blocks
 from .extract.hf import ModuleSource, TorchBinSource, hf_blocks, query_key_reads, stack_layers
 from .extract.sources import count_blocks
+
+PATH_PREFIXES = ("./", "../", "/", "~", ".\\", "..\\")
+CHECKPOINT_SUFFIXES = (
+    ".safetensors", ".gguf", ".onnx", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".json", ".nc", ".csv",
+)  # fmt: skip
+NEAR_MISS = 0.8  # difflib's similarity from which a name is taken for a mistyped packaged name
 
 
 @dataclass
@@ -145,17 +156,39 @@ def _snapshot_parameters(model) -> int | None:
     return count_parameters(folder, config=_load_config(folder))
 
 
+def _packaged_names() -> list[str]:
+    from . import zoo
+
+    registry = zoo.load_registry()
+    return sorted(name for name, entry in registry.items() if entry.format in zoo.FORMATS)
+
+
+def local_mistake(text: str) -> str | None:
+    """Why ``text``, which names no existing file or folder and no packaged checkpoint, is a local name that is
+    missing rather than a hub id: it reads as a path (:data:`PATH_PREFIXES`, :data:`CHECKPOINT_SUFFIXES`), its
+    parent folder exists, or it is close to a packaged name (the one-line reason, with that name); None otherwise."""
+    path = Path(text).expanduser()
+    if text.startswith(PATH_PREFIXES) or text.lower().endswith(CHECKPOINT_SUFFIXES):
+        return f"no such file or folder: {text}"
+    if path.parent != Path(".") and path.parent.is_dir():
+        return f"no such file or folder: {text} (the folder {path.parent} holds no {path.name})"
+    if "/" not in text:
+        close = difflib.get_close_matches(text.lower(), _packaged_names(), n=1, cutoff=NEAR_MISS)
+        if close:
+            return f"no packaged checkpoint {text}; did you mean {close[0]}?"
+    return None
+
+
 def names_hub_model(source) -> bool:
     """Whether :func:`open_checkpoint` reads ``source`` as a hub id: a text that names no existing file or folder
-    and no packaged checkpoint, and reads as ``ORG/NAME[@REVISION]``."""
-    from . import zoo
+    and no packaged checkpoint, is no local mistake (:func:`local_mistake`), and reads as
+    ``ORG/NAME[@REVISION]``."""
     from .hub import looks_like_hub_id
 
     text = str(source)
     if isinstance(source, torch.nn.Module) or Path(text).expanduser().exists() or not looks_like_hub_id(text):
         return False
-    registry = zoo.load_registry()
-    return not (text in registry and registry[text].format in zoo.FORMATS)
+    return text not in _packaged_names() and local_mistake(text) is None
 
 
 @contextlib.contextmanager
@@ -185,6 +218,9 @@ def open_checkpoint(source, *, n_heads: int | None = None, settings=None, worker
         return
     from .hub import looks_like_hub_id, open_hub_model
 
+    mistake = local_mistake(text)
+    if mistake is not None:
+        raise ExtractionError(mistake, "not found")
     if not looks_like_hub_id(text):
         raise ExtractionError(f"no such file or folder, packaged checkpoint or hub id: {text}", "not found")
     model = open_hub_model(text, settings=settings, workers=workers)

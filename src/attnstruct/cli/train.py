@@ -4,6 +4,8 @@
     attnstruct train --run-dir runs/wiki --corpus hf://datasets/ORG/NAME --corpus-config en \
         --tokenizer google-bert/bert-base-uncased --batch-size 256 --accumulate 8 --device cuda --amp true
     attnstruct train --task vision --run-dir runs/vit --objective masked
+    attnstruct train --run-dir runs/enc --snapshot-every 300 --save-final   # keep weights: runs/enc/final
+    attnstruct train --run-dir runs/enc                                     # resume: the rest is read back
     torchrun --standalone --nproc_per_node 4 -m attnstruct train --run-dir runs/enc --device cuda ...
 
 Every field of the task's configuration (:class:`attnstruct.tasks.text.TextConfig`, the default, or
@@ -11,6 +13,16 @@ Every field of the task's configuration (:class:`attnstruct.tasks.text.TextConfi
 field whose default is None takes ``none`` for None. Under ``torchrun`` the process group is initialised here (NCCL
 on CUDA, else gloo; also for one process, so that the launcher's run is the run of many) and each rank takes its GPU
 from ``LOCAL_RANK``. Bad input: one line on stderr, exit status 2, nothing written.
+
+A run folder that holds a run (its ``checkpoint.pt`` while it trains, its ``run.nc`` once done) gives every option
+not on the command line its recorded value, so ``--run-dir`` alone resumes a run (one line says from which step)
+or reuses a finished one; an option given with another value than the recorded one is refused as another run.
+
+Weights: ``--snapshot-every N`` keeps ``run_dir/snapshots/stepNNNNNN/`` at step 0, every N steps and at the end,
+``--save-final`` keeps ``run_dir/final/``; each folder holds ``config.json`` and ``model.safetensors``, the
+project's own model type (``attnstruct-encoder`` or ``attnstruct-decoder``), which ``attnstruct score FOLDER``
+scores and any safetensors reader (``safetensors.torch.load_file``) opens; transformers' ``AutoModel`` does not know
+the model type.
 """
 
 from __future__ import annotations
@@ -65,6 +77,13 @@ def _optional_string(text: str) -> str | None:
     return None if text.lower() == "none" else text
 
 
+def _snapshot_every(text: str) -> int:
+    every = int(text)
+    if every < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 (no snapshots) or a positive number of steps, got {text}")
+    return every
+
+
 def _kind(field):
     """The option's parser: booleans and None-or-value by the field's default and annotation, else its type."""
     if isinstance(field.default, bool):
@@ -84,6 +103,36 @@ def _config_class(task: str):
     return TextConfig
 
 
+def recorded(run_dir: str) -> dict:
+    """The configuration recorded in ``run_dir`` (its ``checkpoint.pt``, else its ``run.nc``), ``{}`` for a folder
+    without a run; ValueError (one line) for a record that cannot be read."""
+    import json
+
+    from ..training import resume_state, run_folder
+
+    if not os.path.isdir(run_dir):
+        return {}
+    checkpoint = os.path.join(run_dir, run_folder.CHECKPOINT_FILE)
+    if os.path.isfile(checkpoint):
+        return resume_state.recorded_config(run_folder._in_folder(run_dir, run_folder.CHECKPOINT_FILE))
+    if os.path.isfile(os.path.join(run_dir, run_folder.RUN_FILE)):
+        done = run_folder.read_run(run_folder._in_folder(run_dir, run_folder.RUN_FILE))
+        return json.loads(done.attrs["parameters"])
+    return {}
+
+
+def _recorded_task(record: dict) -> str | None:
+    """The task whose configuration has every field of ``record`` and its objective (None: no record)."""
+    if not record:
+        return None
+    for task in TASKS:
+        config_class = _config_class(task)
+        names = {f.name for f in fields(config_class)}
+        if set(record) <= names and record.get("objective") in config_class.OBJECTIVES:
+            return task
+    raise CommandError(f"the run folder records a run of no task of this attnstruct ({', '.join(TASKS)})")
+
+
 def _parser(config_class) -> Parser:
     parser = Parser(prog="attnstruct train", description=__doc__.splitlines()[0])
     parser.add_argument("--task", choices=TASKS, default="text", help="text (default) or vision")
@@ -92,6 +141,21 @@ def _parser(config_class) -> Parser:
     )
     parser.add_argument("--cache-dir", type=_folder, default=None, help="attnstruct cache (corpus, tokenizers)")
     parser.add_argument("--threads", type=_threads, default=None, help="torch threads per process")
+    parser.add_argument(
+        "--snapshot-every",
+        type=_snapshot_every,
+        default=0,
+        metavar="N",
+        help="keep the weights at step 0, every N steps (a multiple of --log-every) and at the end, in "
+        "run-dir/snapshots/stepNNNNNN/ (config.json + model.safetensors, scored by `attnstruct score FOLDER`); "
+        "0: none",
+    )
+    parser.add_argument(
+        "--save-final",
+        action="store_true",
+        help="keep the last step's weights in run-dir/final/ (config.json + model.safetensors, attnstruct's own "
+        "model type: `attnstruct score` reads it, transformers' AutoModel does not)",
+    )
     for f in fields(config_class):
         parser.add_argument(
             f"--{f.name.replace('_', '-')}", type=_kind(f), default=f.default, help=f"default {f.default}"
@@ -113,17 +177,22 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``attnstruct train`` and ``torchrun -m attnstruct.cli.train``."""
     import torch
 
-    from ..training import engine
+    from ..training import engine, snapshots
 
     argv = sys.argv[1:] if argv is None else argv
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1 or "TORCHELASTIC_RUN_ID" in os.environ
     rank = int(os.environ.get("RANK", "0"))
     try:
         pre = Parser(add_help=False)
-        pre.add_argument("--task", choices=TASKS, default="text")
-        task_name = pre.parse_known_args(argv)[0].task
+        pre.add_argument("--task", choices=TASKS, default=None)
+        pre.add_argument("--run-dir", type=_folder, default=None)
+        known = pre.parse_known_args(argv)[0]
+        record = recorded(known.run_dir) if known.run_dir is not None and not {"-h", "--help"} & set(argv) else {}
+        task_name = known.task or _recorded_task(record) or "text"
         config_class = _config_class(task_name)
-        args = _parser(config_class).parse_args(argv)
+        parser = _parser(config_class)
+        parser.set_defaults(**{name: value for name, value in record.items() if name in config_class.field_names()})
+        args = parser.parse_args(argv)
         if args.threads is not None:
             torch.set_num_threads(args.threads)
         config = config_class(**{f.name: getattr(args, f.name) for f in fields(config_class)})
@@ -134,7 +203,14 @@ def main(argv: list[str] | None = None) -> int:
                 local = int(os.environ.get("LOCAL_RANK", "0"))
                 torch.cuda.set_device(local)
                 config = replace(config, device=f"cuda:{local}")
-        ds = engine.train(_task(task_name, config, args.cache_dir), args.run_dir, progress=sys.stderr.isatty())
+        ds = engine.train(
+            _task(task_name, config, args.cache_dir),
+            args.run_dir,
+            progress=sys.stderr.isatty(),
+            snapshot_every=args.snapshot_every,
+            save_final=args.save_final,
+            weights=snapshots.SAFETENSORS,
+        )
     except SystemExit as done:  # --help
         return int(done.code or 0)
     except (CommandError, ValueError) as err:

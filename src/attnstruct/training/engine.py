@@ -285,6 +285,8 @@ def train(
     progress: bool = False,
     callback: Callable[[int, nn.Module], None] | None = None,
     snapshot_every: int | None = None,
+    save_final: bool = False,
+    weights: str = snapshots.WEIGHTS,
 ) -> xr.Dataset:
     """Train one run of ``task`` and return its dataset.
 
@@ -293,7 +295,9 @@ def train(
     :func:`attnstruct.training.run_folder.finished_run`). ``callback(step, model)`` runs after every optimiser step
     (tests use it to interrupt). ``snapshot_every`` (a multiple of ``log_every``) keeps the weights at step 0, every
     that many steps and at the end as checkpoint folders under ``run_dir/snapshots/``
-    (:mod:`attnstruct.training.snapshots`); a finished run without them is trained again to take them. Under
+    (:mod:`attnstruct.training.snapshots`); ``save_final`` keeps the last step's weights in ``run_dir/final/``; a
+    finished run without them is trained again to take them. ``weights`` names the snapshots' weight file
+    (``pytorch_model.bin`` or ``model.safetensors``). A resumed run says so in one line (its step). Under
     ``torchrun`` only rank 0 writes files. The global RNG state is the same after the call as before.
     """
     config = task.config
@@ -304,17 +308,20 @@ def train(
             "micro-batches"
         )
     snapshots.check_every(snapshot_every, config.log_every)
-    if snapshot_every and run_dir is None:
+    if (snapshot_every or save_final) and run_dir is None:
         raise ValueError("snapshots need a run folder (run_dir)")
     run_folder.check_run_dir(run_dir)
     if snapshot_every:
         snapshots.folder(run_dir, 0)  # refuses a snapshots folder that leads out of the run folder
+    if save_final:
+        snapshots.final_folder(run_dir)
     log = print if rank == 0 else lambda _: None
     done = run_folder.finished_run(config, run_dir, log=log)
-    if done is not None and snapshots.complete(run_dir, config.steps, snapshot_every):
+    if done is not None and snapshots.complete(run_dir, config.steps, snapshot_every, save_final):
         return done
     if done is not None:
-        log(f"notice: {Path(run_dir).name} lacks its snapshots every {snapshot_every} steps; training it again")
+        lacking = f"its snapshots every {snapshot_every} steps" if snapshot_every else "its final weights"
+        log(f"notice: {Path(run_dir).name} lacks {lacking}; training it again")
     checkpoint = run_folder.read_checkpoint(run_dir, config, tuple(task.EVALUATIONS), log=log)
     work.refuse_to_compute(f"the run {config.run_name()}" + (f" in {run_dir}" if run_dir is not None else ""))
     device = resolve_device(config.device)
@@ -322,7 +329,8 @@ def train(
         task.prepare()
         devices = [device.index or 0] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
-            return _train(task, run_dir, device, rank, world, progress, callback, snapshot_every, checkpoint)
+            keep = (snapshot_every, save_final, weights)
+            return _train(task, run_dir, device, rank, world, progress, callback, keep, checkpoint)
 
 
 @contextlib.contextmanager
@@ -338,17 +346,24 @@ def _memory_refused(config: RunConfig, device):
         raise ValueError(f"the run {config.run_name()} does not fit in the memory of {device}{detail}") from None
 
 
-def _train(task: Task, run_dir, device, rank, world, progress, callback, snapshot_every, checkpoint) -> xr.Dataset:
+def _train(task: Task, run_dir, device, rank, world, progress, callback, kept, checkpoint) -> xr.Dataset:
     config = task.config
+    snapshot_every, save_final, weights = kept
     keep = set(snapshots.snapshot_steps(config.steps, snapshot_every)) if rank == 0 else set()
+    tokens = getattr(task, "tokens_per_step", None)
 
     def snapshot(step: int) -> None:
         if step in keep:
-            snapshots.save(run_dir, config, model, step, getattr(task, "tokens_per_step", None))
+            snapshots.save(run_dir, config, model, step, tokens, weights=weights)
+        if step == config.steps and save_final and rank == 0:
+            snapshots.save(run_dir, config, model, step, tokens, weights=weights, final=True)
 
     model = task.build_model().to(device)
     optimizer, scheduler = build_optimizer(config, model)
     start, records = run_folder.resume(checkpoint, model, optimizer, scheduler)
+    if start:
+        log = print if rank == 0 else lambda _: None
+        log(f"resuming {config.run_name()} from step {start} of {config.steps} ({checkpoint.path.name})")
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
     step_once = Step(runner(task, model, config, device, world), model, optimizer, scheduler, config, device, world)

@@ -220,3 +220,20 @@ def load_into(checkpoint: Checkpoint, model, optimizer, scheduler) -> tuple[int,
     optimizer.load_state_dict(checkpoint.optimizer)
     scheduler.load_state_dict(checkpoint.scheduler)
     return checkpoint.step, checkpoint.records
+
+
+def recorded_config(path: str | Path) -> dict:
+    """The configuration recorded in the checkpoint at ``path`` (its JSON record), read without loading its tensors
+    (memory-mapped) nor running any of it; ValueError (one line, :func:`read`'s) for a file that holds none."""
+    path = Path(path)
+    try:
+        state = load_weights_only(path, map_location="cpu", mmap=True)
+    except Exception:  # noqa: BLE001  (not a torch ZIP file: the whole reader says why)
+        state = _load(path)
+    try:
+        config = json.loads(state["run"])["config"] if state.get("format") == FORMAT else None
+    except (TypeError, ValueError, KeyError, AttributeError):
+        config = None
+    if not isinstance(config, dict):
+        raise _refused(path, "holds no record of its run's configuration")
+    return config

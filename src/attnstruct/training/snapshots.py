@@ -7,9 +7,11 @@ public series reads it too::
 
     run_dir/snapshots/step000000/{config.json, pytorch_model.bin}
     run_dir/snapshots/step000100/...
+    run_dir/final/{config.json, pytorch_model.bin}      (the last step's weights, when asked for)
 
 * ``pytorch_model.bin`` is ``torch.save(model.state_dict())``: a torch ZIP checkpoint of float32 weights, the
-  format of Ettin's and Pythia's intermediate checkpoints.
+  format of Ettin's and Pythia's intermediate checkpoints. ``attnstruct train`` writes ``model.safetensors``
+  instead (``weights=SAFETENSORS``): the same tensors, opened by any safetensors reader without unpickling.
 * ``config.json`` names the family ``attnstruct-encoder`` (bidirectional attention) or ``attnstruct-decoder``
   (causal), whose query/key tensors are ``encoder.blocks.{L}.attention.{query,key}.weight``, with the shape keys
   a reader needs (``num_attention_heads``, ``hidden_size``, ``num_hidden_layers``, ``vocab_size``) and, under
@@ -35,7 +37,10 @@ from .._version import __version__
 from ..untrusted import inside, load_weights_only
 
 FOLDER = "snapshots"
+FINAL = "final"
 WEIGHTS = "pytorch_model.bin"
+SAFETENSORS = "model.safetensors"
+WEIGHT_FILES = (SAFETENSORS, WEIGHTS)
 CONFIG = "config.json"
 MODEL_TYPES = {False: "attnstruct-encoder", True: "attnstruct-decoder"}
 
@@ -60,10 +65,16 @@ def folder(run_dir: str | Path, step: int) -> Path:
     return inside(run_dir, FOLDER, f"step{step:06d}")
 
 
+def final_folder(run_dir: str | Path) -> Path:
+    """``run_dir/final``; ValueError (one line) when a link there leads out of the run folder."""
+    return inside(run_dir, FINAL)
+
+
 def model_config(config, model: torch.nn.Module, step: int, tokens_per_step: int | None) -> dict:
     """``config.json`` of a snapshot of ``model`` (a :class:`~attnstruct.training.model.LanguageModel` or a model
-    with its ``.config`` shape) at ``step`` of the run ``config``."""
-    shape = model.config
+    with its ``.config`` shape, or one whose ``.encoder`` has it, as the vision task's) at ``step`` of the run
+    ``config``."""
+    shape = model.config if hasattr(model, "config") else model.encoder.config
     return {
         "model_type": MODEL_TYPES[bool(config.causal)],
         "architectures": [type(model).__name__],
@@ -84,14 +95,41 @@ def model_config(config, model: torch.nn.Module, step: int, tokens_per_step: int
     }
 
 
-def save(run_dir: str | Path, config, model: torch.nn.Module, step: int, tokens_per_step: int | None = None) -> Path:
-    """Write the snapshot of ``model`` at ``step`` under ``run_dir`` (module docstring); returns its folder."""
-    target = folder(run_dir, step)
-    state = {name: tensor.detach().to("cpu") for name, tensor in model.state_dict().items()}
-    results.write_atomically(target / WEIGHTS, lambda temporary: torch.save(state, temporary))
+def save(
+    run_dir: str | Path,
+    config,
+    model: torch.nn.Module,
+    step: int,
+    tokens_per_step: int | None = None,
+    *,
+    weights: str = WEIGHTS,
+    final: bool = False,
+) -> Path:
+    """Write the snapshot of ``model`` at ``step`` under ``run_dir`` (module docstring), its weights in the file
+    ``weights`` (:data:`WEIGHTS` or :data:`SAFETENSORS`), in ``run_dir/final`` when ``final``; returns its folder."""
+    if weights not in WEIGHT_FILES:
+        raise ValueError(f"snapshot weights must be one of {', '.join(WEIGHT_FILES)}, got {weights!r}")
+    target = final_folder(run_dir) if final else folder(run_dir, step)
+    state = {name: tensor.detach().to("cpu").contiguous() for name, tensor in model.state_dict().items()}
+    if weights == SAFETENSORS:
+        from safetensors.torch import save_file
+
+        results.write_atomically(target / weights, lambda temporary: save_file(state, str(temporary)))
+    else:
+        results.write_atomically(target / weights, lambda temporary: torch.save(state, temporary))
     text = json.dumps(model_config(config, model, step, tokens_per_step), indent=1, sort_keys=True)
     results.write_atomically(target / CONFIG, lambda temporary: Path(temporary).write_text(text))
     return target
+
+
+def weights_file(folder: str | Path) -> Path | None:
+    """The weights of the snapshot in ``folder`` (``model.safetensors`` or ``pytorch_model.bin``), None if neither
+    is there."""
+    return next((Path(folder) / name for name in WEIGHT_FILES if (Path(folder) / name).is_file()), None)
+
+
+def _whole(path: Path) -> bool:
+    return (path / CONFIG).is_file() and weights_file(path) is not None
 
 
 def taken(run_dir: str | Path) -> dict[int, Path]:
@@ -99,28 +137,36 @@ def taken(run_dir: str | Path) -> dict[int, Path]:
     root = inside(run_dir, FOLDER)
     found = {}
     for path in sorted(root.glob("step*")) if root.is_dir() else ():
-        if (path / CONFIG).is_file() and (path / WEIGHTS).is_file() and path.name[4:].isdigit():
+        if _whole(path) and path.name[4:].isdigit():
             found[int(path.name[4:])] = path
     return found
 
 
-def complete(run_dir: str | Path | None, steps: int, every: int | None) -> bool:
-    """Whether ``run_dir`` holds every snapshot a run of ``steps`` steps takes every ``every`` steps."""
+def complete(run_dir: str | Path | None, steps: int, every: int | None, final: bool = False) -> bool:
+    """Whether ``run_dir`` holds every snapshot a run of ``steps`` steps takes every ``every`` steps, and its
+    final weights when ``final``."""
     wanted = snapshot_steps(steps, every)
+    if final and (run_dir is None or not _whole(final_folder(run_dir))):
+        return False
     return not wanted or (run_dir is not None and set(wanted) <= set(taken(run_dir)))
 
 
 def read_weights(folder: str | Path) -> dict:
-    """The state dict of the snapshot in ``folder``, read with ``weights_only=True``; ValueError (one line) for a
-    folder without it, a file that is not a checkpoint or asks for anything but tensors (a pickle that could run
-    code), or anything but a mapping of names to tensors."""
+    """The state dict of the snapshot in ``folder`` (``model.safetensors``, else ``pytorch_model.bin`` read with
+    ``weights_only=True``); ValueError (one line) for a folder without either, a file that is not a checkpoint or
+    asks for anything but tensors (a pickle that could run code), or anything but a mapping of names to tensors."""
     import pickle
 
-    path = Path(folder) / WEIGHTS
-    if not path.is_file():
-        raise ValueError(f"init_from: {path} does not exist (a snapshot folder holds {WEIGHTS})")
+    path = weights_file(folder)
+    if path is None:
+        raise ValueError(f"init_from: {Path(folder) / SAFETENSORS} (or {WEIGHTS}) does not exist")
     try:
-        state = load_weights_only(path, map_location="cpu")
+        if path.name == SAFETENSORS:
+            from safetensors.torch import load_file
+
+            state = load_file(path, device="cpu")
+        else:
+            state = load_weights_only(path, map_location="cpu")
     except pickle.UnpicklingError:
         raise ValueError(f"init_from: {path} holds objects other than tensors, and is not read") from None
     except Exception as err:  # noqa: BLE001  (a damaged file fails in many ways; each is one line)
