@@ -16,7 +16,7 @@ MODELS ?= $(if $(filter paper,$(PROFILE)),all,core)
 TEST_WORKERS ?= auto
 # pytest-xdist: one group per notebook and one for the book on one worker each, groups first (tests/conftest.py)
 PYTEST := MPLBACKEND=agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
-CHECK_TIERS := not (notebook or browser or install or checkpoint or findings or hostile)
+CHECK_TIERS := not (notebook or browser or install or checkpoint or findings or hostile or signals)
 .PHONY: help install fetch reproduce notebook book handouts exercises course lab check test hostile findings claims-refs sync lock clean
 
 help: ## list the commands

@@ -27,6 +27,8 @@ from typing import Any
 
 import yaml
 
+from . import interrupts
+
 NOTEBOOK_GLOB = "[0-9][0-9]_*.py"
 PATH_PARAMETERS = ("results_dir", "figures_dir")  # injected as build_dir/results, build_dir/figures
 KERNEL_NAME = "python3"
@@ -342,7 +344,8 @@ def run_notebook(
 def reproduce(
     root: Path, profile: str, build_dir: Path, *, only: list[str] | None = None, progress: bool = False, log=print
 ) -> list[RunResult]:
-    """Run every notebook (or those in ``only``) in order with ``profile``; stop at the first failure."""
+    """Run every notebook (or those in ``only``) in order with ``profile``; stop at the first failure. Ctrl-C raises
+    :class:`~attnstruct.interrupts.Interrupted` naming the notebook it stopped."""
     overrides = load_profile(root, profile)
     sources = [resolve_notebook(root, n) for n in only] if only else list_notebooks(root)
     for source in sources:  # every notebook's parameters, before the first one runs
@@ -350,9 +353,12 @@ def reproduce(
     results = []
     for i, source in enumerate(sources, 1):
         log(f"[{i}/{len(sources)}] {source.stem} ({profile}) ...", flush=True)
-        result = run_notebook(
-            root, source, overrides.get(source.stem, {}), build_dir, profile=Path(profile).stem, progress=progress
-        )
+        try:
+            result = run_notebook(
+                root, source, overrides.get(source.stem, {}), build_dir, profile=Path(profile).stem, progress=progress
+            )
+        except KeyboardInterrupt:  # Ctrl-C: the notebooks before it stay, their stored results reused by a rerun
+            raise interrupts.Interrupted(f"in {source.stem}, after {i - 1} of {len(sources)} notebooks") from None
         log(f"[{i}/{len(sources)}] {source.stem} done in {result.seconds:.1f} s -> {result.html}", flush=True)
         results.append(result)
     return results

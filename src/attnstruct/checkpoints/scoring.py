@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
+from .. import interrupts
 from .._checks import input_eps
 from ..conventions import DEVICES, FLOAT32_FROM_D_MODEL, PRECISIONS
 from ..report.progress import hidden
@@ -143,6 +144,7 @@ def score_blocks(
         leave=position is None,
     )
     for block in bar:
+        interrupts.check()  # a sweep's worker stops between two blocks (attnstruct.interrupts)
         used = block_precision(block.w_q.shape[-1], precision)
         try:
             layer = score_block(block, num_std=num_std, precision=used, device=where)

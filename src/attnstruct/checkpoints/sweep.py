@@ -49,7 +49,7 @@ import math
 import re
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +58,7 @@ import pandas as pd
 import xarray as xr
 from tqdm import tqdm
 
+from .. import interrupts
 from ..report.progress import hidden
 from ..results import (
     OutputError,
@@ -101,6 +102,7 @@ class SweepResult:
 
 MAX_LIST_BYTES = 16 * 2**20  # a list of 16 MiB holds about 200,000 hub ids
 MAX_WORKERS = 64
+_LOOK_EVERY_S = 0.1  # how often the main thread looks for Ctrl-C while the workers score
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters but tab and newline
 
 
@@ -239,27 +241,39 @@ def write_failures(path: Path, failures: list[dict]) -> None:
     write_atomically(path, lambda tmp: table.to_csv(tmp, index=False))
 
 
-def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar) -> None:
-    """Save each finished model's dataset; record a failure, whatever it is, and go on."""
-    for future in as_completed(futures):
-        model = futures[future]
-        try:
-            dataset = future.result()
-            save_dataset(dataset, folder / f"{file_stem(model)}.nc")
-        except OutputError:  # a disk that takes no file (full, read-only) fails every model: the sweep stops
+def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar, total: int) -> None:
+    """Save each finished model's dataset; record a failure, whatever it is, and go on. Ctrl-C under
+    :func:`attnstruct.interrupts.handled` stops it between two models (:class:`~attnstruct.interrupts.Interrupted`,
+    saying how many of ``total`` are scored); the main thread waits in short slices so as to see it."""
+    pending = set(futures)
+    progress = lambda: f"after {len(result.skipped) + len(result.scored)} of {total} models"  # noqa: E731
+    while pending:
+        interrupts.check(progress)
+        finished, pending = wait(pending, timeout=_LOOK_EVERY_S, return_when=FIRST_COMPLETED)
+        for future in finished:
+            interrupts.check(progress)  # a worker stopped by Ctrl-C is no failure of its model
+            _keep(future, futures[future], folder, out, result)
+            bar.update(1)
+
+
+def _keep(future, model: str, folder: Path, out: Path, result: SweepResult) -> None:
+    """One finished model: its dataset saved, or its failure listed."""
+    try:
+        dataset = future.result()
+        save_dataset(dataset, folder / f"{file_stem(model)}.nc")
+    except OutputError:  # a disk that takes no file (full, read-only) fails every model: the sweep stops
+        raise
+    except ExtractionError as err:
+        if err.kind == "invalid token":  # the hub refuses the token itself: every model would fail alike
             raise
-        except ExtractionError as err:
-            if err.kind == "invalid token":  # the hub refuses the token itself: every model would fail alike
-                raise
-            result.failures.append({"model": model, "kind": err.kind, "reason": err.detail})
-            write_failures(out / "failures.csv", result.failures)
-        except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
-            result.failures.append({"model": model, "kind": "error", "reason": one_line(err)})
-            write_failures(out / "failures.csv", result.failures)
-        else:
-            result.scored.append(model)
-            result.datasets[model] = dataset
-        bar.update(1)
+        result.failures.append({"model": model, "kind": err.kind, "reason": err.detail})
+        write_failures(out / "failures.csv", result.failures)
+    except Exception as err:  # one model's failure, whatever it is, must not stop the sweep
+        result.failures.append({"model": model, "kind": "error", "reason": one_line(err)})
+        write_failures(out / "failures.csv", result.failures)
+    else:
+        result.scored.append(model)
+        result.datasets[model] = dataset
 
 
 def _check_settings(workers: int, num_std: float, out) -> None:
@@ -372,7 +386,7 @@ def _sweep_locked(
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-sweep") as pool:
         futures = {pool.submit(task, model): model for model in todo}
         try:
-            _collect(futures, folder, out, result, bar)
+            _collect(futures, folder, out, result, bar, len(models))
         except BaseException:  # Ctrl-C: stop now, not after the queued models; finished files stay for a resume
             for future in futures:
                 future.cancel()

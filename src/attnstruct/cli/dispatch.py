@@ -1,10 +1,14 @@
 """Command line: ``attnstruct score``, ``sweep``, ``revisions``, ``fetch-models``, ``prepare-corpus``, ``train``,
 ``reproduce``, ``notebook``, ``list``.
 
-Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed), 2 for bad input
+Exit status: 0 on success, 1 when a notebook fails (its name, cell and error are printed) or a sweep fails (it scored
+no model; with ``--strict``, any model failed), 2 for bad input
 (unknown notebook, profile or parameter; unreadable or unsupported checkpoint; a device that is not there), always
 with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`); an output that cannot be written (a
-full or read-only disk: :class:`attnstruct.results.OutputError`) is refused so by every command. ``fetch-models``,
+full or read-only disk: :class:`attnstruct.results.OutputError`) is refused so by every command.
+Ctrl-C: one line, ``attnstruct sweep: interrupted after 27 of 120 models; run the same command to resume``, exit
+status 130, never a traceback; ``sweep``, ``train`` and ``prepare-corpus`` stop at their next safe point
+(:mod:`attnstruct.interrupts`), nothing half-written. ``fetch-models``,
 ``prepare-corpus`` and ``train`` parse their own options (:mod:`attnstruct.cli.fetch`, :mod:`attnstruct.cli.prepare`,
 :mod:`attnstruct.cli.train`). Nothing here imports torch until a command needs it: ``attnstruct --help``, ``list``,
 ``fetch-models --list`` and ``prepare-corpus --list`` start without it.
@@ -13,15 +17,20 @@ full or read-only disk: :class:`attnstruct.results.OutputError`) is refused so b
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import re
 import sys
 
+from .. import interrupts
 from .._version import __version__
 from ..conventions import DEFAULT_NUM_STD, FLOAT32_FROM_D_MODEL, PRECISIONS
 from ..notebooks import NotebookFailed, PipelineError
 from .errors import CommandError, Parser, refuse
 
+COMMANDS = ("score", "sweep", "revisions", "fetch-models", "prepare-corpus", "train", "reproduce", "notebook", "list")
+AT_SAFE_POINTS = ("sweep", "train", "prepare-corpus")  # Ctrl-C waits for the next safe point (attnstruct.interrupts)
+RESUMABLE = (*AT_SAFE_POINTS, "reproduce")  # the same command goes on where Ctrl-C stopped it
 DEVICE_HELP = "auto (CUDA when there is one), cpu or cuda"
 
 
@@ -159,6 +168,11 @@ def _parser() -> Parser:
     )
     sweep.add_argument("--precision", choices=PRECISIONS, default="auto")
     sweep.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit status 1 when any model failed (without it: only when no model was scored)",
+    )
+    sweep.add_argument(
         "--refresh",
         action="store_true",
         help="re-read the commit each hub branch or tag names now (one request each) and rescore a model whose "
@@ -175,14 +189,29 @@ def _parser() -> Parser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    command = argv[0] if argv and argv[0] in COMMANDS else ""
     try:
-        return _run(argv)
+        with interrupts.handled() if command in AT_SAFE_POINTS else contextlib.nullcontext():
+            return _run(argv)
+    except KeyboardInterrupt as stop:  # Ctrl-C: one line, whichever command it stopped
+        return interrupted(f"attnstruct {command}".strip(), stop, resumable=command in RESUMABLE)
     except OSError as err:  # an output that cannot be written (full or read-only disk), whichever command writes it
         from ..results import OutputError
 
         if not isinstance(err, OutputError):
             raise
         return refuse("attnstruct", err)
+
+
+def interrupted(prog: str, stop: KeyboardInterrupt, *, resumable: bool) -> int:
+    """Print ``{prog}: interrupted after ...; run the same command to resume`` (the last part when ``resumable``)
+    as one line on stderr; return :data:`attnstruct.interrupts.EXIT_STATUS` (130)."""
+    if isinstance(stop, interrupts.Interrupted):
+        line = stop.line()
+    else:
+        line = "interrupted" + ("; run the same command to resume" if resumable else "")
+    print(f"{prog}: {line}", file=sys.stderr, flush=True)
+    return interrupts.EXIT_STATUS
 
 
 def _run(argv: list[str]) -> int:

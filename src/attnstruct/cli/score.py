@@ -14,6 +14,8 @@ from pathlib import Path
 
 from .errors import CommandError
 
+SWEEP_FAILED = 1  # a sweep that scored no model, or (--strict) in which any model failed
+
 
 def score(args) -> int:
     """Print the table of ``args.source``, one row per block (or head); with ``--out``, also write it. With
@@ -67,7 +69,8 @@ def _refresh(source: str) -> None:
 def sweep(args) -> int:
     """Score every model of ``args.list`` (with ``--shard K/N``, shard K of it) into ``args.out``
     (:func:`attnstruct.checkpoints.sweep.run_sweep`); one model's failure is listed in ``failures.csv`` with its
-    kind, not fatal, but an invalid token stops the sweep in one line. Models holding byte-identical weights are
+    kind, not fatal, but an invalid token stops the sweep in one line. A sweep that scored no model exits 1 (one
+    line), and with ``--strict`` one in which any model failed. Models holding byte-identical weights are
     named, one line per group, before the last line. With ``--combine DIR ...``, merge those sweeps' folders into
     ``args.out`` instead (:func:`attnstruct.checkpoints.sweep_merge.combine_parts`)."""
     if args.combine is not None:
@@ -93,6 +96,13 @@ def sweep(args) -> int:
         )
     except (SweepError, DeviceError, ValueError) as err:  # an ExtractionError too: an invalid token
         raise CommandError(str(err)) from None
+    if result.failures and not result.scored and not result.skipped:
+        print(
+            f"attnstruct sweep: error: no model scored; all {len(result.failures)} failed "
+            f"(listed in {Path(args.out) / 'failures.csv'})",
+            file=sys.stderr,
+        )
+        return SWEEP_FAILED
     for line in result.duplicates:
         print(f"attnstruct: {line}", file=sys.stderr)
     print(
@@ -101,6 +111,9 @@ def sweep(args) -> int:
         f"{result.calls}",
         file=sys.stderr,
     )
+    if args.strict and result.failures:
+        print(f"attnstruct sweep: error: {len(result.failures)} models failed (--strict)", file=sys.stderr)
+        return SWEEP_FAILED
     return 0
 
 

@@ -3,7 +3,8 @@
 Each unit of a :class:`~attnstruct.tasks.corpus_sources.Source` (a parquet row group, a JSON-lines chunk, a text
 file) is encoded (in ``workers`` spawned processes when more than one) into one shard ``FFFFF-PPPPPP.npz``
 (``tokens``: the ids of its documents one after another, ``lengths``: int64 per document, ``hashes``: uint64 per
-document), written atomically, so a killed preparation resumes from the shards it finished. :func:`assemble` then
+document), written atomically, so a killed preparation resumes from the shards it finished; Ctrl-C
+(:mod:`attnstruct.interrupts`) stops it between two shards. :func:`assemble` then
 joins the shards into ``train.bin``, ``val.bin``, their offsets and the training counts, by the rules of
 :mod:`attnstruct.tasks.prepared_corpus` (the split by each document's hash, ``max_tokens`` over the first documents).
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import interrupts
 from .corpus_sources import Source
 
 SPLITS = ("train", "val")
@@ -100,6 +102,7 @@ def tokenise(src, text, dtype, shards: Path, max_tokens, workers, preprocessing,
             bar.update(count)
             if max_tokens is not None and total >= max_tokens:
                 break
+            interrupts.check(lambda: f"after {len(done)} shards ({total:,} tokens)")  # noqa: B023 (called here)
     finally:
         bar.close()
         if pool is not None:

@@ -280,7 +280,11 @@ _WORKER: dict = {}
 
 
 def start_worker(text: str, preprocessing: str, dtype: str) -> None:
-    """Initialise a worker process: one tokenizer thread (the processes are the parallelism), one Encoder."""
+    """Initialise a worker process: one tokenizer thread (the processes are the parallelism), one Encoder; Ctrl-C
+    is left to the parent, which stops between two shards (:mod:`attnstruct.interrupts`) and ends the pool."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
     _WORKER["encode"] = Encoder(text, preprocessing, dtype)
 

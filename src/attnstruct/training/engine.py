@@ -48,7 +48,7 @@ import torch
 import xarray as xr
 from torch import nn
 
-from .. import results, work
+from .. import interrupts, results, work
 from ..checkpoints.extract import count_parameters
 from ..checkpoints.scoring import resolve_device
 from ..conventions import DEVICES
@@ -293,12 +293,14 @@ def train(
     With ``run_dir``: resume from ``run_dir/checkpoint.pt`` if present, save ``run_dir/run.nc`` atomically at
     the end, and reuse a finished run made by the same code with the same parameters (a notice says so;
     :func:`attnstruct.training.run_folder.finished_run`). ``callback(step, model)`` runs after every optimiser step
-    (tests use it to interrupt). ``snapshot_every`` (a multiple of ``log_every``) keeps the weights at step 0, every
-    that many steps and at the end as checkpoint folders under ``run_dir/snapshots/``
-    (:mod:`attnstruct.training.snapshots`); ``save_final`` keeps the last step's weights in ``run_dir/final/``; a
-    finished run without them is trained again to take them. ``weights`` names the snapshots' weight file
-    (``pytorch_model.bin`` or ``model.safetensors``). A resumed run says so in one line (its step). Under
-    ``torchrun`` only rank 0 writes files. The global RNG state is the same after the call as before.
+    (tests use it to interrupt). Ctrl-C under :func:`attnstruct.interrupts.handled` stops the loop after the step it
+    is taking (:class:`~attnstruct.interrupts.Interrupted`, naming the step and the checkpoint a rerun resumes
+    from). ``snapshot_every`` (a multiple of ``log_every``) keeps the weights at step 0, every that many steps and at
+    the end as checkpoint folders under ``run_dir/snapshots/`` (:mod:`attnstruct.training.snapshots`);
+    ``save_final`` keeps the last step's weights in ``run_dir/final/``; a finished run without them is trained again
+    to take them. ``weights`` names the snapshots' weight file (``pytorch_model.bin`` or ``model.safetensors``). A
+    resumed run says so in one line (its step). Under ``torchrun`` only rank 0 writes files. The global RNG state is
+    the same after the call as before.
     """
     config = task.config
     rank, world = distributed()
@@ -346,6 +348,15 @@ def _memory_refused(config: RunConfig, device):
         raise ValueError(f"the run {config.run_name()} does not fit in the memory of {device}{detail}") from None
 
 
+def _resume_from(run_dir, saved: int) -> str:
+    """What the same command does after Ctrl-C stopped a run whose last checkpoint is at step ``saved``."""
+    if run_dir is None:
+        return ""
+    if saved == 0:
+        return "run the same command to start again (no checkpoint yet)"
+    return f"run the same command to resume from the checkpoint at step {saved}"
+
+
 def _train(task: Task, run_dir, device, rank, world, progress, callback, kept, checkpoint) -> xr.Dataset:
     config = task.config
     snapshot_every, save_final, weights = kept
@@ -371,6 +382,7 @@ def _train(task: Task, run_dir, device, rank, world, progress, callback, kept, c
         _record(task, model, records, 0, float("nan"), scheduler, device)
         snapshot(0)
     running_loss = torch.zeros((), device=device)
+    saved = start  # the step of the checkpoint a resume starts from
     bar = _progress_bar(config, start, progress and rank == 0)
     model.train()
     for step in range(start + 1, config.steps + 1):
@@ -389,10 +401,14 @@ def _train(task: Task, run_dir, device, rank, world, progress, callback, kept, c
             if bar is not None:
                 bar.set_postfix(loss=f"{float(train_loss):.3f}", sym=f"{np.median(records.symmetry_layer[-1]):+.2f}")
             crossed = step // config.checkpoint_every > previous // config.checkpoint_every
-            if run_dir is not None and crossed and step < config.steps and rank == 0:
-                run_folder.save_checkpoint(run_dir, config, step, model, optimizer, scheduler, records)
+            if run_dir is not None and crossed and step < config.steps:
+                saved = step
+                if rank == 0:
+                    run_folder.save_checkpoint(run_dir, config, step, model, optimizer, scheduler, records)
         if bar is not None:
             bar.update(1)
+        if step < config.steps:
+            interrupts.check(f"after step {step} of {config.steps}", _resume_from(run_dir, saved))
     if bar is not None:
         bar.close()
     ds = to_dataset(task, records, model, processes=world, device=str(device))

@@ -1,0 +1,171 @@
+"""Ctrl-C and exit statuses of the command line: a SIGINT at a random moment of ``attnstruct sweep`` or ``train``
+(each over 20 seeds, in a process of its own as a user runs it) stops it with one line, exit status 130, nothing
+half-written, and the same command then resumes; a sweep that scored nothing exits 1, and ``--strict`` any failure.
+"""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import xarray as xr
+
+from attnstruct import cli, interrupts
+from attnstruct.checkpoints import sweep
+
+SEEDS = range(20)
+N_MODELS = 24
+SLOW_S = 0.03  # each hub answer this late: a sweep of N_MODELS takes a few seconds, so that Ctrl-C lands inside it
+TINY_TRAIN = dict(
+    objective="masked", source="synthetic-digits", steps=400, batch_size=8, lr=3e-3, warmup=5, log_every=10,
+    eval_every=20, checkpoint_every=40, d_model=16, n_layers=1, n_heads=2, n_images=100,
+)  # fmt: skip
+TRAIN_ARGS = ["--task", "vision", *(f"--{k.replace('_', '-')}={v}" for k, v in TINY_TRAIN.items())]
+
+
+def _start(*argv: str) -> subprocess.Popen:
+    """``python -m attnstruct ARGV`` in a process of its own (one torch thread), stdout and stderr piped."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "attnstruct", *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _interrupt(process: subprocess.Popen, ready, delay: float) -> tuple[int, str]:
+    """Wait until ``ready()``, ``delay`` seconds more, then send SIGINT; the exit status and stderr."""
+    deadline = time.monotonic() + 120
+    while not ready() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    return process.returncode, err
+
+
+def _rerun(argv) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "attnstruct", *argv], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def _one_interrupted_line(status: int, err: str, prog: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert status == interrupts.EXIT_STATUS, f"exit status {status}, not 130; stderr:\n{err[-3000:]}"
+    assert len(lines) == 1, f"{len(lines)} lines on stderr, not one:\n{err[-3000:]}"
+    assert lines[0].startswith(f"{prog}: interrupted"), lines[0]
+    assert "run the same command" in lines[0] and "Traceback" not in err
+    return lines[0]
+
+
+def _temporary_files(folder) -> list:
+    return [p for p in folder.rglob("*") if ".tmp" in p.name]
+
+
+@pytest.fixture
+def slow_models(hub, repos, tmp_path):
+    """A list of N_MODELS hub ids, each a tiny BERT, served slowly."""
+    models = [f"slow/m{i:02d}" for i in range(N_MODELS)]
+    for model in models:
+        hub.add_folder(model, repos["tiny/bert"])
+    hub.slow_down(SLOW_S)
+    listing = tmp_path / "models.txt"
+    listing.write_text("\n".join(models) + "\n")
+    return listing, models
+
+
+@pytest.mark.signals
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ctrl_c_stops_a_sweep_in_one_line_with_130_and_the_same_command_resumes(slow_models, tmp_path, seed):
+    listing, models = slow_models
+    out = tmp_path / "out"
+    argv = ("sweep", str(listing), "--out", str(out), "--workers", "2")
+    delay = random.Random(seed).uniform(0.0, 1.5)
+    status, err = _interrupt(_start(*argv), lambda: (out / "models").is_dir(), delay)
+    line = _one_interrupted_line(status, err, "attnstruct sweep")
+    assert f"of {N_MODELS} models" in line
+    assert not _temporary_files(out) and not (out / "sweep.nc").exists()
+    written = sorted((out / "models").glob("*.nc"))
+    for path in written:  # each file whole: it opens and holds its model
+        with xr.open_dataset(path, engine="h5netcdf") as ds:
+            assert sweep.file_stem(str(ds["model"].values[0])) == path.stem
+    again = _rerun(argv)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{N_MODELS - len(written)} scored, {len(written)} done before, 0 failed" in again.stderr
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_run(tmp_path_factory):
+    """The dataset of the tiny run trained without a stop."""
+    run_dir = tmp_path_factory.mktemp("uninterrupted") / "run"
+    done = _rerun(("train", "--run-dir", str(run_dir), *TRAIN_ARGS))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with xr.open_dataset(run_dir / "run.nc", engine="h5netcdf") as ds:
+        return ds.load()
+
+
+@pytest.mark.signals
+@pytest.mark.training
+@pytest.mark.parametrize("seed", SEEDS)
+def test_ctrl_c_stops_training_in_one_line_with_130_and_the_same_command_resumes(uninterrupted_run, tmp_path, seed):
+    run_dir = tmp_path / "run"
+    argv = ("train", "--run-dir", str(run_dir), *TRAIN_ARGS)
+    delay = random.Random(seed).uniform(0.0, 1.0)
+    status, err = _interrupt(_start(*argv), run_dir.is_dir, delay)
+    line = _one_interrupted_line(status, err, "attnstruct train")
+    assert f"of {TINY_TRAIN['steps']}" in line
+    assert not _temporary_files(run_dir) and not (run_dir / "run.nc").exists()
+    resumed_at = int(line.rsplit(" ", 1)[1]) if "checkpoint at step" in line else 0
+    assert (run_dir / "checkpoint.pt").is_file() == (resumed_at > 0)
+    again = _rerun(argv)
+    assert again.returncode == 0, again.stderr[-3000:]
+    with xr.open_dataset(run_dir / "run.nc", engine="h5netcdf") as ds:
+        assert ds.symmetry.values.tolist() == uninterrupted_run.symmetry.values.tolist()
+
+
+@pytest.fixture
+def half_missing(hub, repos, tmp_path):
+    """A list of two models the hub has and two it has not."""
+    listing = tmp_path / "models.txt"
+    listing.write_text("tiny/bert\nnobody/missing-1\ntiny/gpt2\nnobody/missing-2\n")
+    return listing
+
+
+def test_a_sweep_in_which_every_model_failed_exits_1_in_one_line(hub, tmp_path, capsys):
+    listing = tmp_path / "models.txt"
+    listing.write_text("nobody/missing-1\nnobody/missing-2\n")
+    assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out")]) == 1
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "no model scored" in lines[0] and "failures.csv" in lines[0], lines
+
+
+def test_a_sweep_with_some_failures_exits_0_and_with_strict_exits_1(hub, half_missing, tmp_path, capsys):
+    assert cli.main(["sweep", str(half_missing), "--out", str(tmp_path / "out")]) == 0
+    assert "2 scored, 0 done before, 2 failed" in capsys.readouterr().err
+    assert cli.main(["sweep", str(half_missing), "--out", str(tmp_path / "out"), "--strict"]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == "attnstruct sweep: error: 2 models failed (--strict)"
+
+
+def test_a_sweep_whose_models_were_all_done_before_exits_0(hub, tmp_path):
+    listing = tmp_path / "models.txt"
+    listing.write_text("tiny/bert\n")
+    assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out")]) == 0
+    assert cli.main(["sweep", str(listing), "--out", str(tmp_path / "out"), "--strict"]) == 0
+
+
+def test_a_worker_that_sees_ctrl_c_is_no_failure_of_its_model(hub, tmp_path, monkeypatch):
+    """The flag set while a model is scored: the sweep stops with Interrupted, lists no failure, writes no
+    ``sweep.nc``."""
+    real = sweep.score_one
+
+    def interrupted(model, **kw):
+        interrupts.request()
+        return real(model, **kw)
+
+    monkeypatch.setattr(sweep, "score_one", interrupted)
+    with interrupts.handled(), pytest.raises(interrupts.Interrupted, match="after 0 of 2 models"):
+        sweep.run_sweep(["tiny/bert", "tiny/gpt2"], tmp_path / "out", workers=1)
+    assert not (tmp_path / "out" / "failures.csv").exists() and not (tmp_path / "out" / "sweep.nc").exists()
