@@ -245,12 +245,13 @@ def _collect(futures: dict, folder: Path, out: Path, result: SweepResult, bar, t
     """Save each finished model's dataset; record a failure, whatever it is, and go on. Ctrl-C under
     :func:`attnstruct.interrupts.handled` stops it between two models (:class:`~attnstruct.interrupts.Interrupted`,
     saying how many of ``total`` are scored); the main thread waits in short slices so as to see it."""
-    pending = set(futures)
+    pending, order = set(futures), {future: i for i, future in enumerate(futures)}
     progress = lambda: f"after {len(result.skipped) + len(result.scored)} of {total} models"  # noqa: E731
     while pending:
         interrupts.check(progress)
         finished, pending = wait(pending, timeout=_LOOK_EVERY_S, return_when=FIRST_COMPLETED)
-        for future in finished:
+        stopped = lambda f: isinstance(f.exception(), KeyboardInterrupt)  # noqa: E731  kept last: the others first
+        for future in sorted(finished, key=lambda f: (stopped(f), order[f])):
             interrupts.check(progress)  # a worker stopped by Ctrl-C is no failure of its model
             _keep(future, futures[future], folder, out, result)
             bar.update(1)
