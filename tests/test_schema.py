@@ -132,3 +132,12 @@ def test_every_dataset_turned_into_a_table_has_one_row_per_block(outputs, local_
     pd.testing.assert_frame_equal(got.drop(columns="extras"), expected.drop(columns="extras"))
     for writer, ds in datasets.items():
         assert len(tidy(ds)) > 0, writer
+
+
+def test_the_table_in_the_command_line_docs_is_the_schema():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / "docs" / "command-line.md").read_text()
+    rows = [line.split("|")[1:5] for line in text.splitlines() if line.startswith("| `") and line.count("|") == 5]
+    documented = {n.strip(" `"): (tuple(d.strip(" `").split(", ")), t.strip()) for n, d, t, _ in rows}
+    assert documented == EXPECTED
