@@ -109,7 +109,7 @@ summary.round(3)
 # reach; the verdicts are in section 2.
 
 # %%
-model_types = dict(zip(dataset.model.values, dataset.model_type.values))
+model_types = dict(zip(dataset.model.values, dataset.family.values))
 sweep_plan = pretrained_ordering.SWEEP_PLAN
 reach = pretrained_ordering.sweep_smallest(summary, model_types)
 if reach:

@@ -48,20 +48,22 @@ def test_score_per_head_and_output_files(bert_dir, tmp_path, capsys):
     assert cli.main(["score", str(folder), "--per-head", "--out", str(tmp_path / "s.csv")]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     table = pd.read_csv(tmp_path / "s.csv")
+    heads = table[table["head"].notna()].reset_index(drop=True)  # the layer rows have no head
     n_heads = model.config.num_attention_heads
-    assert len(out) - 1 == len(table) == n_heads * len(model.encoder.layer)
-    assert list(table.columns[:5]) == ["stack", "layer", "head", "symmetry", "directionality"]
+    assert len(out) - 1 == len(heads) == n_heads * len(model.encoder.layer)
+    assert len(table) - len(heads) == len(model.encoder.layer)
+    assert list(table.columns[:6]) == ["model", "stack", "layer", "head", "symmetry", "directionality"]
     q = model.encoder.layer[0].attention.self.query.weight.detach().double().view(n_heads, -1, 32)
     k = model.encoder.layer[0].attention.self.key.weight.detach().double().view(n_heads, -1, 32)
     head0 = (q[0].T @ k[0]).numpy()
-    assert table.symmetry[0] == pytest.approx(symmetry_paper(head0), abs=1e-5)
+    assert heads.symmetry[0] == pytest.approx(symmetry_paper(head0), abs=1e-5)
 
     assert cli.main(["score", str(folder / "model.safetensors"), "--out", str(tmp_path / "s.nc")]) == 0
     ds = load_dataset(tmp_path / "s.nc")
-    assert ds.symmetry.dims == ("stack", "layer")
+    assert ds.symmetry.dims == ("model", "stack", "layer")
     assert json.loads(ds.attrs["parameters"])["per_head"] is False
     np.testing.assert_allclose(
-        ds.symmetry.sel(stack="encoder").values, [r[1] for r in reference_layer_scores(model)], atol=1e-6
+        ds.symmetry.sel(stack="encoder").values[0], [r[1] for r in reference_layer_scores(model)], atol=1e-6
     )
 
 
@@ -253,13 +255,13 @@ def test_a_refusal_names_the_checkpoint_even_where_the_reader_names_only_a_file_
 def test_a_disk_failing_under_the_reader_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
     import errno
 
-    import attnstruct.checkpoints.scoring as scoring
+    import attnstruct.checkpoints.model_scores as model_scores
 
     from hostile import assert_refused
 
     def failing(*args, **kwargs):
         raise OSError(errno.EIO, "Input/output error", str(tmp_path / "model.safetensors"))
 
-    monkeypatch.setattr(scoring, "score_model", failing)
+    monkeypatch.setattr(model_scores, "score", failing)
     status = cli.main(["score", str(tmp_path)])
     assert_refused(status, capsys.readouterr().err, "model.safetensors", "Input/output error")

@@ -64,7 +64,7 @@ def test_the_paper_sweep_scores_what_it_can_and_lists_every_failure(paper_hub, r
     combined = load_dataset(out / "sweep.nc")
     assert list(combined.model.values) == [m for m in paper if m in PAPER_STANDINS]
     one = combined.sel(model="facebook/bart-base")
-    assert str(one.role.values) == "encoder-decoder" and str(one.family.values) == "BART"
+    assert str(one.role.values) == "encoder-decoder" and (one.family.item(), one.reader.item()) == ("bart", "BART")
     assert (
         str(one.revision.values) == ""
         and len(str(one.commit.values)) == 40
@@ -269,7 +269,7 @@ def test_a_sweep_over_a_series_carries_each_revision_and_its_step(series, series
 def test_per_model_files_carry_the_series_coordinates_and_the_layout(series, series_folders, tmp_path):
     local = str(series_folders["step10"])  # a local folder: its name gives the step, and there is no revision
     result = sweep.run_sweep(["org/series@ext5", local], tmp_path / "out")
-    assert tables.LAYOUT == "model_dataset/5" and sorted(result.scored) == sorted(["org/series@ext5", local])
+    assert tables.LAYOUT == "model_dataset/6" and sorted(result.scored) == sorted(["org/series@ext5", local])
     one = load_dataset(tmp_path / "out" / "models" / f"{sweep.file_stem('org/series@ext5')}.nc").squeeze("model")
     assert (one.revision.item(), one.step.item(), one.phase.item()) == ("ext5", 5.0, 1.0)
     assert one.commit.item() == series["ext5"] and json.loads(one.attrs["parameters"])["layout"] == tables.LAYOUT

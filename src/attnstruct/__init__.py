@@ -5,8 +5,9 @@ The names imported first (``import attnstruct as at``) are the paper's objects: 
 ``at.symmetric_part``, ``at.skew_part``, ``at.split_heads`` and ``at.bilinear_logits`` (:mod:`attnstruct.bilinear`).
 ``at.score`` scores a whole model (a path, a packaged name, a hub id, a transformers or TransformerLens model in
 memory, a ``state_dict``) into a :class:`~attnstruct.checkpoints.model_scores.ModelScores`: one tidy table and the
-per-model dataset (:mod:`attnstruct.checkpoints.model_scores`). They load their module, and torch with it, on first
-use, so ``import attnstruct`` stays cheap.
+per-model dataset (:mod:`attnstruct.checkpoints.model_scores`); ``at.tidy`` turns any dataset of scores (a
+``score --out`` file, a sweep's) into that table (:mod:`attnstruct.checkpoints.schema`). They load their module,
+and torch with it, on first use, so ``import attnstruct`` stays cheap.
 
 The package is laid out by role (``docs/architecture.md`` draws the map): the paper's objects at the top
 (:mod:`~attnstruct.scores`, :mod:`~attnstruct.bilinear`, :mod:`~attnstruct.gradient`,
@@ -37,6 +38,7 @@ _PUBLIC = {
     "split_heads": "bilinear",
     "symmetric_part": "bilinear",
     "symmetry_score": "scores",
+    "tidy": "checkpoints.schema",
     "wqk": "bilinear",
 }
 __all__ = sorted(_PUBLIC)

@@ -6,61 +6,39 @@
 
 The table (:attr:`ModelScores.table`) is long: one row per model, stack, layer and head, ``head`` ``<NA>`` for the
 layer matrix (the sum over heads that the paper's tables report), each head's own matrix in the rows with a head
-number (``per_head=True``). Columns: :data:`TABLE_COLUMNS`. ``family`` is the model's own type (``whisper``,
-``qwen3``), ``reader`` the extraction family that read its weights (``BART``, ``LLaMA``), or ``TransformerLens``.
+number (``per_head=True``). Columns: :data:`~.schema.TABLE_COLUMNS`. ``family`` is the model's own type
+(``whisper``, ``qwen3``), ``reader`` the extraction family that read its weights (``BART``, ``LLaMA``), or
+``TransformerLens``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 import torch
 
+from ..results import save_dataset, write_atomically
 from ..scores import DEFAULT_NUM_STD
-from .extract.families import FAMILY_BY_MODEL_TYPE
 from .in_memory import (
-    TRANSFORMER_LENS,
     is_state_dict,
     is_transformer_lens,
     state_dict_checkpoint,
     transformer_lens_checkpoint,
 )
-from .resolve import Checkpoint, open_checkpoint
+from .resolve import open_checkpoint
+from .schema import TABLE_COLUMNS, TABLE_DTYPES
 from .scoring import DeviceError, _naming, block_precision, resolve_device, score_blocks
-from .tables import checkpoint_dataset
-
-TABLE_COLUMNS = (
-    "model",
-    "stack",
-    "layer",
-    "head",
-    "symmetry",
-    "directionality",
-    "n_heads",
-    "n_kv_heads",
-    "d_model",
-    "d_head",
-    "causal",
-    "family",
-    "reader",
-    "extras",
-)
-
-
-def reader_of(checkpoint: Checkpoint) -> str:
-    """The code that read the checkpoint's weights: TransformerLens' layout, or the extraction family of its model
-    type (``""`` where there is none, e.g. a format read without one)."""
-    if checkpoint.kind == "transformer_lens":
-        return TRANSFORMER_LENS
-    family = FAMILY_BY_MODEL_TYPE.get(checkpoint.model_type)
-    return family.name if family else ""
+from .tables import checkpoint_dataset, reader_of
 
 
 def long_table(wide: pd.DataFrame, *, model: str, family: str, reader: str) -> pd.DataFrame:
     """:func:`~attnstruct.checkpoints.scoring.score_blocks`' table (one row per block, per-head arrays in cells) as
-    :data:`TABLE_COLUMNS`: each block's layer row (``head`` ``<NA>``), then its head rows when it has them."""
+    :data:`~.schema.TABLE_COLUMNS`: each block's layer row (``head`` ``<NA>``), then its head rows when it has
+    them."""
     rows = []
     for block in wide.itertuples(index=False):
         meta = {
@@ -80,9 +58,7 @@ def long_table(wide: pd.DataFrame, *, model: str, family: str, reader: str) -> p
         heads = zip(getattr(block, "head_symmetry", ()), getattr(block, "head_directionality", ()), strict=True)
         for h, (sym, direc) in enumerate(heads):
             rows.append({**where, "head": h, "symmetry": float(sym), "directionality": float(direc), **meta})
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    ints = {k: "int64" for k in ("layer", "n_heads", "n_kv_heads", "d_model", "d_head")}
-    return table.astype({**ints, "head": "Int64", "symmetry": "float64", "directionality": "float64", "causal": bool})
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS)).astype(TABLE_DTYPES)
 
 
 class ModelScores:
@@ -101,6 +77,18 @@ class ModelScores:
     def to_xarray(self):
         """The per-model dataset over ``(model=1, stack, layer[, head])`` (a copy)."""
         return self._dataset.copy()
+
+    def save(self, out: str | os.PathLike, *, attrs: Mapping | None = None) -> Path:
+        """Write ``out`` atomically: ``.csv`` as :attr:`table` (scores with 6 decimals, ``head`` empty on the layer
+        rows), ``.nc`` as :meth:`to_xarray` with ``attrs``. Raises ``ValueError`` for any other suffix."""
+        out = Path(out)
+        if out.suffix == ".nc":
+            dataset = self.to_xarray()
+            dataset.attrs = dict(attrs or {})
+            return save_dataset(dataset, out)
+        if out.suffix != ".csv":
+            raise ValueError(f"--out must end in .csv or .nc, got {out.name}")
+        return write_atomically(out, lambda tmp: self.table.to_csv(tmp, index=False, float_format="%.6f"))
 
     def __repr__(self) -> str:
         layers = self.table[self.table["head"].isna()]

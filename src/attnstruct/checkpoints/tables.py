@@ -1,11 +1,11 @@
-"""The scores of attention blocks as rows, files and datasets, and the one per-model dataset with its role rule.
+"""The scores of attention blocks as a dataset, and the one per-model dataset with its role rule.
 
-Two halves. The table of :func:`attnstruct.checkpoints.scoring.score_blocks` (one row per block) as rows
-(:func:`layer_rows`, :func:`head_rows`), as a dataset over ``(stack, layer[, head])`` (:func:`blocks_dataset`) and as
-the file of ``attnstruct score --out`` (:func:`scores_dataset`, :func:`write_scores`). Then the per-model dataset
-that every notebook and the sweep build, by one function (:func:`model_dataset`): the scores over
-``(model=1, stack, layer[, head])`` with the model's metadata as coordinates (:data:`MODEL_COORDS`), its role by one
-rule (:func:`role_of`), and :func:`combine` to put models side by side. :func:`score_checkpoint` and
+The table of :func:`attnstruct.checkpoints.scoring.score_blocks` (one row per block) as a dataset over ``(stack,
+layer[, head])`` (:func:`blocks_dataset`); then the per-model dataset that every output (``attnstruct score --out``,
+the sweep's files, :meth:`attnstruct.ModelScores.to_xarray`) and every notebook build, by one function
+(:func:`model_dataset`): the scores over ``(model=1, stack, layer[, head])`` with the model's metadata as coordinates
+(:data:`MODEL_COORDS`), its role by one rule (:func:`role_of`), and :func:`combine` to put models side by side. The
+names, dims and dtypes are :data:`attnstruct.checkpoints.schema.SCHEMA`. :func:`score_checkpoint` and
 :func:`score_local_checkpoints` score checkpoints into it for notebooks 03 and 07; the sweep
 (:mod:`attnstruct.checkpoints.sweep`) goes through :func:`checkpoint_dataset`.
 """
@@ -23,24 +23,21 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from ..results import provenance_attrs, save_dataset, write_atomically
 from .extract import AttentionBlock, iter_blocks
 from .extract.blocks import STACKS
 from .extract.families import FAMILY_BY_MODEL_TYPE
+from .in_memory import TRANSFORMER_LENS
 from .resolve import Checkpoint, open_checkpoint
 from .revisions import model_position, parse_training_position
 from .scoring import score_blocks
 
-COLUMNS = ("stack", "layer", "symmetry", "directionality")
-
-
-META_COLUMNS = ("n_heads", "n_kv_heads", "d_model", "d_head", "causal", "extras", "precision")
-
-
 HEAD_COLUMNS = ("head_symmetry", "head_directionality")
 
 
-SHAPE_COLUMNS = ("d_model", "d_head")
+SCORE_VARIABLES = ("symmetry", "directionality", *HEAD_COLUMNS)
+
+
+INT_COLUMNS = ("n_heads", "n_kv_heads", "d_model", "d_head")
 
 
 LAYER_MATRIX = "sum over heads of W_q^h W_k^h^T per attention block (d_model x d_model)"
@@ -54,40 +51,11 @@ def has_heads(table: pd.DataFrame) -> bool:
     return HEAD_COLUMNS[0] in table.columns
 
 
-def layer_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per block: ``stack layer symmetry directionality n_heads n_kv_heads d_model d_head causal extras
-    precision``."""
-    return table[[*COLUMNS, *META_COLUMNS]]
-
-
-def head_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per block and head: ``stack layer head symmetry directionality`` (that head's scores) and the
-    block's metadata. Raises ``ValueError`` for a table scored without ``per_head``."""
-    if not has_heads(table):
-        raise ValueError("the table holds no per-head scores; score it with per_head=True")
-    rows = []
-    for block in table.itertuples(index=False):
-        meta = {k: getattr(block, k) for k in META_COLUMNS}
-        for h, (sym, direc) in enumerate(zip(block.head_symmetry, block.head_directionality, strict=True)):
-            rows.append(
-                {
-                    "stack": block.stack,
-                    "layer": block.layer,
-                    "head": h,
-                    "symmetry": float(sym),
-                    "directionality": float(direc),
-                    **meta,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def _grid(table: pd.DataFrame, stacks: list[str], layers: np.ndarray, column: str) -> np.ndarray:
-    """``column`` over ``[stack, layer]`` (``layers``: the sorted layer numbers present) as float64, NaN where a
-    stack has no such layer."""
-    values = np.full((len(stacks), len(layers)), np.nan)
+def _filled(table: pd.DataFrame, stacks: list[str], layers: np.ndarray, column: str, fill, dtype) -> np.ndarray:
+    """``column`` over ``[stack, layer]`` as ``dtype``, ``fill`` where a stack has no such layer."""
+    values = np.full((len(stacks), len(layers)), fill, dtype=dtype)
     at = np.searchsorted(layers, table["layer"].to_numpy())
-    values[table["stack"].map(stacks.index).to_numpy(), at] = table[column].to_numpy(float)
+    values[table["stack"].map(stacks.index).to_numpy(), at] = table[column].to_numpy(dtype)
     return values
 
 
@@ -95,20 +63,23 @@ def blocks_dataset(table: pd.DataFrame) -> xr.Dataset:
     """The table over ``(stack, layer[, head])``, stacks in the order encoder, decoder, cross, ``layer`` the layer
     numbers present (a checkpoint naming only layer 50000000 has one layer, not fifty million).
 
-    Variables: ``symmetry``, ``directionality``, ``n_heads``, ``n_kv_heads`` (and ``d_model``, ``d_head`` when the
-    table has them, as :func:`attnstruct.checkpoints.scoring.score_blocks` gives them: the shape of a block's
-    random-layer null) over ``(stack, layer)``, float64 with NaN where a stack has fewer layers; with per-head
-    scores, ``head_symmetry`` and ``head_directionality`` over ``(stack, layer, head)``, ``head`` running to the
-    largest head count, NaN beyond a block's own; ``extras`` over ``stack``, the sorted union of its blocks' extras,
+    Variables (:data:`attnstruct.checkpoints.schema.SCHEMA`): ``symmetry``, ``directionality`` over ``(stack,
+    layer)``, float64 with NaN where a stack has fewer layers; ``n_heads``, ``n_kv_heads``, ``d_model``, ``d_head``
+    (the shape of a block's random-layer null) over ``(stack, layer)``, int64 with 0 where there is no block;
+    ``causal`` over ``(stack, layer)``, bool, False where there is no block; with per-head scores,
+    ``head_symmetry`` and ``head_directionality`` over ``(stack, layer, head)``, ``head`` running to the largest
+    head count, NaN beyond a block's own; ``extras`` over ``stack``, the sorted union of its blocks' extras,
     comma-separated (``""`` for none).
     """
     stacks = [s for s in STACKS if s in set(table["stack"])]
     layers = np.unique(table["layer"].to_numpy(np.int64))
     variables = {
-        k: (("stack", "layer"), _grid(table, stacks, layers, k))
-        for k in ("symmetry", "directionality", "n_heads", "n_kv_heads", *SHAPE_COLUMNS)
-        if k in table.columns
+        k: (("stack", "layer"), _filled(table, stacks, layers, k, np.nan, np.float64))
+        for k in ("symmetry", "directionality")
     }
+    for k in INT_COLUMNS:
+        variables[k] = (("stack", "layer"), _filled(table, stacks, layers, k, 0, np.int64))
+    variables["causal"] = (("stack", "layer"), _filled(table, stacks, layers, "causal", False, bool))
     coords = {"stack": stacks, "layer": layers}
     if has_heads(table):
         n_heads = max(len(v) for v in table["head_symmetry"])
@@ -126,44 +97,6 @@ def blocks_dataset(table: pd.DataFrame) -> xr.Dataset:
     ]
     variables["extras"] = ("stack", extras)
     return xr.Dataset(variables, coords=coords)
-
-
-def scores_dataset(table: pd.DataFrame, *, source: str, per_head: bool, num_std: float) -> xr.Dataset:
-    """The ``attnstruct score --out FILE.nc`` file: :func:`blocks_dataset` with ``symmetry``/``directionality``
-    over ``(stack, layer)``, or, with ``per_head``, each head's over ``(stack, layer, head)``; ``n_heads`` and
-    ``n_kv_heads`` over ``(stack, layer)``, integers unless a stack has fewer layers (then float with NaN);
-    stacks in alphabetical order (the layout of the files this command has always written); provenance attrs.
-    """
-    full = blocks_dataset(table)
-    if per_head:
-        scores = full[list(HEAD_COLUMNS)].rename(head_symmetry="symmetry", head_directionality="directionality")
-    else:
-        scores = full[["symmetry", "directionality"]]
-    ds = xr.merge([scores, full[["n_heads", "n_kv_heads"]]], combine_attrs="drop").sortby("stack")
-    for name in ("n_heads", "n_kv_heads"):
-        if bool(ds[name].notnull().all()):
-            ds[name] = ds[name].astype(np.int64)
-    ds.attrs = provenance_attrs(
-        parameters={"source": str(source), "per_head": per_head, "num_std": num_std},
-        scored_matrix=HEAD_MATRIX if per_head else LAYER_MATRIX,
-        num_std=num_std,
-        source=str(source),
-        precision=",".join(sorted(set(table["precision"]))),
-        block_extras="; ".join(f"{r.stack} {r.layer}: {r.extras}" for r in table.itertuples() if r.extras),
-    )
-    return ds
-
-
-def write_scores(table: pd.DataFrame, out: str | os.PathLike, *, source: str, per_head: bool, num_std: float) -> Path:
-    """Write the table to ``out`` atomically: ``.csv`` as :func:`head_rows` (``per_head``) or :func:`layer_rows`,
-    scores with 6 decimals; ``.nc`` as :func:`scores_dataset`. Raises ``ValueError`` for any other suffix."""
-    out = Path(out)
-    if out.suffix == ".nc":
-        return save_dataset(scores_dataset(table, source=source, per_head=per_head, num_std=num_std), out)
-    if out.suffix != ".csv":
-        raise ValueError(f"--out must end in .csv or .nc, got {out.name}")
-    rows = head_rows(table) if per_head else layer_rows(table)
-    return write_atomically(out, lambda tmp: rows.to_csv(tmp, index=False, float_format="%.6f"))
 
 
 ROLES = ("encoder", "decoder", "encoder-decoder")
@@ -191,7 +124,7 @@ def role_of(stacks: Iterable[str]) -> str:
 MODEL_COORDS = {
     "role": "",
     "family": "",
-    "model_type": "",
+    "reader": "",
     "n_params": math.nan,
     "source": "",
     "location": "",
@@ -206,7 +139,7 @@ MODEL_COORDS = {
     "api_calls": math.nan,
 }
 # Recorded in the sweep's per-model files (``parameters``): a file of another layout is scored again, not combined.
-LAYOUT = "model_dataset/5"
+LAYOUT = "model_dataset/6"
 
 
 def _relative_depth(symmetry: xr.DataArray) -> np.ndarray:
@@ -226,6 +159,7 @@ def model_dataset(
     source: str = "",
     location: str = "",
     model_type: str = "",
+    reader: str | None = None,
     revision: str | None = None,
     commit: str = "",
     bytes_fetched: float = math.nan,
@@ -239,8 +173,11 @@ def model_dataset(
     Variables (:func:`blocks_dataset`): ``symmetry``, ``directionality``, ``n_heads``, ``n_kv_heads`` over
     ``(model, stack, layer)``; with per-head scores ``head_symmetry``, ``head_directionality`` over ``(model, stack,
     layer, head)``; ``extras`` over ``(model, stack)``, the sorted union of the stack's blocks' extra logit terms,
-    comma-separated (``""`` for none). Coordinates: :data:`MODEL_COORDS` along ``model`` (``role`` by
-    :func:`role_of`; ``family`` the extraction family of ``model_type``, else ``model_type``; ``n_params`` NaN for
+    comma-separated (``""`` for none); ``n_heads``, ``n_kv_heads``, ``d_model``, ``d_head`` (int64, 0 where there is
+    no block) and ``causal`` (bool) over ``(model, stack, layer)``. Coordinates: :data:`MODEL_COORDS` along ``model``
+    (``role`` by :func:`role_of`; ``family`` the model's own type, ``model_type`` (``whisper``, ``qwen3``);
+    ``reader`` the code that read its weights, by default the extraction family of ``model_type`` (``BART``,
+    ``LLaMA``), ``""`` where there is none; ``n_params`` NaN for
     None or 0; ``source`` how the checkpoint was had: ``zoo``, ``local``, ``module``, ``ranges``, ...; ``location``
     where; ``revision`` the one ``name`` names, ``ORG/NAME@REV``, unless given, ``""`` for none; ``commit`` the
     commit a hub model was read at; ``step``, ``tokens``, ``phase`` the training position of the revision or of
@@ -255,11 +192,13 @@ def model_dataset(
     if revision is not None and revision != named:
         given = parse_training_position(revision)
         named, position = revision, given if not math.isnan(given.step) else position
-    family = FAMILY_BY_MODEL_TYPE.get(model_type)
+    if reader is None:
+        family = FAMILY_BY_MODEL_TYPE.get(model_type)
+        reader = family.name if family else ""
     values = {
         "role": role_of(ds["stack"].values),
-        "family": family.name if family else model_type,
-        "model_type": model_type,
+        "family": model_type,
+        "reader": reader,
         "n_params": float(n_params) if n_params else math.nan,
         "source": source,
         "location": location,
@@ -277,6 +216,15 @@ def model_dataset(
     return ds
 
 
+def reader_of(checkpoint: Checkpoint) -> str:
+    """The code that read the checkpoint's weights: TransformerLens' layout, or the extraction family of its model
+    type (``""`` where there is none, e.g. a format read without one)."""
+    if checkpoint.kind == "transformer_lens":
+        return TRANSFORMER_LENS
+    family = FAMILY_BY_MODEL_TYPE.get(checkpoint.model_type)
+    return family.name if family else ""
+
+
 def checkpoint_dataset(
     name: str, checkpoint: Checkpoint, table: pd.DataFrame, *, attrs: Mapping | None = None
 ) -> xr.Dataset:
@@ -289,6 +237,7 @@ def checkpoint_dataset(
         source=checkpoint.kind,
         location=checkpoint.location,
         model_type=checkpoint.model_type,
+        reader=reader_of(checkpoint),
         commit=checkpoint.revision,
         bytes_fetched=checkpoint.bytes_fetched(),
         weights_sha256=checkpoint.weights_sha256,
@@ -303,9 +252,10 @@ def _strings_as_objects(ds: xr.Dataset) -> xr.Dataset:
 
 
 def combine(datasets: Sequence[xr.Dataset], **attrs) -> xr.Dataset:
-    """Per-model datasets (:func:`model_dataset`) along ``model``: NaN where stacks, depths or head counts differ,
-    ``extras`` ``""`` for a stack a model lacks, stacks in the order encoder, decoder, cross, ``relative_depth``
-    recomputed per model (NaN beyond its depth); ``attrs`` become the result's attributes."""
+    """Per-model datasets (:func:`model_dataset`) along ``model``: NaN where stacks, depths or head counts differ
+    (0 for the integer shapes, False for ``causal``: no block), ``extras`` ``""`` for a stack a model lacks, stacks
+    in the order encoder, decoder, cross, ``relative_depth`` recomputed per model
+    (NaN beyond its depth); ``attrs`` become the result's attributes."""
     combined = xr.concat(
         [_strings_as_objects(ds.drop_vars("relative_depth", errors="ignore")) for ds in datasets],
         dim="model",
@@ -313,6 +263,7 @@ def combine(datasets: Sequence[xr.Dataset], **attrs) -> xr.Dataset:
         combine_attrs="drop",
         coords="different",
         compat="equals",
+        fill_value={**dict.fromkeys(INT_COLUMNS, 0), "causal": False, **dict.fromkeys(SCORE_VARIABLES, np.nan)},
     )
     combined = combined.reindex(stack=[s for s in STACKS if s in combined["stack"].values])
     combined["extras"] = combined["extras"].fillna("").astype(str)

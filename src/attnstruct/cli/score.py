@@ -18,13 +18,16 @@ SWEEP_FAILED = 1  # a sweep that scored no model, or (--strict) in which any mod
 
 
 def score(args) -> int:
-    """Print the table of ``args.source``, one row per block (or head); with ``--out``, also write it. With
-    ``--refresh``, a hub model named by a branch or tag is read at the commit it names now
-    (:func:`attnstruct.checkpoints.hub.refresh_pin`), not at the one pinned by an earlier run."""
+    """Print the table of ``args.source``, one row per block (or head); with ``--out``, also write it: ``.csv`` the
+    long table of :attr:`attnstruct.ModelScores.table`, ``.nc`` the per-model dataset the sweep writes (one schema,
+    :data:`attnstruct.checkpoints.schema.SCHEMA`). With ``--refresh``, a hub model named by a branch or tag is read
+    at the commit it names now (:func:`attnstruct.checkpoints.hub.refresh_pin`), not at the one pinned by an earlier
+    run."""
     from ..checkpoints.extract import ExtractionError
-    from ..checkpoints.scoring import DeviceError, resolve_device, score_model
-    from ..checkpoints.tables import head_rows, write_scores
-    from ..results import check_writable
+    from ..checkpoints.model_scores import score as score_of
+    from ..checkpoints.scoring import DeviceError, resolve_device
+    from ..checkpoints.tables import HEAD_MATRIX, LAYER_MATRIX
+    from ..results import check_writable, provenance_attrs
 
     if args.out is not None:
         if Path(args.out).suffix not in (".csv", ".nc"):
@@ -34,9 +37,10 @@ def score(args) -> int:
         resolve_device(args.device)
         if args.refresh:
             _refresh(args.source)
-        table = score_model(
+        scores = score_of(
             args.source,
             per_head=args.per_head,
+            name=args.source,
             num_std=args.num_std,
             n_heads=args.heads,
             precision=args.precision,
@@ -48,11 +52,19 @@ def score(args) -> int:
     except OSError as err:  # the disk failed under a reader (an I/O error, a file that went away mid-read)
         reason = os.strerror(err.errno) if err.errno else " ".join(str(err).split())
         raise CommandError(f"cannot read {err.filename or args.source}: {reason}") from None
+    table = scores.table
+    shown = table[table["head"].notna()] if args.per_head else table
     columns = ["stack", "layer"] + (["head"] if args.per_head else []) + ["symmetry", "directionality"]
-    shown = head_rows(table) if args.per_head else table
     print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:+.4f}"))
     if args.out is not None:
-        path = write_scores(table, args.out, source=args.source, per_head=args.per_head, num_std=args.num_std)
+        attrs = provenance_attrs(
+            parameters={"model": args.source, "per_head": args.per_head, "num_std": args.num_std},
+            scored_matrix=LAYER_MATRIX
+            + (f"; {HEAD_MATRIX}, in head_symmetry/head_directionality" if args.per_head else ""),
+            num_std=args.num_std,
+            precision=args.precision,
+        )
+        path = scores.save(args.out, attrs=attrs)
         print(f"wrote {path}", file=sys.stderr)
     return 0
 
