@@ -348,3 +348,46 @@ def test_lab_runs_01_bilinear_form_through_the_ui(lab_root, tmp_path, context):
         assert (lab_root / "build" / "quick" / "results" / f"{LAB_NOTEBOOK}.nc").is_file()
         print(f"JupyterLab ran {LAB_NOTEBOOK} ({code_cells} code cells) in {elapsed:.1f} s")
     assert server.process.poll() is not None, "the JupyterLab server did not stop"
+
+
+# The executed notebooks' own pages (``build/<profile>/html/``), opened from disk as a reader opens them.
+
+WIDE_TABLE = """() => {
+  const table = document.querySelector('.jp-OutputArea-output table');
+  const box = table.closest('.jp-OutputArea-output');
+  const style = getComputedStyle(box);
+  return {overflow: style.overflowX, scrolls: box.scrollWidth > box.clientWidth,
+          boxRight: box.getBoundingClientRect().right, viewport: document.documentElement.clientWidth,
+          pageWidth: document.documentElement.scrollWidth};
+}"""
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_page_typesets_its_maths_from_disk_with_the_network_blocked(executed_build, context, name):
+    ctx, guard = context
+    result, _ = executed_build(name)
+    page = ctx.new_page()
+    errors = ConsoleErrors(page)
+    report = page_report(page, result.html.as_uri(), errors)
+    assert report["mathjax"] == "mathjax2", f"MathJax did not load: {report['mathjax']}"
+    assert report["typeset"] > 0, "no MathJax output element in the page"
+    assert not report["raw_tex"], f"raw TeX in visible text: {report['raw_tex'][:5]}"
+    assert not guard.blocked, f"the page asked the network for {guard.blocked[:5]}"
+
+
+def test_notebook_page_lets_a_wide_table_scroll(tmp_path, context):
+    import nbformat
+
+    ctx, _ = context
+    cells = "".join(f"<td>column_{i:03d}_value</td>" for i in range(80))
+    nb = nbformat.v4.new_notebook()
+    table = f"<table><tr>{cells}</tr></table>"
+    output = nbformat.v4.new_output("execute_result", {"text/html": table})
+    nb.cells = [nbformat.v4.new_code_cell("t", outputs=[output])]
+    nbformat.write(nb, str(tmp_path / "wide.ipynb"))
+    notebooks._render_html(tmp_path / "wide.ipynb", tmp_path / "html" / "wide.html")
+    page = ctx.new_page()
+    page.goto((tmp_path / "html" / "wide.html").as_uri(), wait_until="load")
+    shown = page.evaluate(WIDE_TABLE)
+    assert shown["overflow"] in ("auto", "scroll") and shown["scrolls"], shown
+    assert shown["boxRight"] <= shown["viewport"] + 1, f"the output box runs past the page's edge: {shown}"

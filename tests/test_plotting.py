@@ -232,8 +232,21 @@ def test_a_long_message_title_is_wrapped_to_the_width_of_its_figure():
     import matplotlib.pyplot as plt
 
     fig = plt.figure(figsize=(4, 3))
+    title = plotting.message_title(fig, "word " * 12)
+    width = plotting.title_width(fig, title.get_fontsize())
+    lines = title.get_text().split("\n")
+    assert len(lines) == 2 and all(len(line) <= width for line in lines)
+    assert title.get_text().split() == ["word"] * 12
+    plt.close(fig)
+
+
+def test_a_message_title_takes_at_most_two_lines_however_long():
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(4, 3))
     title = plotting.message_title(fig, "word " * 60 + "\nsecond line")
     width = plotting.title_width(fig, title.get_fontsize())
     lines = title.get_text().split("\n")
-    assert len(lines) > 3 and all(len(line) <= width for line in lines) and lines[-1] == "second line"
+    assert len(lines) <= plotting.TITLE_LINES and all(len(line) <= width for line in lines), lines
+    assert title.get_fontsize() >= plotting.TITLE_MIN_POINTS and lines[0].startswith("word word")
     plt.close(fig)

@@ -274,13 +274,30 @@ def _no_progress_bars_in_outputs():
             os.environ["TQDM_DISABLE"] = before
 
 
-def _render_html(executed: Path, html: Path) -> None:
+def _portable(executed: Path, build_dir: Path, root: Path) -> None:
+    """Rewrite the executed notebook so that its text names no folder of this machine: paths in the build
+    relative to it, the checkout as ``<checkout>``, the home folder as ``~``
+    (:func:`attnstruct.report.pages.portable_notebook`); the HTML and the books show it as it is then."""
     import nbformat
-    from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    from .report import pages
     from .results import write_atomically
 
+    nb = pages.portable_notebook(nbformat.read(executed, as_version=4), pages.machine_folders(build_dir, root))
+    write_atomically(executed, lambda tmp: nbformat.write(nb, str(tmp)))
+
+
+def _render_html(executed: Path, html: Path) -> None:
+    """The executed notebook as a page that renders offline: MathJax copied beside it
+    (:func:`attnstruct.report.pages.html_exporter`)."""
+    import nbformat
+
+    from .report import pages
+    from .results import write_atomically
+
+    body, _ = pages.html_exporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    html.parent.mkdir(parents=True, exist_ok=True)
+    pages.copy_mathjax(html.parent)
     write_atomically(html, lambda tmp: Path(tmp).write_text(body, encoding="utf-8"))
 
 
@@ -337,6 +354,7 @@ def run_notebook(
         error = " ".join(f"{err.ename}: {err.evalue}".split())  # one line, whatever the exception message holds
         raise NotebookFailed(source.stem, cell, error, executed) from None
     seconds = time.perf_counter() - start
+    _portable(executed, build_dir, root)
     _render_html(executed, html)
     return RunResult(source.stem, executed, html, seconds)
 

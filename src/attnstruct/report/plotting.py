@@ -256,22 +256,37 @@ def title_width(fig: mpl.figure.Figure, fontsize: float) -> int:
     return max(20, int(fig.get_figwidth() * 72 / (0.62 * fontsize)))
 
 
+TITLE_LINES = 2  # a message title's most lines: above a small plot, a longer one would dwarf it
+TITLE_MIN_POINTS = 8.0  # the smallest font a message title shrinks to before it is shortened
+
+
 def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
     """Give ``fig`` its message title: one line (or two) above every panel that says what the figure shows, its
     finding in words, with any number in it computed from the data drawn (the title builders of
     :mod:`attnstruct.analyses.figure_titles` and :mod:`attnstruct.analyses.training_titles`).
 
     Each line of ``text`` longer than the figure is wide (:func:`title_width`) is wrapped at word boundaries, so a
-    title never widens the saved image."""
+    title never widens the saved image; a title that would take more than :data:`TITLE_LINES` lines is set in a
+    smaller font (down to :data:`TITLE_MIN_POINTS`), and one that still would is cut at a word, ending in "…"."""
     import textwrap
 
     from matplotlib.font_manager import FontProperties
 
     kwargs = {"fontsize": "large"} | kwargs
     size = FontProperties(size=kwargs["fontsize"]).get_size_in_points()
-    width = title_width(fig, size)
-    lines = [wrapped for line in text.split("\n") for wrapped in (textwrap.wrap(line, width) or [""])]
-    return fig.suptitle("\n".join(lines), fontweight="bold", **kwargs)
+
+    def wrapped(points: float) -> list[str]:
+        width = title_width(fig, points)
+        return [part for line in text.split("\n") for part in (textwrap.wrap(line, width) or [""])]
+
+    lines = wrapped(size)
+    while len(lines) > TITLE_LINES and size > TITLE_MIN_POINTS:
+        size = max(TITLE_MIN_POINTS, size * 0.9)
+        lines = wrapped(size)
+    if len(lines) > TITLE_LINES:
+        rest = " ".join(lines[TITLE_LINES - 1 :])
+        lines = [*lines[: TITLE_LINES - 1], textwrap.shorten(rest, title_width(fig, size), placeholder=" …")]
+    return fig.suptitle("\n".join(lines), fontweight="bold", **(kwargs | {"fontsize": size}))
 
 
 def median_and_range(ax: mpl.axes.Axes, values, color: str, style: str = "-", label: str | None = None) -> None:

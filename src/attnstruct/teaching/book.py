@@ -34,6 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..report import pages as page_assets
 from . import book_contents as contents
 from . import book_pages as pages
 from . import lecture_path
@@ -54,9 +55,7 @@ GUIDES = (
     "paper-notes",
     "calibration",
 )
-MATHJAX_CONFIG = "TeX-AMS-MML_HTMLorMML-full"  # the combined configuration jupyter_server_mathjax ships (conf.py)
-MATHJAX_PARTS = ("MathJax.js", f"config/{MATHJAX_CONFIG}.js", "extensions", "jax/input", "jax/element",
-                 "jax/output/HTML-CSS", "fonts/HTML-CSS/STIX-Web", "LICENSE")  # fmt: skip
+MATHJAX_CONFIG = page_assets.MATHJAX_CONFIG  # the combined configuration jupyter_server_mathjax ships (conf.py)
 EXTERNAL = re.compile(
     r"""<script\b[^>]*\bsrc\s*=\s*["']?\s*(?:https?:)?//[^"'\s>]+"""
     r"""|<link\b[^>]*\bhref\s*=\s*["']?\s*(?:https?:)?//[^"'\s>]+"""
@@ -153,15 +152,10 @@ def _template(name: str) -> str:
 
 
 def _mathjax(static: Path) -> None:
-    import jupyter_server_mathjax
-
-    src = Path(jupyter_server_mathjax.__file__).parent / "static"
-    if not (src / "MathJax.js").is_file():
-        raise BookError(f"no MathJax.js in {src}; install jupyter-server-mathjax")
-    for part in MATHJAX_PARTS:
-        dest = static / "mathjax" / part
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if (src / part).is_dir() else shutil.copy2)(src / part, dest)
+    try:
+        page_assets.copy_mathjax(static)
+    except page_assets.PageError as err:
+        raise BookError(str(err)) from None
 
 
 def _guides(audience: str, books, log) -> list[str]:
