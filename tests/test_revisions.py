@@ -159,11 +159,11 @@ def test_offline_the_revisions_cannot_be_listed(series, monkeypatch):
 
 
 @pytest.mark.hub
-def test_an_unreachable_hub_is_a_one_line_error(series, monkeypatch):
+def test_an_unreachable_hub_is_a_one_line_offline_error(series, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(ExtractionError) as caught:
         revisions.list_revisions("org/series")
-    assert caught.value.kind == "error" and "\n" not in str(caught.value)
+    assert caught.value.kind == "offline" and "\n" not in str(caught.value)
 
 
 @pytest.mark.parametrize(

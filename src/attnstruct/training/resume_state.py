@@ -230,6 +230,8 @@ def recorded_config(path: str | Path) -> dict:
         state = load_weights_only(path, map_location="cpu", mmap=True)
     except Exception:  # noqa: BLE001  (not a torch ZIP file: the whole reader says why)
         state = _load(path)
+    if isinstance(state, dict) and "format" not in state and "config" in state:
+        raise _refused(path, "was written by an earlier attnstruct, in a format no longer read")
     try:
         config = json.loads(state["run"])["config"] if state.get("format") == FORMAT else None
     except (TypeError, ValueError, KeyError, AttributeError):
