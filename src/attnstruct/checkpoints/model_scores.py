@@ -31,7 +31,7 @@ from .in_memory import (
 )
 from .resolve import open_checkpoint
 from .schema import TABLE_COLUMNS, TABLE_DTYPES
-from .scoring import DeviceError, _naming, block_precision, resolve_device, score_blocks
+from .scoring import DeviceError, _naming, block_precision, resolve_device, score_opened
 from .tables import checkpoint_dataset, reader_of
 
 
@@ -138,14 +138,8 @@ def score(
     resolve_device(device)
     try:
         with _opened(x, config=config, family=family, n_heads=n_heads) as checkpoint:
-            wide = score_blocks(
-                checkpoint.blocks(),
-                per_head=per_head,
-                num_std=num_std,
-                precision=precision,
-                device=device,
-                progress=progress,
-                total=checkpoint.n_blocks,
+            wide = score_opened(
+                checkpoint, per_head=per_head, num_std=num_std, precision=precision, device=device, progress=progress
             )
             model = name or checkpoint.name
             dataset = checkpoint_dataset(model, checkpoint, wide)

@@ -178,6 +178,13 @@ def score_blocks(
     return table.assign(_order=order).sort_values(["_order", "layer"]).drop(columns="_order").reset_index(drop=True)
 
 
+def score_opened(checkpoint, **settings) -> pd.DataFrame:
+    """:func:`score_blocks` of every block of an opened checkpoint
+    (:func:`attnstruct.checkpoints.resolve.open_checkpoint`), its block count the progress bar's total; ``settings``
+    as :func:`score_blocks` takes them."""
+    return score_blocks(checkpoint.blocks(), total=checkpoint.n_blocks, **settings)
+
+
 def score_model(
     source,
     *,
@@ -199,14 +206,8 @@ def score_model(
     resolve_device(device)
     try:
         with open_checkpoint(source, n_heads=n_heads) as checkpoint:
-            return score_blocks(
-                checkpoint.blocks(),
-                per_head=per_head,
-                num_std=num_std,
-                precision=precision,
-                device=device,
-                progress=progress,
-                total=checkpoint.n_blocks,
+            return score_opened(
+                checkpoint, per_head=per_head, num_std=num_std, precision=precision, device=device, progress=progress
             )
     except DeviceError:
         raise

@@ -75,7 +75,7 @@ from .extract.blocks import ExtractionError, one_line
 from .hub_costs import hub_models, sweep_cost
 from .resolve import open_checkpoint
 from .revisions import shard as shard_of
-from .scoring import block_precision, resolve_device, score_blocks
+from .scoring import block_precision, resolve_device, score_opened
 from .sweep_checks import byte_identical, digests_of, refreshed_pins
 from .tables import HEAD_MATRIX as _HEAD_MATRIX
 from .tables import LAYER_MATRIX, LAYOUT, checkpoint_dataset, combine
@@ -179,14 +179,13 @@ def score_one(
     Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` (one line) when the model cannot be had or read.
     """
     with open_checkpoint(model, settings=settings) as checkpoint:
-        table = score_blocks(
-            checkpoint.blocks(),
+        table = score_opened(
+            checkpoint,
             per_head=per_head,
             num_std=num_std,
             precision=precision,
             device=device,
             progress=progress,
-            total=checkpoint.n_blocks,
             desc=model[-40:],
             position=bar_position,
         )
