@@ -82,6 +82,9 @@ def test_the_documented_example_opens_a_snapshot(tmp_path, modules_cache, monkey
     docs = (ROOT / "docs" / "command-line.md").read_text()
     example = re.search(r"<!-- transformers example -->\n```python\n(.*?)```", docs, re.S).group(1)
     assert len(example.strip().splitlines()) == 3
+    from attnstruct.cli import train
+
+    assert all(line in train.__doc__ for line in example.strip().splitlines())  # the command's help shows the same
     snapshot(tmp_path, "mlm", run_dir=tmp_path / "runs" / "enc")
     monkeypatch.chdir(tmp_path)
     namespace = {}
