@@ -21,8 +21,12 @@ or reuses a finished one; an option given with another value than the recorded o
 Weights: ``--snapshot-every N`` keeps ``run_dir/snapshots/stepNNNNNN/`` at step 0, every N steps and at the end,
 ``--save-final`` keeps ``run_dir/final/``; each folder holds ``config.json`` and ``model.safetensors``, the
 project's own model type (``attnstruct-encoder`` or ``attnstruct-decoder``), which ``attnstruct score FOLDER``
-scores and any safetensors reader (``safetensors.torch.load_file``) opens; transformers' ``AutoModel`` does not know
-the model type.
+scores and any safetensors reader (``safetensors.torch.load_file``) opens. A text run's folders open in transformers
+too (``AutoModelForMaskedLM`` for an encoder, ``AutoModelForCausalLM`` for a decoder; vision runs' do not)::
+
+    import torch, transformers
+    model = transformers.AutoModelForMaskedLM.from_pretrained("runs/enc/final", trust_remote_code=True)
+    logits = model(input_ids=torch.tensor([[5, 6, 7, 8]])).logits  # [1, 4, vocab_size]
 """
 
 from __future__ import annotations

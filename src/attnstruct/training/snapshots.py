@@ -16,6 +16,10 @@ public series reads it too::
   (causal), whose query/key tensors are ``encoder.blocks.{L}.attention.{query,key}.weight``, with the shape keys
   a reader needs (``num_attention_heads``, ``hidden_size``, ``num_hidden_layers``, ``vocab_size``) and, under
   ``attnstruct``, the run's name, objective, seed, step and tokens per step.
+* A text model's folder also opens in ``transformers``: ``config.json`` has an ``auto_map`` and the folder holds
+  ``configuration_attnstruct.py`` and ``modeling_attnstruct.py``, one import each from the installed package
+  (:mod:`attnstruct.training.hf_export`); ``AutoModelForMaskedLM`` (encoder) or ``AutoModelForCausalLM`` (decoder)
+  with ``trust_remote_code=True`` loads it. The vision task's folders do not open there (the module says why).
 
 Snapshots are taken at step 0, at every ``every``-th step (a multiple of the run's ``log_every``, so each snapshot
 has its record in ``run.nc``) and at the last step. They are an output of training, not a parameter of it: the
@@ -35,6 +39,8 @@ import torch
 from .. import results
 from .._version import __version__
 from ..untrusted import inside, load_weights_only
+from . import hf_export
+from .model import LanguageModel
 
 FOLDER = "snapshots"
 FINAL = "final"
@@ -75,9 +81,12 @@ def model_config(config, model: torch.nn.Module, step: int, tokens_per_step: int
     with its ``.config`` shape, or one whose ``.encoder`` has it, as the vision task's) at ``step`` of the run
     ``config``."""
     shape = model.config if hasattr(model, "config") else model.encoder.config
+    text = isinstance(model, LanguageModel)
+    opened = {"auto_map": hf_export.auto_map(config.causal)} if text else {}
     return {
         "model_type": MODEL_TYPES[bool(config.causal)],
-        "architectures": [type(model).__name__],
+        "architectures": [hf_export.architecture(config.causal) if text else type(model).__name__],
+        **opened,
         "num_attention_heads": shape.n_heads,
         "hidden_size": shape.d_model,
         "num_hidden_layers": shape.n_layers,
@@ -117,9 +126,15 @@ def save(
         results.write_atomically(target / weights, lambda temporary: save_file(state, str(temporary)))
     else:
         results.write_atomically(target / weights, lambda temporary: torch.save(state, temporary))
+    if isinstance(model, LanguageModel):
+        hf_export.write_modules(target, _write_text)
     text = json.dumps(model_config(config, model, step, tokens_per_step), indent=1, sort_keys=True)
-    results.write_atomically(target / CONFIG, lambda temporary: Path(temporary).write_text(text))
+    _write_text(target / CONFIG, text)
     return target
+
+
+def _write_text(path: Path, text: str) -> None:
+    results.write_atomically(path, lambda temporary: Path(temporary).write_text(text))
 
 
 def weights_file(folder: str | Path) -> Path | None:
