@@ -29,8 +29,9 @@ from ..notebooks import NotebookFailed, PipelineError
 from .errors import CommandError, Parser, refuse
 
 COMMANDS = ("score", "sweep", "revisions", "fetch-models", "prepare-corpus", "train", "reproduce", "notebook", "list")
-AT_SAFE_POINTS = ("sweep", "train", "prepare-corpus")  # Ctrl-C waits for the next safe point (attnstruct.interrupts)
-RESUMABLE = (*AT_SAFE_POINTS, "reproduce")  # the same command goes on where Ctrl-C stopped it
+# Ctrl-C waits for the next safe point (attnstruct.interrupts)
+AT_SAFE_POINTS = ("sweep", "train", "prepare-corpus", "reproduce", "notebook")
+RESUMABLE = AT_SAFE_POINTS  # the same command goes on where Ctrl-C stopped it, or runs the notebooks again
 DEVICE_HELP = "auto (CUDA when there is one), cpu or cuda"
 
 
