@@ -80,7 +80,7 @@ def slow_models(hub, repos, tmp_path):
 
 @pytest.mark.signals
 @pytest.mark.parametrize("seed", SEEDS)
-def test_ctrl_c_stops_a_sweep_in_one_line_with_130_and_the_same_command_resumes(slow_models, tmp_path, seed):
+def test_ctrl_c_stops_a_sweep_in_one_line_with_130_and_the_same_command_resumes(slow_models, hub, tmp_path, seed):
     listing, models = slow_models
     out = tmp_path / "out"
     argv = ("sweep", str(listing), "--out", str(out), "--workers", "2")
@@ -93,6 +93,7 @@ def test_ctrl_c_stops_a_sweep_in_one_line_with_130_and_the_same_command_resumes(
     for path in written:  # each file whole: it opens and holds its model
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             assert sweep.file_stem(str(ds["model"].values[0])) == path.stem
+    hub.slow_down(0)  # the resumed sweep served at full speed: only where Ctrl-C lands needs it slow
     again = _rerun(argv)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{N_MODELS - len(written)} scored, {len(written)} done before, 0 failed" in again.stderr
