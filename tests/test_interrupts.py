@@ -3,6 +3,7 @@
 half-written, and the same command then resumes; a sweep that scored nothing exits 1, and ``--strict`` any failure.
 """
 
+import json
 import os
 import random
 import signal
@@ -79,7 +80,7 @@ def slow_models(hub, repos, tmp_path):
 
 @pytest.mark.signals
 @pytest.mark.parametrize("seed", SEEDS)
-def test_ctrl_c_stops_a_sweep_in_one_line_with_130_and_the_same_command_resumes(slow_models, tmp_path, seed):
+def test_ctrl_c_stops_a_sweep_in_one_line_with_130_and_the_same_command_resumes(slow_models, hub, tmp_path, seed):
     listing, models = slow_models
     out = tmp_path / "out"
     argv = ("sweep", str(listing), "--out", str(out), "--workers", "2")
@@ -92,6 +93,7 @@ def test_ctrl_c_stops_a_sweep_in_one_line_with_130_and_the_same_command_resumes(
     for path in written:  # each file whole: it opens and holds its model
         with xr.open_dataset(path, engine="h5netcdf") as ds:
             assert sweep.file_stem(str(ds["model"].values[0])) == path.stem
+    hub.slow_down(0)  # the resumed sweep served at full speed: only where Ctrl-C lands needs it slow
     again = _rerun(argv)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"{N_MODELS - len(written)} scored, {len(written)} done before, 0 failed" in again.stderr
@@ -169,3 +171,74 @@ def test_a_worker_that_sees_ctrl_c_is_no_failure_of_its_model(hub, tmp_path, mon
     with interrupts.handled(), pytest.raises(interrupts.Interrupted, match="after 0 of 2 models"):
         sweep.run_sweep(["tiny/bert", "tiny/gpt2"], tmp_path / "out", workers=1)
     assert not (tmp_path / "out" / "failures.csv").exists() and not (tmp_path / "out" / "sweep.nc").exists()
+
+
+NOTEBOOKS = ("01_first", "02_second", "03_third")
+NOTEBOOK = """\
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% tags=["parameters"]
+pause = 0.1
+results_dir = "out"
+
+# %%
+import os, pathlib, time
+pathlib.Path(results_dir).mkdir(parents=True, exist_ok=True)
+pathlib.Path(results_dir, "{stem}.pid").write_text(str(os.getpid()))
+
+# %%
+time.sleep(pause)
+
+# %%
+from attnstruct.results import write_atomically
+write_atomically(pathlib.Path(results_dir, "{stem}.txt"), lambda tmp: pathlib.Path(tmp).write_text("x" * 10**7))
+"""
+
+
+@pytest.fixture
+def tiny_project(tmp_path):
+    """A project root with three notebooks of a few short cells (each records its kernel's process id and writes a
+    result atomically) and a ``tiny`` profile: ``attnstruct reproduce`` runs it in a few seconds."""
+    root = tmp_path / "project"
+    (root / "notebooks").mkdir(parents=True)
+    (root / "params").mkdir()
+    for stem in NOTEBOOKS:
+        (root / "notebooks" / f"{stem}.py").write_text(NOTEBOOK.replace("{stem}", stem))
+    (root / "params" / "tiny.yaml").write_text("".join(f"{stem}:\n  pause: 0.3\n" for stem in NOTEBOOKS))
+    return root
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.signals
+@pytest.mark.notebook
+@pytest.mark.parametrize("seed", range(5))
+def test_ctrl_c_stops_reproduce_between_whole_notebooks_in_one_line_with_130_and_no_kernel_left(tiny_project, seed):
+    build = tiny_project / "build"
+    argv = ("reproduce", "--root", str(tiny_project), "--profile", "tiny", "--build-dir", str(build))
+    delay = random.Random(seed).uniform(0.0, 5.0)
+    status, err = _interrupt(_start(*argv), (build / "notebooks").is_dir, delay)
+    line = _one_interrupted_line(status, err, "attnstruct reproduce")
+    done = int(line.split(" after ", 1)[1].split(" of ", 1)[0])
+    assert f"after {done} of {len(NOTEBOOKS)} notebooks" in line
+    assert not _temporary_files(build), _temporary_files(build)
+    assert sorted(p.stem for p in (build / "notebooks").glob("*.ipynb")) == list(NOTEBOOKS[:done])
+    assert sorted(p.stem for p in (build / "html").glob("*.html")) == list(NOTEBOOKS[:done])
+    for path in (build / "notebooks").glob("*.ipynb"):  # whole and run to the end
+        cells = json.loads(path.read_text())["cells"]
+        assert all(c["execution_count"] for c in cells if c["cell_type"] == "code"), path.name
+    time.sleep(0.5)  # a kernel asked to shut down is given this long
+    kernels = [int(p.read_text()) for p in (build / "results").glob("*.pid")] if (build / "results").is_dir() else []
+    assert not [pid for pid in kernels if _alive(pid)], "a kernel outlived the interrupted run"

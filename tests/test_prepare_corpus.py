@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -492,3 +493,42 @@ def test_a_source_that_is_a_device_is_not_called_missing():
 
     with pytest.raises(CorpusError, match="neither a regular file nor a folder"):
         local_source("/dev/null", None, None, None)
+
+
+@pytest.mark.signals
+@pytest.mark.parametrize("seed", range(5))
+def test_ctrl_c_stops_a_preparation_in_one_line_with_130_and_the_rerun_gives_the_same_bytes(
+    served, capsys, tmp_path, monkeypatch, seed
+):
+    monkeypatch.setenv("ATTNSTRUCT_CACHE", str(tmp_path / "whole"))
+    assert prepare(SPEC, "--tokenizer", TOKENIZER, capsys=capsys)[0] == 0
+    (whole,) = prepared_folders()
+    monkeypatch.setenv("ATTNSTRUCT_CACHE", str(tmp_path / "stopped"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "stopped-hub"))
+    served.slow_down(0.2, path=".parquet")  # the data read slowly, so that Ctrl-C lands mid-way
+    env = {**os.environ, "HF_HUB_DISABLE_XET": "1", "HF_UPDATE_DOWNLOAD_COUNTS": "0", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "attnstruct", "prepare-corpus", SPEC, "--tokenizer", TOKENIZER]
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    root = tmp_path / "stopped" / "corpora" / "prepared"
+    deadline = time.monotonic() + 60
+    while not list(root.glob(".*.partial")) and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(random.Random(seed).uniform(0.0, 1.5))
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert process.returncode == 130, f"exit status {process.returncode}; stderr:\n{err[-3000:]}"
+    assert lines[0].startswith("preparing "), err[-3000:]  # what it prints when it starts, then the one line
+    assert len(lines) == 2 and lines[1].startswith("attnstruct prepare-corpus: interrupted"), err[-3000:]
+    assert "run the same command to resume" in lines[1] and "Traceback" not in err
+    cache = tmp_path / "stopped"
+    assert not [p for p in cache.rglob("*") if p.name.endswith(".tmp")], "a half-written file was left"
+    assert not list(root.glob("*/meta.json")), "the corpus was finished although Ctrl-C came before its end"
+    for shard in root.glob(".*.partial/shards/*.npz"):  # each finished unit whole
+        with np.load(shard) as arrays:
+            assert arrays.files, shard.name
+    served.slow_down(0)
+    assert prepare(SPEC, "--tokenizer", TOKENIZER, capsys=capsys)[0] == 0
+    (resumed,) = prepared_folders()
+    for name in OUTPUTS:
+        assert (resumed / name).read_bytes() == (whole / name).read_bytes(), name

@@ -245,7 +245,8 @@ def _kernel_environment(build_dir: Path) -> None:
             "ipykernel_launcher",
             "-f",
             "{connection_file}",
-            "--IPKernelApp.log_level=ERROR",
+            "--IPKernelApp.log_level=CRITICAL",  # jupyter_client interrupts a kernel before shutting it down, which
+            # it may log as an error ("KeyboardInterrupt caught in kernel."), a stray line on the command's stderr
         ],
         "display_name": "Python 3 (attnstruct)",
         "language": "python",
@@ -319,8 +320,9 @@ def run_notebook(
     student version, :func:`attnstruct.teaching.exercises.student_version`); with ``allow_errors`` every cell runs
     whatever the ones before raised, the errors stay in the executed notebook and no HTML is rendered.
     """
-    import papermill as pm
     from papermill.exceptions import PapermillExecutionError
+
+    from .notebook_execution import execute_whole
 
     nb = read_notebook(source) if notebook is None else notebook
     declared = declared_parameters(nb)
@@ -337,11 +339,12 @@ def run_notebook(
     start = time.perf_counter()
     try:
         with _no_progress_bars_in_outputs():
-            pm.execute_notebook(
+            execute_whole(
                 nb,
-                str(executed),
-                parameters=injected,
+                executed,
                 kernel_name=KERNEL_NAME,
+                finish=lambda tmp: _portable(tmp, build_dir, root),
+                parameters=injected,
                 cwd=str(root),
                 progress_bar=progress,
                 log_output=False,
@@ -353,8 +356,9 @@ def run_notebook(
         cell = f"cell {err.cell_index} (execution count {err.exec_count})"
         error = " ".join(f"{err.ename}: {err.evalue}".split())  # one line, whatever the exception message holds
         raise NotebookFailed(source.stem, cell, error, executed) from None
+    except KeyboardInterrupt:  # Ctrl-C: the kernel shut down, no executed notebook written (notebook_execution)
+        raise interrupts.Interrupted(f"in {source.stem}", "run the same command to run it again") from None
     seconds = time.perf_counter() - start
-    _portable(executed, build_dir, root)
     _render_html(executed, html)
     return RunResult(source.stem, executed, html, seconds)
 
@@ -362,21 +366,32 @@ def run_notebook(
 def reproduce(
     root: Path, profile: str, build_dir: Path, *, only: list[str] | None = None, progress: bool = False, log=print
 ) -> list[RunResult]:
-    """Run every notebook (or those in ``only``) in order with ``profile``; stop at the first failure. Ctrl-C raises
-    :class:`~attnstruct.interrupts.Interrupted` naming the notebook it stopped."""
+    """Run every notebook (or those in ``only``) in order with ``profile``; stop at the first failure. Ctrl-C
+    (under :func:`attnstruct.interrupts.handled`) stops the running notebook's kernel, writes nothing of that notebook
+    and raises :class:`~attnstruct.interrupts.Interrupted` naming it, how many notebooks were done and how to run the
+    rest (a rerun runs every notebook again; ``--only`` the ones not done)."""
     overrides = load_profile(root, profile)
     sources = [resolve_notebook(root, n) for n in only] if only else list_notebooks(root)
     for source in sources:  # every notebook's parameters, before the first one runs
         check_parameters(source.stem, overrides.get(source.stem, {}), declared_parameters(read_notebook(source)))
     results = []
     for i, source in enumerate(sources, 1):
+        stopped = interrupts.Interrupted(
+            f"after {i - 1} of {len(sources)} notebooks",
+            f"run the same command to run all {len(sources)} again, or with --only "
+            + " ".join(s.stem for s in sources[i - 1 :])
+            + " to run the rest",
+        )
+        if interrupts.requested():  # Ctrl-C while the notebook before was rendered
+            raise stopped
         log(f"[{i}/{len(sources)}] {source.stem} ({profile}) ...", flush=True)
         try:
             result = run_notebook(
                 root, source, overrides.get(source.stem, {}), build_dir, profile=Path(profile).stem, progress=progress
             )
-        except KeyboardInterrupt:  # Ctrl-C: the notebooks before it stay, their stored results reused by a rerun
-            raise interrupts.Interrupted(f"in {source.stem}, after {i - 1} of {len(sources)} notebooks") from None
+        except KeyboardInterrupt:  # the notebooks before it stay whole, executed and rendered
+            stopped.progress = f"in {source.stem}, {stopped.progress}"
+            raise stopped from None
         log(f"[{i}/{len(sources)}] {source.stem} done in {result.seconds:.1f} s -> {result.html}", flush=True)
         results.append(result)
     return results

@@ -7,8 +7,9 @@ no model; with ``--strict``, any model failed), 2 for bad input
 with one line on stderr that names the problem (:mod:`attnstruct.cli.errors`); an output that cannot be written (a
 full or read-only disk: :class:`attnstruct.results.OutputError`) is refused so by every command.
 Ctrl-C: one line, ``attnstruct sweep: interrupted after 27 of 120 models; run the same command to resume``, exit
-status 130, never a traceback; ``sweep``, ``train`` and ``prepare-corpus`` stop at their next safe point
-(:mod:`attnstruct.interrupts`), nothing half-written. ``fetch-models``,
+status 130, never a traceback; ``sweep``, ``train``, ``prepare-corpus``, ``reproduce`` and ``notebook`` stop at
+their next safe point (:mod:`attnstruct.interrupts`; a notebook's kernel is interrupted and shut down,
+:mod:`attnstruct.notebook_execution`), nothing half-written. ``fetch-models``,
 ``prepare-corpus`` and ``train`` parse their own options (:mod:`attnstruct.cli.fetch`, :mod:`attnstruct.cli.prepare`,
 :mod:`attnstruct.cli.train`). Nothing here imports torch until a command needs it: ``attnstruct --help``, ``list``,
 ``fetch-models --list`` and ``prepare-corpus --list`` start without it.
@@ -29,8 +30,9 @@ from ..notebooks import NotebookFailed, PipelineError
 from .errors import CommandError, Parser, refuse
 
 COMMANDS = ("score", "sweep", "revisions", "fetch-models", "prepare-corpus", "train", "reproduce", "notebook", "list")
-AT_SAFE_POINTS = ("sweep", "train", "prepare-corpus")  # Ctrl-C waits for the next safe point (attnstruct.interrupts)
-RESUMABLE = (*AT_SAFE_POINTS, "reproduce")  # the same command goes on where Ctrl-C stopped it
+# Ctrl-C waits for the next safe point (attnstruct.interrupts)
+AT_SAFE_POINTS = ("sweep", "train", "prepare-corpus", "reproduce", "notebook")
+RESUMABLE = AT_SAFE_POINTS  # the same command goes on where Ctrl-C stopped it, or runs the notebooks again
 DEVICE_HELP = "auto (CUDA when there is one), cpu or cuda"
 
 
