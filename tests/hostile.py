@@ -3,7 +3,7 @@
 A hostile input is anything the project does not trust: a file or answer from a hub, a run folder, a checkpoint
 folder, an index. Whatever it is, the command that meets it ends in
 
-* **one line** on stderr naming the problem (``attnstruct...: error: <what>``, something after the colon), and
+* **one line** on stderr naming the problem (``attnstruct: error: <what>``, the one prefix of every command, something after it), and
   **exit status 2**;
 * **nothing written** outside the command's own output (and no partial output in it);
 * **no code run**: a code-carrying payload (:func:`code_running_pickle`) would create a canary file, which must
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def assert_refused(status: int, err: str, *naming: str) -> str:
-    """``status`` is 2 and ``err`` is one line ``PROG: error: DETAIL`` with a non-empty DETAIL that contains each
+    """``status`` is 2 and ``err`` is one line ``attnstruct: error: DETAIL`` with a non-empty DETAIL that contains each
     of ``naming`` (case-sensitive). Returns the line."""
     lines = [line for line in err.splitlines() if line.strip()]
     assert status == 2, f"exit status {status}, not 2; stderr:\n{err[-3000:]}"
@@ -40,7 +40,7 @@ def assert_refused(status: int, err: str, *naming: str) -> str:
     (line,) = lines
     assert "Traceback" not in line, line
     prog, sep, detail = line.partition(": error: ")
-    assert sep and prog.startswith("attnstruct"), f"not 'attnstruct...: error: ...': {line}"
+    assert sep and prog == "attnstruct", f"not 'attnstruct: error: ...': {line}"
     assert detail.strip(" :"), f"nothing after the colon: {line}"
     for name in naming:
         assert name in detail, f"{name!r} is not named in: {line}"

@@ -131,7 +131,7 @@ def test_an_endless_retry_after_is_not_waited_for(served, capsys, path, named):
     served.rate_limit(every=1, retry_after=999_999, path=path)  # 11.6 days
     status = _within(30, SPEC, "--tokenizer", TOKENIZER)
     line = assert_refused(status, capsys.readouterr().err, named, "999999")
-    assert line.startswith("attnstruct prepare-corpus: error: rate limited: ") and served.waits == []
+    assert line.startswith("attnstruct: error: rate limited: ") and served.waits == []
 
 
 @pytest.mark.parametrize(

@@ -148,7 +148,7 @@ def test_a_sweep_with_some_failures_exits_0_and_with_strict_exits_1(hub, half_mi
     assert cli.main(["sweep", str(half_missing), "--out", str(tmp_path / "out")]) == 0
     assert "2 scored, 0 done before, 2 failed" in capsys.readouterr().err
     assert cli.main(["sweep", str(half_missing), "--out", str(tmp_path / "out"), "--strict"]) == 1
-    assert capsys.readouterr().err.splitlines()[-1] == "attnstruct sweep: error: 2 models failed (--strict)"
+    assert capsys.readouterr().err.splitlines()[-1] == "attnstruct: error: 2 models failed (--strict)"
 
 
 def test_a_sweep_whose_models_were_all_done_before_exits_0(hub, tmp_path):

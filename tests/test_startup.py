@@ -1,4 +1,5 @@
-"""Start-up: ``import attnstruct`` and the commands that only read (help, list, fetch-models --list) import no torch;
+"""Start-up: ``import attnstruct`` and the commands that only read (help, train --help, list, fetch-models --list)
+import no torch;
 the public names still load on first use, and ``attnstruct.scores`` stays the function."""
 
 import subprocess
@@ -19,6 +20,8 @@ STARTS = {
     "attnstruct --help": QUIET.format(argv=["--help"]),
     "attnstruct list": QUIET.format(argv=["list"]),
     "attnstruct fetch-models --list": QUIET.format(argv=["fetch-models", "--list"]),
+    "attnstruct train --help": QUIET.format(argv=["train", "--help"]),
+    "attnstruct train --task vision --help": QUIET.format(argv=["train", "--task", "vision", "--help"]),
 }
 
 
@@ -34,7 +37,14 @@ def loaded_after(code: str) -> set[str]:
     return set(done.stdout.split())
 
 
-@pytest.mark.parametrize("start", STARTS)
+NOT_YET = pytest.mark.xfail(
+    strict=True, reason="train's configurations are defined in modules that import torch (tasks.text, tasks.vision)"
+)
+
+
+@pytest.mark.parametrize(
+    "start", [pytest.param(s, marks=NOT_YET) if s.startswith("attnstruct train") else s for s in STARTS]
+)
 def test_reading_commands_do_not_import_torch(start):
     modules = loaded_after(STARTS[start])
     assert "torch" not in modules and "transformers" not in modules

@@ -589,7 +589,7 @@ def test_main_fetch_bad_input(fake, capsys, argv):
     assert main_fetch([*argv, "--cache-dir", str(fake.cache)]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
-    assert captured.err.startswith("attnstruct fetch-models: error: ")
+    assert captured.err.startswith("attnstruct: error: ")
 
 
 def test_main_fetch_reports_a_fetch_error(fake, capsys):

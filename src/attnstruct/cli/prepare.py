@@ -19,7 +19,8 @@ import os
 import re
 import sys
 
-from .errors import CommandError, Parser, refuse
+from .errors import PROGRAM, CommandError, Parser, refuse
+from .help_text import described
 
 _SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "g": 10**9, "t": 10**12}
 MOST = 10**15  # a quadrillion tokens, steps or sequences: beyond any corpus or run
@@ -52,7 +53,7 @@ def _folder(text: str) -> str:
 
 
 def _parser() -> Parser:
-    parser = Parser(prog="attnstruct prepare-corpus", description=__doc__.splitlines()[0])
+    parser = Parser(prog="attnstruct prepare-corpus", **described("prepare-corpus"))
     parser.add_argument(
         "source",
         nargs="?",
@@ -128,9 +129,9 @@ def main_prepare(argv: list[str]) -> int:
     except SystemExit as done:  # --help
         return int(done.code or 0)
     except (CommandError, CorpusError, ExtractionError, UnsafeName) as err:  # a hub's error, an unsafe name: one line
-        return refuse("attnstruct prepare-corpus", err)
+        return refuse(PROGRAM, err)
     except OSError as err:  # a cache folder that cannot be made or written, a full disk
-        return refuse("attnstruct prepare-corpus", f"{err.strerror or err}: {err.filename}" if err.filename else err)
+        return refuse(PROGRAM, f"{err.strerror or err}: {err.filename}" if err.filename else err)
     print(corpus.describe())
     if all(run):
         print(passes_line(*run, len(corpus.train)))

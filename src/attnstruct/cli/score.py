@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import CommandError
+from .errors import PROGRAM, CommandError
 
 SWEEP_FAILED = 1  # a sweep that scored no model, or (--strict) in which any model failed
 
@@ -110,7 +110,7 @@ def sweep(args) -> int:
         raise CommandError(str(err)) from None
     if result.failures and not result.scored and not result.skipped:
         print(
-            f"attnstruct sweep: error: no model scored; all {len(result.failures)} failed "
+            f"{PROGRAM}: error: no model scored; all {len(result.failures)} failed "
             f"(listed in {Path(args.out) / 'failures.csv'})",
             file=sys.stderr,
         )
@@ -124,7 +124,7 @@ def sweep(args) -> int:
         file=sys.stderr,
     )
     if args.strict and result.failures:
-        print(f"attnstruct sweep: error: {len(result.failures)} models failed (--strict)", file=sys.stderr)
+        print(f"{PROGRAM}: error: {len(result.failures)} models failed (--strict)", file=sys.stderr)
         return SWEEP_FAILED
     return 0
 

@@ -36,7 +36,8 @@ import os
 import sys
 from dataclasses import fields, replace
 
-from .errors import CommandError, Parser, refuse
+from .errors import PROGRAM, CommandError, Parser, refuse
+from .help_text import MEANINGS, described
 
 TASKS = ("text", "vision")
 
@@ -137,14 +138,40 @@ def _recorded_task(record: dict) -> str | None:
     raise CommandError(f"the run folder records a run of no task of this attnstruct ({', '.join(TASKS)})")
 
 
-def _parser(config_class) -> Parser:
-    parser = Parser(prog="attnstruct train", description=__doc__.splitlines()[0])
-    parser.add_argument("--task", choices=TASKS, default="text", help="text (default) or vision")
-    parser.add_argument(
-        "--run-dir", required=True, type=_folder, help="folder for checkpoint.pt and run.nc (resumes if present)"
+def option_help(config_class, field) -> str:
+    """An option's meaning, its choices where the configuration fixes them (``FIXED``), and its default."""
+    choices = config_class.FIXED.get(field.name)
+    listed = f"; one of {', '.join(choices)}" if choices else ""
+    default = (
+        "none"
+        if field.default is None
+        else str(field.default).lower()
+        if isinstance(field.default, bool)
+        else field.default
     )
-    parser.add_argument("--cache-dir", type=_folder, default=None, help="attnstruct cache (corpus, tokenizers)")
-    parser.add_argument("--threads", type=_threads, default=None, help="torch threads per process")
+    return f"{MEANINGS[field.name]}{listed} (default: {default})"
+
+
+def parser(task: str) -> Parser:
+    """The parser of ``attnstruct train --task TASK``: the run's own options and one per configuration field."""
+    return _parser(_config_class(task))
+
+
+def _parser(config_class) -> Parser:
+    parser = Parser(prog="attnstruct train", **described("train"))
+    parser.add_argument("--task", choices=TASKS, default="text", help="what the model is trained on (default: text)")
+    parser.add_argument(
+        "--run-dir",
+        required=True,
+        type=_folder,
+        help="the run's folder: checkpoint.pt, run.nc, snapshots/, final/ (a run there is resumed)",
+    )
+    parser.add_argument(
+        "--cache-dir", type=_folder, default=None, metavar="DIR", help="attnstruct cache of corpora and tokenizers"
+    )
+    parser.add_argument(
+        "--threads", type=_threads, default=None, metavar="N", help="torch threads per process (default: torch's own)"
+    )
     parser.add_argument(
         "--snapshot-every",
         type=_snapshot_every,
@@ -161,8 +188,14 @@ def _parser(config_class) -> Parser:
         "model type: `attnstruct score` reads it, transformers' AutoModel does not)",
     )
     for f in fields(config_class):
+        choices = config_class.FIXED.get(f.name)
         parser.add_argument(
-            f"--{f.name.replace('_', '-')}", type=_kind(f), default=f.default, help=f"default {f.default}"
+            f"--{f.name.replace('_', '-')}",
+            type=_kind(f),
+            default=f.default,
+            choices=choices,
+            metavar=f.name.upper() if choices else None,
+            help=option_help(config_class, f),
         )
     return parser
 
@@ -218,9 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as done:  # --help
         return int(done.code or 0)
     except (CommandError, ValueError) as err:
-        return refuse("attnstruct train", err)
+        return refuse(PROGRAM, err)
     except OSError as err:  # a folder that cannot be made or written, a full disk
-        return refuse("attnstruct train", f"{err.strerror or err}: {err.filename}" if err.filename else err)
+        return refuse(PROGRAM, f"{err.strerror or err}: {err.filename}" if err.filename else err)
     finally:
         if distributed and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()

@@ -50,6 +50,7 @@ from ..training import processes as many_runs
 from ..training.config import non_negative_integer, one_of, positive_integers
 from ..training.model import LanguageModel, TransformerConfig, attention_layers
 from . import corpus
+from .preprocessing import PREPROCESSING
 from .run_corpus import CORPUS_OPTIONS, corpus_data, corpus_tokenizer
 
 __all__ = [
@@ -79,6 +80,12 @@ class TextConfig(engine.RunConfig):
     CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "init", "seed")
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
+    FIXED: ClassVar[dict[str, tuple[str, ...]]] = {
+        **engine.RunConfig.FIXED,
+        "objective": OBJECTIVES,
+        "init": INITS,
+        "preprocessing": tuple(PREPROCESSING),
+    }
     PER_RUN: ClassVar[tuple[str, ...]] = (*engine.RunConfig.PER_RUN, "init_seed", "init_from", *CORPUS_OPTIONS)
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*engine.RunConfig.OMITTED_AT_DEFAULT, *CORPUS_OPTIONS)
     LIMITS: ClassVar[dict[str, int]] = {
@@ -115,7 +122,7 @@ class TextConfig(engine.RunConfig):
         return name if self.init_from is None else f"{name}-continued"
 
     def validate_task(self) -> None:
-        one_of(self.init, INITS, "init")
+        one_of(self.init, self.FIXED["init"], "init")
         non_negative_integer(self, "init_seed", optional=True)
         if self.init_from is not None and not isinstance(self.init_from, str):
             raise ValueError(f"init_from must be a snapshot folder (a string) or None, got {self.init_from!r}")
@@ -135,9 +142,7 @@ class TextConfig(engine.RunConfig):
                 raise ValueError(f"{name} must be a string or None, got {getattr(self, name)!r}")
         if self.max_tokens is not None:
             positive_integers(self, ("max_tokens",))
-        from .preprocessing import PREPROCESSING
-
-        one_of(self.preprocessing, tuple(PREPROCESSING), "preprocessing")
+        one_of(self.preprocessing, self.FIXED["preprocessing"], "preprocessing")
 
     @property
     def prepared(self) -> bool:

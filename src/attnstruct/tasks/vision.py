@@ -72,6 +72,7 @@ class VisionConfig(engine.RunConfig):
     OBJECTIVES: ClassVar[tuple[str, ...]] = OBJECTIVES
     CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES}
+    FIXED: ClassVar[dict[str, tuple[str, ...]]] = {**engine.RunConfig.FIXED, "objective": OBJECTIVES, "source": SOURCES}
 
     objective: str = "classify"
     steps: int = 800
@@ -94,7 +95,7 @@ class VisionConfig(engine.RunConfig):
     val_fraction: float = 0.2
 
     def validate_task(self) -> None:
-        one_of(self.source, SOURCES, "image source")
+        one_of(self.source, self.FIXED["source"], "image source")
         positive_integers(self, ("ffn_mult", "patch_size"))
         if IMAGE_SIZE % self.patch_size:
             raise ValueError(f"patch_size {self.patch_size} does not divide the image size {IMAGE_SIZE}")

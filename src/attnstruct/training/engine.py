@@ -74,6 +74,7 @@ __all__ = [
 ]
 
 SCHEDULES = ("constant", "linear", "cosine")
+NORMS = ("post", "pre")
 
 
 def _real(value) -> bool:
@@ -98,6 +99,7 @@ class RunConfig(Settings):
     CAUSAL: ClassVar[Mapping[str, bool]] = {}
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "seed")
     CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # the order of each run key's values in combined runs
+    FIXED: ClassVar[Mapping[str, tuple[str, ...]]] = {"schedule": SCHEDULES, "norm": NORMS}  # the only values allowed
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("accumulate", "compile")
     PER_RUN: ClassVar[tuple[str, ...]] = ("accumulate", "compile")  # a notebook need not declare them
     LIMITS: ClassVar[Mapping[str, int]] = {  # beyond any run (config.at_most); other integer fields: 2**62
@@ -150,7 +152,7 @@ class RunConfig(Settings):
             raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
         if not (_real(self.lr) and self.lr > 0 and math.isfinite(self.lr)):
             raise ValueError(f"lr must be a positive number, got {self.lr!r}")
-        one_of(self.schedule, SCHEDULES, "schedule")
+        one_of(self.schedule, self.FIXED["schedule"], "schedule")
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise ValueError(f"warmup must be an integer >= 0, got {self.warmup!r}")
         for name, least in (("clip", "> 0"), ("weight_decay", ">= 0")):
@@ -161,7 +163,7 @@ class RunConfig(Settings):
             raise ValueError(f"mask_rate must be in (0, 1), got {self.mask_rate!r}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
-        one_of(self.norm, ("post", "pre"), "norm")
+        one_of(self.norm, self.FIXED["norm"], "norm")
         if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES:
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
         for name in ("amp", "compile"):
