@@ -31,3 +31,35 @@ def test_a_markdown_table_shows_every_cell_in_full():
     assert lines[0] == "| claim | text | p | reachable |" and lines[1] == "| --- | --- | --- | --- |"
     assert lines[2] == "| first | a \\| b | 0.0312 | yes |"
     assert lines[3] == f"| second | {'x' * 80} |  | no |" and len(lines) == 4
+
+
+def test_fill_puts_a_records_fields_into_its_template():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Scored:
+        checkpoints: str
+        sizes: str
+
+    filled = prose.fill("{checkpoints} scored{sizes}.", Scored("4 checkpoints", "; 1.0 M"))
+    assert filled == "4 checkpoints scored; 1.0 M."
+
+
+def test_fill_takes_a_mapping_as_well_as_a_record():
+    assert prose.fill("**{series}:** {more} of {units}", {"series": "ettin", "more": 5, "units": "6 sizes"}) == (
+        "**ettin:** 5 of 6 sizes"
+    )
+
+
+def test_a_template_field_the_record_lacks_is_a_key_error_naming_field_and_record():
+    import dataclasses
+
+    import pytest
+
+    @dataclasses.dataclass(frozen=True)
+    class PairFacts:
+        series: str
+
+    with pytest.raises(KeyError, match=r"'units', 'verdict'.*PairFacts") as raised:
+        prose.fill("{series}: {units} {verdict} {units}", PairFacts("ettin"))
+    assert "\n" not in str(raised.value)
