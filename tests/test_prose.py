@@ -20,6 +20,15 @@ def test_numbers_spans_lists_and_counts():
     assert prose.count(1, "family") == "1 family" and prose.count(2, "run", "runs so far") == "2 runs so far"
 
 
+def test_bytes_in_the_largest_unit_they_fill():
+    assert (
+        prose.byte_size(369_700) == "369.7 kB"
+        and prose.byte_size(2.5e9) == "2.5 GB"
+        and prose.byte_size(512) == "512 B"
+    )
+    assert prose.span([30_800, 30_800], 1, prose.byte_size) == "30.8 kB"
+
+
 def test_a_markdown_table_shows_every_cell_in_full():
     import pandas as pd
 

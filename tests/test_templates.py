@@ -149,6 +149,18 @@ def template_problems(source: str) -> list[str]:
             for statement in [*node.body, *node.orelse]:
                 self.visit(statement)
 
+        def visit_comprehension_node(self, node):
+            for generator in node.generators:
+                self.visit(generator.iter)
+                function = _producer(generator.iter, modules)
+                if isinstance(generator.target, ast.Name) and function is not None:
+                    produced[generator.target.id] = (function, True)
+            for part in (getattr(node, "elt", None), getattr(node, "key", None), getattr(node, "value", None)):
+                if part is not None:
+                    self.visit(part)
+
+        visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = visit_comprehension_node
+
         def visit_Call(self, node):
             func = node.func
             if (
@@ -232,6 +244,12 @@ def test_a_loop_variables_template_is_checked_against_the_lists_record():
     source = HEADER + 'for pair in demo.pairs_demo():\n    prose.say("{series}: {checkpoints}", pair)\n'
     (problem,) = template_problems(source)
     assert "PairDemo has no field checkpoints" in problem
+
+
+def test_a_comprehensions_variable_is_checked_against_the_lists_record():
+    source = HEADER + 'title = ", ".join(prose.fill("{series} {units}", pair) for pair in demo.pairs_demo())\n'
+    (problem,) = template_problems(source)
+    assert "PairDemo has no field units" in problem
 
 
 def test_facts_that_cannot_be_traced_to_a_record_are_reported_not_skipped():

@@ -36,6 +36,14 @@ def percent(fraction: float, digits: int = 0) -> str:
     return "never" if not np.isfinite(fraction) else f"{100 * fraction:.{digits}f}%"
 
 
+def byte_size(value: float, digits: int = 1) -> str:
+    """``'369.7 kB'``: bytes in the largest decimal unit (GB, MB, kB) they fill; under a kilobyte, ``'512 B'``."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.{digits}f} {unit}"
+    return f"{value:.0f} B"
+
+
 def span(values: Iterable[float], digits: int = 2, fmt=signed) -> str:
     """``'+0.14 to +0.24'``: the smallest and largest finite value (one value: just it; none: ``'none'``)."""
     finite = [float(v) for v in np.ravel(np.asarray(list(values), dtype=float)) if np.isfinite(v)]
