@@ -70,11 +70,13 @@ results_dir = None  # where the datasets go; None: results/ of the work folder (
 figures_dir = None  # where the figures go; None: figures/ of the work folder
 
 # %%
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.lines import Line2D
+
 from attnstruct import notebooks, reference, results, work
-from attnstruct.analyses import dynamics_at_scale as scale
 from attnstruct.analyses import local_series
-from attnstruct.analyses import scale_figures as figures
-from attnstruct.analyses import scale_sentences as words
+from attnstruct.analyses import nb09_dynamics_at_scale as at_scale
 from attnstruct.checkpoints import hub_costs, sweep
 from attnstruct.checkpoints import series as public
 from attnstruct.checkpoints.scoring import resolve_device
@@ -124,7 +126,7 @@ else:
     entries = public.entries(trajectories, pairs, crosses, max_checkpoints=max_checkpoints)
     learned = {}  # published models: trained to the end by their authors
     print(hub_costs.series_cost(entries).summary(workers=workers))  # before the first checkpoint is read
-words.describe_series(entries)
+at_scale.series_table(entries)
 
 # %% [markdown]
 # ## 2. The analysis plan, declared before any score is read
@@ -144,7 +146,7 @@ words.describe_series(entries)
 # design can reach with its number of units.
 
 # %%
-plan = scale.plan(entries)
+plan = at_scale.declared_plan(entries)
 prose.show(prose.markdown_table(plan.table()))
 
 # %% [markdown]
@@ -165,13 +167,40 @@ prose.show(prose.markdown_table(plan.table()))
 # %% tags=["slow"]
 models = list(dict.fromkeys(entries["model"]))
 swept = sweep.run_sweep(models, sweep_dir / "sweep", device=where, workers=workers, progress=False)
-ds, missing = scale.checkpoint_scores(entries, results.load_dataset(swept.path))
-prose.show(words.describe_scored(ds, missing))
+ds, missing = at_scale.checkpoint_scores(entries, results.load_dataset(swept.path))
+scored = at_scale.scored(ds, missing)
+prose.say(
+    "{checkpoints} scored ({entries}, a checkpoint used by several analyses counted once; {parameters} M parameters)."
+    if scored.sizes_known
+    else "{checkpoints} scored ({entries}, a checkpoint used by several analyses counted once).",
+    scored,
+)
+prose.say(
+    "Every checkpoint named was scored."
+    if scored.all_scored
+    else "Not scored, and left out (the sweep's `failures.csv` says why): {missing}.",
+    scored,
+)
+if scored.digests_known:
+    prose.say(
+        "Left out of the trajectories, as byte-identical to a later checkpoint of their run by the hub's digests: "
+        "{left_out}."
+        if scored.any_copies
+        else "No two checkpoints of a run hold byte-identical weights, by the hub's digests.",
+        scored,
+    )
 
 # %%
 file_bytes = local_series.weight_file_bytes(entries) if source == "local" else None
-needed = scale.bytes_needed(ds, file_bytes)
-prose.show(words.describe_bytes(needed))
+needed = at_scale.bytes_needed(ds, file_bytes)
+read = at_scale.bytes_read(needed)
+prose.say(
+    "Reading the query and key weights of {checkpoints} transferred {total} ({per_checkpoint} per checkpoint, "
+    "{share} of their weight files)."
+    if read.share_known
+    else "Reading the query and key weights of {checkpoints} transferred {total} ({per_checkpoint} per checkpoint).",
+    read,
+)
 needed
 
 # %% [markdown]
@@ -182,16 +211,47 @@ needed
 # and, for directionality, the decoder lower (more column-dominant).
 
 # %%
-pair_effects = scale.pair_effects(ds, plan, n_draws=n_null_draws, learned=learned)
+pair_effects = at_scale.pair_effects(ds, plan, n_draws=n_null_draws, learned=learned)
 for effect in pair_effects:
     print(effect.sentence())
 
 # %% tags=["hide-input"]
-fig = figures.matched_pairs(ds, n_null_draws)
+COLORS = {"encoder": plotting.ENCODER_COLOR, "decoder": plotting.DECODER_COLOR}
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), squeeze=False)
+for ax, score in zip(axes[0], at_scale.SCORES):
+    for series in at_scale.series_of(ds, "pair"):
+        members = at_scale.entries_of(ds, "pair", series)
+        units = list(dict.fromkeys(members["unit"].values))
+        values = at_scale.median_over_layers(members, score).values
+        unit_of = members["unit"].values
+        for role in ("encoder", "decoder"):
+            mine = members["role"].values == role
+            ax.plot([units.index(u) for u in unit_of[mine]], values[mine], "o", color=COLORS[role])
+        for i, unit in enumerate(units):
+            both = values[unit_of == unit]
+            ax.plot([i, i], [both.min(), both.max()], color="0.6", lw=1, zorder=0)
+            shape = at_scale.shape_of(members, int(np.flatnonzero(unit_of == unit)[0]))
+            null = at_scale.untrained_null(score, shape, n_null_draws, 0)
+            ax.fill_between([i - 0.3, i + 0.3], *np.quantile(null, [0.025, 0.975]), color="0.85", lw=0, zorder=-1)
+        ax.set_xticks(range(len(units)), units)
+    ax.axhline(0, color="0.5", lw=0.5)
+    ax.set(ylabel=f"median {score} over layers", title=f"{score}: matched encoder and decoder")
+handles = [Line2D([], [], marker="o", ls="", color=COLORS[r], label=r) for r in COLORS]
+handles.append(plt.Rectangle((0, 0), 1, 1, color="0.85", label="untrained stack of that shape (95%)"))
+axes[0, -1].legend(handles=handles, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+counts = ", ".join(prose.fill("{more} of {total} ({series})", pair) for pair in at_scale.pairs(ds))
+plotting.message_title(fig, "The encoder is the more symmetric of its matched pair in " + counts)
+fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "09_matched_pairs")
 
 # %%
-prose.show(words.describe_pairs(ds, pair_effects))
+for pair in at_scale.pairs(ds):
+    prose.say(
+        "**{series}:** the encoder is the more symmetric of its pair in {more} of {units} (encoder minus "
+        "decoder {gap}).",
+        pair,
+    )
+prose.say("Verdicts: {counts}.", at_scale.verdict_counts(pair_effects))
 
 # %% [markdown]
 # ## 5. Trajectories: the scores against the tokens seen
@@ -204,16 +264,57 @@ prose.show(words.describe_pairs(ds, pair_effects))
 # axes, at their batch of 32 sequences on each of 8 accumulation steps, 512 tokens each.
 
 # %%
-trajectory_effects = scale.trajectory_effects(ds, plan, n_draws=n_null_draws, learned=learned)
+trajectory_effects = at_scale.trajectory_effects(ds, plan, n_draws=n_null_draws, learned=learned)
 for effect in trajectory_effects:
     print(effect.sentence())
 
 # %% tags=["hide-input"]
-fig = figures.trajectories(ds, words.authors_runs_on_tokens(reference.training_dynamics()))
+authors = at_scale.authors_runs_on_tokens(reference.training_dynamics())
+by_axis = at_scale.trajectory_axes(ds)
+rows = [axis for axis in ("tokens", "checkpoint") if by_axis[axis]]
+fig, axes = plt.subplots(len(rows), 2, figsize=(11, 3.8 * len(rows)), squeeze=False)
+for row, axis in enumerate(rows):
+    extra = []
+    for ax, score in zip(axes[row], at_scale.SCORES):
+        if axis == "tokens":  # the authors' runs in grey, encoders solid and decoders dashed
+            for mode, run in authors.groupby("mode"):
+                for _, one in run.groupby(["n_layers", "dataset"]):
+                    ax.plot(one["tokens"], one[score], color="0.6", lw=0.8, ls="-" if mode == "encoder" else "--")
+            extra = [
+                Line2D([], [], color="0.6", ls="-", label="authors' encoders"),
+                Line2D([], [], color="0.6", ls="--", label="authors' decoders"),
+            ]
+            ax.set_xscale("log")
+        for series in by_axis[axis]:
+            role = str(at_scale.entries_of(ds, "trajectory", series)["role"].values[0])
+            grid = at_scale.trajectory_grid(ds, series, score, axis)  # [position, seed]
+            if axis == "tokens":
+                grid = grid[grid.index > 0]  # the untrained start has no place on a log axis
+            for seed in grid.columns:
+                ax.plot(grid.index, grid[seed], color=COLORS[role], lw=0.6, alpha=0.5)
+            ax.fill_between(grid.index, grid.min(axis=1), grid.max(axis=1), color=COLORS[role], alpha=0.15, lw=0)
+            ax.plot(grid.index, grid.mean(axis=1), color=COLORS[role], lw=2, label=series)
+        ax.axhline(0, color="0.5", lw=0.5)
+        xlabel = "tokens seen" if axis == "tokens" else "checkpoint, in training order"
+        ax.set(xlabel=xlabel, ylabel=f"median {score} over layers", title=f"{score} over training")
+    handles, _ = axes[row, -1].get_legend_handles_labels()
+    axes[row, -1].legend(handles=handles + extra, fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+finals = ", ".join(prose.fill("{series} {final}", trajectory) for trajectory in at_scale.trajectories(ds))
+plotting.message_title(fig, "Median symmetry at the last checkpoint, mean over seeds: " + finals)
+fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "09_trajectories")
 
 # %%
-prose.show(words.describe_trajectories(ds, trajectory_effects))
+for trajectory in at_scale.trajectories(ds):
+    prose.say(
+        "**{series}** ({seeds}, to {reaches} tokens): median symmetry peaks at {peak} and ends at {end}, mean over "
+        "seeds."
+        if trajectory.on_tokens
+        else "**{series}** ({seeds}, to step {reaches}): median symmetry peaks at {peak} and ends at {end}, mean over "
+        "seeds.",
+        trajectory,
+    )
+prose.say("Verdicts at the last checkpoint: {counts}.", at_scale.verdict_counts(trajectory_effects))
 
 # %% [markdown]
 # ## 6. Continued training with the other objective
@@ -224,16 +325,30 @@ prose.show(words.describe_trajectories(ds, trajectory_effects))
 # continue for tens of billions of tokens.
 
 # %%
-cross_effects = scale.cross_effects(ds, plan, learned=learned)
+cross_effects = at_scale.cross_effects(ds, plan, learned=learned)
 for effect in cross_effects:
     print(effect.sentence())
 
 # %% tags=["hide-input"]
-fig = figures.continued_training(ds)
+crossing = at_scale.series_of(ds, "cross")
+fig, axes = plt.subplots(1, max(1, len(crossing)), figsize=(5 * max(1, len(crossing)), 3.6), squeeze=False)
+for ax, series in zip(axes[0], crossing):
+    table = at_scale.before_and_after(ds, series)
+    role = str(at_scale.entries_of(ds, "cross", series)["role"].values[0])
+    for _, row in table.iterrows():
+        ax.plot([0, 1], [row["before"], row["after"]], "o-", color=COLORS[role], alpha=0.7)
+    ax.set_xticks([0, 1], ["before", "after"])
+    ax.axhline(0, color="0.5", lw=0.5)
+    ax.set(ylabel="median symmetry over layers", title=series)
+changes = "; ".join(prose.fill("{series}: {mean_change}", cross) for cross in at_scale.crosses(ds))
+plotting.message_title(fig, "Median symmetry after minus before continued training, mean over units: " + changes)
+fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "09_continued_training")
 
 # %%
-prose.show(words.describe_cross(ds, cross_effects))
+for cross in at_scale.crosses(ds):
+    prose.say("**{series}:** median symmetry {direction} in {moved} of {units} (after minus before {change}).", cross)
+prose.say("Verdicts: {counts}.", at_scale.verdict_counts(cross_effects))
 
 # %% [markdown]
 # ## 7. The verdicts together, and the dataset
@@ -244,9 +359,17 @@ prose.show(words.describe_cross(ds, cross_effects))
 
 # %%
 effects = [*pair_effects, *trajectory_effects, *cross_effects]
-prose.show(words.learned_line(learned))
-prose.show(words.describe_summary(effects))
-dataset = scale.result_dataset(
+runs = at_scale.learned_runs(learned)
+prose.say(
+    "Every run behind these series met its loss target."
+    if runs.all_learned
+    else "The runs behind {not_learned} did not meet their loss targets: their claims are not judged.",
+    runs,
+)
+for primary in at_scale.primary_verdicts(effects):
+    prose.say("Primary: {claim}: **{verdict}** ({estimate}, n = {n}).", primary)
+prose.say("All claims: {counts}.", at_scale.verdict_counts(effects))
+dataset = at_scale.result_dataset(
     ds, parameters=parameters, effects=effects, missing=missing, source=source, relative_to=results_dir
 )
 path = results.save_dataset(dataset, results_dir / "09_dynamics_at_scale.nc")

@@ -60,7 +60,10 @@ def story(path) -> list:
 
 
 def characters(cells, kind: str) -> int:
-    return sum(len("".join(c.source.split())) for c in cells if c.cell_type == kind)
+    """The non-blank characters of the cells of ``kind``; a figure's drawing (a ``hide-input`` cell, folded in the
+    books) is not code the story asks a reader to follow, so it does not count."""
+    shown = [c for c in cells if c.cell_type == kind and "hide-input" not in c.metadata.get("tags", [])]
+    return sum(len("".join(c.source.split())) for c in shown)
 
 
 def test_the_number_detector_reads_math_and_skips_code_settings_and_names():

@@ -20,6 +20,15 @@ def test_numbers_spans_lists_and_counts():
     assert prose.count(1, "family") == "1 family" and prose.count(2, "run", "runs so far") == "2 runs so far"
 
 
+def test_bytes_in_the_largest_unit_they_fill():
+    assert (
+        prose.byte_size(369_700) == "369.7 kB"
+        and prose.byte_size(2.5e9) == "2.5 GB"
+        and prose.byte_size(512) == "512 B"
+    )
+    assert prose.span([30_800, 30_800], 1, prose.byte_size) == "30.8 kB"
+
+
 def test_a_markdown_table_shows_every_cell_in_full():
     import pandas as pd
 
@@ -31,3 +40,35 @@ def test_a_markdown_table_shows_every_cell_in_full():
     assert lines[0] == "| claim | text | p | reachable |" and lines[1] == "| --- | --- | --- | --- |"
     assert lines[2] == "| first | a \\| b | 0.0312 | yes |"
     assert lines[3] == f"| second | {'x' * 80} |  | no |" and len(lines) == 4
+
+
+def test_fill_puts_a_records_fields_into_its_template():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Scored:
+        checkpoints: str
+        sizes: str
+
+    filled = prose.fill("{checkpoints} scored{sizes}.", Scored("4 checkpoints", "; 1.0 M"))
+    assert filled == "4 checkpoints scored; 1.0 M."
+
+
+def test_fill_takes_a_mapping_as_well_as_a_record():
+    assert prose.fill("**{series}:** {more} of {units}", {"series": "ettin", "more": 5, "units": "6 sizes"}) == (
+        "**ettin:** 5 of 6 sizes"
+    )
+
+
+def test_a_template_field_the_record_lacks_is_a_key_error_naming_field_and_record():
+    import dataclasses
+
+    import pytest
+
+    @dataclasses.dataclass(frozen=True)
+    class PairFacts:
+        series: str
+
+    with pytest.raises(KeyError, match=r"'units', 'verdict'.*PairFacts") as raised:
+        prose.fill("{series}: {units} {verdict} {units}", PairFacts("ettin"))
+    assert "\n" not in str(raised.value)

@@ -29,7 +29,7 @@ from .. import notebooks, results
 from ..checkpoints.series import ENTRY_COLUMNS
 from ..tasks import text
 from ..training import processes, snapshots
-from . import dynamics_at_scale, gates
+from . import gates
 
 NOTEBOOK_05 = "05_training_dynamics"
 ENCODER, DECODER = "mlm", "next-token"
@@ -185,13 +185,10 @@ def weight_file_bytes(entries: pd.DataFrame) -> dict[str, int]:
 
 def plan_entries() -> pd.DataFrame:
     """One entry per series of the local series (its kind, name, role and unit kind): all that
-    :func:`attnstruct.analyses.dynamics_at_scale.plan` reads to declare the claims."""
+    :func:`attnstruct.analyses.nb09_dynamics_at_scale.declared_plan` reads to declare the claims."""
     rows = [_entry(Path(""), "trajectory", f"local {ROLE[o]}", ROLE[o], 0) for o in (ENCODER, DECODER)]
     rows += [_entry(Path(""), "pair", "local pairs", ROLE[o], 0) for o in (ENCODER, DECODER)]
     for objective in (DECODER, ENCODER):
         series = f"local {ROLE[OTHER[objective]]} continued as {ROLE[objective]}"
         rows.append(_entry(Path(""), "cross", series, ROLE[objective], 0, stage="before"))
     return pd.DataFrame(rows, columns=list(ENTRY_COLUMNS))
-
-
-PLAN = dynamics_at_scale.plan(plan_entries())  # the plan of notebook 09 on the local series (the quick profile)

@@ -6,8 +6,8 @@ plan does not declare.
 :data:`PLANS` says where each notebook's plan is: written here as data (05's and 06's), or built by the notebook's
 analysis module from the claims it tests (03 and 08: :mod:`attnstruct.analyses.pretrained_ordering`, 04:
 :data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.vision_objectives.PLAN`, 09: from
-its series, :func:`attnstruct.analyses.dynamics_at_scale.plan`, the local series' in
-:data:`attnstruct.analyses.local_series.PLAN`).
+its series, :func:`attnstruct.analyses.nb09_dynamics_at_scale.declared_plan`, the local series' in
+:data:`attnstruct.analyses.nb09_dynamics_at_scale.PLAN`).
 
 With ``n`` seeds a sign-flip test cannot go below ``p = 2**-n``, and Holm over ``m`` primary claims multiplies that
 by ``m``: with 5 seeds (``1/32``) only one primary claim is reachable, so each notebook declares its headline claim
@@ -74,7 +74,7 @@ PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's
     "05_training_dynamics": ("plans", "TRAINING_DYNAMICS"),
     "07_vision": ("vision_objectives", "PLAN"),
     "08_model_sweep": ("pretrained_ordering", "SWEEP_PLAN"),
-    "09_dynamics_at_scale": ("local_series", "PLAN"),  # the local series; the hub's: dynamics_at_scale.plan(entries)
+    "09_dynamics_at_scale": ("nb09_dynamics_at_scale", "PLAN"),  # the local series; the hub's: declared_plan(entries)
 }
 
 

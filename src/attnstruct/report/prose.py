@@ -1,13 +1,18 @@
 """Sentences rendered from data: the notebooks state results through these, never as typed numbers.
 
-A notebook computes a string from its dataset and shows it as Markdown (:func:`show`); the formatters keep one
-style everywhere: scores signed with two decimals (``+0.35``), fractions as percentages, ranges as ``low to high``.
+An analysis module returns a facts record (a frozen dataclass of strings formatted here, plus the few
+data-dependent words: a verdict, "rose" or "fell"); the notebook holds the sentence as a template and fills it with
+one formatter (:func:`say` shows it as Markdown, :func:`fill` returns it, for a figure's title). The formatters keep
+one style everywhere: scores signed with two decimals (``+0.35``), fractions as percentages, ranges as
+``low to high``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable
+import string
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -29,6 +34,14 @@ def percent(fraction: float, digits: int = 0) -> str:
     """A fraction as a percentage: ``0.259 -> '26%'``; ``never`` for NaN (a run that never got there)."""
     fraction = float(fraction)
     return "never" if not np.isfinite(fraction) else f"{100 * fraction:.{digits}f}%"
+
+
+def byte_size(value: float, digits: int = 1) -> str:
+    """``'369.7 kB'``: bytes in the largest decimal unit (GB, MB, kB) they fill; under a kilobyte, ``'512 B'``."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if value >= size:
+            return f"{value / size:.{digits}f} {unit}"
+    return f"{value:.0f} B"
 
 
 def span(values: Iterable[float], digits: int = 2, fmt=signed) -> str:
@@ -84,3 +97,29 @@ def show(text: str) -> None:
         print(text)
     else:
         display(Markdown(text))
+
+
+def fill(template: str, facts) -> str:
+    """``template`` with every ``{name}`` replaced by the field ``name`` of ``facts`` (a dataclass instance or a
+    mapping), by :meth:`str.format_map`; a field the facts lack is a ``KeyError`` naming every missing one and the
+    record's class."""
+    if dataclasses.is_dataclass(facts) and not isinstance(facts, type):
+        values = {field.name: getattr(facts, field.name) for field in dataclasses.fields(facts)}
+    elif isinstance(facts, Mapping):
+        values = dict(facts)
+    else:
+        raise TypeError(f"facts must be a dataclass instance or a mapping, got {type(facts).__name__}")
+    fields = (field for _, field, _, _ in string.Formatter().parse(template) if field)
+    names = dict.fromkeys(re.split(r"[.\[]", field)[0] for field in fields)
+    missing = [name for name in names if name not in values]
+    if missing:
+        raise KeyError(
+            f"template fields {', '.join(map(repr, missing))} are not fields of {type(facts).__name__} "
+            f"(it has {', '.join(values) or 'none'})"
+        )
+    return template.format_map(values)
+
+
+def say(template: str, facts) -> None:
+    """Show ``template`` filled with ``facts`` (:func:`fill`) as Markdown (:func:`show`)."""
+    show(fill(template, facts))

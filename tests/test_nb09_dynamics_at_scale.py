@@ -11,9 +11,8 @@ import pytest
 import xarray as xr
 
 from attnstruct import stats
-from attnstruct.analyses import dynamics_at_scale as scale
 from attnstruct.analyses import local_series
-from attnstruct.analyses import scale_sentences as words
+from attnstruct.analyses import nb09_dynamics_at_scale as at_scale
 from attnstruct.checkpoints import series
 
 SHAPES = {"17m": (64, 4, 3), "32m": (96, 6, 4), "68m": (128, 8, 5)}  # (d_model, n_heads, n_layers)
@@ -80,14 +79,14 @@ def seed_pairs_case(gaps):
 def test_checkpoint_scores_joins_entries_and_lists_the_models_the_sweep_lacks():
     entries, sweep = pairs_case(0.3)
     entries = pd.concat([entries, pd.DataFrame([entry("gone", "pair", "ettin", "encoder", "1b")])], ignore_index=True)
-    ds, missing = scale.checkpoint_scores(entries, sweep)
+    ds, missing = at_scale.checkpoint_scores(entries, sweep)
     assert missing == ["gone"] and ds.sizes["checkpoint"] == 6
     assert list(ds["n_layers"].values) == [3, 3, 4, 4, 5, 5] and list(ds["d_model"].values[:2]) == [64, 64]
-    np.testing.assert_allclose(scale.median(ds, "symmetry").values[::2], 0.4, atol=0.01)
+    np.testing.assert_allclose(at_scale.median_over_layers(ds, "symmetry").values[::2], 0.4, atol=0.01)
     two = fake_sweep({"m": (0.1, 64, 4, 4)}, stacks={})
     two["symmetry"][0, 1, :] = 0.0  # a second stack: not a series checkpoint
     with pytest.raises(ValueError, match="one self-attention stack"):
-        scale.checkpoint_scores(pd.DataFrame([entry("m", "pair", "s", "encoder", "1")]), two)
+        at_scale.checkpoint_scores(pd.DataFrame([entry("m", "pair", "s", "encoder", "1")]), two)
 
 
 def test_the_plan_makes_each_pair_series_symmetry_primary_and_everything_else_secondary():
@@ -96,7 +95,7 @@ def test_the_plan_makes_each_pair_series_symmetry_primary_and_everything_else_se
         entry("b", "trajectory", "pythia", "decoder", "seed 0", 0, step=0.0),
         entry("c", "cross", "ettin decoder continued as encoder", "encoder", "17m", stage="before"),
     ]
-    plan = scale.plan(pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)))
+    plan = at_scale.declared_plan(pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)))
     roles = {claim.name: claim.role for claim in plan.claims}
     assert roles == {
         "ettin: encoder minus decoder, median symmetry": "primary",
@@ -111,22 +110,23 @@ def test_the_plan_makes_each_pair_series_symmetry_primary_and_everything_else_se
 def test_three_sizes_cannot_reach_a_verdict_whatever_the_gap(gap, verdict):
     """Three units: a sign-flip test cannot go below p = 1/8, so even a large gap reads cannot tell."""
     entries, sweep = pairs_case(gap)
-    ds, _ = scale.checkpoint_scores(entries, sweep)
-    symmetry, _ = scale.pair_effects(ds, scale.plan(entries), n_draws=20)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    symmetry, _ = at_scale.pair_effects(ds, at_scale.declared_plan(entries), n_draws=20)
     assert symmetry.verdict == verdict and symmetry.n == 3 and abs(symmetry.estimate - gap) < 0.01
 
 
 def test_six_seeds_with_a_large_gap_hold_and_the_flip_does_not_hold():
     entries, sweep = seed_pairs_case([0.3, 0.25, 0.35, 0.3, 0.28, 0.32])
-    ds, _ = scale.checkpoint_scores(entries, sweep)
-    symmetry, direction = scale.pair_effects(ds, scale.plan(entries), n_draws=20)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    symmetry, direction = at_scale.pair_effects(ds, at_scale.declared_plan(entries), n_draws=20)
     assert symmetry.verdict == stats.HOLDS and symmetry.family.startswith("primary")
     # the fake directionality is minus the symmetry: the encoder is the lower one, against the prediction
     assert direction.verdict == stats.DOES_NOT_HOLD and direction.estimate < 0
     flipped, flipped_sweep = seed_pairs_case([-0.3, -0.25, -0.35, -0.3, -0.28, -0.32])
-    ds, _ = scale.checkpoint_scores(flipped, flipped_sweep)
-    assert scale.pair_effects(ds, scale.plan(flipped), n_draws=20)[0].verdict == stats.DOES_NOT_HOLD
-    unlearned = scale.pair_effects(ds, scale.plan(flipped), n_draws=20, learned={"local pairs": False})[0]
+    ds, _ = at_scale.checkpoint_scores(flipped, flipped_sweep)
+    plan = at_scale.declared_plan(flipped)
+    assert at_scale.pair_effects(ds, plan, n_draws=20)[0].verdict == stats.DOES_NOT_HOLD
+    unlearned = at_scale.pair_effects(ds, plan, n_draws=20, learned={"local pairs": False})[0]
     assert unlearned.verdict == stats.CANNOT_TELL and unlearned.reason == stats.NOT_LEARNED
 
 
@@ -134,8 +134,8 @@ def test_a_shape_null_is_drawn_for_pairs_of_independent_starts():
     """Pairs of sizes are read against untrained stacks of their shapes: a gap inside that null's range is not
     beyond it, even with a clean sign."""
     entries, sweep = pairs_case(0.001)
-    ds, _ = scale.checkpoint_scores(entries, sweep)
-    symmetry = scale.pair_effects(ds, scale.plan(entries), n_draws=20)[0]
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    symmetry = at_scale.pair_effects(ds, at_scale.declared_plan(entries), n_draws=20)[0]
     assert symmetry.null is not None and symmetry.null.null_low < 0.001 < symmetry.null.null_high
 
 
@@ -151,16 +151,16 @@ def trajectory_case(final: float, role: str, seeds: int = 6):
 
 def test_a_trajectory_is_judged_at_each_seeds_last_checkpoint_against_an_untrained_layer():
     entries, sweep = trajectory_case(0.5, "encoder")
-    ds, _ = scale.checkpoint_scores(entries, sweep)
-    (effect,) = scale.trajectory_effects(ds, scale.plan(entries), n_draws=50)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (effect,) = at_scale.trajectory_effects(ds, at_scale.declared_plan(entries), n_draws=50)
     assert effect.verdict == stats.HOLDS and effect.n == 6 and effect.claim.startswith("encoder run: final median sym")
-    assert list(scale.last_checkpoints(ds, "encoder run")["step"].values) == [1000.0] * 6
-    lines = scale.trajectory_lines(ds, "encoder run", "symmetry")
+    assert list(at_scale.last_checkpoints(ds, "encoder run")["step"].values) == [1000.0] * 6
+    lines = at_scale.trajectory_lines(ds, "encoder run", "symmetry")
     assert len(lines) == 18 and lines.groupby("seed")["step"].apply(list).iloc[0] == [0.0, 100.0, 1000.0]
     # a decoder's claim is about directionality, predicted below the null: the fake directionality is -0.5
     entries, sweep = trajectory_case(0.5, "decoder")
-    ds, _ = scale.checkpoint_scores(entries, sweep)
-    (effect,) = scale.trajectory_effects(ds, scale.plan(entries), n_draws=50)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (effect,) = at_scale.trajectory_effects(ds, at_scale.declared_plan(entries), n_draws=50)
     assert "directionality" in effect.claim and effect.verdict == stats.HOLDS
 
 
@@ -179,30 +179,75 @@ def cross_case(change: float, role: str, units: int = 6):
 )
 def test_continued_training_reads_after_minus_before_in_the_direction_of_the_new_objective(change, role, verdict):
     entries, sweep = cross_case(change, role)
-    ds, _ = scale.checkpoint_scores(entries, sweep)
-    (effect,) = scale.cross_effects(ds, scale.plan(entries))
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (effect,) = at_scale.cross_effects(ds, at_scale.declared_plan(entries))
     assert effect.verdict == verdict and effect.unit == "size"
-    table = scale.before_and_after(ds, f"to {role}")
+    table = at_scale.before_and_after(ds, f"to {role}")
     np.testing.assert_allclose(table["change"], change + 0.01 * np.arange(6), atol=0.01)
 
 
 def test_bytes_needed_counts_each_model_once_and_the_share_of_its_files():
     entries, sweep = seed_pairs_case([0.1, 0.2])
     doubled = pd.concat([entries, entries.assign(kind="trajectory", series="local pairs")], ignore_index=True)
-    ds, _ = scale.checkpoint_scores(doubled, sweep)
-    table = scale.bytes_needed(ds, {m: 10_000 for m in entries["model"]})
+    ds, _ = at_scale.checkpoint_scores(doubled, sweep)
+    table = at_scale.bytes_needed(ds, {m: 10_000 for m in entries["model"]})
     assert table.loc["local pairs", "checkpoints"] == 4 and table.loc["local pairs", "bytes"] == 4000
     assert table.loc["local pairs", "share of files"] == pytest.approx(0.1)
-    assert "4 checkpoints" in words.describe_bytes(table) and "10.0%" in words.describe_bytes(table)
+    read = at_scale.bytes_read(table)
+    assert (read.checkpoints, read.share, read.share_known) == ("4 checkpoints", "10.0%", True)
+    assert (read.total, read.per_checkpoint) == ("4.0 kB", "1.0 kB")
 
 
-def test_the_sentences_state_what_made_up_data_says():
+def test_the_pair_facts_count_the_units_where_the_encoder_is_more_symmetric():
     entries, sweep = seed_pairs_case([0.3, 0.25, 0.35, -0.1, 0.28, 0.32])
-    ds, _ = scale.checkpoint_scores(entries, sweep)
-    effects = scale.pair_effects(ds, scale.plan(entries), n_draws=20)
-    assert "in 5 of 6 seeds" in words.describe_pairs(ds, effects)
-    assert words.pairs_title(ds) == "The encoder is the more symmetric of its matched pair in 5 of 6 (local pairs)"
-    assert "Primary: local pairs: encoder minus decoder, median symmetry" in words.describe_summary(effects)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (pair,) = at_scale.pairs(ds)
+    assert (pair.series, pair.more, pair.total, pair.units) == ("local pairs", "5", "6", "6 seeds")
+    assert pair.gap == "-0.10 to +0.35"
+
+
+def test_the_primary_facts_name_each_primary_claim_with_its_verdict_and_units():
+    entries, sweep = seed_pairs_case([0.3, 0.25, 0.35, -0.1, 0.28, 0.32])
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    effects = at_scale.pair_effects(ds, at_scale.declared_plan(entries), n_draws=20)
+    (primary,) = at_scale.primary_verdicts(effects)
+    assert primary.claim == "local pairs: encoder minus decoder, median symmetry"
+    assert primary.verdict == effects[0].verdict and primary.n == "6"
+    assert at_scale.verdict_counts([]).counts == "no claim tested"
+    assert at_scale.verdict_counts(effects).counts == ", ".join(f"1 {e.verdict}" for e in effects)
+
+
+def test_the_trajectory_facts_give_each_series_reach_peak_end_and_final_value():
+    entries, sweep = trajectory_case(0.5, "encoder", seeds=2)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (trajectory,) = at_scale.trajectories(ds)
+    assert (trajectory.series, trajectory.seeds, trajectory.reaches, trajectory.on_tokens) == (
+        "encoder run",
+        "2 seeds",
+        "1e+04",
+        True,
+    )
+    assert (trajectory.peak, trajectory.end, trajectory.final) == ("+0.51", "+0.51", "+0.51")
+
+
+@pytest.mark.parametrize("role, direction", [("encoder", "rose"), ("decoder", "fell")])
+def test_the_cross_facts_count_the_units_that_moved_the_way_the_new_objective_predicts(role, direction):
+    entries, sweep = cross_case(0.3, role, units=3)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (cross,) = at_scale.crosses(ds)
+    assert (cross.direction, cross.units, cross.change, cross.mean_change) == (
+        direction,
+        "3 sizes",
+        "+0.30 to +0.32",
+        "+0.31",
+    )
+    assert cross.moved == ("3" if role == "encoder" else "0")
+
+
+def test_the_learned_facts_name_the_series_whose_runs_did_not_learn():
+    assert at_scale.learned_runs({}) == at_scale.LearnedFacts(all_learned=True, not_learned="")
+    facts = at_scale.learned_runs({"local pairs": False, "local encoder": True, "local decoder": False})
+    assert facts == at_scale.LearnedFacts(all_learned=False, not_learned="local pairs, local decoder")
 
 
 def test_thin_keeps_the_ends_and_spreads_the_rest_in_log_steps():
@@ -249,12 +294,12 @@ def test_a_trajectory_lists_a_repositorys_revisions_thinned_in_training_order(hu
 
 
 def test_the_local_series_plan_is_the_one_its_entries_declare():
-    from attnstruct.analyses import local_series, plans
+    from attnstruct.analyses import plans
 
-    assert plans.plan_of("09_dynamics_at_scale") is local_series.PLAN
-    names = [claim.name for claim in local_series.PLAN.claims]
+    assert plans.plan_of("09_dynamics_at_scale") is at_scale.PLAN
+    names = [claim.name for claim in at_scale.PLAN.claims]
     assert names[0] == "local pairs: encoder minus decoder, median symmetry" and len(names) == 6
-    assert [c.name for c in local_series.PLAN.primary] == names[:1]
+    assert [c.name for c in at_scale.PLAN.primary] == names[:1]
 
 
 @pytest.mark.checkpoint  # the packaged plays
@@ -285,10 +330,10 @@ def test_a_trajectory_leaves_out_checkpoints_byte_identical_to_a_later_one_of_th
     digests["encoder-s0@step100"] = digests["encoder-s0@step1000"]  # the final weights in an earlier branch
     digests["encoder-s1@step0"] = digests["encoder-s0@step0"]  # one start shared by two seeds: not a copy in a run
     sweep = sweep.assign_coords(weights_sha256=("model", [digests[m] for m in sweep["model"].values]))
-    ds, missing = scale.checkpoint_scores(entries, sweep)
+    ds, missing = at_scale.checkpoint_scores(entries, sweep)
     assert missing == [] and "encoder-s0@step100" not in set(ds["model"].values) and ds.sizes["checkpoint"] == 5
-    assert scale.left_out_copies(ds) == {"encoder-s0@step100": "encoder-s0@step1000"}
+    assert at_scale.left_out_copies(ds) == {"encoder-s0@step100": "encoder-s0@step1000"}
     assert ds["weights_sha256"].values[0] == digests["encoder-s0@step0"]  # recorded in notebook 09's dataset
-    sentence = words.describe_scored(ds, missing)
-    assert "1 checkpoint holds weights byte-identical to a later one of its run" in sentence
-    assert "`encoder-s0@step100` (as `encoder-s0@step1000`)" in sentence
+    facts = at_scale.scored(ds, missing)
+    assert (facts.any_copies, facts.copies, facts.digests_known, facts.all_scored) == (True, "1 checkpoint", True, True)
+    assert facts.left_out == "`encoder-s0@step100` (as `encoder-s0@step1000`)"

@@ -7,7 +7,7 @@ dataset over ``checkpoint``; every model has one self-attention stack (an encode
 are reduced to their median, as the paper does for a model. A trajectory keeps, of checkpoints of one run whose
 weights are byte-identical (one ``weights_sha256``), only the latest: published series hold branches into which later
 weights were copied (EleutherAI/pythia#205, #206, allenai/OLMo#915), which would draw a false plateau
-(:func:`copies_of_later_checkpoints`). Then, under the plan :func:`plan` declares:
+(:func:`copies_of_later_checkpoints`). Then, under the plan :func:`declared_plan` declares:
 
 * **matched pairs** (:func:`pair_effects`): encoder minus decoder of each unit (a size of Ettin, a seed of the local
   series), median symmetry (primary) and directionality (secondary), predicted positive (the decoder more
@@ -24,11 +24,19 @@ weights were copied (EleutherAI/pythia#205, #206, allenai/OLMo#915), which would
   ``after`` swapped within units (secondary).
 
 Every verdict comes from :func:`attnstruct.stats.paired_effect` through the plan; a series whose runs did not learn
-(``learned``) is not judged.
+(``learned``) is not judged. :data:`PLAN` is the plan of the local series (:mod:`.local_series`, the quick profile).
+
+What the notebook says comes from here as facts records (frozen dataclasses of strings formatted by
+:mod:`attnstruct.report.prose`, plus the few data-dependent words); its sentences and figure titles are templates in
+the notebook, filled by :func:`attnstruct.report.prose.say` and :func:`~attnstruct.report.prose.fill`. The figures
+are drawn in the notebook's cells from the tables of :func:`trajectory_grid`, :func:`before_and_after` and
+:func:`untrained_null`; the authors' runs are placed on the tokens axis with the paper's batch
+(:data:`AUTHORS_TOKENS_PER_STEP`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -38,6 +46,8 @@ import pandas as pd
 import xarray as xr
 
 from .. import results, stats
+from ..report import prose
+from . import local_series
 
 SCORES = ("symmetry", "directionality")
 SIGN = {"encoder": +1, "decoder": -1}
@@ -47,6 +57,7 @@ CROSS_CLAIM = "{series}: median symmetry after minus before"
 TRAJECTORY_SCORE = {"encoder": "symmetry", "decoder": "directionality"}
 SHAPE = ("d_model", "n_heads", "n_layers")
 COPIES = "left_out_copies"  # the attr of checkpoint_scores' dataset: {left-out model: the later model it copies}
+AUTHORS_TOKENS_PER_STEP = 32 * 8 * 512  # the paper's batch: 32 sequences, 8 accumulation steps, 512 tokens each
 
 
 def copies_of_later_checkpoints(entries: pd.DataFrame, sweep: xr.Dataset) -> dict[str, str]:
@@ -113,12 +124,12 @@ def checkpoint_scores(entries: pd.DataFrame, sweep: xr.Dataset) -> tuple[xr.Data
     return ds, missing
 
 
-def median(ds: xr.Dataset, score: str) -> xr.DataArray:
+def median_over_layers(ds: xr.Dataset, score: str) -> xr.DataArray:
     """The median over layers of ``score`` of every checkpoint, ``[checkpoint]``."""
     return ds[score].median("layer", skipna=True)
 
 
-def select(ds: xr.Dataset, kind: str, series: str | None = None) -> xr.Dataset:
+def entries_of(ds: xr.Dataset, kind: str, series: str | None = None) -> xr.Dataset:
     """The checkpoints of ``kind`` (of ``series`` only, when given)."""
     keep = ds["kind"] == kind
     if series is not None:
@@ -137,7 +148,7 @@ def unit_kind(units: Sequence[str]) -> str:
     return "seed" if all(str(u).startswith("seed ") for u in units) else "size"
 
 
-def plan(entries: pd.DataFrame, notebook: str = "09_dynamics_at_scale") -> stats.Plan:
+def declared_plan(entries: pd.DataFrame, notebook: str = "09_dynamics_at_scale") -> stats.Plan:
     """The declared claims of the series in ``entries``: each matched-pair series' symmetry is primary (Holm over
     them), everything else secondary (module docstring)."""
     claims = []
@@ -185,12 +196,15 @@ def plan(entries: pd.DataFrame, notebook: str = "09_dynamics_at_scale") -> stats
     return stats.Plan(notebook, tuple(claims))
 
 
-def reach(ds: xr.Dataset, declared: stats.Plan) -> dict[str, float]:
+PLAN = declared_plan(local_series.plan_entries())  # the plan of notebook 09 on the local series (the quick profile)
+
+
+def smallest_p_by_claim(ds: xr.Dataset, declared: stats.Plan) -> dict[str, float]:
     """Claim -> the smallest p its sign-flip test can reach with the units the data has for it."""
     units = {}
     for kind, template in (("pair", PAIR_CLAIM), ("trajectory", TRAJECTORY_CLAIM), ("cross", CROSS_CLAIM)):
         for series in series_of(ds, kind):
-            n = len(set(select(ds, kind, series)["unit"].values))
+            n = len(set(entries_of(ds, kind, series)["unit"].values))
             for score in SCORES:
                 units[template.format(series=series, score=score)] = n
     return {claim.name: stats.smallest_p(max(1, units.get(claim.name, 1))) for claim in declared.claims}
@@ -220,7 +234,7 @@ def pair_effects(
     ``declared``; ``learned``: ``{series: did its runs learn}`` (absent: they did)."""
     effects = []
     for series in series_of(ds, "pair"):
-        pairs = select(ds, "pair", series)
+        pairs = entries_of(ds, "pair", series)
         units = list(dict.fromkeys(pairs["unit"].values))
         rows = {
             role: [int(np.flatnonzero((pairs["unit"] == u).values & (pairs["role"] == role).values)[0]) for u in units]
@@ -228,7 +242,7 @@ def pair_effects(
         }
         kind = unit_kind(units)
         for score in SCORES:
-            values = median(pairs, score).values
+            values = median_over_layers(pairs, score).values
             encoder, decoder = values[rows["encoder"]], values[rows["decoder"]]
             if kind == "seed":
                 null = stats.paired_null(encoder - decoder, seed=seed) if len(units) > 1 else None
@@ -252,7 +266,7 @@ def pair_effects(
 
 def last_checkpoints(ds: xr.Dataset, series: str) -> xr.Dataset:
     """Each seed's last checkpoint of trajectory ``series``: the latest phase, then the largest step."""
-    runs = select(ds, "trajectory", series)
+    runs = entries_of(ds, "trajectory", series)
     frame = runs[["seed", "phase", "step"]].to_dataframe().fillna({"phase": 0.0})
     last = frame.sort_values(["seed", "phase", "step"]).groupby("seed").tail(1).index
     return runs.sel(checkpoint=list(last)).sortby("seed")
@@ -275,7 +289,7 @@ def trajectory_effects(
         score = TRAJECTORY_SCORE[role]
         null = untrained_null(score, shape_of(last, 0), n_draws, seed)
         centre = float(np.median(null))
-        values = median(last, score).values
+        values = median_over_layers(last, score).values
         effects.append(
             stats.paired_effect(
                 values,
@@ -293,9 +307,13 @@ def trajectory_effects(
 def before_and_after(ds: xr.Dataset, series: str) -> pd.DataFrame:
     """Per unit of cross-objective ``series``: median symmetry ``before``, ``after`` and ``change`` (after minus
     before), indexed by unit."""
-    runs = select(ds, "cross", series)
+    runs = entries_of(ds, "cross", series)
     frame = pd.DataFrame(
-        {"unit": runs["unit"].values, "stage": runs["stage"].values, "symmetry": median(runs, "symmetry").values}
+        {
+            "unit": runs["unit"].values,
+            "stage": runs["stage"].values,
+            "symmetry": median_over_layers(runs, "symmetry").values,
+        }
     )
     table = frame.pivot_table(index="unit", columns="stage", values="symmetry", sort=False)[["before", "after"]]
     return table.assign(change=table["after"] - table["before"])
@@ -309,7 +327,7 @@ def cross_effects(
     effects = []
     for series in series_of(ds, "cross"):
         table = before_and_after(ds, series)
-        role = str(select(ds, "cross", series)["role"].values[0])
+        role = str(entries_of(ds, "cross", series)["role"].values[0])
         change = table["change"].to_numpy()
         effects.append(
             stats.paired_effect(
@@ -329,9 +347,9 @@ def cross_effects(
 def trajectory_lines(ds: xr.Dataset, series: str, score: str) -> pd.DataFrame:
     """The median ``score`` over layers of every checkpoint of trajectory ``series``: one row per checkpoint with
     ``seed``, ``phase``, ``step``, ``tokens`` and the value, in training order per seed."""
-    runs = select(ds, "trajectory", series)
+    runs = entries_of(ds, "trajectory", series)
     frame = runs[["seed", "phase", "step", "tokens"]].to_dataframe().fillna({"phase": 0.0})
-    frame[score] = median(runs, score).values
+    frame[score] = median_over_layers(runs, score).values
     return frame.sort_values(["seed", "phase", "step"]).reset_index(drop=True)
 
 
@@ -393,3 +411,266 @@ def result_dataset(
         verdicts=stats.verdict_table(effects).to_json(orient="index") if effects else "{}",
     )
     return out
+
+
+# What the figures draw, beyond the dataset itself.
+
+
+def authors_runs_on_tokens(runs: pd.DataFrame) -> pd.DataFrame:
+    """The authors' training runs (:func:`attnstruct.reference.training_dynamics`: median over layers per step) with
+    a ``tokens`` column, ``step * AUTHORS_TOKENS_PER_STEP``."""
+    return runs.assign(tokens=runs["step"] * AUTHORS_TOKENS_PER_STEP)
+
+
+def trajectory_axes(ds: xr.Dataset) -> dict[str, list[str]]:
+    """The trajectory series drawn against the tokens seen (every checkpoint's tokens known) and those drawn against
+    their checkpoint index in training order (``checkpoint``: Ettin's phases, whose tokens per step are not stated)."""
+    axes: dict[str, list[str]] = {"tokens": [], "checkpoint": []}
+    for series in series_of(ds, "trajectory"):
+        tokens = entries_of(ds, "trajectory", series)["tokens"].values.astype(float)
+        axes["tokens" if np.isfinite(tokens).all() else "checkpoint"].append(series)
+    return axes
+
+
+def trajectory_grid(ds: xr.Dataset, series: str, score: str, axis: str) -> pd.DataFrame:
+    """The median ``score`` of trajectory ``series`` as ``[position, seed]``: positions are the tokens seen
+    (``axis="tokens"``) or each seed's checkpoint index in training order (``"checkpoint"``)."""
+    lines = trajectory_lines(ds, series, score)
+    if axis == "checkpoint":
+        lines = lines.assign(checkpoint=lines.groupby("seed").cumcount())
+    return lines.pivot_table(index=axis, columns="seed", values=score)
+
+
+def series_table(entries: pd.DataFrame) -> pd.DataFrame:
+    """One row per series: its kind, role(s), units and checkpoints (each model once)."""
+    rows = []
+    for (kind, series), group in entries.groupby(["kind", "series"], sort=False):
+        rows.append(
+            {
+                "series": series,
+                "kind": kind,
+                "roles": ", ".join(dict.fromkeys(group["role"])),
+                "units": group["unit"].nunique(),
+                "checkpoints": group["model"].nunique(),
+            }
+        )
+    return pd.DataFrame(rows).set_index("series")
+
+
+# The facts the notebook's sentences and titles state: strings formatted by attnstruct.report.prose.
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoredFacts:
+    """What the sweep scored: ``checkpoints`` (each model once) and ``entries``; ``parameters``, the span of the
+    models' sizes in millions (``sizes_known`` false when none is known); ``missing``, the checkpoints the sweep
+    could not score (``all_scored`` when none); ``left_out``, the copies of later checkpoints left out of the
+    trajectories, each named with the one kept (``any_copies``), and ``digests_known``: whether any checkpoint's
+    weights digest is known (a local series has none)."""
+
+    checkpoints: str
+    entries: str
+    parameters: str
+    sizes_known: bool
+    missing: str
+    all_scored: bool
+    copies: str
+    left_out: str
+    any_copies: bool
+    digests_known: bool
+
+
+def scored(ds: xr.Dataset, missing: Sequence[str]) -> ScoredFacts:
+    """The facts of what :func:`checkpoint_scores` scored, could not score, and left out as copies."""
+    params = pd.Series(ds["n_params"].values).dropna()
+    copies = left_out_copies(ds)
+    return ScoredFacts(
+        checkpoints=prose.count(len(pd.unique(ds["model"].values)), "checkpoint"),
+        entries=prose.count(len(ds["checkpoint"]), "entry", "entries"),
+        parameters=prose.span(params / 1e6, 1, prose.number),
+        sizes_known=bool(len(params)),
+        missing=prose.count(len(missing), "checkpoint"),
+        all_scored=not missing,
+        copies=prose.count(len(copies), "checkpoint"),
+        left_out=", ".join(f"`{model}` (as `{kept}`)" for model, kept in copies.items()),
+        any_copies=bool(copies),
+        digests_known="weights_sha256" in ds.coords and any(str(d) for d in ds["weights_sha256"].values),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class BytesFacts:
+    """What reading the series by byte ranges cost: ``total`` bytes over ``checkpoints``, the span ``per_checkpoint``,
+    and the span of the ``share`` of their weight files (``share_known`` false where the file sizes are unknown)."""
+
+    checkpoints: str
+    total: str
+    per_checkpoint: str
+    share: str
+    share_known: bool
+
+
+def bytes_read(table: pd.DataFrame) -> BytesFacts:
+    """The facts of :func:`bytes_needed`'s table."""
+    share = table["share of files"].dropna()
+    return BytesFacts(
+        checkpoints=prose.count(int(table["checkpoints"].sum()), "checkpoint"),
+        total=prose.byte_size(float(table["bytes"].sum())),
+        per_checkpoint=prose.span(table["per checkpoint"], 1, prose.byte_size),
+        share=prose.span(share, 1, prose.percent),
+        share_known=bool(len(share)),
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PairFacts:
+    """One matched-pair series: in ``more`` of its ``total`` units (``units``: counted with their kind) the encoder
+    is the more symmetric; ``gap``, the span of encoder minus decoder, median symmetry."""
+
+    series: str
+    more: str
+    total: str
+    units: str
+    gap: str
+
+
+def pairs(ds: xr.Dataset) -> list[PairFacts]:
+    """The facts of every matched-pair series of ``ds``."""
+    facts = []
+    for series in series_of(ds, "pair"):
+        members = entries_of(ds, "pair", series)
+        frame = pd.DataFrame(
+            {
+                "unit": members["unit"].values,
+                "role": members["role"].values,
+                "s": median_over_layers(members, "symmetry").values,
+            }
+        ).pivot_table(index="unit", columns="role", values="s", sort=False)
+        gap = frame["encoder"] - frame["decoder"]
+        facts.append(
+            PairFacts(
+                series=series,
+                more=str(int((gap > 0).sum())),
+                total=str(len(frame)),
+                units=prose.count(len(frame), unit_kind(frame.index)),
+                gap=prose.span(gap),
+            )
+        )
+    return facts
+
+
+@dataclasses.dataclass(frozen=True)
+class TrajectoryFacts:
+    """One trajectory series: its ``seeds``, how far it ``reaches`` (tokens when ``on_tokens``, else the last step),
+    the ``peak`` and the ``end`` of its median symmetry, mean over seeds at each checkpoint, and ``final``, the mean
+    over seeds of each seed's last checkpoint."""
+
+    series: str
+    seeds: str
+    reaches: str
+    on_tokens: bool
+    peak: str
+    end: str
+    final: str
+
+
+def trajectories(ds: xr.Dataset) -> list[TrajectoryFacts]:
+    """The facts of every trajectory series of ``ds``."""
+    facts = []
+    for series in series_of(ds, "trajectory"):
+        lines = trajectory_lines(ds, series, "symmetry")
+        mean = lines.groupby(["phase", "step"], sort=True)["symmetry"].mean()
+        tokens = lines["tokens"].max()
+        facts.append(
+            TrajectoryFacts(
+                series=series,
+                seeds=prose.count(lines["seed"].nunique(), "seed"),
+                reaches=f"{tokens:.2g}" if np.isfinite(tokens) else f"{int(lines['step'].max()):,}",
+                on_tokens=bool(np.isfinite(tokens)),
+                peak=prose.signed(mean.max()),
+                end=prose.signed(mean.iloc[-1]),
+                final=prose.signed(float(median_over_layers(last_checkpoints(ds, series), "symmetry").mean())),
+            )
+        )
+    return facts
+
+
+@dataclasses.dataclass(frozen=True)
+class CrossFacts:
+    """One continued-training series: median symmetry moved in the predicted ``direction`` (``rose`` for a model
+    trained on as an encoder, ``fell`` as a decoder) in ``moved`` of its ``units``; ``change``, the span of after minus
+    before, and ``mean_change``, its mean over units."""
+
+    series: str
+    direction: str
+    moved: str
+    units: str
+    change: str
+    mean_change: str
+
+
+def crosses(ds: xr.Dataset) -> list[CrossFacts]:
+    """The facts of every continued-training series of ``ds``."""
+    facts = []
+    for series in series_of(ds, "cross"):
+        table = before_and_after(ds, series)
+        sign = SIGN[str(entries_of(ds, "cross", series)["role"].values[0])]
+        facts.append(
+            CrossFacts(
+                series=series,
+                direction="rose" if sign > 0 else "fell",
+                moved=str(int((np.sign(table["change"]) == sign).sum())),
+                units=prose.count(len(table), unit_kind(table.index)),
+                change=prose.span(table["change"]),
+                mean_change=prose.signed(float(table["change"].mean())),
+            )
+        )
+    return facts
+
+
+@dataclasses.dataclass(frozen=True)
+class VerdictCounts:
+    """How many of a set of claims reached each verdict (``counts``: ``2 holds, 1 cannot tell at this scale``, or
+    ``no claim tested``)."""
+
+    counts: str
+
+
+def verdict_counts(effects: Sequence[stats.Effect]) -> VerdictCounts:
+    """The count of each verdict among ``effects``."""
+    counts = {v: sum(e.verdict == v for e in effects) for v in stats.VERDICTS}
+    return VerdictCounts(", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n) or "no claim tested")
+
+
+@dataclasses.dataclass(frozen=True)
+class PrimaryFacts:
+    """One primary claim: its ``claim``, ``verdict``, ``estimate`` and number of units ``n``."""
+
+    claim: str
+    verdict: str
+    estimate: str
+    n: str
+
+
+def primary_verdicts(effects: Sequence[stats.Effect]) -> list[PrimaryFacts]:
+    """The facts of every primary claim among ``effects``, in order."""
+    return [
+        PrimaryFacts(e.claim, e.verdict, prose.signed(e.estimate), str(e.n))
+        for e in effects
+        if e.family.startswith("primary")
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedFacts:
+    """Whether every run behind the series met its loss target (``all_learned``), and the series whose runs did not
+    (``not_learned``: their claims are not judged)."""
+
+    all_learned: bool
+    not_learned: str
+
+
+def learned_runs(learned: Mapping[str, bool]) -> LearnedFacts:
+    """The facts of ``learned`` (``{series: did its runs learn}``)."""
+    failed = [series for series, ok in learned.items() if not ok]
+    return LearnedFacts(all_learned=not failed, not_learned=", ".join(failed))
