@@ -328,7 +328,7 @@ def test_command_line_errors_are_one_line(text_file, tmp_path):
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown objective 'clm'" in done.stderr
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "invalid choice: 'clm'" in done.stderr
     done = subprocess.run(
         [sys.executable, "-m", "attnstruct.cli.train", "--run-dir", str(tmp_path / "run"), "--corpus", "no.txt"],
         capture_output=True,
