@@ -1,8 +1,8 @@
 """Calibrate the text runs of notebooks 05 and 06: which settings learn, within the CPU budget?
 
-Each row of the grid is a set of :class:`attnstruct.tasks.text.TextConfig` fields (deltas from the defaults); every row
-is trained for each objective (and seed) given, one thread per run, ``--workers`` runs side by side. For each run
-we print and write the final validation loss, the unigram entropy of that run's own tokenisation, the margin
+Each row of the grid is a set of :class:`attnstruct.tasks.text_config.TextConfig` fields (deltas from the defaults);
+every row is trained for each objective (and seed) given, one thread per run, ``--workers`` runs side by side. For
+each run we print and write the final validation loss, the unigram entropy of that run's own tokenisation, the margin
 between them (how far below the context-free baseline the model got), the wall time, and the median symmetry
 over layers at the end and at its peak.
 
@@ -31,9 +31,9 @@ def run_one(fields: dict) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from attnstruct.tasks import text
+    from attnstruct.tasks import text, text_config
 
-    config = text.TextConfig(**fields)
+    config = text_config.TextConfig(**fields)
     task = text.TextTask(config)
     start = time.perf_counter()
     ds = text.train(config)
@@ -101,11 +101,11 @@ def write_table(jsonl: Path, docs: Path) -> None:
     import pandas as pd
 
     from attnstruct.analyses import gates
-    from attnstruct.tasks import text
+    from attnstruct.tasks import text_config
 
     rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
     table = pd.DataFrame(rows)
-    defaults = text.TextConfig()
+    defaults = text_config.TextConfig()
     for field in (
         "init",
         "n_layers",

@@ -112,7 +112,7 @@ def zoo_scores(device: str, smoke: bool) -> dict:
 
 def step_times(device: str, smoke: bool, seconds_left: float, compile_too: bool, found: dict, save: Callable) -> dict:
     """Each shape, objective and compilation timed into ``found`` (``save()`` after each), until ``seconds_left``."""
-    from attnstruct.tasks import step_cost, text
+    from attnstruct.tasks import step_cost, text_config
     from attnstruct.training import budget
 
     batch, shapes = (SMOKE_BATCH, SMOKE_SHAPES) if smoke else (PAPER_BATCH, SHAPES)
@@ -127,7 +127,7 @@ def step_times(device: str, smoke: bool, seconds_left: float, compile_too: bool,
                 try:
                     if compiled:
                         torch._dynamo.reset()  # compile afresh, not on top of the previous shape's graphs
-                    config = text.TextConfig(
+                    config = text_config.TextConfig(
                         objective=objective,
                         **widths,
                         **{k: v for k, v in batch.items() if k != "vocab_size"},
@@ -203,7 +203,7 @@ def projections(steps: dict, smoke: bool) -> dict:
     """Hours of one paper run per shape and objective, and of every run of 05 and 06 per profile and shape."""
     import profile_costs
 
-    from attnstruct.tasks import text
+    from attnstruct.tasks import text_config
 
     measured_as = {"bert-mini": "bert-mini", "profile": "bert-mini", "bert-base": "bert-base"}
     if smoke:  # only the tiny bert-mini was timed: its rate stands in for every shape
@@ -214,7 +214,7 @@ def projections(steps: dict, smoke: bool) -> dict:
         for objective in OBJECTIVES:
             key = f"{shape}/{objective}"
             try:
-                config = text.TextConfig(objective=objective, **widths, **batch, steps=PAPER_STEPS)
+                config = text_config.TextConfig(objective=objective, **widths, **batch, steps=PAPER_STEPS)
                 rate = flop_rate(steps, measured_as[shape], objective)
                 found["per_run"][key] = {"hours": run_hours(config, PAPER_BATCH["vocab_size"], rate)}
             except Exception as err:  # noqa: BLE001

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from attnstruct import notebooks
-from attnstruct.tasks import step_cost, text
+from attnstruct.tasks import step_cost, text_config
 from attnstruct.training import budget
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,21 +29,21 @@ VOCABULARIES = {"google-bert/bert-base-uncased": 30522}
 SHAPES = {"profile": {}, "bert-base": {"d_model": 768, "n_layers": 12, "n_heads": 12}}
 
 
-def runs_of(profile: str, notebook: str, shape: dict) -> tuple[list[text.TextConfig], int]:
+def runs_of(profile: str, notebook: str, shape: dict) -> tuple[list[text_config.TextConfig], int]:
     """The configurations of every run ``notebook`` trains under ``profile`` with ``shape``'s parameters changed,
     and the model's vocabulary."""
     declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook)))
     params = {**declared, **notebooks.load_profile(ROOT, profile).get(notebook, {}), **shape}
     inits = params.get("inits", ["bert"])
     configs = [
-        text.TextConfig.from_params(params, objective=objective, init=init, seed=seed)
+        text_config.TextConfig.from_params(params, objective=objective, init=init, seed=seed)
         for objective in params["objectives"]
         for init in inits
         for seed in params["seeds"]
     ]
     if "placebo_offset" in params:
         configs += [
-            text.TextConfig.from_params(
+            text_config.TextConfig.from_params(
                 params, objective=objective, init="bert", seed=seed, init_seed=seed + params["placebo_offset"]
             )
             for objective in params["objectives"]

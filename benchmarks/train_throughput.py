@@ -26,14 +26,14 @@ from dataclasses import replace
 import torch
 
 from attnstruct.checkpoints.extract import count_parameters
-from attnstruct.tasks import text
+from attnstruct.tasks import text, text_config
 from attnstruct.training import engine, records
 
 GOAL_SPEED = 1.5
 GOAL_LOGGING = 2.0  # percent
 
 
-def bert_config(config: text.TextConfig, vocab_size: int, attn: str):
+def bert_config(config: text_config.TextConfig, vocab_size: int, attn: str):
     from transformers import BertConfig
 
     return BertConfig(
@@ -164,14 +164,14 @@ def main():
     device = torch.device(args.device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     n_steps = args.warmup + args.rounds * args.steps
-    base = text.TextConfig(
+    base = text_config.TextConfig(
         d_model=args.d_model,
         n_layers=args.layers,
         n_heads=args.heads,
         batch_size=args.batch,
         seq_len=args.seq_len,
         vocab_size=args.vocab,
-        steps=max(text.TextConfig.steps, n_steps),
+        steps=max(text_config.TextConfig.steps, n_steps),
         device=args.device,
     )
     data = text.TextTask(base).data

@@ -120,7 +120,7 @@ from attnstruct import notebooks, reference, results, stats, work
 from attnstruct.analyses import final_ordering, gates, plans, training_dynamics
 from attnstruct.analyses import training_titles as titles
 from attnstruct.report import plotting, prose
-from attnstruct.tasks import step_cost, text
+from attnstruct.tasks import step_cost, text, text_config
 
 plotting.set_style()
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
@@ -128,7 +128,7 @@ COLORS = {"mlm": plotting.ENCODER_COLOR, "next-token": plotting.DECODER_COLOR, "
 label = training_dynamics.label  # an objective's name in legends and sentences
 parameters = notebooks.notebook_parameters("05_training_dynamics", globals())  # recorded with the dataset
 configs = [
-    text.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
+    text_config.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
     for objective in objectives
     for seed in seeds
 ]  # every value is checked here: a bad parameter stops the notebook before any training
@@ -520,7 +520,7 @@ from attnstruct.teaching.exercise_runs import (  # noqa: F401
 from attnstruct.teaching.exercise_runs import exercise_run as _exercise_run
 
 
-def exercise_run(config: text.TextConfig) -> xr.Dataset:
+def exercise_run(config: text_config.TextConfig) -> xr.Dataset:
     """Train a tiny run in ``results_dir/exercise_runs/`` (or reuse it there) and return its records."""
     return _exercise_run(config, results_dir / "exercise_runs", cache=cache_dir)
 

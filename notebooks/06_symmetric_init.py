@@ -118,7 +118,7 @@ from attnstruct import factor_scores, notebooks, results, work
 from attnstruct.analyses import gates, plans, speedup_metrics, symmetric_init, symmetric_start, training_dynamics
 from attnstruct.analyses import training_titles as titles
 from attnstruct.report import plotting, prose
-from attnstruct.tasks import step_cost, text
+from attnstruct.tasks import step_cost, text, text_config
 from attnstruct.training.model import query_key_factors
 
 plotting.set_style()
@@ -128,13 +128,13 @@ INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9
 label = training_dynamics.label  # an objective's name in legends and sentences
 parameters = notebooks.notebook_parameters("06_symmetric_init", globals())  # recorded with the dataset
 configs = [
-    text.TextConfig.from_params(parameters, objective=objective, init=init, seed=seed)
+    text_config.TextConfig.from_params(parameters, objective=objective, init=init, seed=seed)
     for objective in objectives
     for init in inits
     for seed in seeds
 ]
 placebo_configs = [
-    text.TextConfig.from_params(
+    text_config.TextConfig.from_params(
         parameters, objective=objective, init="bert", seed=seed, init_seed=seed + placebo_offset
     )
     for objective in objectives
@@ -372,7 +372,7 @@ from attnstruct.teaching.exercise_runs import (  # noqa: F401
 from attnstruct.teaching.exercise_runs import exercise_run as _exercise_run
 
 
-def exercise_run(config: text.TextConfig) -> xr.Dataset:
+def exercise_run(config: text_config.TextConfig) -> xr.Dataset:
     """Train a tiny run in ``results_dir/exercise_runs/`` (or reuse it there) and return its records."""
     return _exercise_run(config, results_dir / "exercise_runs", cache=cache_dir)
 

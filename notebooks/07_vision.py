@@ -59,7 +59,7 @@
 #   number of seeds or about runs that did not learn, not about the theory.
 
 # %% tags=["parameters"]
-objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.tasks.vision.OBJECTIVES
+objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.tasks.vision_config.OBJECTIVES
 seed = 0  # first seed; the runs use seed, seed + 1, ...
 n_seeds = 5  # runs per objective (5: the fewest a one-sided sign-flip test decides; section 6 prints the reach)
 steps = 800  # AdamW steps per run

@@ -3,8 +3,8 @@
 A hostile input is anything the project does not trust: a file or answer from a hub, a run folder, a checkpoint
 folder, an index. Whatever it is, the command that meets it ends in
 
-* **one line** on stderr naming the problem (``attnstruct: error: <what>``, the one prefix of every command, something after it), and
-  **exit status 2**;
+* **one line** on stderr naming the problem (``attnstruct: error: <what>``, the one prefix of every command,
+  something after it), and **exit status 2**;
 * **nothing written** outside the command's own output (and no partial output in it);
 * **no code run**: a code-carrying payload (:func:`code_running_pickle`) would create a canary file, which must
   stay absent.

@@ -11,7 +11,7 @@ import pytest
 import torch
 import xarray as xr
 
-from attnstruct.tasks import text
+from attnstruct.tasks import text, text_config, vision_config
 from attnstruct.tasks import vision as V
 from attnstruct.training import engine
 
@@ -33,10 +33,10 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-def tiny(text_file, **changes) -> text.TextConfig:
+def tiny(text_file, **changes) -> text_config.TextConfig:
     values = dict(corpus=str(text_file), vocab_size=300, d_model=32, n_layers=2, n_heads=2, seq_len=16, batch_size=8)
     values.update(steps=6, warmup=2, log_every=2, eval_every=2, eval_batches=2, checkpoint_every=6, dropout=0.0)
-    return text.TextConfig(**{**values, **changes})
+    return text_config.TextConfig(**{**values, **changes})
 
 
 def one_step(task):
@@ -84,8 +84,8 @@ def test_a_vision_step_in_micro_batches_is_the_step_on_the_whole_batch():
     config = dict(source="synthetic-digits", n_images=100, batch_size=8, d_model=16, n_layers=2, n_heads=2, steps=5)
     config.update(log_every=5, eval_every=5, checkpoint_every=5, warmup=1)
     for objective in ("masked", "classify"):
-        whole = V.VisionTask(V.VisionConfig(objective=objective, **config))
-        split = V.VisionTask(V.VisionConfig(objective=objective, accumulate=4, **config))
+        whole = V.VisionTask(vision_config.VisionConfig(objective=objective, **config))
+        split = V.VisionTask(vision_config.VisionConfig(objective=objective, accumulate=4, **config))
         assert_same_step(one_step(whole), one_step(split))
 
 
@@ -126,7 +126,7 @@ def test_the_batch_must_split_into_micro_batches_and_processes(text_file, cache,
 
 def test_accumulate_is_recorded_only_when_it_is_not_one(text_file):
     assert "accumulate" not in tiny(text_file).to_dict() and tiny(text_file, accumulate=2).to_dict()["accumulate"] == 2
-    assert text.TextConfig.from_dict(tiny(text_file, accumulate=2).to_dict()) == tiny(text_file, accumulate=2)
+    assert text_config.TextConfig.from_dict(tiny(text_file, accumulate=2).to_dict()) == tiny(text_file, accumulate=2)
 
 
 @pytest.mark.training

@@ -6,9 +6,10 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from attnstruct.tasks import step_cost, text
+from attnstruct.tasks import step_cost, text_config
 from attnstruct.training import budget
-from attnstruct.training.model import LanguageModel, TransformerConfig
+from attnstruct.training.model import LanguageModel
+from attnstruct.training.model_config import TransformerConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -66,7 +67,7 @@ def test_runs_side_by_side_take_the_rounds_they_need():
 
 
 def test_a_timed_step_leaves_the_global_random_state_as_it_was():
-    config = text.TextConfig(d_model=16, n_layers=1, n_heads=2, seq_len=16, batch_size=4, accumulate=2)
+    config = text_config.TextConfig(d_model=16, n_layers=1, n_heads=2, seq_len=16, batch_size=4, accumulate=2)
     before = torch.random.get_rng_state()
     timing = step_cost.measure(config, "cpu", vocab_size=300, mask_id=3, steps=2, warmup=1)
     assert torch.equal(torch.random.get_rng_state(), before)
@@ -74,7 +75,7 @@ def test_a_timed_step_leaves_the_global_random_state_as_it_was():
 
 
 def test_the_cost_lines_count_tokens_passes_and_the_projected_time():
-    configs = [text.TextConfig(objective=o, steps=1000, batch_size=8, seq_len=32) for o in ("mlm", "next-token")]
+    configs = [text_config.TextConfig(objective=o, steps=1000, batch_size=8, seq_len=32) for o in ("mlm", "next-token")]
     timing = budget.StepTiming(seconds=0.5, tokens=8 * 32, warmup_seconds=1.0, device="cpu")
     lines = step_cost.describe_cost(configs, timing, vocab_size=500, train_tokens=64_000, parallel=1)
     mlm, decoder = (step_cost.flops_per_token(c, 500) for c in configs)
@@ -91,7 +92,7 @@ def test_the_cost_lines_count_tokens_passes_and_the_projected_time():
 
 
 def test_runs_side_by_side_are_projected_by_rounds_of_the_slowest():
-    configs = [text.TextConfig(steps=100, batch_size=8, seq_len=32)] * 5
+    configs = [text_config.TextConfig(steps=100, batch_size=8, seq_len=32)] * 5
     timing = budget.StepTiming(seconds=2.0, tokens=8 * 32, warmup_seconds=1.0, device="cpu")
     lines = step_cost.describe_cost(configs, timing, vocab_size=500, parallel=2)
     expected = budget.duration(budget.project(2.0, 100, runs=5, parallel=2))
@@ -101,7 +102,7 @@ def test_runs_side_by_side_are_projected_by_rounds_of_the_slowest():
 
 
 def test_the_passes_of_a_corpus_not_prepared_yet_are_said_to_be_unknown():
-    config = text.TextConfig()
+    config = text_config.TextConfig()
     tokens = round(0.4 * 989e12 / step_cost.flops_per_token(config, 500))  # 40% of an H200's peak in one second
     timing = budget.StepTiming(seconds=1.0, tokens=tokens, warmup_seconds=1.0, device="NVIDIA H200")
     lines = step_cost.describe_cost([config], timing, vocab_size=500, parallel=4)
@@ -112,7 +113,7 @@ def test_the_passes_of_a_corpus_not_prepared_yet_are_said_to_be_unknown():
 
 
 def test_the_random_corpus_stands_in_for_a_prepared_one():
-    task = step_cost.RandomTokenTask(text.TextConfig(seq_len=16), vocab_size=50, mask_id=3)
+    task = step_cost.RandomTokenTask(text_config.TextConfig(seq_len=16), vocab_size=50, mask_id=3)
     data = task.data
     assert data.train.shape == data.val.shape == (4 * 17,) and int(data.train.max()) < 50
     assert data.random_tokens == (0, 50) and data.mask_id == 3 and data.vocab_size == 50

@@ -11,8 +11,11 @@ import xarray as xr
 from attnstruct import cli
 from attnstruct.tasks import text
 from attnstruct.tasks import vision as V
+from attnstruct.tasks.text_config import TextConfig
+from attnstruct.tasks.vision_config import VisionConfig
 from attnstruct.training import engine, resume_state, run_folder
-from attnstruct.training.model import LanguageModel, TransformerConfig
+from attnstruct.training.model import LanguageModel
+from attnstruct.training.model_config import TransformerConfig
 
 TINY = dict(
     steps=25, batch_size=8, lr=3e-3, warmup=5, log_every=10, eval_every=20, checkpoint_every=10, d_model=16,
@@ -23,8 +26,8 @@ TINY = dict(
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def tiny(objective="masked", **changes) -> V.VisionConfig:
-    return V.VisionConfig(objective=objective, source="synthetic-digits", **{**TINY, **changes})
+def tiny(objective="masked", **changes) -> VisionConfig:
+    return VisionConfig(objective=objective, source="synthetic-digits", **{**TINY, **changes})
 
 
 def test_the_last_step_is_recorded_and_evaluated_when_steps_is_not_a_multiple_of_log_every():
@@ -51,7 +54,7 @@ def test_train_loss_is_the_mean_over_the_steps_since_the_previous_record(monkeyp
 
 def test_building_a_model_leaves_the_global_rng_alone():
     for build in (
-        lambda: text.build_model(text.TextConfig(d_model=32, n_heads=2, n_layers=1, seed=3), 300),
+        lambda: text.build_model(TextConfig(d_model=32, n_heads=2, n_layers=1, seed=3), 300),
         lambda: V.build_model(tiny(seed=3)),
     ):
         torch.manual_seed(123)
@@ -112,17 +115,17 @@ def test_a_checkpoint_written_by_other_code_is_set_aside(tmp_path, capsys, monke
 
 
 def test_from_params_takes_every_field_by_name_and_refuses_missing_ones():
-    params = {f: getattr(tiny(), f) for f in V.VisionConfig.field_names()} | {"n_seeds": 3}
-    assert V.VisionConfig.from_params(params, seed=4) == dataclasses.replace(tiny(), seed=4)
+    params = {f: getattr(tiny(), f) for f in VisionConfig.field_names()} | {"n_seeds": 3}
+    assert VisionConfig.from_params(params, seed=4) == dataclasses.replace(tiny(), seed=4)
     del params["levels"], params["clip"]
     with pytest.raises(ValueError, match="VisionConfig needs the parameters clip, levels, which are not given"):
-        V.VisionConfig.from_params(params)
+        VisionConfig.from_params(params)
     with pytest.raises(ValueError, match="unknown vision training parameters: colour"):
-        V.VisionConfig.from_params(params, levels=4, clip=1.0, colour="red")
+        VisionConfig.from_params(params, levels=4, clip=1.0, colour="red")
 
 
 def test_run_names_and_digests():
-    assert text.TextConfig(objective="next-token", init="symmetric", seed=2).run_name() == "next-token-symmetric-seed2"
+    assert TextConfig(objective="next-token", init="symmetric", seed=2).run_name() == "next-token-symmetric-seed2"
     assert tiny(seed=1).run_name() == "masked-seed1"
     assert tiny().digest() == tiny().digest() != tiny(lr=1e-4).digest()
 
@@ -152,7 +155,7 @@ def test_cuda_without_cuda_is_a_one_line_error(monkeypatch):
     ],
 )
 def test_shared_fields_are_checked_once_for_every_task(changes, message):
-    for make in (tiny, lambda **c: text.TextConfig(**c)):
+    for make in (tiny, lambda **c: TextConfig(**c)):
         with pytest.raises(ValueError, match=message):
             make(**changes)
 
@@ -172,7 +175,7 @@ def edit(path, old, new):
 
 
 def test_only_the_code_that_trains_enters_the_reuse_key(tmp_path):
-    package, modules = copy_of_the_package(tmp_path), run_folder.code_modules(text.TextConfig())
+    package, modules = copy_of_the_package(tmp_path), run_folder.code_modules(TextConfig())
     assert {"attnstruct.tasks.text", "attnstruct.tasks.corpus", "attnstruct.training.engine"} <= set(modules)
     assert "attnstruct.tasks.prepared_corpus" in modules, "a module the task's modules import decides runs too"
     assert not any(m.startswith(("attnstruct.teaching", "attnstruct.analyses")) for m in modules)
@@ -182,6 +185,16 @@ def test_only_the_code_that_trains_enters_the_reuse_key(tmp_path):
     edit(package / "training" / "engine.py", "\nimport ", "\n# a comment added\nimport ")
     assert run_folder.code_digest(modules, package) == before
     edit(package / "tasks" / "text.py", "def summed_loss(", "def summed_loss_renamed(")
+    assert run_folder.code_digest(modules, package) != before
+
+
+@pytest.mark.parametrize("config_class, task", [(TextConfig, "text"), (VisionConfig, "vision")])
+def test_the_task_module_of_a_configuration_enters_its_reuse_key(tmp_path, config_class, task):
+    """The configuration lives in a module without torch; the task's batches and loss, in another, decide runs."""
+    package, modules = copy_of_the_package(tmp_path), run_folder.code_modules(config_class())
+    assert {config_class.__module__, f"attnstruct.tasks.{task}"} <= set(modules)
+    before = run_folder.code_digest(modules, package)
+    edit(package / "tasks" / f"{task}.py", "def summed_loss(", "def summed_loss_changed(")
     assert run_folder.code_digest(modules, package) != before
 
 

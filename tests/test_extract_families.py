@@ -11,7 +11,8 @@ from extract_models import CASES, LAYERS, SEQ, VOCAB, D, H, build, text
 
 from attnstruct.analyses.extraction_checks import authors_gqa_pairing
 from attnstruct.checkpoints.extract import AttentionBlock, ExtractionError, hf, iter_blocks
-from attnstruct.training.model import LanguageModel, TransformerConfig, attention_layers, attention_scale
+from attnstruct.training.model import LanguageModel, attention_layers, attention_scale
+from attnstruct.training.model_config import TransformerConfig
 
 
 def capture_attention_inputs(model, blocks: list[AttentionBlock]):

@@ -115,19 +115,19 @@ def test_every_command_refuses_with_one_prefix(capsys, tmp_path, monkeypatch, co
 def test_train_shows_the_choices_its_configuration_allows(task, capsys):
     from dataclasses import fields
 
-    from attnstruct.tasks import images, preprocessing, text, vision
-    from attnstruct.training import engine
+    from attnstruct.tasks import preprocessing, text_config, vision_config
+    from attnstruct.training import run_config
 
     config_class = train._config_class(task)
-    allowed = {"schedule": engine.SCHEDULES, "norm": engine.NORMS}
+    allowed = {"schedule": run_config.SCHEDULES, "norm": run_config.NORMS}
     if task == "text":
         allowed |= {
-            "objective": text.OBJECTIVES,
-            "init": text.INITS,
+            "objective": text_config.OBJECTIVES,
+            "init": text_config.INITS,
             "preprocessing": tuple(preprocessing.PREPROCESSING),
         }
     else:
-        allowed |= {"objective": vision.OBJECTIVES, "source": images.SOURCES}
+        allowed |= {"objective": vision_config.OBJECTIVES, "source": vision_config.SOURCES}
     shown = {a.dest: tuple(a.choices) for a in options_of(train.parser(task)) if a.choices and a.dest != "task"}
     assert shown == allowed
     out = re.sub(r"-\s+", "-", " ".join(help_of(capsys, "train", "--task", task).split()))  # argparse breaks at "-"

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnstruct import cli
-from attnstruct.tasks import text
+from attnstruct.tasks import text_config
 from attnstruct.training import snapshots
 from attnstruct.training.model import LanguageModel
 
@@ -32,7 +32,9 @@ def snapshot(tmp_path: Path, objective: str, run_dir: Path | None = None) -> tup
     """The final snapshot of a tiny text model of ``objective`` (random weights), its model, and its causality."""
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("the king is dead long live the king\n" * 20)
-    config = text.TextConfig(objective=objective, corpus=str(corpus), vocab_size=300, d_model=16, n_layers=2, n_heads=2)
+    config = text_config.TextConfig(
+        objective=objective, corpus=str(corpus), vocab_size=300, d_model=16, n_layers=2, n_heads=2
+    )
     torch.manual_seed(0)
     model = LanguageModel(config.model_config(300)).eval()
     folder = snapshots.save(run_dir or tmp_path / "run", config, model, 12, weights=snapshots.SAFETENSORS, final=True)

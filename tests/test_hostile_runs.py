@@ -20,6 +20,7 @@ from test_zoo import PAYLOAD, fake  # noqa: F401  (the fixture of fake wheels an
 from attnstruct import cli
 from attnstruct.checkpoints import zoo
 from attnstruct.tasks import vision as V
+from attnstruct.tasks import vision_config
 from attnstruct.training import engine, run_folder, snapshots
 
 from conftest import ROOT
@@ -41,8 +42,8 @@ TINY = dict(
 TINY_ARGS = ["--task", "vision", *(f"--{k.replace('_', '-')}={v}" for k, v in TINY.items())]
 
 
-def tiny(**changes) -> V.VisionConfig:
-    return V.VisionConfig(**{**TINY, **changes})
+def tiny(**changes) -> vision_config.VisionConfig:
+    return vision_config.VisionConfig(**{**TINY, **changes})
 
 
 class Interrupt(Exception):

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from attnstruct import cli, notebooks
-from attnstruct.tasks import text
+from attnstruct.tasks import text_config
 
 from conftest import ROOT
 
@@ -66,8 +66,8 @@ def _defaults(config_class) -> dict:
 @pytest.mark.parametrize(
     "notebook, config_class, plural",
     [
-        ("05_training_dynamics", "tasks.text.TextConfig", {"objective": "objectives", "seed": "seeds"}),
-        ("07_vision", "tasks.vision.VisionConfig", {}),
+        ("05_training_dynamics", "tasks.text_config.TextConfig", {"objective": "objectives", "seed": "seeds"}),
+        ("07_vision", "tasks.vision_config.VisionConfig", {}),
         ("04_gradient_structure", "tasks.toy_tasks.CopyTaskConfig", {}),
     ],
 )
@@ -88,8 +88,8 @@ def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config
         else:
             unset.append(field)
     expected_unset = {
-        "tasks.text.TextConfig": ["init", "init_seed", "init_from"],
-        "tasks.vision.VisionConfig": ["objective"],
+        "tasks.text_config.TextConfig": ["init", "init_seed", "init_from"],
+        "tasks.vision_config.VisionConfig": ["objective"],
     }
     assert unset == expected_unset.get(config_class, ["objective", "factorised", "optimizer"]), unset
 
@@ -97,9 +97,9 @@ def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config
 @pytest.mark.parametrize("notebook", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
 def test_training_notebooks_declare_every_field_their_runs_take(notebook):
     """``from_params`` refuses a missing field at run time; this says so before anything runs."""
-    from attnstruct.tasks import text, vision
+    from attnstruct.tasks import text_config, vision_config
 
-    cls = vision.VisionConfig if notebook == "07_vision" else text.TextConfig
+    cls = vision_config.VisionConfig if notebook == "07_vision" else text_config.TextConfig
     declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook)))
     per_run = {"objective", "seed", "init", *cls.PER_RUN}
     assert set(cls.field_names()) - per_run <= set(declared), sorted(set(cls.field_names()) - per_run - set(declared))
@@ -254,7 +254,7 @@ def test_in_the_paper_profile_notebook_06_reuses_notebook_05s_runs_because_their
         name: notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, name)))
         for name in ("05_training_dynamics", "06_symmetric_init")
     }
-    fields = set(text.TextConfig.field_names()) - {"objective", "init", "seed", *text.TextConfig.PER_RUN}
+    fields = set(text_config.TextConfig.field_names()) - {"objective", "init", "seed", *text_config.TextConfig.PER_RUN}
     assert declared["05_training_dynamics"]["seeds"] == declared["06_symmetric_init"]["seeds"]
     paper = notebooks.load_profile(ROOT, "paper")
     runs = {name: {**declared[name], **paper[name]} for name in declared}

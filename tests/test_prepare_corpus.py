@@ -457,14 +457,14 @@ def test_worker_processes_give_the_same_files(served, capsys, tmp_path, monkeypa
 
 
 def test_a_bpe_vocabulary_past_the_bound_is_refused_before_any_text_is_read(tmp_path):
-    from attnstruct.tasks import corpus
+    from attnstruct.tasks import corpus, text_config
     from attnstruct.tasks.corpus_sources import CorpusError
     from attnstruct.tasks.tokenizer_sources import resolve_tokenizer
 
     def no_text(n_chars):
         raise AssertionError("text was read for a tokenizer that cannot be trained")
 
-    for spec in ("bpe:99999999999999", f"bpe:{corpus.MAX_BPE_VOCAB + 1}"):
+    for spec in ("bpe:99999999999999", f"bpe:{text_config.MAX_BPE_VOCAB + 1}"):
         with pytest.raises(CorpusError, match=f"{spec}: a byte-level BPE trained here has a vocabulary of at most"):
             resolve_tokenizer(spec, sample=no_text, cache=tmp_path)
     with pytest.raises(ValueError, match="vocab_size must be an integer from 300"):

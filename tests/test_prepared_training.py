@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnstruct import results
-from attnstruct.tasks import corpus, prepared_corpus, text
+from attnstruct.tasks import corpus, prepared_corpus, text, text_config
 from attnstruct.training import engine
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -72,24 +72,25 @@ def prepared(tmp_path_factory, ids):
     return write_prepared(tmp_path_factory.mktemp("prepared") / "corpus", *ids)
 
 
-def tiny(corpus_spec, **changes) -> text.TextConfig:
+def tiny(corpus_spec, **changes) -> text_config.TextConfig:
     values = dict(corpus=str(corpus_spec), d_model=16, n_layers=2, n_heads=2, seq_len=16, batch_size=8, steps=4)
     values.update(warmup=1, log_every=2, eval_every=2, eval_batches=1, checkpoint_every=4)
-    return text.TextConfig(**{**values, **changes})
+    return text_config.TextConfig(**{**values, **changes})
 
 
 def test_which_sources_are_prepared_corpora(tmp_path, prepared):
     (tmp_path / "rows.jsonl").write_text('{"text": "a"}\n')
     (tmp_path / "plain.txt").write_text("a\n")
-    assert corpus.takes_text_path("shakespeare") and corpus.takes_text_path(tmp_path / "plain.txt")
-    assert corpus.takes_text_path("missing.txt") and corpus.takes_text_path("some/where")  # their error: no file
+    assert text_config.takes_text_path("shakespeare") and text_config.takes_text_path(tmp_path / "plain.txt")
+    assert text_config.takes_text_path("missing.txt")  # its error: no file
+    assert text_config.takes_text_path("some/where")  # its error: no file
     for source in ("hf://datasets/org/prose", "wikitext-103", tmp_path / "rows.jsonl", tmp_path, prepared):
-        assert not corpus.takes_text_path(source), source
+        assert not text_config.takes_text_path(source), source
     is_prepared = prepared_corpus.is_prepared
     assert is_prepared(prepared) and not is_prepared(tmp_path) and not is_prepared("x")
-    assert not text.TextConfig().prepared and not tiny(tmp_path / "plain.txt").prepared
+    assert not text_config.TextConfig().prepared and not tiny(tmp_path / "plain.txt").prepared
     assert tiny(tmp_path / "plain.txt", tokenizer="org/tok").prepared and tiny(prepared).prepared
-    assert text.TextConfig(max_tokens=10).prepared  # the plays with an option of a prepared corpus
+    assert text_config.TextConfig(max_tokens=10).prepared  # the plays with an option of a prepared corpus
 
 
 def test_a_prepared_corpus_is_read_by_memory_map_and_drawn_like_a_tensor(prepared, ids):
@@ -176,20 +177,23 @@ def test_bad_prepared_corpus_options_are_one_line_errors(prepared, tmp_path):
     with pytest.raises(ValueError, match="is a prepared folder: corpus_split, max_tokens do not apply"):
         text.TextTask(tiny(prepared, corpus_split="test", max_tokens=9)).prepare()
     with pytest.raises(ValueError, match="the packaged corpus 'shakespeare' takes the BPE trained here"):
-        text.TextTask(text.TextConfig(tokenizer="org/tok"), cache=tmp_path).prepare()
+        text.TextTask(text_config.TextConfig(tokenizer="org/tok"), cache=tmp_path).prepare()
     with pytest.raises(ValueError, match="unknown preprocessing 'lower'"):
-        text.TextConfig(preprocessing="lower")
+        text_config.TextConfig(preprocessing="lower")
     with pytest.raises(ValueError, match="max_tokens must be a positive integer"):
-        text.TextConfig(max_tokens=0)
+        text_config.TextConfig(max_tokens=0)
     with pytest.raises(ValueError, match="corpus_config must be a string or None"):
-        text.TextConfig(corpus_config=3)
+        text_config.TextConfig(corpus_config=3)
 
 
 def test_the_corpus_options_are_left_out_of_the_record_at_their_defaults():
-    assert set(text.CORPUS_OPTIONS).isdisjoint(text.TextConfig().to_dict())
-    config = text.TextConfig(tokenizer="org/tok", corpus_split="train")
+    assert set(text_config.CORPUS_OPTIONS).isdisjoint(text_config.TextConfig().to_dict())
+    config = text_config.TextConfig(tokenizer="org/tok", corpus_split="train")
     assert config.to_dict()["tokenizer"] == "org/tok" and config.to_dict()["corpus_split"] == "train"
-    assert text.TextConfig.from_dict(config.to_dict()) == config and config.digest() != text.TextConfig().digest()
+    assert (
+        text_config.TextConfig.from_dict(config.to_dict()) == config
+        and config.digest() != text_config.TextConfig().digest()
+    )
 
 
 def write_jsonl(path, n=300):

@@ -8,7 +8,7 @@ import xarray as xr
 
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.checkpoints.scoring import score_blocks
-from attnstruct.tasks import text
+from attnstruct.tasks import text, text_config
 from attnstruct.training import engine, snapshots
 
 WORDS = "the king is dead long live the king and all his men who stood upon the wall at dawn".split()
@@ -23,7 +23,7 @@ def text_file(tmp_path_factory):
     return path
 
 
-def tiny(text_file, objective="mlm", **changes) -> text.TextConfig:
+def tiny(text_file, objective="mlm", **changes) -> text_config.TextConfig:
     values = dict(
         objective=objective,
         corpus=str(text_file),
@@ -40,7 +40,7 @@ def tiny(text_file, objective="mlm", **changes) -> text.TextConfig:
         eval_batches=1,
         checkpoint_every=4,
     )
-    return text.TextConfig(**{**values, **changes})
+    return text_config.TextConfig(**{**values, **changes})
 
 
 def test_snapshot_steps_are_the_start_the_multiples_and_the_end():

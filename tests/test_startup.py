@@ -37,14 +37,7 @@ def loaded_after(code: str) -> set[str]:
     return set(done.stdout.split())
 
 
-NOT_YET = pytest.mark.xfail(
-    strict=True, reason="train's configurations are defined in modules that import torch (tasks.text, tasks.vision)"
-)
-
-
-@pytest.mark.parametrize(
-    "start", [pytest.param(s, marks=NOT_YET) if s.startswith("attnstruct train") else s for s in STARTS]
-)
+@pytest.mark.parametrize("start", STARTS)
 def test_reading_commands_do_not_import_torch(start):
     modules = loaded_after(STARTS[start])
     assert "torch" not in modules and "transformers" not in modules

@@ -7,12 +7,12 @@ import xarray as xr
 
 from attnstruct import stats
 from attnstruct.analyses import symmetric_start
-from attnstruct.tasks import text
+from attnstruct.tasks import text_config
 
 
 def test_the_initial_state_shows_each_initialisations_scale_and_symmetry():
     configs = [
-        text.TextConfig(init=init, seed=seed, d_model=48, n_layers=1, n_heads=2, seq_len=8)
+        text_config.TextConfig(init=init, seed=seed, d_model=48, n_layers=1, n_heads=2, seq_len=8)
         for init in ("bert", "symmetric", "symmetric-matched")
         for seed in (0, 1)
     ]

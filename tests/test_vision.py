@@ -11,6 +11,7 @@ from attnstruct import factor_scores
 from attnstruct.analyses import vision_objectives, vision_sentences
 from attnstruct.tasks import images as I
 from attnstruct.tasks import vision as V
+from attnstruct.tasks import vision_config
 from attnstruct.training.model import query_key_factors
 
 TINY = dict(
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(objective, **changes):
-    return V.VisionConfig(objective=objective, **{**TINY, **changes})
+    return vision_config.VisionConfig(objective=objective, **{**TINY, **changes})
 
 
 # ---------------------------------------------------------------------------------------------- the model
@@ -54,7 +55,7 @@ def test_causal_mask_is_causal():
 
 
 def test_objectives_share_the_initial_trunk():
-    models = [V.build_model(tiny(o)) for o in V.OBJECTIVES]
+    models = [V.build_model(tiny(o)) for o in vision_config.OBJECTIVES]
     for other in models[1:]:
         for (name, a), b in zip(models[0].named_parameters(), other.parameters()):
             if not name.startswith("head_out"):
@@ -139,10 +140,10 @@ def test_classify_mean_shapes():
 
 @pytest.fixture(scope="module")
 def tiny_runs():
-    return {o: V.train(tiny(o)) for o in V.OBJECTIVES}
+    return {o: V.train(tiny(o)) for o in vision_config.OBJECTIVES}
 
 
-@pytest.mark.parametrize("objective", V.OBJECTIVES)
+@pytest.mark.parametrize("objective", vision_config.OBJECTIVES)
 def test_losses_decrease(tiny_runs, objective):
     ds = tiny_runs[objective]
     val = ds.val_loss.dropna("step")
@@ -208,14 +209,14 @@ def test_train_many_in_processes_matches_one_process(tmp_path):
 def test_sentences_from_tiny_runs(tiny_runs):
     runs = V.combine(list(tiny_runs.values()))
     data = I.load_images("sklearn-digits", TINY["n_images"], 0.2)
-    baselines = vision_objectives.context_free_losses(data, V.OBJECTIVES, 4)
+    baselines = vision_objectives.context_free_losses(data, vision_config.OBJECTIVES, 4)
     learning = vision_objectives.learning_table(vision_objectives.final_summary(runs), baselines)
     lines = vision_sentences.describe_learning(learning, levels=4).splitlines()
-    assert len(lines) == len(V.OBJECTIVES)
+    assert len(lines) == len(vision_config.OBJECTIVES)
     assert "a uniform guess scores 2.30" in lines[0] and "chance 10%" in lines[1]
     assert "a uniform guess scores 1.39" in lines[2] and "accuracy" not in lines[2]
     assert "the grey-level frequencies of the training pixels" in lines[3]
-    assert vision_sentences.describe_trajectories(runs).count("highest") == len(V.OBJECTIVES)
+    assert vision_sentences.describe_trajectories(runs).count("highest") == len(vision_config.OBJECTIVES)
     assert (
         vision_sentences.describe_unpredicted(vision_objectives.final_summary(runs)).count("`classify` ends below") == 3
     )
@@ -224,11 +225,13 @@ def test_sentences_from_tiny_runs(tiny_runs):
 def test_final_summary(tiny_runs):
     runs = V.combine(list(tiny_runs.values()))
     table = vision_objectives.final_summary(runs)
-    assert list(table.objective) == list(V.OBJECTIVES)
+    assert list(table.objective) == list(vision_config.OBJECTIVES)
     row = table[table.objective == "masked"].iloc[0]
     assert row.symmetry_median == pytest.approx(float(np.median(tiny_runs["masked"].symmetry.isel(step=-1))))
     assert row.symmetry_last == float(tiny_runs["masked"].symmetry.isel(step=-1, layer=-1))
-    assert table.set_index("objective").val_accuracy.notna().to_dict() == {o: o in V.CLASSIFIERS for o in V.OBJECTIVES}
+    assert table.set_index("objective").val_accuracy.notna().to_dict() == {
+        o: o in V.CLASSIFIERS for o in vision_config.OBJECTIVES
+    }
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -253,13 +256,13 @@ def test_final_summary(tiny_runs):
 )
 def test_bad_config_is_one_line_value_error(changes, message):
     with pytest.raises(ValueError, match=message) as err:
-        V.VisionConfig(**{**TINY, **changes})
+        vision_config.VisionConfig(**{**TINY, **changes})
     assert "\n" not in str(err.value)
 
 
 def test_other_bad_input():
     with pytest.raises(ValueError, match="unknown vision training parameters: colour"):
-        V.VisionConfig.from_dict({"colour": 1})
+        vision_config.VisionConfig.from_dict({"colour": 1})
     with pytest.raises(ValueError, match="same objective and seed"):
         V.train_many([tiny("classify"), tiny("classify")], workers=1)
     with pytest.raises(ValueError, match="no runs"):

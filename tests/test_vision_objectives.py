@@ -15,7 +15,7 @@ from attnstruct.checkpoints import tables
 from attnstruct.checkpoints.extract import AttentionBlock
 from attnstruct.report import plotting
 from attnstruct.stats import nulls
-from attnstruct.tasks import images, vision
+from attnstruct.tasks import images, vision, vision_config
 
 SMALL_NULL = dict(d_model=16, n_heads=2, n_layers=2, n_draws=100)
 UP = {  # every prediction on its predicted side, five seeds
@@ -37,7 +37,7 @@ def summary_of(values, directionality=None, val_loss=None):
                 {
                     "objective": o,
                     "seed": s,
-                    "causal": vision.CAUSAL[o],
+                    "causal": vision_config.CAUSAL[o],
                     "symmetry_median": v,
                     "symmetry_q25": v - 0.1,
                     "symmetry_q75": v + 0.1,
@@ -124,7 +124,7 @@ def test_the_predictions_treat_classify_by_its_last_layer_only():
     assert ("classify-mean", "classify", "last") in claims
     assert not any("classify" in (t, b) and place == "median" for t, b, place in claims)
     medians = [p for p in vision_objectives.PREDICTIONS if p.score == "symmetry" and p.place == "median"]
-    assert all(vision.CAUSAL[p.baseline] for p in medians)
+    assert all(vision_config.CAUSAL[p.baseline] for p in medians)
 
 
 def test_resting_on_lists_the_predictions_that_compare_an_objective():
@@ -265,7 +265,12 @@ def test_describe_local_without_checkpoints():
 
 
 def test_plan_runs_orders_the_objectives_and_numbers_the_seeds():
-    parameters = {**vision.VisionConfig().to_dict(), "objectives": ["masked", "classify"], "n_seeds": 2, "seed": 3}
+    parameters = {
+        **vision_config.VisionConfig().to_dict(),
+        "objectives": ["masked", "classify"],
+        "n_seeds": 2,
+        "seed": 3,
+    }
     objectives, configs = vision_results.plan_runs(parameters)
     assert objectives == ["classify", "masked"]
     assert [(c.objective, c.seed) for c in configs] == [("classify", 3), ("classify", 4), ("masked", 3), ("masked", 4)]
@@ -342,7 +347,7 @@ def made_up_runs(values):
     dims = ("objective", "seed", "step", "layer")
     coords = {"objective": objectives, "seed": range(n_seeds), "step": [0, 10], "layer": [0, 1]}
     runs = xr.Dataset({"symmetry": (dims, final), "directionality": (dims, -final)}, coords=coords)
-    return runs.assign_coords(causal=("objective", [vision.CAUSAL[o] for o in objectives]))
+    return runs.assign_coords(causal=("objective", [vision_config.CAUSAL[o] for o in objectives]))
 
 
 def made_up_checkpoint(name):

@@ -9,7 +9,7 @@ import xarray as xr
 
 from attnstruct import work
 from attnstruct.analyses import gradient_toy_runs
-from attnstruct.tasks import text
+from attnstruct.tasks import text, text_config
 
 
 def test_the_work_folder_is_attnstruct_work_else_the_caches_work_folder(monkeypatch, tmp_path):
@@ -56,8 +56,8 @@ def test_stored_runs_only_refuses_to_compute_what_is_not_stored(tmp_path, monkey
 
 @pytest.mark.checkpoint  # trains on the packaged plays, which `make fetch` downloads
 def test_stored_runs_only_stops_a_training_run_that_is_not_stored_and_reuses_one_that_is(tmp_path, monkeypatch):
-    config = text.TextConfig(steps=2, batch_size=2, seq_len=8, d_model=16, n_layers=1, n_heads=2, warmup=1)
-    config = text.TextConfig(**{**config.to_dict(), "log_every": 1, "eval_every": 1, "eval_batches": 1})
+    config = text_config.TextConfig(steps=2, batch_size=2, seq_len=8, d_model=16, n_layers=1, n_heads=2, warmup=1)
+    config = text_config.TextConfig(**{**config.to_dict(), "log_every": 1, "eval_every": 1, "eval_batches": 1})
     monkeypatch.setenv("ATTNSTRUCT_STORED_RUNS_ONLY", "1")
     with pytest.raises(work.NotStored, match="the run mlm-bert-seed0"):
         text.train(config, tmp_path / "run")

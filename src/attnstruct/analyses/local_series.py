@@ -27,7 +27,7 @@ import xarray as xr
 
 from .. import notebooks, results
 from ..checkpoints.series import ENTRY_COLUMNS
-from ..tasks import text
+from ..tasks import text, text_config
 from ..training import processes, snapshots
 from . import gates
 
@@ -72,21 +72,23 @@ def notebook_05_parameters(results_dir: str | os.PathLike, root: str | os.PathLi
 
 def notebook_05_tokens(parameters: Mapping, cache=None):
     """The tokens notebook 05's runs of ``parameters`` trained on (:func:`attnstruct.tasks.text.corpus_data`)."""
-    return text.corpus_data(text.TextConfig.from_params(parameters, objective=ENCODER, seed=0, init="bert"), cache)
+    return text.corpus_data(
+        text_config.TextConfig.from_params(parameters, objective=ENCODER, seed=0, init="bert"), cache
+    )
 
 
-def run_configs(parameters: Mapping) -> list[text.TextConfig]:
+def run_configs(parameters: Mapping) -> list[text_config.TextConfig]:
     """Notebook 05's encoder and decoder run of every seed (``parameters``: its parameters)."""
     return [
-        text.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
+        text_config.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
         for objective in (ENCODER, DECODER)
         for seed in parameters["seeds"]
     ]
 
 
 def continued_config(
-    config: text.TextConfig, start: Path, steps: int, *, warmup: int, log_every: int
-) -> text.TextConfig:
+    config: text_config.TextConfig, start: Path, steps: int, *, warmup: int, log_every: int
+) -> text_config.TextConfig:
     """``config``'s run continued from the snapshot folder ``start`` with the other objective for ``steps`` steps
     (its learning rate warmed up again over ``warmup`` steps and decayed as before); evaluated and recorded every
     ``log_every`` steps."""

@@ -18,7 +18,7 @@ import xarray as xr
 from .. import stats
 from ..report import prose
 from ..scores import factor_scores
-from ..tasks import text
+from ..tasks import text, text_config
 from . import gates
 from .plans import PERSISTENCE_CLAIM
 from .plans import SYMMETRIC_INIT as PLAN
@@ -26,7 +26,7 @@ from .symmetric_init import BASELINE
 from .training_dynamics import final_median, label
 
 
-def initial_state(configs: Sequence[text.TextConfig], vocab_size: int) -> pd.DataFrame:
+def initial_state(configs: Sequence[text_config.TextConfig], vocab_size: int) -> pd.DataFrame:
     """The model of the first configuration of each initialisation in ``configs`` at step 0, one row per
     initialisation: the standard deviation of the first layer's ``W_q``, ``W_k`` and ``W_v``, the largest
     absolute bias of its Q, K and V, and the range of the symmetry of every head's ``W_qk`` (text)."""

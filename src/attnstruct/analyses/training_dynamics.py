@@ -21,7 +21,7 @@ import xarray as xr
 
 from .. import reference, results, stats
 from ..report import prose
-from ..tasks import text
+from ..tasks import text_config
 from . import gates
 from .plans import TRAINING_DYNAMICS as PLAN
 
@@ -58,7 +58,7 @@ def describe_authors_runs(runs: pd.DataFrame | None = None) -> str:
     )
 
 
-def describe_setup(data, tokenizer, config: text.TextConfig, example: str) -> list[str]:
+def describe_setup(data, tokenizer, config: text_config.TextConfig, example: str) -> list[str]:
     """Lines that state the data and the run: the corpus (``data``, :class:`attnstruct.tasks.corpus.TokenData`),
     ``example`` cut into ``tokenizer``'s tokens, the model and how many passes over the training text the run
     makes (``steps * batch_size * seq_len / training tokens``), and the unigram entropy of the training tokens."""

@@ -65,9 +65,10 @@ import xarray as xr
 
 from .. import stats
 from ..report import prose
-from ..tasks import vision
+from ..tasks import vision_config
 from ..tasks.images import ImageData, quantise
-from ..tasks.vision import CLASSIFIERS, OBJECTIVES
+from ..tasks.vision import CLASSIFIERS
+from ..tasks.vision_config import OBJECTIVES
 
 SCORES = ("symmetry", "directionality")
 VERDICT_COLUMNS = ("estimate", "low", "high", "n", "p_value", "null_low", "null_high", "null_percentile", "verdict")
@@ -302,7 +303,7 @@ def final_summary(ds: xr.Dataset, last: int = 1) -> pd.DataFrame:
     for objective in ds.objective.values:
         for seed in ds.seed.values:
             cell = tail.sel(objective=objective, seed=seed)
-            row = {"objective": str(objective), "seed": int(seed), "causal": vision.CAUSAL[str(objective)]}
+            row = {"objective": str(objective), "seed": int(seed), "causal": vision_config.CAUSAL[str(objective)]}
             for var in ("symmetry", "directionality"):
                 values = cell[var].values
                 row[f"{var}_median"] = float(np.median(values))

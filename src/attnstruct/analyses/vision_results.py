@@ -21,8 +21,9 @@ import xarray as xr
 
 from .. import results
 from ..report import plotting
-from ..tasks import images
-from ..tasks.vision import OBJECTIVES, VisionConfig, random_patch_mask
+from ..tasks import images, vision_config
+from ..tasks.vision import random_patch_mask
+from ..tasks.vision_config import OBJECTIVES, VisionConfig
 from . import pretrained
 from .vision_objectives import Comparison
 from .vision_sentences import describe_effects
@@ -56,8 +57,8 @@ SCORES = ("symmetry", "directionality")
 
 
 def plan_runs(parameters: Mapping) -> tuple[list[str], list[VisionConfig]]:
-    """The objectives in :data:`attnstruct.tasks.vision.OBJECTIVES`' order and one configuration per objective and
-    seed (``seed``, ``seed + 1``, ... ``n_seeds`` of them), the other fields from ``parameters``."""
+    """The objectives in :data:`attnstruct.tasks.vision_config.OBJECTIVES`' order and one configuration per
+    objective and seed (``seed``, ``seed + 1``, ... ``n_seeds`` of them), the other fields from ``parameters``."""
     objectives, n_seeds = parameters["objectives"], parameters["n_seeds"]
     if not isinstance(n_seeds, int) or isinstance(n_seeds, bool) or n_seeds < 1:
         raise ValueError(f"n_seeds must be a positive integer, got {n_seeds!r}")
@@ -91,7 +92,7 @@ def example_panels(
 ) -> ExamplePanels:
     """The first ``n`` training images, and the first one as patches, as the masked objective's input (a mask drawn
     with ``mask_rate`` from ``seed``) and as the ``levels`` grey levels the pixel objectives predict."""
-    size = images.IMAGE_SIZE
+    size = vision_config.IMAGE_SIZE
     first = data.train_images[:1]
     patches = images.patchify(first, patch_size)
     mask = random_patch_mask(1, patches.shape[1], mask_rate, torch.Generator().manual_seed(seed))

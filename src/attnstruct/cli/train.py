@@ -8,8 +8,8 @@
     attnstruct train --run-dir runs/enc                                     # resume: the rest is read back
     torchrun --standalone --nproc_per_node 4 -m attnstruct train --run-dir runs/enc --device cuda ...
 
-Every field of the task's configuration (:class:`attnstruct.tasks.text.TextConfig`, the default, or
-:class:`attnstruct.tasks.vision.VisionConfig`) is an option ``--field-name`` with the configuration's default; a
+Every field of the task's configuration (:class:`attnstruct.tasks.text_config.TextConfig`, the default, or
+:class:`attnstruct.tasks.vision_config.VisionConfig`) is an option ``--field-name`` with the configuration's default; a
 field whose default is None takes ``none`` for None. Under ``torchrun`` the process group is initialised here (NCCL
 on CUDA, else gloo; also for one process, so that the launcher's run is the run of many) and each rank takes its GPU
 from ``LOCAL_RANK``. Bad input: one line on stderr, exit status 2, nothing written.
@@ -99,11 +99,12 @@ def _kind(field):
 
 
 def _config_class(task: str):
+    """The configuration class of ``task``, from a module without torch (``train --help`` loads no more)."""
     if task == "vision":
-        from ..tasks.vision import VisionConfig
+        from ..tasks.vision_config import VisionConfig
 
         return VisionConfig
-    from ..tasks.text import TextConfig
+    from ..tasks.text_config import TextConfig
 
     return TextConfig
 
@@ -211,11 +212,8 @@ def _task(task: str, config, cache):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``attnstruct train`` and ``torchrun -m attnstruct.cli.train``."""
-    import torch
-
-    from ..training import engine, snapshots
-
+    """Entry point of ``attnstruct train`` and ``torchrun -m attnstruct.cli.train``; torch is imported once the options
+    are parsed (``--help`` and a refused option never load it)."""
     argv = sys.argv[1:] if argv is None else argv
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1 or "TORCHELASTIC_RUN_ID" in os.environ
     rank = int(os.environ.get("RANK", "0"))
@@ -230,6 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         parser = _parser(config_class)
         parser.set_defaults(**{name: value for name, value in record.items() if name in config_class.field_names()})
         args = parser.parse_args(argv)
+        import torch
+
+        from ..training import engine, snapshots
+
         if args.threads is not None:
             torch.set_num_threads(args.threads)
         config = config_class(**{f.name: getattr(args, f.name) for f in fields(config_class)})
@@ -255,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:  # a folder that cannot be made or written, a full disk
         return refuse(PROGRAM, f"{err.strerror or err}: {err.filename}" if err.filename else err)
     finally:
-        if distributed and torch.distributed.is_initialized():
+        torch = sys.modules.get("torch")
+        if distributed and torch is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
     if rank == 0:
         final = ds.isel(step=-1)

@@ -31,10 +31,9 @@ import torch
 from ..checkpoints import zoo
 from ..results import write_atomically
 from ..untrusted import load_weights_only
+from .text_config import MAX_BPE_VOCAB, MIN_BPE_VOCAB
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[MASK]", "[SEP]")
-MIN_BPE_VOCAB, MAX_BPE_VOCAB = 300, 2**20  # 256 bytes + merges; past 2**24 the tokenizers library aborts the process
-DOCUMENT_SUFFIXES = (".parquet", ".jsonl", ".json")  # files of rows, read by attnstruct.tasks.corpus_sources
 CORPORA = zoo.load_corpora()  # name -> zoo.Entry, from the "corpora" list of the registry
 SHAKESPEARE = CORPORA["shakespeare"]
 
@@ -191,20 +190,6 @@ def count_entropy(counts: torch.Tensor) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- prepared corpora
-
-
-def takes_text_path(source: str | os.PathLike) -> bool:
-    """Whether ``source`` is read as today's text: a packaged corpus name, one text file (not parquet, jsonl or
-    json), or a path that does not exist (:func:`read_documents` names it). A ``hf://`` spec, a folder and a bare
-    name that is not packaged (a named corpus) are prepared corpora."""
-    if isinstance(source, str) and (source in CORPORA or source.startswith("hf://")):
-        return source in CORPORA
-    path = Path(source)
-    if path.is_dir():
-        return False
-    if path.is_file():
-        return not path.name.lower().endswith(DOCUMENT_SUFFIXES)
-    return len(path.parts) > 1 or bool(path.suffix)
 
 
 @dataclass(frozen=True)

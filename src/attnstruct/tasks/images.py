@@ -16,10 +16,9 @@ import torch
 from torch.nn import functional as F
 
 from ..training.config import one_of
+from .vision_config import IMAGE_SIZE, SOURCES
 
-SOURCES = ("synthetic-digits", "sklearn-digits")
 DATA_SEED = 20250215  # the image set and its split are the same for every run
-IMAGE_SIZE = 8
 GREY_LEVELS = 16  # load_digits stores 0..16; the synthetic images are quantised the same way
 
 

@@ -1,6 +1,6 @@
 """The tokens and the tokenizer a text run trains with, chosen by its configuration.
 
-Two paths, told apart by :attr:`attnstruct.tasks.text.TextConfig.prepared`:
+Two paths, told apart by :attr:`attnstruct.tasks.text_config.TextConfig.prepared`:
 
 * the packaged plays or one UTF-8 text file, with the byte-level BPE of ``vocab_size`` trained here on it
   (:mod:`attnstruct.tasks.corpus`): the token ids in memory, :class:`~attnstruct.tasks.corpus.TokenData`;
@@ -20,13 +20,14 @@ from __future__ import annotations
 import functools
 
 from . import corpus
+from .text_config import CORPUS_OPTIONS
 
-CORPUS_OPTIONS = ("tokenizer", "corpus_config", "corpus_split", "corpus_field", "max_tokens", "preprocessing")
 MASKED = ("mlm", "next-token-mlm-collator")  # the objectives whose inputs carry a mask token
 
 
 def corpus_data(config, cache=None) -> corpus.TokenData | corpus.MappedTokens:
-    """The tokens a run of ``config`` (a :class:`~attnstruct.tasks.text.TextConfig`) trains on (module docstring)."""
+    """The tokens a run of ``config`` (a :class:`~attnstruct.tasks.text_config.TextConfig`) trains on (module
+    docstring)."""
     if not config.prepared:
         return _tokens(config.corpus, config.vocab_size, config.val_fraction, cache)
     options = tuple((name, getattr(config, name), getattr(type(config), name)) for name in CORPUS_OPTIONS)

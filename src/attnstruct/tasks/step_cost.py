@@ -1,6 +1,6 @@
 """What the text runs of a notebook will cost, said before any of them starts.
 
-:func:`measure` times one optimiser step of a :class:`~attnstruct.tasks.text.TextConfig` on a device
+:func:`measure` times one optimiser step of a :class:`~attnstruct.tasks.text_config.TextConfig` on a device
 (:func:`attnstruct.training.budget.time_steps`: the configuration's micro-batches, autocast and compilation) with
 uniform random token ids of the run's vocabulary, so the paper's shapes can be timed before their corpus is
 prepared, and :func:`describe_cost` turns the timing into the lines a notebook prints: the tokens of each run, the
@@ -21,7 +21,7 @@ import torch
 
 from ..report.prose import count
 from ..training import budget
-from . import corpus, text
+from . import corpus, text, text_config
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class RandomTokenTask(text.TextTask):
     """A :class:`~attnstruct.tasks.text.TextTask` whose corpus is :class:`RandomTokens`: the same model, batches,
     masking and loss, for timing only."""
 
-    def __init__(self, config: text.TextConfig, vocab_size: int, mask_id: int | None):
+    def __init__(self, config: text_config.TextConfig, vocab_size: int, mask_id: int | None):
         super().__init__(dataclasses.replace(config, init_from=None))
         self.vocab_size, self.mask_id = vocab_size, mask_id
 
@@ -69,14 +69,14 @@ class RandomTokenTask(text.TextTask):
 
 
 def measure(
-    config: text.TextConfig, device, vocab_size: int, mask_id: int | None, *, steps: int = 1, warmup: int = 1
+    config: text_config.TextConfig, device, vocab_size: int, mask_id: int | None, *, steps: int = 1, warmup: int = 1
 ) -> budget.StepTiming:
     """One optimiser step of ``config`` (the median of ``steps``, after ``warmup``) on ``device``, with random ids of
     a ``vocab_size`` vocabulary."""
     return budget.time_steps(RandomTokenTask(config, vocab_size, mask_id), device, steps=steps, warmup=warmup)
 
 
-def flops_per_token(config: text.TextConfig, vocab_size: int) -> float:
+def flops_per_token(config: text_config.TextConfig, vocab_size: int) -> float:
     """Training FLOPs per token of a run of ``config`` with a ``vocab_size`` vocabulary: the language-model head on
     every position for next-token prediction, on the ``mask_rate`` share of them for the masked objectives."""
     head = 1.0 if config.objective == "next-token" else config.mask_rate
@@ -84,7 +84,7 @@ def flops_per_token(config: text.TextConfig, vocab_size: int) -> float:
 
 
 def describe_cost(
-    configs: Sequence[text.TextConfig],
+    configs: Sequence[text_config.TextConfig],
     timing: budget.StepTiming,
     vocab_size: int,
     train_tokens: int | None = None,

@@ -47,16 +47,14 @@ from torch.nn import functional as F
 
 from ..training import engine
 from ..training import processes as many_runs
-from ..training.config import non_negative_integer, one_of, positive_integers
-from ..training.model import LanguageModel, TransformerConfig, attention_layers
+from ..training.config import one_of
+from ..training.model import LanguageModel, attention_layers
 from . import corpus
-from .preprocessing import PREPROCESSING
-from .run_corpus import CORPUS_OPTIONS, corpus_data, corpus_tokenizer
+from .run_corpus import corpus_data, corpus_tokenizer
+from .text_config import INITS, TextConfig
 
 __all__ = [
-    "CORPUS_OPTIONS",
     "Batch",
-    "TextConfig",
     "TextTask",
     "corpus_data",
     "corpus_tokenizer",
@@ -64,94 +62,7 @@ __all__ = [
     "train_many",
 ]
 
-OBJECTIVES = ("mlm", "next-token", "next-token-mlm-collator")
-INITS = ("bert", "symmetric", "symmetric-matched", "default-scale")
-CAUSAL = {"mlm": False, "next-token": True, "next-token-mlm-collator": True}
 VAL_SEED = 20250214  # the validation windows and masks are the same for every run
-
-
-@dataclass(frozen=True)
-class TextConfig(engine.RunConfig):
-    """Everything that determines a text run: the shared fields of :class:`attnstruct.training.engine.RunConfig`
-    (whose defaults are notebook 05's quick profile) and the text's own below."""
-
-    KIND: ClassVar[str] = "training"
-    OBJECTIVES: ClassVar[tuple[str, ...]] = OBJECTIVES
-    CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
-    RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "init", "seed")
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
-    FIXED: ClassVar[dict[str, tuple[str, ...]]] = {
-        **engine.RunConfig.FIXED,
-        "objective": OBJECTIVES,
-        "init": INITS,
-        "preprocessing": tuple(PREPROCESSING),
-    }
-    PER_RUN: ClassVar[tuple[str, ...]] = (*engine.RunConfig.PER_RUN, "init_seed", "init_from", *CORPUS_OPTIONS)
-    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*engine.RunConfig.OMITTED_AT_DEFAULT, *CORPUS_OPTIONS)
-    LIMITS: ClassVar[dict[str, int]] = {
-        **engine.RunConfig.LIMITS,
-        "seq_len": 2**20,
-        "eval_batches": 10**5,
-        "vocab_size": corpus.MAX_BPE_VOCAB,
-    }
-
-    objective: str = "mlm"
-    init: str = "bert"
-    seq_len: int = 64
-    eval_batches: int = 4
-    corpus: str = "shakespeare"
-    vocab_size: int = 500
-    val_fraction: float = 0.05
-    init_seed: int | None = None  # the seed of the initial weights; None: ``seed``
-    init_from: str | None = None  # a snapshot folder whose weights the run starts from; None: a new model
-    tokenizer: str = "bpe"  # "bpe" (trained here, vocab_size), a hub id or a tokenizer.json path
-    corpus_config: str | None = None  # a hub dataset's configuration (subset)
-    corpus_split: str | None = None  # a hub dataset's split; None: the prepared corpus's default
-    corpus_field: str | None = None  # the text column; None: the prepared corpus's default
-    max_tokens: int | None = None  # tokenise at most this many tokens of the source; None: all
-    preprocessing: str = "none"  # a transform of each document before tokenising (tasks.preprocessing)
-
-    @property
-    def weights_seed(self) -> int:
-        """The seed the initial weights are drawn from: ``init_seed``, else ``seed``."""
-        return self.seed if self.init_seed is None else self.init_seed
-
-    def run_name(self) -> str:
-        name = super().run_name()
-        name = name if self.init_seed is None else f"{name}-weights{self.init_seed}"
-        return name if self.init_from is None else f"{name}-continued"
-
-    def validate_task(self) -> None:
-        one_of(self.init, self.FIXED["init"], "init")
-        non_negative_integer(self, "init_seed", optional=True)
-        if self.init_from is not None and not isinstance(self.init_from, str):
-            raise ValueError(f"init_from must be a snapshot folder (a string) or None, got {self.init_from!r}")
-        if self.init_from is not None and self.init != "bert":
-            raise ValueError(f"init_from continues a trained model: init must be 'bert', got {self.init!r}")
-        positive_integers(self, ("seq_len", "eval_batches"))
-        if not isinstance(self.vocab_size, int) or self.vocab_size < corpus.MIN_BPE_VOCAB:
-            raise ValueError(f"vocab_size must be an integer >= 300 (256 bytes + merges), got {self.vocab_size!r}")
-        if not 0.0 < self.val_fraction < 0.5:
-            raise ValueError(f"val_fraction must be in (0, 0.5), got {self.val_fraction!r}")
-        if not isinstance(self.corpus, (str, os.PathLike)):
-            raise ValueError(f"corpus must be a packaged corpus name or a path, got {self.corpus!r}")
-        if not isinstance(self.tokenizer, str) or not self.tokenizer:
-            raise ValueError(f"tokenizer must be 'bpe', a hub id or a tokenizer.json path, got {self.tokenizer!r}")
-        for name in ("corpus_config", "corpus_split", "corpus_field"):
-            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
-                raise ValueError(f"{name} must be a string or None, got {getattr(self, name)!r}")
-        if self.max_tokens is not None:
-            positive_integers(self, ("max_tokens",))
-        one_of(self.preprocessing, self.FIXED["preprocessing"], "preprocessing")
-
-    @property
-    def prepared(self) -> bool:
-        """Whether the corpus is a prepared corpus (module docstring), not the plays or a text file with the BPE."""
-        defaults = all(getattr(self, name) == getattr(TextConfig, name) for name in CORPUS_OPTIONS)
-        return not (defaults and corpus.takes_text_path(self.corpus))
-
-    def model_config(self, vocab_size: int) -> TransformerConfig:
-        return self.transformer_config(vocab_size=vocab_size, max_len=self.seq_len)
 
 
 # ---------------------------------------------------------------------------------------------- batches

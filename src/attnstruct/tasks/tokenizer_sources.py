@@ -207,8 +207,9 @@ def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) ->
 def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
     from ..checkpoints.zoo.cache import cache_dir
     from ..results import write_atomically
-    from .corpus import MAX_BPE_VOCAB, MIN_BPE_VOCAB, train_tokenizer
+    from .corpus import train_tokenizer
     from .corpus_sources import CorpusError
+    from .text_config import MAX_BPE_VOCAB, MIN_BPE_VOCAB
 
     if vocab < MIN_BPE_VOCAB:
         raise CorpusError(f"{spec}: a byte-level BPE needs a vocabulary of at least 300 (256 bytes + merges)")

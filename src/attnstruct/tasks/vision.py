@@ -43,12 +43,10 @@ from torch.nn import functional as F
 
 from ..training import engine
 from ..training import processes as many_runs
-from ..training.config import one_of, positive_integers
-from ..training.model import Encoder, TransformerConfig, init_bert_
-from .images import IMAGE_SIZE, SOURCES, ImageData, load_images, patchify, quantise
+from ..training.model import Encoder, init_bert_
+from .images import ImageData, load_images, patchify, quantise
+from .vision_config import CAUSAL, VisionConfig
 
-OBJECTIVES = ("classify", "classify-mean", "masked", "next-patch")
-CAUSAL = {"classify": False, "classify-mean": False, "masked": False, "next-patch": True}
 CLASSIFIERS = ("classify", "classify-mean")  # objectives with a 10-class head
 DESCRIPTIONS = {
     "classify": "supervised classification from [CLS], bidirectional (as ViT, DeiT)",
@@ -58,61 +56,6 @@ DESCRIPTIONS = {
 }
 VAL_SEED = 20250216  # the validation masks are the same at every evaluation
 _HEAD_STREAMS = ("classify", "masked", "next-patch", "classify-mean")  # the head's seed offset (added last)
-
-
-# ---------------------------------------------------------------------------------------------- configuration
-
-
-@dataclass(frozen=True)
-class VisionConfig(engine.RunConfig):
-    """Everything that determines a vision run. Defaults: notebook 07's quick profile (the shared fields of
-    :class:`attnstruct.training.engine.RunConfig` that notebook 07 sets otherwise are overridden here)."""
-
-    KIND: ClassVar[str] = "vision training"
-    OBJECTIVES: ClassVar[tuple[str, ...]] = OBJECTIVES
-    CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES}
-    FIXED: ClassVar[dict[str, tuple[str, ...]]] = {**engine.RunConfig.FIXED, "objective": OBJECTIVES, "source": SOURCES}
-
-    objective: str = "classify"
-    steps: int = 800
-    batch_size: int = 32
-    lr: float = 0.001
-    warmup: int = 100
-    schedule: str = "cosine"
-    log_every: int = 50
-    eval_every: int = 250
-    checkpoint_every: int = 500
-    weight_decay: float = 0.05
-    mask_rate: float = 0.4
-    d_model: int = 64
-    norm: str = "pre"
-    ffn_mult: int = 4
-    patch_size: int = 2
-    levels: int = 4
-    source: str = "sklearn-digits"
-    n_images: int = 1797
-    val_fraction: float = 0.2
-
-    def validate_task(self) -> None:
-        one_of(self.source, self.FIXED["source"], "image source")
-        positive_integers(self, ("ffn_mult", "patch_size"))
-        if IMAGE_SIZE % self.patch_size:
-            raise ValueError(f"patch_size {self.patch_size} does not divide the image size {IMAGE_SIZE}")
-        if not isinstance(self.levels, int) or isinstance(self.levels, bool) or not 2 <= self.levels <= 17:
-            raise ValueError(f"levels must be an integer in [2, 17], got {self.levels!r}")
-        if not 0.0 < self.val_fraction < 1.0:
-            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
-        if not isinstance(self.n_images, int) or self.n_images < 20:
-            raise ValueError(f"n_images must be an integer >= 20, got {self.n_images!r}")
-
-    @property
-    def n_patches(self) -> int:
-        return (IMAGE_SIZE // self.patch_size) ** 2
-
-    def model_config(self) -> TransformerConfig:
-        # vocab_size is unused: the Encoder takes embeddings
-        return self.transformer_config(vocab_size=1, max_len=self.n_patches + 1, ffn_mult=self.ffn_mult)
 
 
 # ---------------------------------------------------------------------------------------------- the model

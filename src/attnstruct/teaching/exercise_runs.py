@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ..tasks import images, text, toy_tasks, vision
+from ..tasks import images, text, text_config, toy_tasks, vision_config
 
 COPY_EXERCISE = {
     "vocab": 16,
@@ -76,12 +76,12 @@ EXERCISE = {
 }
 
 
-def exercise_config(objective: str, init: str = "bert", seed: int = 0) -> text.TextConfig:
+def exercise_config(objective: str, init: str = "bert", seed: int = 0) -> text_config.TextConfig:
     """A tiny exercise run: the settings of ``EXERCISE`` with this objective, initialisation and seed."""
-    return text.TextConfig(objective=objective, init=init, seed=seed, **EXERCISE)
+    return text_config.TextConfig(objective=objective, init=init, seed=seed, **EXERCISE)
 
 
-def exercise_run(config: text.TextConfig, folder: str | os.PathLike, cache=None) -> xr.Dataset:
+def exercise_run(config: text_config.TextConfig, folder: str | os.PathLike, cache=None) -> xr.Dataset:
     """Train a tiny run in ``folder/<run name>-<digest>`` (or reuse it there) and return its records over
     ``step`` and ``layer``."""
     return text.train(config, Path(folder) / f"{config.run_name()}-{config.digest()}", cache=cache)
@@ -151,9 +151,9 @@ VISION_EXERCISE = {
 }
 
 
-def vision_exercise_config(objective: str, seed: int = 0) -> vision.VisionConfig:
+def vision_exercise_config(objective: str, seed: int = 0) -> vision_config.VisionConfig:
     """A tiny exercise model of notebook 07: the settings of ``VISION_EXERCISE`` with this objective and seed."""
-    return vision.VisionConfig(objective=objective, seed=seed, **VISION_EXERCISE)
+    return vision_config.VisionConfig(objective=objective, seed=seed, **VISION_EXERCISE)
 
 
 def vision_exercise_images() -> images.ImageData:

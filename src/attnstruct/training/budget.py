@@ -51,7 +51,7 @@ PEAK_BF16_FLOPS = {  # dense bf16 tensor-core peak, FLOP/s, by a part of the nam
 
 def flops_per_token(model_config, seq_len: int, head_fraction: float = 1.0) -> float:
     """Training FLOPs per token (module docstring) of a model of ``model_config``
-    (:class:`~attnstruct.training.model.TransformerConfig`: ``d_model``, ``n_layers``, ``ffn_mult``,
+    (:class:`~attnstruct.training.model_config.TransformerConfig`: ``d_model``, ``n_layers``, ``ffn_mult``,
     ``vocab_size``) on sequences of ``seq_len`` tokens, the head on ``head_fraction`` of the positions."""
     if not 0.0 <= head_fraction <= 1.0:
         raise ValueError(f"head_fraction must be in [0, 1], got {head_fraction!r}")

@@ -7,8 +7,8 @@ every folder, so the network has one definition. transformers imports these file
 never import a file they find in a folder (a run folder is untrusted input).
 
 The vision task's snapshots get neither: their patch embedding and objective heads are built from a
-:class:`~attnstruct.tasks.vision.VisionConfig` that the snapshot does not record, so only ``attnstruct score`` and
-safetensors readers open them.
+:class:`~attnstruct.tasks.vision_config.VisionConfig` that the snapshot does not record, so only ``attnstruct score``
+and safetensors readers open them.
 """
 
 from __future__ import annotations

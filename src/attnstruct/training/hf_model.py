@@ -21,7 +21,8 @@ import torch
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutput, MaskedLMOutput
 
-from .model import LanguageModel, TransformerConfig, init_bert_
+from .model import LanguageModel, init_bert_
+from .model_config import TransformerConfig
 
 
 class _AttnstructConfig(PretrainedConfig):

@@ -15,9 +15,11 @@ may be a link out of the folder (:func:`attnstruct.untrusted.inside`; an atomic 
 it). Each refusal is one ValueError line that says what to do.
 
 The code that determines a run is :data:`TRAINING_CODE` (the loop, the model, what is recorded, the scores) and the
-task's own modules: the module that defines the run's configuration class and the modules of ``attnstruct.tasks``
-it imports (its data). The digest reads their syntax trees without docstrings, so an edit of prose, comments or
-layout keeps every finished run, and an edit of any other module (a notebook's analysis, the teaching aids) too.
+task's own modules: the module that defines the run's configuration class, the task module it names
+(``TASK_MODULE``: the batches and the loss, kept apart from the configuration so that reading a configuration needs no
+torch) and the modules of ``attnstruct.tasks`` they import (its data). The digest reads their syntax trees without
+docstrings, so an edit of prose, comments or layout keeps every finished run, and an edit of any other module (a
+notebook's analysis, the teaching aids) too.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ TRAINING_CODE = (
     "attnstruct.training.config",
     "attnstruct.training.engine",
     "attnstruct.training.model",
+    "attnstruct.training.model_config",
     "attnstruct.training.records",
+    "attnstruct.training.run_config",
     "attnstruct.training.run_folder",
     "attnstruct.training.step",
 )
@@ -75,12 +79,13 @@ def _tasks_imported(module: str, root: Path) -> set[str]:
 
 def code_modules(config, root: Path = PACKAGE) -> tuple[str, ...]:
     """The modules whose code determines a run of ``config``: :data:`TRAINING_CODE`, the module of the
-    configuration's class, and (for a task of ``attnstruct.tasks``) the task modules it imports, and those they
-    import in turn; sorted."""
-    task = type(config).__module__
-    modules = {*TRAINING_CODE, task}
-    if task.startswith(TASKS + "."):
-        pending = [task]
+    configuration's class, the task's module the configuration names in ``TASK_MODULE`` (its batches and loss: the
+    configuration lives apart, without torch), and (for modules of ``attnstruct.tasks``) the task modules they
+    import, and those they import in turn; sorted."""
+    own = {type(config).__module__, getattr(config, "TASK_MODULE", None) or type(config).__module__}
+    modules = {*TRAINING_CODE, *own}
+    if any(module.startswith(TASKS + ".") for module in own):
+        pending = [module for module in own if module.startswith(TASKS + ".")]
         while pending:
             found = _tasks_imported(pending.pop(), root) - modules
             modules |= found
