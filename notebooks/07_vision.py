@@ -343,28 +343,27 @@ plt.show()
 
 # %%
 lines = []
-for objective in vision_study.learning_by_objective(learning, levels):
+for arm in vision_study.learning_by_objective(learning, levels):
     losses = ", ".join(
-        prose.fill("{loss} (seed {seed}, {met})", run)
-        for run in vision_study.seed_losses(learning, objective.objective)
+        prose.fill("{loss} (seed {seed}, {met})", run) for run in vision_study.seed_losses(learning, arm.objective)
     )
     lines.append(
         prose.fill(
             "- `{objective}`: context-free loss {context_free} nats (the class frequencies of the training labels; a "
             "uniform guess scores {uniform}); learned means a final validation loss below {threshold}, {margin} below "
             "it."
-            if objective.classifier
+            if arm.classifier
             else "- `{objective}`: context-free loss {context_free} nats (the grey-level frequencies of the training "
             "pixels; a uniform guess scores {uniform}); learned means a final validation loss below {threshold}, "
             "{margin} below it.",
-            objective,
+            arm,
         )
         + f" Final validation loss {losses}: "
         + prose.fill(
             "{met} of {seeds} met it; final validation accuracy {accuracy} (chance {chance})."
-            if objective.classifier
+            if arm.classifier
             else "{met} of {seeds} met it.",
-            objective,
+            arm,
         )
     )
 prose.show("\n".join(lines))
