@@ -102,8 +102,8 @@ import numpy as np
 import torch
 
 from attnstruct import factor_scores, notebooks, reference, results, stats, symmetry_score, work
-from attnstruct.analyses import paper_comparison, plans, vision_objectives, vision_results, vision_sentences
-from attnstruct.analyses import training_titles as titles
+from attnstruct.analyses import nb07_vision as vision_study
+from attnstruct.analyses import paper_comparison, plans
 from attnstruct.checkpoints import tables
 from attnstruct.checkpoints.extract import count_parameters
 from attnstruct.report import plotting, prose
@@ -114,10 +114,16 @@ plotting.set_style()
 torch.set_num_threads(1)
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("07_vision", globals())  # recorded with the dataset
-objectives, configs = vision_results.plan_runs(parameters)  # every objective by every seed, in one order
-COLORS, LABELS = vision_results.COLORS, vision_results.LABELS
+objectives, configs = vision_study.plan_runs(parameters)  # every objective by every seed, in one order
+COLORS, LABELS = vision_study.COLORS, vision_study.LABELS
 reported = paper_comparison.reported_vision(reference.reference_table())  # the authors' values
-prose.show(vision_sentences.describe_reported(reported))
+prose.say(
+    "The paper's vision encoders score a median symmetry over layers of {encoders}: supervised ViT and DeiT "
+    "{supervised}, masked image modelling (BEiT, MAE, DiT) {masked}. The one autoregressive image model, iGPT, scores "
+    "{igpt} (directionality {igpt_directionality}). These are the authors' values (their result files, without the "
+    "entries flagged as extraction problems), not ours.",
+    vision_study.reported_facts(reported),
+)
 
 # %% [markdown]
 # ## 1. Images and patches
@@ -142,7 +148,7 @@ prose.show(vision_sentences.describe_reported(reported))
 # %%
 data = images.load_images(source, n_images, val_fraction)
 print(f"{data.source}: {len(data.train_images)} training and {len(data.val_images)} validation images")
-example = vision_results.example_panels(data, patch_size, levels, mask_rate, seed)
+example = vision_study.example_panels(data, patch_size, levels, mask_rate, seed)
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(2, 8, figsize=(12, 3.4))
@@ -166,7 +172,13 @@ for ax in axes.flat:
     ax.set_yticks([])
 for ax in axes[1][5:]:
     ax.axis("off")
-plotting.message_title(fig, titles.digit_examples(example, patch_size, levels), y=1.08)
+shown = vision_study.examples_shown(example, patch_size, levels)
+title = prose.fill(
+    "{images}, and the first as the objectives see it: {patches} of {patch_size} pixels,\n"
+    "{masked} of them masked, {levels} grey levels as targets, and the causal reading order",
+    shown,
+)
+plotting.message_title(fig, title, y=1.08)
 _ = plotting.savefig(fig, figures_dir / "07_images")
 plt.show()
 
@@ -220,10 +232,18 @@ plt.show()
 #   nothing about `classify`'s median over layers against the other objectives.
 #
 # The comparisons that follow, each a difference between two objectives of the same seed and each tested in
-# section 6, then those the theory leaves open (they are described there, never given a verdict):
+# section 6:
 
 # %%
-prose.show(vision_sentences.describe_predictions())
+predicted = [prose.fill("- {claim}: {sign}; {why}.", p) for p in vision_study.predictions_declared()]
+prose.show("**Predicted** (treated minus baseline, per seed):\n\n" + "\n".join(predicted))
+
+# %% [markdown]
+# **Not predicted** (described in section 6, never given a verdict):
+#
+# - `classify` against `masked` or `next-patch` (median over layers): one query in the last layer, a symmetric drive
+#   of unknown strength below it.
+# - `classify-mean` against `masked`: both predicted symmetric, in no order.
 
 # %% [markdown]
 # **The analysis plan, declared before the runs.** The four predictions form one family of claims. The first, the
@@ -235,9 +255,9 @@ prose.show(vision_sentences.describe_predictions())
 # notebook's seeds, before and after the correction.
 
 # %%
-reach = plans.seed_reach(vision_objectives.PLAN, n_seeds)
-prose.show(vision_objectives.PLAN.describe(reach))
-prose.show(prose.markdown_table(vision_objectives.PLAN.table(reach)))
+reach = plans.seed_reach(vision_study.PLAN, n_seeds)
+prose.show(vision_study.PLAN.describe(reach))
+prose.show(prose.markdown_table(vision_study.PLAN.table(reach)))
 
 # %% [markdown]
 # **Training.** The runs are trained side by side, `workers` at a time, one thread each. A run is a pure function
@@ -271,7 +291,7 @@ print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)"
 # for the pixel objectives; every pixel is a `next-patch` target, and any patch is masked with the same chance).
 #
 # **The criterion.** A run has learned when its final validation loss lies below $(1 - m) H$, a margin $m$ of
-# the context-free loss below it (`vision_objectives.LEARNING_MARGIN`, printed below as a percentage): the image
+# the context-free loss below it (`LEARNING_MARGIN` of `attnstruct.analyses.nb07_vision`, printed below as a percentage): the image
 # must explain that share of the targets' entropy. Matching the frequencies explains none of it, so a run that
 # passes used its input. The criterion is applied to every objective and seed (in each panel the context-free loss
 # is dash-dotted, the criterion's threshold dotted); a prediction of section 6 rests on the runs of its two
@@ -281,10 +301,10 @@ print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)"
 # by the criterion.
 
 # %%
-summary = vision_objectives.final_summary(runs)  # per objective and seed: final scores, validation loss and accuracy
-learning = vision_objectives.learning_table(summary, vision_objectives.context_free_losses(data, objectives, levels))
-learned = vision_objectives.learned_objectives(learning)
-criterion = vision_objectives.thresholds(learning)
+summary = vision_study.final_summary(runs)  # per objective and seed: final scores, validation loss and accuracy
+learning = vision_study.learning_table(summary, vision_study.context_free_losses(data, objectives, levels))
+learned = vision_study.learned_objectives(learning)
+criterion = vision_study.learning_thresholds(learning)
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(objectives) + 1, figsize=(3.6 * (len(objectives) + 1), 3.6), sharex=True)
@@ -294,7 +314,7 @@ for ax, objective in zip(axes, objectives):
         ax.plot(runs.step[1:], cell.train_loss.sel(seed=s)[1:], color=COLORS[objective], lw=0.8, alpha=0.6)
     val = cell.val_loss.dropna("step", how="all").mean("seed")
     ax.plot(val.step, val, "o-", color=COLORS[objective], label="validation, mean over seeds")
-    ax.axhline(vision_objectives.uniform_loss(objective, levels), color="0.4", ls="--", lw=1, label="uniform guess")
+    ax.axhline(vision_study.uniform_loss(objective, levels), color="0.4", ls="--", lw=1, label="uniform guess")
     ax.axhline(criterion.context_free[objective], color="0.4", ls="-.", lw=1, label="context-free loss")
     ax.axhline(criterion.threshold[objective], color="0.2", ls=":", lw=1.2, label="learned below this")
     ax.set(xlabel="step", title=LABELS[objective])
@@ -309,14 +329,54 @@ for objective in [o for o in objectives if o in vision.CLASSIFIERS]:
 ax.axhline(1 / data.n_classes, color="0.4", ls="--", lw=1, label="chance")
 ax.set(xlabel="step", ylabel="validation accuracy", ylim=(0, 1), title="classifiers: accuracy, per seed")
 ax.legend(fontsize=8)
-plotting.message_title(fig, titles.vision_learning(learning))
+overall = vision_study.learning_facts(learning)
+title = prose.fill("Every run learned" if overall.all_learned else "{learned} of {runs} learned", overall) + prose.fill(
+    ": the final validation losses explain {gain} of the targets' context-free entropy (learning asks {margin})",
+    overall,
+)
+if overall.any_accuracy:
+    title += prose.fill(";\nthe classifiers reach {accuracy} validation accuracy", overall)
+plotting.message_title(fig, title)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_losses")
 plt.show()
 
 # %%
-prose.show(vision_sentences.describe_learning(learning, levels))
-prose.show(vision_sentences.describe_gate(learned))
+lines = []
+for arm in vision_study.learning_by_objective(learning, levels):
+    losses = ", ".join(
+        prose.fill("{loss} (seed {seed}, {met})", run) for run in vision_study.seed_losses(learning, arm.objective)
+    )
+    lines.append(
+        prose.fill(
+            "- `{objective}`: context-free loss {context_free} nats (the class frequencies of the training labels; a "
+            "uniform guess scores {uniform}); learned means a final validation loss below {threshold}, {margin} below "
+            "it."
+            if arm.classifier
+            else "- `{objective}`: context-free loss {context_free} nats (the grey-level frequencies of the training "
+            "pixels; a uniform guess scores {uniform}); learned means a final validation loss below {threshold}, "
+            "{margin} below it.",
+            arm,
+        )
+        + f" Final validation loss {losses}: "
+        + prose.fill(
+            "{met} of {seeds} met it; final validation accuracy {accuracy} (chance {chance})."
+            if arm.classifier
+            else "{met} of {seeds} met it.",
+            arm,
+        )
+    )
+prose.show("\n".join(lines))
+gate = vision_study.learning_gate(learned)
+prose.say(
+    "Every run of {objectives} met the criterion: the predictions of section 6 are tested on runs that learned."
+    if gate.all_learned
+    else "Not every run of {failed} met the criterion. The predictions that rest on {them} ({claims}) read "
+    "*{verdict}: {reason}*, whatever their scores show."
+    if gate.any_claims
+    else "Not every run of {failed} met the criterion. No prediction rests on them.",
+    gate,
+)
 
 # %% [markdown]
 # ## 4. Symmetry and directionality against training steps
@@ -333,26 +393,37 @@ prose.show(vision_sentences.describe_gate(learned))
 # have moved.
 
 # %%
-pools = vision_objectives.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
+pools = vision_study.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharex=True)
-for ax, score in zip(axes, vision_objectives.SCORES, strict=True):
+for ax, score in zip(axes, vision_study.SCORES, strict=True):
     plotting.null_band(ax, pools[score, "median"], "random matrices")
     for k, objective in enumerate(objectives):
         low, mid, high = plotting.quartiles(runs[score].sel(objective=objective))
         ax.plot(runs.step, mid, color=COLORS[objective], lw=2, label=LABELS[objective])
-        x, y, bars = vision_results.bar_points(runs.step, low, mid, high, k, len(objectives))
+        x, y, bars = vision_study.bar_points(runs.step, low, mid, high, k, len(objectives))
         ax.errorbar(x, y, yerr=bars, fmt="o", ms=3, color=COLORS[objective], elinewidth=1, capsize=2)
     ax.set(xlabel="step", ylabel=f"{score} score", title=f"{score}: median over layers (bars: IQR)")
 axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-plotting.message_title(fig, titles.vision_trajectories(summary, all(learned.values())))
+ordering = vision_study.primary_ordering(summary, all(learned.values()))
+title = prose.fill(
+    "{treated} ends {direction} {baseline} in {score} ({place}) in {agreeing} of {seeds};\n"
+    if ordering.can_tell
+    else "Both scores during training ({reason});\n",
+    ordering,
+) + prose.fill("final median symmetry over layers (median over seeds): {ends}", ordering)
+plotting.message_title(fig, title)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_scores_over_training")
 plt.show()
 
 # %%
-prose.show(vision_sentences.describe_trajectories(runs))
+trajectories = [
+    prose.fill("- `{objective}`: highest {peak} at step {peak_step}, {end} at the end (step {end_step}).", curve)
+    for curve in vision_study.trajectories(runs)
+]
+prose.show("Median symmetry over layers, mean over seeds:\n\n" + "\n".join(trajectories))
 
 # %% [markdown]
 # ## 5. One line per layer
@@ -369,14 +440,14 @@ fig, axes = plt.subplots(
 )
 shades = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
 for column, objective in enumerate(objectives):
-    for row, score in enumerate(vision_objectives.SCORES):
+    for row, score in enumerate(vision_study.SCORES):
         ax = axes[row, column]
         plotting.null_band(ax, pools[score, "last"], "one random layer")
-        spread = vision_results.layer_spread(runs, score, objective)
+        spread = vision_study.layer_spread(runs, score, objective)
         for layer in runs.layer.values:
             curve = spread.sel(layer=layer)
             ax.plot(runs.step, curve["mean"], color=shades[layer], label=f"layer {layer}")
-            x, y, bars = vision_results.bar_points(
+            x, y, bars = vision_study.bar_points(
                 runs.step, curve["low"], curve["mean"], curve["high"], int(layer), n_layers, n_bars=4
             )
             ax.errorbar(x, y, yerr=bars, fmt="o", ms=3, color=shades[layer], elinewidth=1, capsize=2)
@@ -384,13 +455,24 @@ for column, objective in enumerate(objectives):
         if row == 1:
             ax.set_xlabel("step")
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.message_title(fig, titles.vision_last_layer(summary, all(learned.values())))
+ordering = vision_study.last_layer_ordering(summary, all(learned.values()))
+title = prose.fill(
+    "{treated} ends {direction} {baseline} in {score} ({place}) in {agreeing} of {seeds};\n"
+    if ordering.can_tell
+    else "Every layer during training ({reason});\n",
+    ordering,
+) + prose.fill("last layer's final symmetry (mean over seeds): {ends}", ordering)
+plotting.message_title(fig, title)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_scores_per_layer")
 plt.show()
 
 # %%
-prose.show(vision_sentences.describe_layers(runs))
+layers = [
+    prose.fill("- `{objective}`: {values} (layer {first} to {last}).", layer)
+    for layer in vision_study.final_layers(runs)
+]
+prose.show("Final symmetry of each layer, mean over seeds:\n\n" + "\n".join(layers))
 
 # %% [markdown]
 # ## 6. Where the runs end, against random matrices and against the predictions
@@ -411,7 +493,7 @@ summary.round(3)
 # tests come next.
 
 # %%
-comparison = vision_objectives.compare_objectives(
+comparison = vision_study.compare_objectives(
     summary,
     d_model=d_model,
     n_heads=n_heads,
@@ -420,7 +502,20 @@ comparison = vision_objectives.compare_objectives(
     seed=seed,
     learned=learned,
 )
-prose.show(vision_sentences.describe_null_tables(comparison.nulls))
+for heading, score, place in (
+    ("Final median symmetry over layers", "symmetry", "median"),
+    ("Final symmetry of the last layer", "symmetry", "last"),
+    ("Final median directionality over layers", "directionality", "median"),
+):
+    rows = [
+        prose.fill(
+            "- `{objective}`: {values} over {seeds} (mean {mean}); null percentile {percentiles}; {outside} of {n} "
+            "outside the null's 95% range [{null_low}, {null_high}] (centre {centre}), {above} above it.",
+            row,
+        )
+        for row in vision_study.against_null(comparison.nulls, score, place)
+    ]
+    prose.show(f"**{heading}**, per objective:\n\n" + "\n".join(rows))
 
 # %% [markdown]
 # **Against the predictions.** Each prediction of section 2 is a difference between two objectives, paired
@@ -444,7 +539,20 @@ prose.show(vision_sentences.describe_null_tables(comparison.nulls))
 
 # %%
 prose.show(stats.describe_reach(comparison.n_seeds, alpha=comparison.alpha, what="every prediction"))
-prose.show("\n".join(vision_sentences.describe_effects(comparison)))
+verdicts = vision_study.overall_verdict(comparison)
+statement = [f"- {effect.sentence()}" for effect in comparison.effects]
+statement += [f"- not tested: {reason}" for reason in comparison.untested]
+statement.append(
+    prose.fill(
+        "\n**Overall: {verdict}** ({held} of {tested} tested predictions hold, {failed} do not, {undecided} cannot be "
+        "told at this scale, {unlearned} of them because the runs did not learn)."
+        if verdicts.any_unlearned
+        else "\n**Overall: {verdict}** ({held} of {tested} tested predictions hold, {failed} do not, {undecided} "
+        "cannot be told at this scale).",
+        verdicts,
+    )
+)
+prose.show("\n".join(statement))
 
 # %% [markdown]
 # Where the theory makes no prediction (`classify`'s median over layers against the other objectives), the runs
@@ -453,8 +561,17 @@ prose.show("\n".join(vision_sentences.describe_effects(comparison)))
 # where the estimate sits in it, and the verdict.
 
 # %%
-prose.show(vision_sentences.describe_unpredicted(summary))
-comparison.table(vision_objectives.VERDICT_COLUMNS).round(3)
+unpredicted = [
+    prose.fill(
+        "`classify` ends below `{other}` in {below} of {seeds} (median symmetry over layers, mean difference "
+        "{difference}).",
+        pair,
+    )
+    for pair in vision_study.unpredicted(summary)
+]
+if unpredicted:
+    prose.show("Where the theory predicts nothing (`classify`'s median over layers): " + " ".join(unpredicted))
+comparison.table(vision_study.VERDICT_COLUMNS).round(3)
 
 # %% [markdown]
 # ## 7. Local vision checkpoints (optional)
@@ -467,8 +584,14 @@ comparison.table(vision_objectives.VERDICT_COLUMNS).round(3)
 
 # %%
 scored = tables.score_local_checkpoints(local_models)
-local = vision_results.local_summary(scored)
-prose.show(vision_sentences.describe_local(local))
+local = vision_study.local_summary(scored)
+checkpoints = vision_study.local_facts(local)
+prose.say(
+    "{checkpoints} scored: {names}; their summary below."
+    if checkpoints.any
+    else "No local checkpoints given (parameter `local_models`).",
+    checkpoints,
+)
 None if local.empty else local.round(3)
 
 # %% [markdown]
@@ -486,13 +609,13 @@ None if local.empty else local.round(3)
 # values per group.
 
 # %%
-groups = vision_results.comparison_groups(objectives, with_local=scored is not None)
-points = vision_results.comparison_points(groups, summary, reported, local)
+groups = vision_study.comparison_groups(objectives, with_local=scored is not None)
+points = vision_study.comparison_points(groups, summary, reported, local)
 
 # %% tags=["hide-input"]
 markers = {"ours": "o", "local": "D"}
 fig, axes = plt.subplots(2, 1, figsize=(12, 8), sharex=True)
-for ax, score in zip(axes, vision_objectives.SCORES, strict=True):
+for ax, score in zip(axes, vision_study.SCORES, strict=True):
     for (kind, color), rows in points[points.score == score].groupby(["kind", "color"], sort=False):
         if kind == "paper":
             ax.scatter(rows.x, rows["median"], s=22, facecolors="none", edgecolors=color, alpha=0.6)
@@ -507,12 +630,19 @@ axes[1].scatter([], [], facecolors="none", edgecolors=plotting.NEUTRAL_COLOR, la
 if scored is not None:
     axes[1].scatter([], [], marker="D", color=plotting.NEUTRAL_COLOR, label="local checkpoints")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.message_title(fig, titles.vision_beside_paper(summary, reported, local))
+beside = vision_study.beside_paper(summary, reported, local)
+title = prose.fill(
+    "Our {runs} beside the paper's {models}:\nmedian symmetry over layers {ours} against {theirs}, {stacks} {local}"
+    if beside.any_local
+    else "Our {runs} beside the paper's {models}:\nmedian symmetry over layers {ours} against {theirs}",
+    beside,
+)
+plotting.message_title(fig, title)
 _ = plotting.savefig(fig, figures_dir / "07_vs_paper")
 plt.show()
 
 # %%
-vision_results.reported_ranges(reported)
+vision_study.reported_ranges(reported)
 
 # %% [markdown]
 # ## 9. Save
@@ -524,13 +654,14 @@ vision_results.reported_ranges(reported)
 # verdict, the table of effects (`verdicts`, JSON) and the learning margin (`learning_margin`).
 
 # %%
-dataset = vision_results.results_dataset(
+dataset = vision_study.results_dataset(
     runs,
     summary,
     learning,
     comparison,
     parameters=parameters,
     source=data.source,
+    statement="\n".join(statement),
     scored=scored,
     local_models=local_models,
 )

@@ -1,7 +1,5 @@
 """The figures' message titles: every number in them is computed from the data they are given."""
 
-from types import SimpleNamespace
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -238,51 +236,3 @@ def test_symmetry_persistence_counts_the_seeds_above_the_baseline():
     few = training_titles.symmetry_persistence(toy_starts(seeds=2)[0])
     assert few.startswith("How long each start's symmetry lasts (2 seeds")
     assert few.endswith("mean over seeds:\nbert +0.20, symmetric +0.30")
-
-
-def test_digit_examples_counts_the_patches_and_the_masked_ones():
-    masked = np.zeros((4, 4))
-    masked[:2, :2] = np.nan  # one 2x2 patch
-    example = SimpleNamespace(images=np.zeros((8, 4, 4)), panels={"masked input": masked}, order=np.zeros((2, 2)))
-    text = training_titles.digit_examples(example, 2, 4)
-    assert text.startswith("8 training digits") and "4 patches of 2x2 pixels,\n1 of them masked, 4 grey levels" in text
-
-
-def toy_summary(seeds=5):
-    """Notebook 07's final summary: masked above next-patch in every seed but the first, and a classifier."""
-    rows = []
-    for seed in range(seeds):
-        for objective, value in (("masked", 0.3), ("next-patch", 0.1), ("classify", 0.0), ("classify-mean", 0.2)):
-            value = 0.5 if (objective, seed) == ("next-patch", 0) else value
-            rows.append({"objective": objective, "seed": seed, "symmetry_median": value, "symmetry_last": value})
-    return pd.DataFrame(rows)
-
-
-def test_vision_titles_count_the_predicted_seeds():
-    text = training_titles.vision_trajectories(toy_summary())
-    assert text.startswith("masked ends above next-patch in symmetry (median over layers) in 4 of 5 seeds")
-    assert "masked +0.30, next-patch +0.10" in text
-    last = training_titles.vision_last_layer(toy_summary())
-    assert last.startswith("classify-mean ends above classify in symmetry (last layer) in 5 of 5 seeds")
-    assert training_titles.vision_trajectories(toy_summary(seeds=2)).startswith("Both scores during training (2 seeds")
-    beside = training_titles.vision_beside_paper(toy_summary(), pd.DataFrame({"symmetry_median": [0.1, 0.4]}))
-    assert beside == (
-        "Our 20 runs beside the paper's 2 vision models:\nmedian symmetry over layers +0.00 to +0.50 against "
-        "+0.10 to +0.40"
-    )
-
-
-def test_vision_learning_counts_the_runs_and_their_gain():
-    learning = pd.DataFrame(
-        {
-            "learned": [True, False],
-            "gain": [0.5, 0.1],
-            "margin": [0.2, 0.2],
-            "val_accuracy": [0.9, np.nan],
-        }
-    )
-    assert training_titles.vision_learning(learning) == (
-        "1 of 2 runs learned: the final validation losses explain 10% to 50% of the targets' context-free entropy "
-        "(learning asks 20%);\n"
-        "the classifiers reach 90% validation accuracy"
-    )

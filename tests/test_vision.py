@@ -8,7 +8,7 @@ import torch
 import xarray as xr
 
 from attnstruct import factor_scores
-from attnstruct.analyses import vision_objectives, vision_sentences
+from attnstruct.analyses import nb07_vision as vision_study
 from attnstruct.tasks import images as I
 from attnstruct.tasks import vision as V
 from attnstruct.tasks import vision_config
@@ -206,25 +206,26 @@ def test_train_many_in_processes_matches_one_process(tmp_path):
 # ---------------------------------------------------------------------------------------------- summaries
 
 
-def test_sentences_from_tiny_runs(tiny_runs):
+def test_facts_from_tiny_runs(tiny_runs):
     runs = V.combine(list(tiny_runs.values()))
     data = I.load_images("sklearn-digits", TINY["n_images"], 0.2)
-    baselines = vision_objectives.context_free_losses(data, vision_config.OBJECTIVES, 4)
-    learning = vision_objectives.learning_table(vision_objectives.final_summary(runs), baselines)
-    lines = vision_sentences.describe_learning(learning, levels=4).splitlines()
-    assert len(lines) == len(vision_config.OBJECTIVES)
-    assert "a uniform guess scores 2.30" in lines[0] and "chance 10%" in lines[1]
-    assert "a uniform guess scores 1.39" in lines[2] and "accuracy" not in lines[2]
-    assert "the grey-level frequencies of the training pixels" in lines[3]
-    assert vision_sentences.describe_trajectories(runs).count("highest") == len(vision_config.OBJECTIVES)
-    assert (
-        vision_sentences.describe_unpredicted(vision_objectives.final_summary(runs)).count("`classify` ends below") == 3
-    )
+    baselines = vision_study.context_free_losses(data, vision_config.OBJECTIVES, 4)
+    learning = vision_study.learning_table(vision_study.final_summary(runs), baselines)
+    facts = vision_study.learning_by_objective(learning, levels=4)
+    assert [f.objective for f in facts] == list(vision_config.OBJECTIVES)
+    assert [f.uniform for f in facts] == ["2.30", "2.30", "1.39", "1.39"]
+    assert [f.classifier for f in facts] == [o in V.CLASSIFIERS for o in vision_config.OBJECTIVES]
+    assert [f.objective for f in vision_study.trajectories(runs)] == list(vision_config.OBJECTIVES)
+    assert [f.other for f in vision_study.unpredicted(vision_study.final_summary(runs))] == [
+        "masked",
+        "next-patch",
+        "classify-mean",
+    ]
 
 
 def test_final_summary(tiny_runs):
     runs = V.combine(list(tiny_runs.values()))
-    table = vision_objectives.final_summary(runs)
+    table = vision_study.final_summary(runs)
     assert list(table.objective) == list(vision_config.OBJECTIVES)
     row = table[table.objective == "masked"].iloc[0]
     assert row.symmetry_median == pytest.approx(float(np.median(tiny_runs["masked"].symmetry.isel(step=-1))))

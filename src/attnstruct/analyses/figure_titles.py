@@ -1,6 +1,7 @@
-"""Message titles of the figures of notebooks 01 to 04 and 08 (05 to 07: :mod:`attnstruct.analyses.training_titles`):
-each says what its figure shows, in words, with every number in it computed from the data the figure draws (never
-typed), so that a reader who only glances at the figure gets its finding. A notebook passes a function's string to
+"""Message titles of the figures of notebooks 01 to 04 and 08 (05 and 06: :mod:`attnstruct.analyses.training_titles`;
+07 and 09: templates in the notebook): each says what its figure shows, in words, with every number in it computed
+from the data the figure draws (never typed), so that a reader who only glances at the figure gets its finding. A
+notebook passes a function's string to
 :func:`attnstruct.report.plotting.message_title`.
 
 The titles describe what was drawn; the verdicts on the paper's claims stay with :mod:`attnstruct.stats` and the

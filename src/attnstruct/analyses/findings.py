@@ -26,7 +26,7 @@ from pathlib import Path
 import xarray as xr
 
 from .. import results, stats
-from . import gates, paper_comparison, pretrained, training_dynamics, vision_objectives
+from . import gates, nb07_vision, paper_comparison, pretrained, training_dynamics
 
 ALPHA = 0.05
 
@@ -98,13 +98,13 @@ def training_symmetry_gap(ds: xr.Dataset) -> Outcome:
 
 
 def vision_prediction(claim: str) -> Callable[[xr.Dataset], Outcome]:
-    """07: one prediction of :data:`attnstruct.analyses.vision_objectives.PREDICTIONS`, by its claim."""
+    """07: one prediction of :data:`attnstruct.analyses.nb07_vision.PREDICTIONS`, by its claim."""
 
     def measure(ds: xr.Dataset) -> Outcome:
         p = parameters(ds)
-        comparison = vision_objectives.compare_objectives(
-            vision_objectives.final_summary(ds),
-            learned=vision_objectives.learned_in(ds),
+        comparison = nb07_vision.compare_objectives(
+            nb07_vision.final_summary(ds),
+            learned=nb07_vision.learned_in_dataset(ds),
             d_model=p["d_model"],
             n_heads=p["n_heads"],
             n_layers=p["n_layers"],

@@ -5,7 +5,7 @@ and every verdict it prints passes through :meth:`attnstruct.stats.Plan.decide` 
 plan does not declare.
 :data:`PLANS` says where each notebook's plan is: written here as data (05's and 06's), or built by the notebook's
 analysis module from the claims it tests (03 and 08: :mod:`attnstruct.analyses.pretrained_ordering`, 04:
-:data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.vision_objectives.PLAN`, 09: from
+:data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.nb07_vision.PLAN`, 09: from
 its series, :func:`attnstruct.analyses.nb09_dynamics_at_scale.declared_plan`, the local series' in
 :data:`attnstruct.analyses.nb09_dynamics_at_scale.PLAN`).
 
@@ -72,7 +72,7 @@ PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's
     "03_pretrained_models": ("pretrained_ordering", "PLAN"),
     "04_gradient_structure": ("gradient_toys", "PLAN"),
     "05_training_dynamics": ("plans", "TRAINING_DYNAMICS"),
-    "07_vision": ("vision_objectives", "PLAN"),
+    "07_vision": ("nb07_vision", "PLAN"),
     "08_model_sweep": ("pretrained_ordering", "SWEEP_PLAN"),
     "09_dynamics_at_scale": ("nb09_dynamics_at_scale", "PLAN"),  # the local series; the hub's: declared_plan(entries)
 }

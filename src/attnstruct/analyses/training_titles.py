@@ -1,4 +1,4 @@
-"""Message titles of the figures of notebooks 05, 06 and 07 (training runs over seeds): each says what its figure
+"""Message titles of the figures of notebooks 05 and 06 (training runs over seeds): each says what its figure
 shows, in words, with every number in it computed from the data drawn; where the runs are too few or did not learn,
 the title says what is drawn instead of claiming a finding (:func:`no_finding`)."""
 
@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from ..report.prose import count, percent, signed, span
+from ..report.prose import count, signed, span
 from .figure_titles import SCORES, more_symmetric
 
 
-# Notebooks 05, 06 and 07: training runs over seeds
+# Notebooks 05 and 06: training runs over seeds
 def no_finding(n_seeds: int, learned: bool = True) -> str | None:
     """Why a figure of runs over ``n_seeds`` seeds carries no finding, or None when it may state one: runs short of
     their loss target (``learned`` false) describe nothing the objective did, and too few seeds for a one-sided
@@ -189,97 +189,3 @@ def symmetry_persistence(runs: xr.Dataset, learned: bool = True) -> str:
         return f"Final median symmetry over layers above the baseline's of the same seed:\n{_rows(above)}"
 
     return _per_objective(runs, line)
-
-
-# Notebook 07
-def digit_examples(example, patch_size: int, levels: int) -> str:
-    """Section 1's figure (:class:`attnstruct.analyses.vision_results.ExamplePanels`): how many images, and how the
-    first one is cut into patches, masked and binned."""
-    n_masked = int(np.isnan(example.panels["masked input"]).sum()) // patch_size**2
-    return (
-        f"{count(len(example.images), 'training digit')}, and the first as the objectives see it: "
-        f"{count(example.order.size, 'patch', 'patches')} of {patch_size}x{patch_size} pixels,\n"
-        f"{n_masked} of them masked, {levels} grey levels as targets, and the causal reading order"
-    )
-
-
-def vision_learning(learning: pd.DataFrame) -> str:
-    """The learning criterion (:func:`attnstruct.analyses.vision_objectives.learning_table`): how many runs learned,
-    how far below the context-free loss their final validation losses lie (the share asked), and the classifiers'
-    validation accuracy."""
-    met, n = int(learning.learned.sum()), len(learning)
-    lead = "Every run learned" if met == n else f"{met} of {count(n, 'run')} learned"
-    text = (
-        f"{lead}: the final validation losses explain {span(learning.gain, fmt=lambda v, _: percent(v))} of the "
-        f"targets' context-free entropy (learning asks {percent(learning.margin.iloc[0])})"
-    )
-    accuracy = learning.val_accuracy.dropna()
-    if len(accuracy):
-        text += f";\nthe classifiers reach {span(accuracy, fmt=lambda v, _: percent(v))} validation accuracy"
-    return text
-
-
-def _prediction_seeds(summary: pd.DataFrame, prediction) -> tuple[int, int] | None:
-    """In how many seeds of :func:`attnstruct.analyses.vision_objectives.final_summary`'s table the difference of
-    ``prediction`` has its predicted sign, and of how many; None when an objective of it was not trained."""
-    from .vision_objectives import per_seed
-
-    if not {prediction.treated, prediction.baseline} <= set(summary.objective):
-        return None
-    column = f"{prediction.score}_{prediction.place}"
-    gap = per_seed(summary, prediction.treated, column) - per_seed(summary, prediction.baseline, column)
-    return int((np.sign(gap) == prediction.sign).sum()), len(gap)
-
-
-def _vision_scores(summary: pd.DataFrame, prediction, learned: bool, what: str, tail: str) -> str:
-    """A figure of notebook 07's runs: with enough seeds of runs that learned, in how many seeds ``prediction``
-    has its predicted sign, then ``tail``; otherwise ``what`` the figure shows and ``tail``."""
-    n = int(summary.groupby("objective").size().min())
-    reason = no_finding(n, learned)
-    counted = _prediction_seeds(summary, prediction)
-    if reason is not None or counted is None:
-        return f"{what} ({reason or 'the predicted pair was not trained'});\n{tail}"
-    from .vision_objectives import PLACES
-
-    words = "above" if prediction.sign > 0 else "below"
-    return (
-        f"{prediction.treated} ends {words} {prediction.baseline} in {prediction.score} "
-        f"({PLACES[prediction.place]}) in {counted[0]} of {count(counted[1], 'seed')};\n{tail}"
-    )
-
-
-def vision_trajectories(summary: pd.DataFrame, learned: bool = True) -> str:
-    """Section 4's figure: the primary prediction's seed count (masked against next-patch, median symmetry over
-    layers) when the runs can tell, and each objective's final median symmetry over layers (median over seeds) of
-    :func:`attnstruct.analyses.vision_objectives.final_summary`'s table."""
-    from .vision_objectives import PREDICTIONS
-
-    ends = summary.groupby("objective", sort=False).symmetry_median.median()
-    tail = "final median symmetry over layers (median over seeds): " + ", ".join(
-        f"{o} {signed(v)}" for o, v in ends.items()
-    )
-    return _vision_scores(summary, PREDICTIONS[0], learned, "Both scores during training", tail)
-
-
-def vision_last_layer(summary: pd.DataFrame, learned: bool = True) -> str:
-    """Section 5's figure: the prediction on the last layer (classify-mean against classify) when the runs can
-    tell, and each objective's final symmetry of its last layer (mean over seeds)."""
-    from .vision_objectives import PREDICTIONS
-
-    last = next(p for p in PREDICTIONS if p.place == "last")
-    ends = summary.groupby("objective", sort=False).symmetry_last.mean()
-    tail = "last layer's final symmetry (mean over seeds): " + ", ".join(f"{o} {signed(v)}" for o, v in ends.items())
-    return _vision_scores(summary, last, learned, "Every layer during training", tail)
-
-
-def vision_beside_paper(summary: pd.DataFrame, reported: pd.DataFrame, local: pd.DataFrame | None = None) -> str:
-    """Section 8's figure: the range of the median symmetry over layers of our runs, of the paper's vision models
-    (:func:`attnstruct.analyses.paper_comparison.reported_vision`) and of any local checkpoints."""
-    text = (
-        f"Our {count(len(summary), 'run')} beside the paper's {count(len(reported), 'vision model')}:\nmedian "
-        f"symmetry over layers {span(summary.symmetry_median)} against {span(reported.symmetry_median)}"
-    )
-    if local is not None and not local.empty:
-        rows = local[local["stack"] != "cross"]
-        text += f", {count(len(rows), 'local stack')} {span(rows.symmetry_median)}"
-    return text

@@ -6,7 +6,7 @@ BEiT and DINO score symmetric, the autoregressive iGPT does not). One architectu
 
 * ``"classify"``: supervised classification from a ``[CLS]`` token, bidirectional attention (as ViT, DeiT). The
   loss reads the last layer's output at position 0 only, so in the last layer one query (``[CLS]``) carries
-  the gradient of ``W_qk`` (:mod:`attnstruct.analyses.vision_objectives` says what the theory predicts from that);
+  the gradient of ``W_qk`` (:mod:`attnstruct.analyses.nb07_vision` says what the theory predicts from that);
 * ``"classify-mean"``: the same classification from the mean of all ``1 + n_patches`` outputs of the last layer
   (global average pooling, as ViT-GAP variants), bidirectional: the loss reaches every token's output;
 * ``"masked"``: masked patch prediction, bidirectional attention (as BEiT, MAE). A ``mask_rate`` share of

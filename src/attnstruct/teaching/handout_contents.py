@@ -22,13 +22,13 @@ import xarray as xr
 from .. import stats
 from ..analyses import (
     gradient_toys,
+    nb07_vision,
     paper_comparison,
     plans,
     pretrained,
     pretrained_ordering,
     score_nulls,
     training_dynamics,
-    vision_objectives,
 )
 from ..report.prose import count, percent, signed
 
@@ -52,7 +52,7 @@ HEADLINES = {
     "04_gradient_structure": gradient_toys.PRIMARY,
     "05_training_dynamics": plans.TRAINING_DYNAMICS.primary[0].name,
     "06_symmetric_init": plans.SYMMETRIC_INIT.primary[0].name,
-    "07_vision": vision_objectives.PRIMARY,
+    "07_vision": nb07_vision.PRIMARY,
     "08_model_sweep": pretrained_ordering.SWEEP_PLAN.primary[0].name,
 }
 
