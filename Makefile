@@ -17,7 +17,7 @@ TEST_WORKERS ?= auto
 # pytest-xdist: one group per notebook and one for the book on one worker each, groups first (tests/conftest.py)
 PYTEST := MPLBACKEND=agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 CHECK_TIERS := not (notebook or browser or install or checkpoint or findings or hostile or signals)
-.PHONY: help install fetch reproduce notebook book handouts exercises course lab check test hostile findings claims-refs sync lock clean
+.PHONY: help install fetch reproduce notebook book handouts exercises course lab check test hostile signals findings claims-refs sync lock clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ test: install ## the whole suite: fetches the checkpoints, installs Chromium if 
 
 hostile: install ## the hostile-input suite alone: malicious files, a misbehaving hub, full and read-only disks (docs/security.md)
 	$(PYTEST) -m hostile $(ARGS)
+
+signals: install ## the Ctrl-C tier alone, 20 random moments per command (make test runs 8)
+	ATTNSTRUCT_SIGNAL_REPEATS=20 $(PYTEST) -m signals $(ARGS)
 
 findings: install ## the headline findings, asserted on the datasets that `make reproduce` wrote to $(BUILD)
 	ATTNSTRUCT_FINDINGS_BUILD=$(BUILD) MPLBACKEND=agg $(BIN)/python -m pytest -m findings -rs tests/test_findings.py $(ARGS)

@@ -1,5 +1,6 @@
 """Ctrl-C and exit statuses of the command line: a SIGINT at a random moment of ``attnstruct sweep`` or ``train``
-(each over 20 seeds, in a process of its own as a user runs it) stops it with one line, exit status 130, nothing
+(each over ``ATTNSTRUCT_SIGNAL_REPEATS`` seeds: 8 in ``make test``, 20 in ``make signals``, in a process of its own as a
+user runs it) stops it with one line, exit status 130, nothing
 half-written, and the same command then resumes; a sweep that scored nothing exits 1, and ``--strict`` any failure.
 """
 
@@ -17,7 +18,7 @@ import xarray as xr
 from attnstruct import cli, interrupts
 from attnstruct.checkpoints import sweep
 
-SEEDS = range(20)
+SEEDS = range(int(os.environ.get("ATTNSTRUCT_SIGNAL_REPEATS", "8")))  # `make signals`: 20
 N_MODELS = 24
 SLOW_S = 0.03  # each hub answer this late: a sweep of N_MODELS takes a few seconds, so that Ctrl-C lands inside it
 TINY_TRAIN = dict(
@@ -224,7 +225,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.signals
 @pytest.mark.notebook
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", SEEDS[:5])
 def test_ctrl_c_stops_reproduce_between_whole_notebooks_in_one_line_with_130_and_no_kernel_left(tiny_project, seed):
     build = tiny_project / "build"
     argv = ("reproduce", "--root", str(tiny_project), "--profile", "tiny", "--build-dir", str(build))
