@@ -16,12 +16,17 @@ worker thread (where nbclient installs no handler), while the main thread waits,
   :class:`KeyboardInterrupt` goes on.
 - A cell that raises: the executed notebook, its error included, replaces the target (kept for inspection).
 - Success: ``finish(temporary)`` (a rewrite of the whole file) runs, then the file replaces the target.
+
+The kernel process's own stderr (its log; a cell's output reaches the notebook by messages) goes to ``/dev/null``:
+an interrupt that lands while the kernel shuts down may log a traceback there, which would reach the command's
+stderr after its one line.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
@@ -63,6 +68,12 @@ def execute_whole(nb, executed: Path, *, kernel_name: str, finish: Callable[[Pat
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             managers.append(self)
+
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            # The kernel process's own stderr carries its logs, never a cell's output (that comes by messages and is
+            # kept in the notebook); an interrupt during its shutdown can log a traceback there, onto the command's.
+            kw["stderr"] = subprocess.DEVNULL
+            await super()._async_launch_kernel(kernel_cmd, **kw)
 
     outcome: list[BaseException] = []
 

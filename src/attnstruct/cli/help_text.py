@@ -37,11 +37,12 @@ DESCRIPTIONS = {
     "where it is and how many tokens it holds.",
     "train": "Train one model from scratch on text or images and record the scores of W_qk during training: "
     "RUN_DIR/checkpoint.pt while it trains, RUN_DIR/run.nc when done, and with --snapshot-every or --save-final "
-    "the weights as config.json + model.safetensors folders that 'attnstruct score' reads. A run folder that "
+    "the weights as config.json + model.safetensors folders that 'attnstruct score' reads (and transformers, "
+    "text runs, with trust_remote_code=True). A run folder that "
     "holds a run gives every option its recorded value: '--run-dir' alone resumes it. Works under torchrun.",
     "reproduce": "Run every notebook (or --only some) in order with a parameter profile, writing the executed "
-    "notebooks, their HTML pages, figures and datasets under the build folder (default build/PROFILE). Run the "
-    "same command again to resume.",
+    "notebooks, their HTML pages, figures and datasets under the build folder (default build/PROFILE). Run "
+    "again, every notebook executes again and reuses the training runs and datasets already stored.",
     "notebook": "Run one notebook with a parameter profile and extra parameters, writing the executed notebook, its "
     "HTML page, figures and datasets under the build folder (default build/PROFILE).",
     "list": "List the notebooks and the parameters each one declares, with their values in each profile.",
