@@ -17,13 +17,14 @@ worker thread (where nbclient installs no handler), while the main thread waits,
 - A cell that raises: the executed notebook, its error included, replaces the target (kept for inspection).
 - Success: ``finish(temporary)`` (a rewrite of the whole file) runs, then the file replaces the target.
 
-The kernel process's own stderr (its log; a cell's output reaches the notebook by messages) goes to ``/dev/null``:
-an interrupt that lands while the kernel shuts down may log a traceback there, which would reach the command's
-stderr after its one line.
+The kernel process's own stderr (its log; a cell's output reaches the notebook by messages) goes to ``/dev/null``,
+and papermill's log is silenced once Ctrl-C came: an interrupt that lands while the kernel starts or shuts down
+makes either log an error, which would reach the command's stderr beside its one line.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -50,6 +51,12 @@ def _signal_kernels(managers: list, signum: int) -> None:
                 process.send_signal(signum)
             except ProcessLookupError:
                 pass
+
+
+def _quiet_once_interrupted(record: logging.LogRecord) -> bool:
+    """A filter on papermill's logger: once Ctrl-C came, what the stopped kernel makes it log ("Kernel died before
+    replying to kernel_info") is not shown; the command's one line says what happened."""
+    return not interrupts.requested()
 
 
 def execute_whole(nb, executed: Path, *, kernel_name: str, finish: Callable[[Path], None], **papermill_kwargs):
@@ -95,6 +102,8 @@ def execute_whole(nb, executed: Path, *, kernel_name: str, finish: Callable[[Pat
             outcome.append(err)
 
     worker = threading.Thread(target=run, name=f"papermill {executed.stem}", daemon=True)
+    papermill_log = logging.getLogger("papermill")
+    papermill_log.addFilter(_quiet_once_interrupted)
     try:
         worker.start()
         interrupted_kernel = False
@@ -119,3 +128,5 @@ def execute_whole(nb, executed: Path, *, kernel_name: str, finish: Callable[[Pat
             worker.join(KILL_WAIT_S)
         tmp.unlink(missing_ok=True)
         raise
+    finally:
+        papermill_log.removeFilter(_quiet_once_interrupted)
