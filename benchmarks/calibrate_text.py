@@ -15,7 +15,7 @@ default ``grid``) is carried into the table.
     python benchmarks/calibrate_text.py --table build/calibration.jsonl --docs docs
 
 writes ``docs/calibration.csv`` and ``docs/calibration.md`` (the table of every row, with the loss targets of
-:data:`attnstruct.analyses.gates.LOSS_MARGINS`).
+:data:`attnstruct.analyses.text_runs.LOSS_MARGINS`).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ INTRO = """# Calibration: which text runs learn on two CPU cores
 
 Notebooks 05 and 06 train small Transformers on the packaged plays. Their scores only mean something if the
 models learn to use context, so a run must end with a validation loss below the unigram entropy of its own
-tokenisation (the loss of a model that ignores context) by `attnstruct.analyses.gates.LOSS_MARGINS`: 0.3 nat for the
+tokenisation (the loss of a model that ignores context) by `attnstruct.analyses.text_runs.LOSS_MARGINS`: 0.3 nat for the
 masked-LM encoder, 1.0 nat for the next-token decoder. This table lists the settings tried, one run each, made
 by `benchmarks/calibrate_text.py` (the command is in its docstring) and written from its output; unlisted
 fields are `TextConfig`'s defaults at the time of the run (4 heads, sequence length 64, dropout 0, AdamW with
@@ -100,7 +100,7 @@ layers, 300 steps, learning rate 0.003 and warm-up 50.
 def write_table(jsonl: Path, docs: Path) -> None:
     import pandas as pd
 
-    from attnstruct.analyses import gates
+    from attnstruct.analyses import text_runs
     from attnstruct.tasks import text_config
 
     rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
@@ -120,7 +120,7 @@ def write_table(jsonl: Path, docs: Path) -> None:
     ):
         table[field] = table[field].fillna(getattr(defaults, field)) if field in table else getattr(defaults, field)
     table["purpose"] = table["purpose"].fillna("grid") if "purpose" in table else "grid"
-    table["target"] = [gates.LOSS_MARGINS[o] for o in table["objective"]]
+    table["target"] = [text_runs.LOSS_MARGINS[o] for o in table["objective"]]
     table["met"] = table["margin"] >= table["target"]
     table = table[list(COLUMNS)]
     docs.mkdir(parents=True, exist_ok=True)

@@ -117,15 +117,15 @@ import xarray as xr
 from matplotlib.colors import CenteredNorm
 
 from attnstruct import notebooks, reference, results, stats, work
-from attnstruct.analyses import final_ordering, gates, plans, training_dynamics
-from attnstruct.analyses import training_titles as titles
+from attnstruct.analyses import nb05_training_dynamics as two_objectives
+from attnstruct.analyses import plans, text_runs
 from attnstruct.report import plotting, prose
 from attnstruct.tasks import step_cost, text, text_config
 
 plotting.set_style()
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 COLORS = {"mlm": plotting.ENCODER_COLOR, "next-token": plotting.DECODER_COLOR, "next-token-mlm-collator": "0.45"}
-label = training_dynamics.label  # an objective's name in legends and sentences
+label = text_runs.label  # an objective's name in legends and sentences
 parameters = notebooks.notebook_parameters("05_training_dynamics", globals())  # recorded with the dataset
 configs = [
     text_config.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert")
@@ -134,7 +134,13 @@ configs = [
 ]  # every value is checked here: a bad parameter stops the notebook before any training
 
 # %%
-prose.show(training_dynamics.describe_authors_runs())
+authors_runs = two_objectives.authors_runs()
+prose.say(
+    "The authors' runs (median over layers at step {step}, their result files): encoders {encoders} in symmetry "
+    "({encoders_12} for the 12-layer runs the paper draws), decoders {decoders}; directionality "
+    "{encoder_directionality} for the encoders and {decoder_directionality} for the decoders.",
+    authors_runs,
+)
 
 # %% [markdown]
 # ## The analysis plan, declared before the runs
@@ -153,7 +159,7 @@ prose.show(training_dynamics.describe_authors_runs())
 # sentence above the table computes what declaring every claim primary would leave within reach.
 
 # %%
-plan = training_dynamics.PLAN
+plan = two_objectives.PLAN
 reach = plans.seed_reach(plan, len(seeds))
 prose.show(plan.describe(reach))
 prose.show(prose.markdown_table(plan.table(reach)))
@@ -185,7 +191,15 @@ data = text.corpus_data(configs[0], cache_dir)
 token_model = text.corpus_tokenizer(configs[0], cache_dir)
 unigram_entropy = data.unigram_entropy()
 example = "To be, or not to be, that is the question:"
-print("\n".join(training_dynamics.describe_setup(data, token_model, configs[0], example)))
+setup = two_objectives.setup(data, token_model, configs[0], example)
+print(
+    prose.fill(
+        "{corpus}\n{example} -> {tokens}\nmodel: {n_layers} layers, d_model {d_model}, {n_heads} heads of {d_head}, "
+        "{norm}-LN; {steps} steps of {batch_size} x {seq_len} tokens = {passes} passes over the training text\n"
+        "unigram entropy of the training tokens (the loss of a context-free model): {unigram_entropy} nats",
+        setup,
+    )
+)
 
 # %% [markdown]
 # ## Training: the two objectives side by side
@@ -229,7 +243,7 @@ print(dict(dataset.sizes))
 # Scores of a model that does not learn mean nothing, so the losses come first. The two losses are not
 # comparable with each other: masked LM predicts a share of the tokens with context on both sides, next-token
 # prediction every token from the tokens before it only, which is harder. So each objective has its own target:
-# its final validation loss must lie below the unigram entropy by `gates.LOSS_MARGINS` nats, in every seed.
+# its final validation loss must lie below the unigram entropy by `text_runs.LOSS_MARGINS` nats, in every seed.
 #
 # **What "did not learn" means here.** A run that ends short of its target has not got far enough past the
 # context-free guess for its attention to reflect the objective. The verdicts do not pretend otherwise: every
@@ -242,9 +256,20 @@ print(dict(dataset.sizes))
 # $1/2^n$, and with too few seeds no result, however clear, is significant.
 
 # %%
-targets = gates.loss_targets(dataset, unigram_entropy)
-learned = gates.learned_by(targets, "objective")  # {objective: did every seed learn}, the gate of its verdicts
-prose.show(gates.describe_loss_targets(targets, unigram_entropy))
+targets = text_runs.loss_targets(dataset, unigram_entropy)
+learned = text_runs.learned_by(targets, "objective")  # {objective: did every seed learn}, the gate of its verdicts
+gate = text_runs.loss_target_facts(targets, unigram_entropy)
+prose.say(
+    "**Loss targets met in every run: yes** ({met} of {runs}; unigram entropy of the training tokens {unigram_entropy} "
+    "nats; margins asked below it: {margins} nats). The scores below are those of models that learned to use context."
+    if gate.all_met
+    else "**Loss targets met in every run: no** ({met} of {runs}; unigram entropy of the training tokens "
+    "{unigram_entropy} nats; margins asked below it: {margins} nats). Every verdict that rests on a run short of its "
+    "target reads *{verdict}* ({reason}), whatever its scores show. Short of the target:",
+    gate,
+)
+for run in text_runs.missed_targets(targets):
+    prose.say("- {run} ended {distance} nats {side} the unigram entropy ({target} below asked)", run)
 prose.show(stats.describe_reach(dataset.sizes["seed"], what="every claim below"))
 
 # %% [markdown]
@@ -252,12 +277,12 @@ prose.show(stats.describe_reach(dataset.sizes["seed"], what="every claim below")
 # `eval_every` steps) and, dotted, the level each objective's validation loss must end below.
 
 # %%
-levels = training_dynamics.loss_target_levels(unigram_entropy, dataset.objective.values)
+levels = two_objectives.loss_target_levels(unigram_entropy, dataset.objective.values)
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6, 3.6))
 for objective in dataset.objective.values:
-    train_loss, val_loss = training_dynamics.mean_losses(dataset, objective)
+    train_loss, val_loss = two_objectives.mean_losses(dataset, objective)
     ax.plot(train_loss.step, train_loss, color=COLORS[objective], lw=1, alpha=0.6)
     ax.plot(val_loss.step, val_loss, "o-", ms=3, color=COLORS[objective], label=f"{label(objective)} (validation)")
     ax.axhline(levels[str(objective)], color=COLORS[objective], ls=":", lw=1)
@@ -268,7 +293,15 @@ ax.set(
     title="training (thin) and validation loss, mean over seeds;\ndotted: each objective's target",
 )
 ax.legend(fontsize=8)
-plotting.message_title(fig, titles.loss_targets(targets))
+plotting.message_title(
+    fig,
+    prose.fill("Every run reaches its loss target" if gate.all_met else "{met} of {runs} reach their loss target", gate)
+    + ";\nfinal validation loss against the unigram entropy,\nmean over seeds: "
+    + ",\n".join(
+        prose.fill("{objective} {distance} nats {side}", objective)
+        for objective in two_objectives.losses_against_entropy(targets)
+    ),
+)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "05_losses")
 
@@ -285,16 +318,16 @@ targets.round(3)
 # leaves the band shows structure that training put there.
 
 # %%
-shape = training_dynamics.Shape(d_model, n_heads, n_layers)
-null = {score: shape.null(score, n_null_draws, seed=0) for score in training_dynamics.SCORES}
-one_layer = training_dynamics.Shape(d_model, n_heads, 1)
+shape = two_objectives.Shape(d_model, n_heads, n_layers)
+null = {score: shape.null(score, n_null_draws, seed=0) for score in text_runs.SCORES}
+one_layer = two_objectives.Shape(d_model, n_heads, 1)
 null_layer = {score: one_layer.null(score, n_null_draws, seed=0) for score in null}
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), sharex=True)
-for ax, score in zip(axes, training_dynamics.SCORES):
+for ax, score in zip(axes, text_runs.SCORES):
     plotting.null_band(ax, null[score], "untrained layers (null)")
-    per_seed = training_dynamics.median_over_layers(dataset, score)
+    per_seed = text_runs.median_over_layers(dataset, score)
     for objective in dataset.objective.values:
         q25, mid, q75 = plotting.quartiles(dataset[score].sel(objective=objective))
         ax.fill_between(dataset.step, q25, q75, color=COLORS[objective], alpha=0.2, lw=0)
@@ -305,7 +338,17 @@ for ax, score in zip(axes, training_dynamics.SCORES):
             )
     ax.set(xlabel="optimizer step", ylabel=f"{score} score", title=f"{score}: median over layers (IQR band)")
 axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-plotting.message_title(fig, titles.scores_over_training(dataset, all(learned.values())))
+scores = two_objectives.scores_over_training(dataset, all(learned.values()))
+plotting.message_title(
+    fig,
+    prose.fill(
+        "The encoder ends more symmetric than the decoder in {more} of {seeds};\n"
+        if scores.can_tell
+        else "Both scores during training ({reason});\n",
+        scores,
+    )
+    + prose.fill("final median over layers (median over seeds): {ends}", scores),
+)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "05_scores_over_training")
 
@@ -322,7 +365,7 @@ fig, axes = plt.subplots(
 )
 colors = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
 for column, objective in enumerate(dataset.objective.values):
-    for row, score in enumerate(training_dynamics.SCORES):
+    for row, score in enumerate(text_runs.SCORES):
         ax = axes[row, column]
         plotting.null_band(ax, null_layer[score], "one untrained layer")
         for layer in range(n_layers):
@@ -336,7 +379,16 @@ for column, objective in enumerate(dataset.objective.values):
         if row == 1:
             ax.set_xlabel("optimizer step")
 axes[0, -1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-plotting.message_title(fig, titles.layer_lines(dataset, int(dataset.seed[0])))
+plotting.message_title(
+    fig,
+    "Seed "
+    + str(int(dataset.seed[0]))
+    + ", layer by layer: final symmetry "
+    + ",\n".join(
+        prose.fill("{span} in the {objective}", layers)
+        for layers in two_objectives.final_layer_spans(dataset, int(dataset.seed[0]))
+    ),
+)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 
@@ -358,11 +410,20 @@ _ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 # would give. These are secondary claims of the plan, per objective over seeds, gated on its runs having learned.
 
 # %%
-transient = training_dynamics.transient(dataset)
-decays = training_dynamics.decay_effects(dataset, learned=learned)
+transient = two_objectives.transient(dataset)
+decays = two_objectives.decay_effects(dataset, learned=learned)
 for effect in decays:
     print(effect.sentence())
-prose.show(training_dynamics.describe_transient(transient))
+prose.show(
+    " ".join(
+        prose.fill(
+            "In the {objective}, the median symmetry over layers rose to {peak} (mean over seeds; median step of the "
+            "peak: {peak_step}) and ended at {final}, {decay} below its peak.",
+            objective,
+        )
+        for objective in two_objectives.transients(transient)
+    )
+)
 transient.round(3)
 
 # %% [markdown]
@@ -380,17 +441,56 @@ transient.round(3)
 # (rows) and layer (columns), so one can see whether one layer or one seed carries the mean.
 
 # %%
-claims = training_dynamics.paper_claims(dataset, shape, n_draws=n_null_draws, learned=learned)
+claims = two_objectives.paper_claims(dataset, shape, n_draws=n_null_draws, learned=learned)
 for effect in claims:
     print(effect.sentence())
 
 # %%
-per_layer = training_dynamics.per_layer_gap(dataset)
-prose.show(training_dynamics.describe_per_layer_gap(per_layer))
+per_layer = two_objectives.per_layer_gap(dataset)
+gap = two_objectives.layer_gap(dataset)
+prose.say(
+    "Encoder minus decoder final symmetry per layer, mean over seeds: {layers}."
+    if gap.both_trained
+    else "Only one of the two objectives was trained: there is no encoder-decoder difference to show.",
+    gap,
+)
 per_layer.round(2)
 
 # %%
-prose.show(training_dynamics.describe_claims(claims, shape, null["directionality"]))
+stated = two_objectives.claims_stated(claims, shape, null["directionality"])
+if stated.tested:
+    prose.show(
+        prose.fill(
+            "**Symmetry, at the end of training:** the encoder ends more symmetric than the decoder, beyond what "
+            "swapping the objectives within a seed gives"
+            if stated.holds
+            else "**Symmetry, at the end of training:** the decoder ends more symmetric than the encoder"
+            if stated.fails
+            else "**Symmetry, at the end of training:** these runs do not show whether the encoder ends more symmetric",
+            stated,
+        )
+        + prose.fill(
+            " (encoder minus decoder {estimate}, one seed, no interval; {reason})."
+            if stated.one_seed
+            else " (encoder minus decoder {estimate}, 95% interval [{low}, {high}] over {seeds}; {reason}).",
+            stated,
+        )
+        + prose.fill(
+            " Swapping the objectives within seeds gives mean differences in [{null_low}, {null_high}] (95%)."
+            if stated.has_null
+            else "",
+            stated,
+        )
+        + prose.fill(
+            " **Directionality:** {direction_verdict} for the encoder-decoder difference ({direction_estimate}), "
+            "{decoder_verdict} for the decoder against an untrained layer ({decoder_estimate}); at width {d_model} an "
+            "untrained layer's median directionality spans {null_span} (95%), so only a large column dominance can "
+            "be told apart from chance.",
+            stated,
+        )
+    )
+else:
+    prose.say("Only one of the two objectives was trained: the encoder-decoder claims are not tested.", stated)
 
 # %% [markdown]
 # ### The final state and the schedule
@@ -403,7 +503,23 @@ prose.show(training_dynamics.describe_claims(claims, shape, null["directionality
 # is a question for several seeds per schedule: set `schedule = "constant"` and compare the verdicts.
 
 # %%
-prose.show(final_ordering.describe_schedules(final_ordering.schedule_runs()))
+schedules = two_objectives.schedules_compared(two_objectives.schedule_runs())
+prose.say(
+    "Final median symmetry by schedule in the calibration runs (width {width}, {layers} layers, {steps} steps, "
+    "{batch_size} sequences per step; {per_cell} per schedule and objective, seed {seeds}): {by_schedule}."
+    if schedules.any
+    else "No calibration runs of the schedules are recorded with this copy of the project.",
+    schedules,
+)
+if schedules.any:
+    prose.say(
+        "Encoder minus decoder: {gaps}. {met} of {runs} met their loss targets. Each value is that of a single run, "
+        "with no interval: these numbers describe the runs and test nothing."
+        if schedules.has_gaps
+        else "{met} of {runs} met their loss targets. Each value is that of a single run, with no interval: these "
+        "numbers describe the runs and test nothing.",
+        schedules,
+    )
 
 # %% [markdown]
 # ## Per head
@@ -419,7 +535,7 @@ fig, axes = plt.subplots(
 )
 annotate = max(n_layers, n_heads) <= 8  # the values are printed in the cells while they fit
 for row, (score, cmap) in enumerate((("head_symmetry", "RdBu_r"), ("head_directionality", "PuOr_r"))):
-    shown = training_dynamics.final_heads(dataset, score)  # [objective, layer, head]: the values drawn in this row
+    shown = two_objectives.final_heads(dataset, score)  # [objective, layer, head]: the values drawn in this row
     norm = CenteredNorm(vcenter=0.0, halfrange=max(0.01, float(np.abs(shown).max())))
     for column, objective in enumerate(dataset.objective.values):
         ax = axes[row, column]
@@ -432,11 +548,24 @@ for row, (score, cmap) in enumerate((("head_symmetry", "RdBu_r"), ("head_directi
         ax.set_xticks(range(n_heads))
         ax.set_yticks(range(n_layers))
     fig.colorbar(image, ax=axes[row, :], shrink=0.8, label=f"{score.removeprefix('head_')} score")
-plotting.message_title(fig, titles.head_scores(dataset))
+plotting.message_title(
+    fig,
+    "Per head at the end, mean over seeds: symmetry\n"
+    + ",\n".join(
+        prose.fill("{mean_span} in the {objective}", objective) for objective in two_objectives.heads_at_end(dataset)
+    ),
+)
 _ = plotting.savefig(fig, figures_dir / "05_scores_per_head")
 
 # %%
-prose.show(training_dynamics.describe_heads(dataset))
+prose.show(
+    "Per head, at the end: "
+    + "; ".join(
+        prose.fill("{objective} symmetry {span} over heads, layers and seeds", objective)
+        for objective in two_objectives.heads_at_end(dataset)
+    )
+    + "."
+)
 
 # %% [markdown]
 # ## Beside the authors' runs
@@ -457,12 +586,12 @@ authors = reference.training_dynamics()
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-for ax, score in zip(axes, training_dynamics.SCORES):
+for ax, score in zip(axes, text_runs.SCORES):
     for (n_layers_ref, mode, name), group in authors.groupby(["n_layers", "mode", "dataset"]):
         color = plotting.ENCODER_COLOR if mode == "encoder" else plotting.DECODER_COLOR
         style = "-" if n_layers_ref == 4 else ":"
         ax.plot(group.step, group[score], style, color=color, marker="o", ms=3, alpha=0.6, lw=1)
-    ours = training_dynamics.median_over_layers(dataset, score).mean("seed")  # [objective, step]
+    ours = text_runs.median_over_layers(dataset, score).mean("seed")  # [objective, step]
     for objective in [o for o in dataset.objective.values if o in ("mlm", "next-token")]:
         curve = ours.sel(objective=objective)
         ax.plot(dataset.step[1:], curve[1:], color=COLORS[objective], lw=3, label=f"ours: {label(objective)}")
@@ -476,7 +605,21 @@ for ax, score in zip(axes, training_dynamics.SCORES):
 axes[0].plot([], [], "-", color="0.3", label="authors, 4 layers")
 axes[0].plot([], [], ":", color="0.3", label="authors, 12 layers")
 axes[0].legend(fontsize=7, loc="best")
-plotting.message_title(fig, titles.beside_authors(dataset, authors, all(learned.values())))
+beside = two_objectives.beside_authors(dataset, authors, all(learned.values()))
+plotting.message_title(
+    fig,
+    prose.fill(
+        "Our encoder ends {comparison} our decoder, {agree} the authors':\n"
+        if beside.can_tell
+        else "Ours beside the authors' ({reason}):\n",
+        beside,
+    )
+    + prose.fill(
+        "final median symmetry over layers {ours} after {steps} steps here;\n{encoders} (encoders) and {decoders} "
+        "(decoders) after {authors_steps} in the authors' runs",
+        beside,
+    ),
+)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "05_beside_the_authors")
 
@@ -488,12 +631,12 @@ _ = plotting.savefig(fig, figures_dir / "05_beside_the_authors")
 # claims and decays above with their intervals, p-values, nulls and reasons.
 
 # %%
-out = training_dynamics.result_dataset(
+out = two_objectives.result_dataset(
     dataset,
     parameters=parameters,
     corpus=data.source,
     unigram_entropy=unigram_entropy,
-    learned=gates.learned(targets),
+    learned=text_runs.learned(targets),
     effects=claims + decays,
 )
 results.save_dataset(out, results_dir / "05_training_dynamics.nc")
@@ -612,12 +755,12 @@ ex_layer = int(
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "ex-05-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-medians = training_dynamics.final_median(dataset, "symmetry")
+medians = text_runs.final_median(dataset, "symmetry")
 expected = (medians.sel(objective="mlm") - medians.sel(objective="next-token")).values
 assert np.shape(ex_gaps) == expected.shape, f"ex_gaps has shape {np.shape(ex_gaps)}: one value per seed, please"
 assert np.allclose(ex_gaps, expected, rtol=0, atol=1e-12), "ex_gaps: median over layers first, then the difference"
 assert abs(ex_mean - expected.mean()) < 1e-12, "ex_mean is not the mean of the per-seed differences"
-by_layer = training_dynamics.per_layer_gap(dataset).mean()
+by_layer = two_objectives.per_layer_gap(dataset).mean()
 assert ex_layer == int(by_layer.idxmax()), "ex_layer is not the layer with the largest mean difference over seeds"
 print(f"right: a mean gap of {ex_mean:+.3f} over {len(expected)} seed(s), largest in layer {ex_layer}")
 

@@ -114,18 +114,18 @@ import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from attnstruct import factor_scores, notebooks, results, work
-from attnstruct.analyses import gates, plans, speedup_metrics, symmetric_init, symmetric_start, training_dynamics
-from attnstruct.analyses import training_titles as titles
+from attnstruct import factor_scores, notebooks, results, stats, work
+from attnstruct.analyses import nb06_symmetric_init as init_study
+from attnstruct.analyses import plans, text_runs
 from attnstruct.report import plotting, prose
 from attnstruct.tasks import step_cost, text, text_config
 from attnstruct.training.model import query_key_factors
 
 plotting.set_style()
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
-symmetric_init.check_design(inits, objectives, seeds, smoothing, placebo_offset)
+init_study.check_design(inits, objectives, seeds, smoothing, placebo_offset)
 INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#7570b3"}
-label = training_dynamics.label  # an objective's name in legends and sentences
+label = text_runs.label  # an objective's name in legends and sentences
 parameters = notebooks.notebook_parameters("06_symmetric_init", globals())  # recorded with the dataset
 configs = [
     text_config.TextConfig.from_params(parameters, objective=objective, init=init, seed=seed)
@@ -142,7 +142,16 @@ placebo_configs = [
 ]
 
 # %%
-prose.show(speedup_metrics.describe_reported())
+reported = init_study.reported_speedups()
+prose.say(
+    "**The paper's speed-ups** (authors' result files, their rule on the training loss, one seed each): 4-layer "
+    "encoders {four}; 12-layer encoders {twelve}, and none on {never}: that symmetric run ended above the baseline's "
+    "final loss (the authors' notebook printed it as a speed-up of {printed})."
+    if reported.any_never
+    else "**The paper's speed-ups** (authors' result files, their rule on the training loss, one seed each): 4-layer "
+    "encoders {four}; 12-layer encoders {twelve}.",
+    reported,
+)
 
 # %% [markdown]
 # ## The analysis plan, declared before the runs
@@ -156,7 +165,7 @@ prose.show(speedup_metrics.describe_reported())
 # and simply not tested).
 
 # %%
-plan = plans.SYMMETRIC_INIT
+plan = init_study.PLAN
 reach = plans.seed_reach(plan, len(seeds))
 prose.show(plan.describe(reach))
 prose.show(prose.markdown_table(plan.table(reach)))
@@ -173,8 +182,13 @@ prose.show(prose.markdown_table(plan.table(reach)))
 data = text.corpus_data(configs[0], cache_dir)  # the tokens every run trains on (notebook 05 describes them)
 
 # %% tags=["nbval-check-output"]
-print(symmetric_start.describe_scales(d_model))
-print(symmetric_start.initial_state(configs, data.vocab_size).round(4).to_string())
+print(
+    prose.fill(
+        "PyTorch's default U(±1/√d) has std 1/√(3d) = {default_std} at d = {d_model}; BERT's is {bert_std}",
+        init_study.initial_scales(d_model),
+    )
+)
+print(init_study.initial_state(configs, data.vocab_size).round(4).to_string())
 
 # %% [markdown]
 # ## Training
@@ -201,22 +215,34 @@ runs, placebo = (
     )
     for batch in (configs, placebo_configs)
 )
-placebo = symmetric_init.as_placebo(placebo)
+placebo = init_study.as_placebo(placebo)
 print(dict(runs.sizes))
 
 # %% [markdown]
 # ## Did the runs learn?
 #
 # A comparison of runs that do not learn means nothing: every run's final validation loss must lie below the
-# unigram entropy of the text by its objective's margin (`gates.LOSS_MARGINS`), as in notebook 05. A run that ends
+# unigram entropy of the text by its objective's margin (`text_runs.LOSS_MARGINS`), as in notebook 05. A run that ends
 # short of that has barely left the context-free guess. Every verdict below names the runs it rests on (one arm,
 # the baseline and the placebo of its objective) and reads *cannot tell at this scale* if any of them did not
 # learn.
 
 # %%
 unigram_entropy = data.unigram_entropy()
-targets = gates.loss_targets([runs, placebo], unigram_entropy)
-prose.show(gates.describe_loss_targets(targets, unigram_entropy))
+targets = text_runs.loss_targets([runs, placebo], unigram_entropy)
+learned = text_runs.learned(targets)
+gate = text_runs.loss_target_facts(targets, unigram_entropy)
+prose.say(
+    "**Loss targets met in every run: yes** ({met} of {runs}; unigram entropy of the training tokens {unigram_entropy} "
+    "nats; margins asked below it: {margins} nats). The scores below are those of models that learned to use context."
+    if gate.all_met
+    else "**Loss targets met in every run: no** ({met} of {runs}; unigram entropy of the training tokens "
+    "{unigram_entropy} nats; margins asked below it: {margins} nats). Every verdict that rests on a run short of its "
+    "target reads *{verdict}* ({reason}), whatever its scores show. Short of the target:",
+    gate,
+)
+for run in text_runs.missed_targets(targets):
+    prose.say("- {run} ended {distance} nats {side} the unigram entropy ({target} below asked)", run)
 targets.round(3)
 
 # %% [markdown]
@@ -233,13 +259,13 @@ both = xr.concat([runs[["val_loss"]], placebo[["val_loss"]]], "init")
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives) + 3.5, 4), squeeze=False)
 for ax, objective in zip(axes[0], objectives):
-    band = symmetric_init.loss_differences(both, objective, symmetric_init.PLACEBO)  # [seed, step]
+    band = init_study.loss_differences(both, objective, init_study.PLACEBO)  # [seed, step]
     ax.fill_between(
         band.step, band.min("seed"), band.max("seed"), color="0.85", lw=0, label="placebo minus baseline (range)"
     )
     ax.axhline(0, color="0.3", ls="--", lw=1, label="baseline (bert), same seed")
     for init in inits[1:]:
-        diff = symmetric_init.loss_differences(runs, objective, init)  # [seed, step]
+        diff = init_study.loss_differences(runs, objective, init)  # [seed, step]
         for seed in diff.seed.values:
             ax.plot(diff.step, diff.sel(seed=seed), color=INIT_COLORS[init], lw=0.7, alpha=0.5)
         ax.plot(diff.step, diff.mean("seed"), "o-", ms=3, lw=2, color=INIT_COLORS[init], label=f"{init} minus baseline")
@@ -249,7 +275,26 @@ for ax, objective in zip(axes[0], objectives):
         title=f"{label(objective)}: below 0 is ahead",
     )
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
-plotting.message_title(fig, titles.loss_against_baseline(both, gates.learned(targets)))
+plotting.message_title(
+    fig,
+    "\n".join(
+        prose.fill("{objective}: " if arm.several else "", arm)
+        + prose.fill(
+            "{ahead} {verb} further ahead of the baseline than the placebo;\n"
+            if arm.can_tell and arm.any_ahead
+            else "No start ends further ahead of the baseline than the placebo;\n"
+            if arm.can_tell
+            else "Each start against the baseline ({reason});\n",
+            arm,
+        )
+        + prose.fill(
+            "final validation loss minus the baseline's, mean over seeds:\n{ends}; placebo {placebo_low} to "
+            "{placebo_high}",
+            arm,
+        )
+        for arm in init_study.losses_against_baseline(both, learned)
+    ),
+)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 
@@ -262,16 +307,29 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 # design would detect in four experiments out of five (`attnstruct.stats.power`), from the seeds' own spread and
 # after the correction: a verdict of *cannot tell* rules out effects about that large, and says nothing about
 # smaller ones.
+#
+# Under those lines, one item per arm puts the verdict in words and sets the arm's mean gain beside the gains of the
+# placebo of the same seeds: the baseline from other weights, whose gain is what a new draw of the start alone gives.
+# An arm whose gain lies within the placebo's range has shown nothing that a different draw would not show as well.
 
 # %%
-table = symmetric_init.speedups(runs, placebo, steps=steps, smoothing=smoothing)  # one row per arm and seed
-loss_effects = symmetric_init.loss_effects(table, targets=targets)
+table = init_study.speedups(runs, placebo, steps=steps, smoothing=smoothing)  # one row per arm and seed
+loss_effects = init_study.loss_effects(table, targets=targets)
 for effect in loss_effects:
     print(effect.sentence(3))
-prose.show(symmetric_init.describe_losses(table, loss_effects))
+for arm in init_study.arm_verdicts(table, loss_effects, digits=3):
+    verdict = prose.fill(
+        "- **{init}** ({objective}): ends below the baseline of its seed"
+        if arm.holds
+        else "- **{init}** ({objective}): ends above the baseline of its seed"
+        if arm.fails
+        else "- **{init}** ({objective}): cannot be told apart from the baseline at the end",
+        arm,
+    )
+    prose.show(verdict + prose.fill(" (mean gain {estimate}; the placebo from other weights: {placebo_gains}).", arm))
 
 # %%
-symmetric_init.speedup_summary(table)
+init_study.speedup_summary(table)
 
 # %% [markdown]
 # ## The paper's metric: how much sooner, against the placebo
@@ -288,10 +346,26 @@ symmetric_init.speedup_summary(table)
 # claim. The resolution of the metric is one evaluation, `eval_every` steps.
 
 # %%
-speed_effects = symmetric_init.speedup_effects(table, targets=targets)
+speed_effects = init_study.speedup_effects(table, targets=targets)
 for effect in speed_effects:
     print(effect.sentence())
-prose.show(symmetric_init.describe_speedups(table, speed_effects))
+for arm in init_study.arm_verdicts(table, speed_effects):
+    verdict = prose.fill(
+        "- **{init}** ({objective}): reaches the baseline's final loss sooner than the placebo does"
+        if arm.holds
+        else "- **{init}** ({objective}): is slower than the placebo"
+        if arm.fails
+        else "- **{init}** ({objective}): cannot be told apart from the placebo",
+        arm,
+    )
+    prose.show(
+        verdict
+        + prose.fill(
+            " (robust speed-up {robust} against the placebo's {placebo_robust}; the paper's metric gives {paper} on "
+            "the same runs, and {placebo_paper} for the placebo).",
+            arm,
+        )
+    )
 
 # %% [markdown]
 # ## Does the initial symmetry persist?
@@ -304,7 +378,7 @@ prose.show(symmetric_init.describe_speedups(table, speed_effects))
 # each seed's final median symmetry of the arm minus the baseline's of the same seed.
 
 # %%
-medians = training_dynamics.median_over_layers(runs, "symmetry")  # [objective, init, seed, step]
+medians = text_runs.median_over_layers(runs, "symmetry")  # [objective, init, seed, step]
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives), 3.6), sharey=True, squeeze=False)
@@ -316,18 +390,43 @@ for ax, objective in zip(axes[0], objectives):
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set(xlabel="optimizer step", ylabel="median symmetry over layers", title=label(objective))
 axes[0, 0].legend(fontsize=8)
-plotting.message_title(fig, titles.symmetry_persistence(runs, gates.learned(targets)))
+plotting.message_title(
+    fig,
+    "\n".join(
+        prose.fill("{objective}: " if start.several else "", start)
+        + prose.fill(
+            "Final median symmetry over layers above the baseline's of the same seed:\n{above}"
+            if start.can_tell
+            else "How long each start's symmetry lasts ({reason});\nfinal median symmetry over layers, mean over "
+            "seeds:\n{means}",
+            start,
+        )
+        for start in init_study.symmetry_persistence(runs, learned)
+    ),
+)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "06_symmetry_over_training")
 
 # %%
-symmetric_start.persistence_table(runs).round(2)
+init_study.persistence_table(runs).round(2)
 
 # %%
-persist = symmetric_start.persistence_effects(runs, objectives[0], targets=targets)
+persist = init_study.persistence_effects(runs, objectives[0], targets=targets)
 for effect in persist:
     print(effect.sentence())
-prose.show(symmetric_start.describe_persistence(runs, persist, objectives[0]))
+persisting = init_study.persistence(runs, objectives[0])
+prose.show(
+    prose.fill(
+        "**Persistence ({objective}):** after {steps} steps the median symmetry over layers ends at {ends} (mean over "
+        "seeds). ",
+        persisting,
+    )
+    + " ".join(
+        prose.fill("{arm}: {estimate}, {verdict} ({reason}).", arm) for arm in init_study.persistence_verdicts(persist)
+    )
+    + " "
+    + stats.describe_reach(runs.sizes["seed"], what="each persistence verdict")
+)
 
 # %% [markdown]
 # ## The dataset
@@ -339,14 +438,14 @@ prose.show(symmetric_start.describe_persistence(runs, persist, objectives[0]))
 # above.
 
 # %%
-out = symmetric_init.result_dataset(
+out = init_study.result_dataset(
     runs,
     placebo,
     table,
     effects=loss_effects + speed_effects + persist,
     parameters=parameters,
     unigram_entropy=unigram_entropy,
-    learned=gates.learned(targets),
+    learned=learned,
 )
 results.save_dataset(out, results_dir / "06_symmetric_init.nc")
 out

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from attnstruct.analyses import figure_titles, training_titles
+from attnstruct.analyses import figure_titles
 from attnstruct.scores import Scores
 
 
@@ -131,108 +131,3 @@ def test_agreement_gives_the_median_absolute_differences():
     assert figure_titles.agreement(table) == (
         "3 stacks also scored by the paper: median |ours - theirs| 0.20 in symmetry, 0.40 in directionality"
     )
-
-
-def toy_runs(seeds=5, encoder=0.4, decoder=0.1):
-    """Notebook 05's runs: two objectives, ``seeds`` seeds, two steps, two layers; the final symmetry of every
-    layer is ``encoder`` or ``decoder``, except seed 0's decoder, which ends above the encoder."""
-    dims = ("objective", "seed", "step", "layer")
-    symmetry = np.zeros((2, seeds, 2, 2))
-    symmetry[0, :, -1], symmetry[1, :, -1] = encoder, decoder
-    symmetry[1, 0, -1] = encoder + 0.1
-    symmetry[:, :, 0] = 0.6  # the peak
-    heads = np.stack([symmetry, symmetry], axis=-1)
-    return xr.Dataset(
-        {
-            "symmetry": (dims, symmetry),
-            "directionality": (dims, np.full(symmetry.shape, -0.3)),
-            "head_symmetry": ((*dims, "head"), heads),
-        },
-        coords={"objective": ["mlm", "next-token"], "seed": list(range(seeds)), "step": [0, 100], "layer": [0, 1]},
-    )
-
-
-def test_no_finding_names_the_missing_seeds_or_learning():
-    assert training_titles.no_finding(5) is None
-    assert training_titles.no_finding(2) == "2 seeds, too few to compare"
-    assert training_titles.no_finding(5, learned=False) == "the runs did not learn"
-
-
-def test_loss_targets_counts_the_runs_that_met_theirs():
-    targets = pd.DataFrame(
-        {
-            "objective": ["mlm", "mlm", "next-token", "next-token"],
-            "seed": [0, 1, 0, 1],
-            "below_unigram": [0.5, 0.3, 1.5, -0.1],
-            "met": [True, True, True, False],
-        }
-    ).set_index(["objective", "seed"])
-    text = training_titles.loss_targets(targets)
-    assert text.startswith("3 of 4 runs reach their loss target")
-    assert "encoder (masked LM) 0.40 nats below,\ndecoder (next token) 0.70 nats below" in text
-
-
-def test_scores_over_training_counts_seeds_only_when_they_can_tell():
-    text = training_titles.scores_over_training(toy_runs())
-    assert text.startswith("The encoder ends more symmetric than the decoder in 4 of 5 seeds")
-    assert "symmetry +0.40 (encoder), +0.10 (decoder);\ndirectionality -0.30 (encoder)" in text
-    few = training_titles.scores_over_training(toy_runs(seeds=2))
-    assert few.startswith("Both scores during training (2 seeds, too few to compare)") and "more symmetric" not in few
-    assert "(the runs did not learn)" in training_titles.scores_over_training(toy_runs(), learned=False)
-
-
-def test_layer_and_head_titles_give_the_final_ranges():
-    assert training_titles.layer_lines(toy_runs(), 0).startswith(
-        "Seed 0, layer by layer: final symmetry +0.40 in the encoder"
-    )
-    assert "+0.40 in the encoder (masked LM),\n+0.18 in the decoder" in training_titles.head_scores(toy_runs())
-
-
-def test_beside_authors_sets_our_order_against_theirs():
-    authors = pd.DataFrame(
-        {"step": [10, 1000, 1000, 1000], "mode": ["encoder", "encoder", "encoder", "decoder"]}
-        | {"symmetry": [0.0, 0.3, 0.5, -0.2]}
-    )
-    text = training_titles.beside_authors(toy_runs(), authors)
-    assert text.startswith("Our encoder ends more symmetric than our decoder, as the authors'")
-    assert "+0.30 to +0.50 (encoders) and -0.20 (decoders) after 1,000" in text
-    assert training_titles.beside_authors(toy_runs(seeds=1), authors).startswith(
-        "Ours beside the authors' (1 seed, too few"
-    )
-
-
-def toy_starts(seeds=5):
-    """Notebook 06's runs: one objective, the baseline, one treated start and the placebo, ``seeds`` seeds."""
-    dims = ("objective", "init", "seed", "step", "layer")
-    symmetry = np.zeros((1, 2, seeds, 2, 1))
-    symmetry[0, 1, :, 0], symmetry[0, 1, :, 1] = 1.0, 0.5  # the symmetric start fades to +0.50
-    symmetry[0, 0, :, 1] = 0.2
-    symmetry[0, 1, 0, 1] = 0.1  # seed 0 ends below its baseline
-    loss = np.zeros((1, 3, seeds, 2))
-    loss[0, 1, :, 1] = -0.05  # the treated start ends ahead of the baseline
-    loss[0, 2, :, 1] = np.linspace(-0.01, 0.01, seeds)  # the placebo
-    coords = {"objective": ["mlm"], "seed": list(range(seeds)), "step": [0, 10]}
-    runs = xr.Dataset({"symmetry": (dims, symmetry)}, coords=coords | {"init": ["bert", "symmetric"], "layer": [0]})
-    both = xr.Dataset(
-        {"val_loss": (("objective", "init", "seed", "step"), loss + 4.0)},
-        coords=coords | {"init": ["bert", "symmetric", "placebo"]},
-    )
-    return runs, both
-
-
-def test_loss_against_baseline_names_the_starts_ahead_of_the_placebo():
-    _, both = toy_starts()
-    text = training_titles.loss_against_baseline(both)
-    assert text.startswith("symmetric ends further ahead of the baseline than the placebo")
-    assert "symmetric -0.050; placebo -0.010 to +0.010" in text
-    assert training_titles.loss_against_baseline(toy_starts(seeds=2)[1]).startswith(
-        "Each start against the baseline (2 seeds"
-    )
-
-
-def test_symmetry_persistence_counts_the_seeds_above_the_baseline():
-    runs, _ = toy_starts()
-    assert training_titles.symmetry_persistence(runs).endswith("same seed:\nsymmetric in 4 of 5 seeds")
-    few = training_titles.symmetry_persistence(toy_starts(seeds=2)[0])
-    assert few.startswith("How long each start's symmetry lasts (2 seeds")
-    assert few.endswith("mean over seeds:\nbert +0.20, symmetric +0.30")

@@ -2,7 +2,9 @@
 sentences from the data (every verdict through :func:`attnstruct.stats.decide`).
 
 :mod:`.bilinear_form` (01), :mod:`.score_nulls` (02), :mod:`.pretrained` and :mod:`.extraction_checks` (03),
-:mod:`.gradient_toys` (04), :mod:`.training_dynamics` (05), :mod:`.symmetric_init` (06), :mod:`.nb07_vision` (07: its
+:mod:`.gradient_toys` (04), :mod:`.nb05_training_dynamics` (05) and :mod:`.nb06_symmetric_init` (06: each its numbers,
+verdicts, plan and the facts its sentences state; the readings of their text runs and whether they learned in
+:mod:`.text_runs`), :mod:`.nb07_vision` (07: its
 numbers, verdicts, plan, the tables its figures draw, its dataset and the facts its sentences state),
 :mod:`.nb09_dynamics_at_scale` (09: its numbers, verdicts, plan and the facts its sentences state; its local
 checkpoint series made by :mod:`.local_series`), :mod:`.paper_comparison` (the authors' values beside ours: 03, 07,

@@ -1,5 +1,5 @@
-"""Message titles of the figures of notebooks 01 to 04 and 08 (05 and 06: :mod:`attnstruct.analyses.training_titles`;
-07 and 09: templates in the notebook): each says what its figure shows, in words, with every number in it computed
+"""Message titles of the figures of notebooks 01 to 04 and 08 (05, 06, 07
+and 09: templates in the notebook): each says what its figure shows, in words, with every number in it computed
 from the data the figure draws (never typed), so that a reader who only glances at the figure gets its finding. A
 notebook passes a function's string to
 :func:`attnstruct.report.plotting.message_title`.

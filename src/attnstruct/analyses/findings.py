@@ -26,7 +26,7 @@ from pathlib import Path
 import xarray as xr
 
 from .. import results, stats
-from . import gates, nb07_vision, paper_comparison, pretrained, training_dynamics
+from . import nb05_training_dynamics, nb07_vision, paper_comparison, pretrained, text_runs
 
 ALPHA = 0.05
 
@@ -89,11 +89,11 @@ def effect_outcome(effect: stats.Effect, alpha: float = ALPHA) -> Outcome:
 
 def training_symmetry_gap(ds: xr.Dataset) -> Outcome:
     """05: the encoder ends more symmetric than the decoder
-    (:func:`attnstruct.analyses.training_dynamics.objective_effects`)."""
+    (:func:`attnstruct.analyses.nb05_training_dynamics.objective_effects`)."""
     p = parameters(ds)
-    shape = training_dynamics.Shape(p["d_model"], p["n_heads"], p["n_layers"])
-    learned = gates.learned_by(gates.loss_targets(ds, float(ds.attrs["unigram_entropy"])), "objective")
-    gap = training_dynamics.objective_effects(ds, shape, n_draws=p["n_null_draws"], learned=learned)[0]
+    shape = nb05_training_dynamics.Shape(p["d_model"], p["n_heads"], p["n_layers"])
+    learned = text_runs.learned_by(text_runs.loss_targets(ds, float(ds.attrs["unigram_entropy"])), "objective")
+    gap = nb05_training_dynamics.objective_effects(ds, shape, n_draws=p["n_null_draws"], learned=learned)[0]
     return effect_outcome(gap)
 
 

@@ -29,7 +29,7 @@ from .. import notebooks, results
 from ..checkpoints.series import ENTRY_COLUMNS
 from ..tasks import text, text_config
 from ..training import processes, snapshots
-from . import gates
+from . import text_runs
 
 NOTEBOOK_05 = "05_training_dynamics"
 ENCODER, DECODER = "mlm", "next-token"
@@ -48,10 +48,10 @@ class LocalSeries:
     continued: xr.Dataset
 
     def learned(self, unigram_entropy: float) -> dict[str, bool]:
-        """``{series: did every run behind it learn}`` (:mod:`attnstruct.analyses.gates`): a trajectory on its
+        """``{series: did every run behind it learn}`` (:mod:`attnstruct.analyses.text_runs`): a trajectory on its
         objective's runs, the pairs on both objectives', a continued series on its continued runs."""
-        by_objective = gates.learned_by(gates.loss_targets(self.runs, unigram_entropy), "objective")
-        continued = gates.learned_by(gates.loss_targets(self.continued, unigram_entropy), "objective")
+        by_objective = text_runs.learned_by(text_runs.loss_targets(self.runs, unigram_entropy), "objective")
+        continued = text_runs.learned_by(text_runs.loss_targets(self.continued, unigram_entropy), "objective")
         learned = {f"local {ROLE[o]}": by_objective[o] for o in (ENCODER, DECODER)}
         learned["local pairs"] = all(by_objective.values())
         for objective in (ENCODER, DECODER):

@@ -81,7 +81,7 @@ from ..tasks.images import ImageData, quantise
 from ..tasks.vision import CLASSIFIERS, random_patch_mask
 from ..tasks.vision_config import OBJECTIVES, VisionConfig
 from . import pretrained
-from .gates import ALPHA
+from .text_runs import ALPHA
 
 SCORES = ("symmetry", "directionality")
 VERDICT_COLUMNS = ("estimate", "low", "high", "n", "p_value", "null_low", "null_high", "null_percentile", "verdict")

@@ -3,7 +3,7 @@
 ``attnstruct.teaching.handouts`` writes the pages; this module holds their content, computed from the executed
 notebooks (``<build>/notebooks/NN_*.ipynb``), the figures (``figures/*.png``) and the datasets (``results/*.nc``)
 that ``make reproduce`` wrote. Every number comes from a dataset through the package's own functions
-(:func:`attnstruct.analyses.pretrained.summary`, :func:`attnstruct.analyses.training_dynamics.final_median`, ...)
+(:func:`attnstruct.analyses.pretrained.summary`, :func:`attnstruct.analyses.text_runs.final_median`, ...)
 and every verdict is the one the notebook stored in its dataset's ``verdicts`` attribute (read back as an
 :class:`attnstruct.stats.Effect`), never decided here again.
 """
@@ -28,7 +28,7 @@ from ..analyses import (
     pretrained,
     pretrained_ordering,
     score_nulls,
-    training_dynamics,
+    text_runs,
 )
 from ..report.prose import count, percent, signed
 
@@ -50,8 +50,8 @@ EXPERIMENTS = {
 HEADLINES = {
     "03_pretrained_models": pretrained_ordering.STACK_CLAIM,
     "04_gradient_structure": gradient_toys.PRIMARY,
-    "05_training_dynamics": plans.TRAINING_DYNAMICS.primary[0].name,
-    "06_symmetric_init": plans.SYMMETRIC_INIT.primary[0].name,
+    "05_training_dynamics": plans.plan_of("05_training_dynamics").primary[0].name,
+    "06_symmetric_init": plans.plan_of("06_symmetric_init").primary[0].name,
     "07_vision": nb07_vision.PRIMARY,
     "08_model_sweep": pretrained_ordering.SWEEP_PLAN.primary[0].name,
 }
@@ -210,7 +210,7 @@ def _final_medians(ds: xr.Dataset) -> pd.Series:
 
 def _s05(build: Build):
     ds = build.dataset("05_training_dynamics")
-    parts = [f"{training_dynamics.label(o)} {signed(v)}" for o, v in _final_medians(ds).items()]
+    parts = [f"{text_runs.label(o)} {signed(v)}" for o, v in _final_medians(ds).items()]
     title = (
         f"Same model, same text, two objectives: after {int(ds.step[-1])} steps the median symmetry (layers and "
         f"{count(ds.sizes['seed'], 'seed')} pooled) is {' and '.join(parts)}"

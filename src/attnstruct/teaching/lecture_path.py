@@ -114,26 +114,34 @@ def _dataset(build_dir: Path, name: str):
 
 
 def _transient(build_dir: Path) -> str | None:
-    from ..analyses import training_dynamics
-
-    ds = _dataset(build_dir, "05_training_dynamics")
-    return None if ds is None else training_dynamics.describe_transient(training_dynamics.transient(ds))
-
-
-def _layer_gap(build_dir: Path) -> str | None:
-    from ..analyses import training_dynamics
+    from ..analyses import nb05_training_dynamics as training
     from ..report import prose
 
     ds = _dataset(build_dir, "05_training_dynamics")
-    if ds is None or not training_dynamics.has_both(ds):
+    if ds is None:
         return None
-    gaps = training_dynamics.final_median(ds, "symmetry")
-    gap = (gaps.sel(objective=training_dynamics.ENCODER) - gaps.sel(objective=training_dynamics.DECODER)).values
-    per_layer = training_dynamics.per_layer_gap(ds)
-    return (
-        f"The gap of the medians over layers, encoder minus decoder, is {prose.signed(float(gap.mean()))} "
-        f"(mean over {len(gap)} seed{'s' if len(gap) != 1 else ''}). "
-        + training_dynamics.describe_per_layer_gap(per_layer)
+    return " ".join(
+        prose.fill(
+            "In the {objective}, the median symmetry over layers rose to {peak} (mean over seeds; median step of the "
+            "peak: {peak_step}) and ended at {final}, {decay} below its peak.",
+            objective,
+        )
+        for objective in training.transients(training.transient(ds))
+    )
+
+
+def _layer_gap(build_dir: Path) -> str | None:
+    from ..analyses import nb05_training_dynamics as training
+    from ..report import prose
+
+    ds = _dataset(build_dir, "05_training_dynamics")
+    gap = None if ds is None else training.layer_gap(ds)
+    if gap is None or not gap.both_trained:
+        return None
+    return prose.fill(
+        "The gap of the medians over layers, encoder minus decoder, is {mean} (mean over {seeds}). Encoder minus "
+        "decoder final symmetry per layer, mean over seeds: {layers}.",
+        gap,
     )
 
 

@@ -1,4 +1,8 @@
-"""The two conditions a verdict of the training notebooks (05, 06) rests on, before any effect is read.
+"""Readings of text training runs (notebooks 05 and 06, and what reads their datasets): the runs' medians over
+layers, and the two conditions a verdict rests on before any effect is read.
+
+Every function takes a combined dataset of runs (:func:`attnstruct.training.processes.combine`: dims ``objective``,
+``seed``, ``step``, ``layer`` and maybe ``init``). Layers are pooled by their median, as the paper does for a model.
 
 1. **The runs learned.** A score of a model that did not learn its task says nothing about the task, so every
    verdict is gated on it (``learned=`` of :func:`attnstruct.stats.paired_effect` and
@@ -11,12 +15,16 @@
 2. **The design can reach a verdict.** With ``n`` seeds a one-sided sign-flip test cannot give a p below
    ``1 / 2**n``, and a permutation test of ``n`` against ``m`` units not below ``1 / C(n + m, n)``. When that is
    not below ``alpha`` no outcome could be significant, whatever the runs show: :func:`attnstruct.stats.describe_reach`
-   says so, computed from the number of seeds.
+   says so, computed from the number of seeds, and a figure of such runs states no finding (:func:`no_finding`).
+
+What the notebooks say of the learning gate comes from here as facts records (:func:`loss_target_facts`,
+:func:`missed_targets`): strings formatted by :mod:`attnstruct.report.prose` and the few data-dependent words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -26,9 +34,34 @@ from .. import stats
 from ..report import prose
 
 ALPHA = 0.05  # the level of every test of the training notebooks (the stats functions' default)
-
-
 LOSS_MARGINS = {"mlm": 0.3, "next-token": 1.0, "next-token-mlm-collator": 0.3}  # nats below the unigram entropy
+SCORES = ("symmetry", "directionality")
+LABELS = {
+    "mlm": "encoder (masked LM)",
+    "next-token": "decoder (next token)",
+    "next-token-mlm-collator": "decoder, authors' collator",
+}
+
+
+def label(objective) -> str:
+    """The name of an objective in a sentence or a legend (:data:`LABELS`, else the objective itself)."""
+    return LABELS.get(str(objective), str(objective))
+
+
+# ---------------------------------------------------------------------------------------------- reductions
+
+
+def median_over_layers(ds: xr.Dataset, score: str) -> xr.DataArray:
+    """The median over layers of ``score`` in every record: ``[objective, (init,) seed, step]``."""
+    return ds[score].median("layer")
+
+
+def final_median(ds: xr.Dataset, score: str) -> xr.DataArray:
+    """The median over layers of ``score`` at the last record of every run: ``[objective, (init,) seed]``."""
+    return ds[score].isel(step=-1).median("layer")
+
+
+# ---------------------------------------------------------------------------------------------- the learning gate
 
 
 def _targets(ds: xr.Dataset, unigram_entropy: float, margins: dict[str, float]) -> pd.DataFrame:
@@ -90,32 +123,79 @@ def learned_by(targets: pd.DataFrame, key: str) -> dict[str, bool]:
     return {str(value): bool(group["met"].all()) for value, group in rows.groupby(key, sort=False)}
 
 
-def _run_name(row: pd.Series, keys: Iterable[str]) -> str:
-    return " ".join(f"seed {row[k]}" if k == "seed" else f"`{row[k]}`" for k in keys)
+def no_finding(n_seeds: int, learned: bool = True) -> str:
+    """Why a figure of runs over ``n_seeds`` seeds carries no finding, or ``""`` when it may state one: runs short
+    of their loss target (``learned`` false) describe nothing the objective did, and too few seeds for a one-sided
+    sign-flip test to reach ``p < alpha`` (:func:`attnstruct.stats.smallest_p`) cannot order the arms."""
+    if not learned:
+        return stats.NOT_LEARNED
+    if stats.smallest_p(int(n_seeds)) >= ALPHA:
+        return f"{prose.count(int(n_seeds), 'seed')}, too few to compare"
+    return ""
 
 
-def describe_loss_targets(targets: pd.DataFrame, unigram_entropy: float) -> str:
-    """Whether every run met its loss target, the yardstick and the margins asked; the runs that missed, each with
-    how far below the unigram entropy it ended; and what that means for the verdicts."""
+# The facts the notebooks state of the learning gate: strings formatted by attnstruct.report.prose.
+
+
+@dataclass(frozen=True)
+class LossTargetFacts:
+    """The learning gate over every run of :func:`loss_targets`' table: ``met`` of ``runs`` met their target
+    (``all_met``), the ``unigram_entropy`` (nats) and the ``margins`` asked below it per objective; the ``verdict``
+    and ``reason`` a claim resting on a run short of its target reads."""
+
+    all_met: bool
+    met: str
+    runs: str
+    unigram_entropy: str
+    margins: str
+    verdict: str
+    reason: str
+
+
+def loss_target_facts(targets: pd.DataFrame, unigram_entropy: float) -> LossTargetFacts:
+    """The facts of :func:`loss_targets`' table against ``unigram_entropy``."""
     rows = _selected(targets, {})
-    keys = list(targets.index.names)
     margins = ", ".join(
         f"`{o}` {prose.number(m, 1)}" for o, m in rows.groupby("objective", sort=False)["target"].first().items()
     )
     met = int(rows["met"].sum())
-    head = (
-        f"**Loss targets met in every run: {'yes' if met == len(rows) else 'no'}** ({met} of "
-        f"{prose.count(len(rows), 'run')}; unigram entropy of the training tokens {prose.number(unigram_entropy, 3)} "
-        f"nats; margins asked below it: {margins} nats)."
+    return LossTargetFacts(
+        all_met=met == len(rows),
+        met=str(met),
+        runs=prose.count(len(rows), "run"),
+        unigram_entropy=prose.number(unigram_entropy, 3),
+        margins=margins,
+        verdict=stats.CANNOT_TELL,
+        reason=stats.NOT_LEARNED,
     )
-    if met == len(rows):
-        return head + " The scores below are those of models that learned to use context."
-    missed = "; ".join(
-        f"{_run_name(row, keys)} ended {prose.number(abs(row.below_unigram))} nats "
-        f"{'below' if row.below_unigram >= 0 else 'above'} it ({prose.number(row.target, 1)} below asked)"
+
+
+@dataclass(frozen=True)
+class MissedTargetFacts:
+    """One run short of its loss target: the ``run`` (its keys: `` `mlm` `bert` seed 2``), how far (``distance``,
+    nats) its final validation loss ended ``side`` (``below``, ``above``) the unigram entropy, and the ``target``
+    margin asked."""
+
+    run: str
+    distance: str
+    side: str
+    target: str
+
+
+def _run_name(row: pd.Series, keys: Iterable[str]) -> str:
+    return " ".join(f"seed {row[k]}" if k == "seed" else f"`{row[k]}`" for k in keys)
+
+
+def missed_targets(targets: pd.DataFrame) -> list[MissedTargetFacts]:
+    """The facts of every run of :func:`loss_targets`' table that missed its target, in order."""
+    rows = _selected(targets, {})
+    keys = list(targets.index.names)
+    return [
+        MissedTargetFacts(
+            run=_run_name(row, keys),
+            distance=prose.number(abs(row.below_unigram)),
+            side="below" if row.below_unigram >= 0 else "above",
+            target=prose.number(row.target, 1),
+        )
         for _, row in rows[~rows["met"]].iterrows()
-    )
-    return (
-        f"{head} Short of the target: {missed}. Every verdict that rests on a run short of its target reads "
-        f"*{stats.CANNOT_TELL}* ({stats.NOT_LEARNED}), whatever its scores show."
-    )
+    ]

@@ -1,5 +1,5 @@
-"""The speed-up of notebook 06 on curves with known answers: the metrics, the placebo, the verdicts, the sentences
-and the dataset."""
+"""Notebook 06 on curves and runs with known answers: the speed-up metrics, the placebo, the verdicts, the
+symmetric start and whether it persists, the facts the notebook states, and the dataset."""
 
 import numpy as np
 import pandas as pd
@@ -7,26 +7,26 @@ import pytest
 import xarray as xr
 
 from attnstruct import reference, stats
-from attnstruct.analyses import speedup_metrics as metrics
-from attnstruct.analyses import symmetric_init as speedup
+from attnstruct.analyses import nb06_symmetric_init as init_study
+from attnstruct.tasks import text_config
 
 
 def test_trailing_mean():
-    np.testing.assert_allclose(metrics.trailing_mean([1, 2, 3, 4], 2), [1, 1.5, 2.5, 3.5])
-    np.testing.assert_allclose(metrics.trailing_mean([5.0], 3), [5.0])
+    np.testing.assert_allclose(init_study.trailing_mean([1, 2, 3, 4], 2), [1, 1.5, 2.5, 3.5])
+    np.testing.assert_allclose(init_study.trailing_mean([5.0], 3), [5.0])
     with pytest.raises(ValueError, match="window"):
-        metrics.trailing_mean([1.0], 0)
+        init_study.trailing_mean([1.0], 0)
 
 
 def test_robust_speedup_on_shifted_curves():
     steps = np.arange(0, 1001, 50.0)
     baseline = 2 + 3 * np.exp(-steps / 300)
     treated = 2 + 3 * np.exp(-(steps * 2) / 300)  # the same curve at twice the speed
-    value, step = metrics.robust_speedup(steps, treated, baseline, 1000, window=1)
+    value, step = init_study.robust_speedup(steps, treated, baseline, 1000, window=1)
     assert step == 500 and value == pytest.approx(0.5)
-    value, step = metrics.robust_speedup(steps, baseline, baseline, 1000, window=3)
+    value, step = init_study.robust_speedup(steps, baseline, baseline, 1000, window=3)
     assert step == 1000 and value == 0
-    value, step = metrics.robust_speedup(steps, baseline + 0.1, baseline, 1000)
+    value, step = init_study.robust_speedup(steps, baseline + 0.1, baseline, 1000)
     assert np.isnan(value) and np.isnan(step)
 
 
@@ -34,11 +34,11 @@ def test_robust_speedup_drops_missing_evaluations_and_refuses_bad_input():
     steps = np.array([0, 10, 20, 30, 40])
     baseline = np.array([5, np.nan, 4, np.nan, 3.0])
     treated = np.array([5, np.nan, 3, np.nan, 2.0])
-    assert metrics.robust_speedup(steps, treated, baseline, 40, window=1) == (0.5, 20.0)
+    assert init_study.robust_speedup(steps, treated, baseline, 40, window=1) == (0.5, 20.0)
     with pytest.raises(ValueError, match="no finite values"):
-        metrics.robust_speedup(steps, np.full(5, np.nan), baseline, 40)
+        init_study.robust_speedup(steps, np.full(5, np.nan), baseline, 40)
     with pytest.raises(ValueError, match="increase"):
-        metrics.robust_speedup(steps[::-1], treated, baseline, 40)
+        init_study.robust_speedup(steps[::-1], treated, baseline, 40)
 
 
 def test_paper_speedup_reproduces_the_authors_rule():
@@ -46,10 +46,10 @@ def test_paper_speedup_reproduces_the_authors_rule():
     baseline = np.linspace(4, 2.7822, 1000)
     treated = np.full(1000, 3.0)
     treated[741:] = 2.75
-    assert metrics.paper_speedup(treated, baseline) == pytest.approx(0.259)
-    assert np.isnan(metrics.paper_speedup(np.full(1000, 3.0), baseline))  # never below: NaN, not the 100% artifact
+    assert init_study.paper_speedup(treated, baseline) == pytest.approx(0.259)
+    assert np.isnan(init_study.paper_speedup(np.full(1000, 3.0), baseline))  # never below: NaN, not the 100% artifact
     logged = np.concatenate([[np.nan], treated])  # our logs start with NaN at step 0
-    assert metrics.paper_speedup(logged, np.concatenate([[np.nan], baseline])) == pytest.approx(0.259)
+    assert init_study.paper_speedup(logged, np.concatenate([[np.nan], baseline])) == pytest.approx(0.259)
 
 
 def test_the_reported_speedups_follow_the_authors_rule_on_their_own_rows():
@@ -85,8 +85,8 @@ def runs_of(arms: dict, bert: list | None = None) -> xr.Dataset:
 
 
 def placebo_of(per_seed: list) -> xr.Dataset:
-    """Placebo runs at ``per_seed`` (speed, floor), as :func:`speedup.as_placebo` gives them."""
-    return speedup.as_placebo(runs_of({}, bert=per_seed).sel(init=["bert"]))
+    """Placebo runs at ``per_seed`` (speed, floor), as :func:`init_study.as_placebo` gives them."""
+    return init_study.as_placebo(runs_of({}, bert=per_seed).sel(init=["bert"]))
 
 
 SAME = [(1, 2.0)] * 4
@@ -94,7 +94,7 @@ SAME = [(1, 2.0)] * 4
 
 def test_every_arm_and_the_placebo_are_paired_with_the_baseline_of_their_seed():
     runs = runs_of({"symmetric": [(2, 2.0)] * 4})
-    table = speedup.speedups(runs, placebo_of(SAME), steps=1000, smoothing=1)
+    table = init_study.speedups(runs, placebo_of(SAME), steps=1000, smoothing=1)
     assert list(zip(table["init"], table["seed"])) == [("symmetric", s) for s in range(4)] + [
         ("placebo", s) for s in range(4)
     ]
@@ -108,14 +108,14 @@ def test_every_arm_and_the_placebo_are_paired_with_the_baseline_of_their_seed():
 def test_the_placebo_is_compared_with_the_baseline_of_its_own_seed_only():
     bert = [(1, 2.0), (1, 2.1), (1, 2.2), (1, 2.3)]
     placebo = placebo_of([(1, 2.0), (1, 2.0), (1, 2.0), (1, 2.0)])
-    table = speedup.speedups(runs_of({"symmetric": SAME}, bert=bert), placebo, steps=1000, smoothing=1)
+    table = init_study.speedups(runs_of({"symmetric": SAME}, bert=bert), placebo, steps=1000, smoothing=1)
     gains = table[table["init"] == "placebo"].eval("baseline_final_loss - final_loss").to_numpy()
     np.testing.assert_allclose(gains, [0.0, 0.1, 0.2, 0.3], atol=1e-3)
 
 
 def test_the_placebo_runs_must_be_baseline_runs():
     with pytest.raises(ValueError, match="must be 'bert' runs"):
-        speedup.as_placebo(runs_of({"symmetric": SAME}))
+        init_study.as_placebo(runs_of({"symmetric": SAME}))
 
 
 def table_of(symmetric, matched, placebo, gains=None) -> pd.DataFrame:
@@ -127,7 +127,7 @@ def table_of(symmetric, matched, placebo, gains=None) -> pd.DataFrame:
         for s, v in enumerate(values):
             gain = gains.get(init, [0.0] * len(values))[s]
             rows.append(("mlm", init, s, v, v, 3.0 - gain, 3.0))
-    return pd.DataFrame(rows, columns=speedup.COLUMNS)
+    return pd.DataFrame(rows, columns=init_study.COLUMNS)
 
 
 TABLE = table_of(
@@ -139,7 +139,7 @@ TABLE = table_of(
 
 
 def test_the_final_loss_gain_is_the_primary_claim_and_is_decided_by_a_paired_sign_flip_test():
-    effects = speedup.loss_effects(TABLE)
+    effects = init_study.loss_effects(TABLE)
     assert [e.claim for e in effects] == [
         "mlm: final validation loss, bert minus symmetric",
         "mlm: final validation loss, bert minus symmetric-matched",
@@ -151,7 +151,7 @@ def test_the_final_loss_gain_is_the_primary_claim_and_is_decided_by_a_paired_sig
 
 
 def test_speedups_are_paired_with_the_placebo_of_the_same_seed_and_never_counts_as_none():
-    effects = speedup.speedup_effects(TABLE)
+    effects = init_study.speedup_effects(TABLE)
     assert [e.claim for e in effects] == [
         "mlm: speed-up of symmetric minus the placebo's",
         "mlm: speed-up of symmetric-matched minus the placebo's",
@@ -169,7 +169,7 @@ def targets_where(missed: set) -> pd.DataFrame:
     return pd.DataFrame({"met": [(i, s) not in missed for _, i, s in index]}, index=index)
 
 
-@pytest.mark.parametrize("effects_of", [speedup.loss_effects, speedup.speedup_effects])
+@pytest.mark.parametrize("effects_of", [init_study.loss_effects, init_study.speedup_effects])
 def test_an_arm_that_did_not_learn_is_not_judged_and_a_baseline_or_placebo_gates_every_arm(effects_of):
     effects = effects_of(TABLE, targets=targets_where({("symmetric", 3)}))
     assert effects[0].reason == stats.NOT_LEARNED and effects[1].reason != stats.NOT_LEARNED
@@ -179,13 +179,13 @@ def test_an_arm_that_did_not_learn_is_not_judged_and_a_baseline_or_placebo_gates
 
 
 def test_spread_is_the_median_and_range_of_the_seeds_that_reached_the_level():
-    assert speedup.spread([0.2, 0.5, 0.3]) == "30% [20%, 50%]"
-    assert speedup.spread([0.2, np.nan, 0.4]) == "30% [20%, 40%], 1 seed(s) never"
-    assert speedup.spread([np.nan, np.nan]) == "never (0/2 seeds)"
+    assert init_study.spread([0.2, 0.5, 0.3]) == "30% [20%, 50%]"
+    assert init_study.spread([0.2, np.nan, 0.4]) == "30% [20%, 40%], 1 seed(s) never"
+    assert init_study.spread([np.nan, np.nan]) == "never (0/2 seeds)"
 
 
 def test_the_summary_has_one_row_per_arm_and_the_placebo_last():
-    summary = speedup.speedup_summary(TABLE)
+    summary = init_study.speedup_summary(TABLE)
     assert list(summary.index) == [("mlm", "symmetric"), ("mlm", "symmetric-matched"), ("mlm", "placebo")]
     assert summary.loc[("mlm", "symmetric"), "robust speed-up, median [min, max]"] == "50% [45%, 55%]"
     assert summary.loc[("mlm", "symmetric"), "final loss, baseline minus arm: mean [min, max]"] == (
@@ -193,26 +193,24 @@ def test_the_summary_has_one_row_per_arm_and_the_placebo_last():
     )
 
 
-def test_the_paragraphs_word_each_verdict_with_the_placebo_and_the_detectable_effect():
-    losses = speedup.describe_losses(TABLE, speedup.loss_effects(TABLE))
-    assert f"- **symmetric** (encoder (masked LM)): {speedup.LOSS_WORDS['holds']}" in losses
-    assert "The placebo, the baseline from other weights, gives +0.000 [+0.000, +0.000]" in losses
-    assert "would be detected with 80% power" in losses and "primary, Holm over 1 claim" in losses
-    speeds = speedup.describe_speedups(TABLE, speedup.speedup_effects(TABLE))
-    assert f"- **symmetric** (encoder (masked LM)): {speedup.SPEEDUP_WORDS['holds']} (robust speed-up 50%" in speeds
+def test_the_arm_facts_give_each_verdict_beside_the_placebo():
+    symmetric, matched = init_study.arm_verdicts(TABLE, init_study.loss_effects(TABLE), digits=3)
+    assert (symmetric.init, symmetric.objective, symmetric.holds, symmetric.fails) == (
+        "symmetric",
+        "encoder (masked LM)",
+        True,
+        False,
+    )
+    assert not (matched.holds or matched.fails) and symmetric.placebo_gains == "+0.000 [+0.000, +0.000]"
+    speeds = init_study.arm_verdicts(TABLE, init_study.speedup_effects(TABLE))
+    assert speeds[0].holds and speeds[0].robust == "50% [45%, 55%]"
     with pytest.raises(ValueError, match="1 effects for 2"):
-        speedup.describe_losses(TABLE, speedup.loss_effects(TABLE)[:1])
-
-
-def test_one_seed_has_no_interval_in_the_paragraph():
-    one = table_of([0.5], [0.1], [0.0])
-    paragraph = speedup.describe_speedups(one, speedup.speedup_effects(one))
-    assert "one seed, no interval" in paragraph and "nan" not in paragraph
+        init_study.arm_verdicts(TABLE, init_study.loss_effects(TABLE)[:1])
 
 
 def test_loss_differences_are_against_the_baseline_of_the_same_seed():
     runs = runs_of({"symmetric": [(2, 2.0), (3, 2.0)]})
-    difference = speedup.loss_differences(runs, "mlm", "symmetric")
+    difference = init_study.loss_differences(runs, "mlm", "symmetric")
     np.testing.assert_allclose(difference.sel(seed=1), curve(3) - curve(1))
 
 
@@ -221,8 +219,8 @@ def test_the_dataset_holds_the_gains_and_speedups_per_arm_and_seed_and_the_place
         scored_matrix="W", runs='[{"seed": 0}]'
     )
     placebo = placebo_of(SAME).assign_attrs(runs='[{"seed": 1}]')
-    table = speedup.speedups(runs, placebo, steps=1000, smoothing=1)
-    out = speedup.result_dataset(runs, placebo, table, effects=[], parameters={}, unigram_entropy=5.0, learned=True)
+    table = init_study.speedups(runs, placebo, steps=1000, smoothing=1)
+    out = init_study.result_dataset(runs, placebo, table, effects=[], parameters={}, unigram_entropy=5.0, learned=True)
     assert out.robust_speedup.dims == ("objective", "treated_init", "seed")
     assert list(out.treated_init.values) == ["symmetric", "symmetric-matched"]
     gain = curve(1)[-1] - curve(2, 1.9)[-1]
@@ -233,7 +231,7 @@ def test_the_dataset_holds_the_gains_and_speedups_per_arm_and_seed_and_the_place
     assert out.attrs["runs"] == '[{"seed": 0}, {"seed": 1}]'
 
 
-def test_the_reported_sentence_lists_the_papers_encoders():
+def test_the_reported_facts_list_the_papers_encoders():
     table = pd.DataFrame(
         {
             "n_layers": [4, 12, 12, 4],
@@ -242,9 +240,9 @@ def test_the_reported_sentence_lists_the_papers_encoders():
             "speedup": [0.259, 0.2, np.nan, 0.5],
         }
     )
-    sentence = metrics.describe_reported(table)
-    assert "4-layer encoders 25.9% (a); 12-layer encoders 20.0% (b), and none on c:" in sentence
-    assert "(d)" not in sentence
+    reported = init_study.reported_speedups(table)
+    assert (reported.four, reported.twelve) == ("25.9% (a)", "20.0% (b)")
+    assert reported.any_never and reported.never == "c" and reported.printed == "100%"
 
 
 @pytest.mark.parametrize(
@@ -261,4 +259,116 @@ def test_the_reported_sentence_lists_the_papers_encoders():
 def test_a_design_notebook_06_cannot_read_is_refused(change, message):
     design = {"inits": ["bert", "symmetric"], "objectives": ["mlm"], "seeds": [0, 1], "smoothing": 3}
     with pytest.raises(ValueError, match=message):
-        speedup.check_design(**(design | {"placebo_offset": 100} | change))
+        init_study.check_design(**(design | {"placebo_offset": 100} | change))
+
+
+def toy_starts(seeds=5):
+    """Notebook 06's runs: one objective, the baseline, one treated start and the placebo, ``seeds`` seeds."""
+    dims = ("objective", "init", "seed", "step", "layer")
+    symmetry = np.zeros((1, 2, seeds, 2, 1))
+    symmetry[0, 1, :, 0], symmetry[0, 1, :, 1] = 1.0, 0.5  # the symmetric start fades to +0.50
+    symmetry[0, 0, :, 1] = 0.2
+    symmetry[0, 1, 0, 1] = 0.1  # seed 0 ends below its baseline
+    loss = np.zeros((1, 3, seeds, 2))
+    loss[0, 1, :, 1] = -0.05  # the treated start ends ahead of the baseline
+    loss[0, 2, :, 1] = np.linspace(-0.01, 0.01, seeds)  # the placebo
+    coords = {"objective": ["mlm"], "seed": list(range(seeds)), "step": [0, 10]}
+    runs = xr.Dataset({"symmetry": (dims, symmetry)}, coords=coords | {"init": ["bert", "symmetric"], "layer": [0]})
+    both = xr.Dataset(
+        {"val_loss": (("objective", "init", "seed", "step"), loss + 4.0)},
+        coords=coords | {"init": ["bert", "symmetric", "placebo"]},
+    )
+    return runs, both
+
+
+def test_the_loss_title_facts_name_the_starts_ahead_of_the_placebo():
+    _, both = toy_starts()
+    (arm,) = init_study.losses_against_baseline(both)
+    assert arm.can_tell and arm.any_ahead and (arm.ahead, arm.verb) == ("symmetric", "ends")
+    assert (arm.ends, arm.placebo_low, arm.placebo_high) == ("symmetric -0.050", "-0.010", "+0.010")
+    (few,) = init_study.losses_against_baseline(toy_starts(seeds=2)[1])
+    assert not few.can_tell and few.reason == "2 seeds, too few to compare"
+
+
+def test_the_persistence_title_facts_count_the_seeds_above_the_baseline():
+    runs, _ = toy_starts()
+    (start,) = init_study.symmetry_persistence(runs)
+    assert start.can_tell and start.above == "symmetric in 4 of 5 seeds" and not start.several
+    (few,) = init_study.symmetry_persistence(toy_starts(seeds=2)[0])
+    assert not few.can_tell and few.means == "bert +0.20, symmetric +0.30"
+
+
+# ---------------------------------------------------------------------------------------------- the symmetric start
+
+
+def test_the_initial_state_shows_each_initialisations_scale_and_symmetry():
+    configs = [
+        text_config.TextConfig(init=init, seed=seed, d_model=48, n_layers=1, n_heads=2, seq_len=8)
+        for init in ("bert", "symmetric", "symmetric-matched")
+        for seed in (0, 1)
+    ]
+    table = init_study.initial_state(configs, vocab_size=300)
+    assert list(table.index) == ["bert", "symmetric", "symmetric-matched"]  # the first config of each init
+    assert table.loc["bert", "std W_q"] == pytest.approx(0.02, rel=0.1) and table.loc["bert", "max |bias q,k,v|"] == 0
+    assert table.loc["symmetric", "std W_k"] == pytest.approx(1 / np.sqrt(3 * 48), rel=0.1)
+    assert table.loc["symmetric", "max |bias q,k,v|"] > 0
+    assert table.loc["symmetric-matched", "std W_q"] == table.loc["symmetric-matched", "std W_k"]
+    assert list(table["head symmetry (min..max)"])[1:] == ["+1.00 .. +1.00"] * 2
+    assert table.loc["bert", "head symmetry (min..max)"] != "+1.00 .. +1.00"
+
+
+def test_the_scale_facts_give_the_default_standard_deviation_at_this_width():
+    assert init_study.initial_scales(32) == init_study.ScaleFacts("32", "0.1021", "0.02")
+
+
+def starts(ends: dict, n_seeds: int = 5, noise: float = 0.02) -> xr.Dataset:
+    """Treated runs whose final median symmetry over layers is ``ends[init]`` plus noise per seed; +1 at step 0."""
+    rng = np.random.default_rng(0)
+    symmetry = np.ones((1, len(ends), n_seeds, 2, 3))
+    symmetry[0, :, :, 1] = np.array(list(ends.values()))[:, None, None] + noise * rng.standard_normal((1, n_seeds, 1))
+    dims = ("objective", "init", "seed", "step", "layer")
+    coords = {"objective": ["mlm"], "init": list(ends), "seed": range(n_seeds), "step": [0, 30], "layer": range(3)}
+    return xr.Dataset({"symmetry": (dims, symmetry)}, coords=coords)
+
+
+def targets(met: dict) -> pd.DataFrame:
+    """Loss targets of runs ``(init, seed)``, met unless ``met`` says otherwise (baselines have seeds 0 to 6)."""
+    keys = [("mlm", "bert", s) for s in range(7)] + [("mlm", "symmetric", s) for s in range(5)]
+    index = pd.MultiIndex.from_tuples(keys, names=["objective", "init", "seed"])
+    return pd.DataFrame({"met": [met.get(k[1:], True) for k in keys]}, index=index)
+
+
+def test_a_symmetric_start_that_persists_holds_and_one_that_is_lost_does_not():
+    kept = init_study.persistence_effects(starts({"bert": 0.1, "symmetric": 0.8}), "mlm")
+    lost = init_study.persistence_effects(starts({"bert": 0.5, "symmetric": 0.1}), "mlm")
+    assert [e.claim for e in kept] == ["symmetric minus bert, final median symmetry (mlm)"]
+    assert kept[0].verdict == stats.HOLDS and kept[0].estimate == pytest.approx(0.7, abs=0.05)
+    assert lost[0].verdict == stats.DOES_NOT_HOLD
+
+
+def test_persistence_of_runs_that_did_not_learn_is_not_judged():
+    ds = starts({"bert": 0.1, "symmetric": 0.8})
+    (effect,) = init_study.persistence_effects(ds, "mlm", targets=targets({("symmetric", 2): False}))
+    assert effect.verdict == stats.CANNOT_TELL and effect.reason == stats.NOT_LEARNED
+
+
+def test_persistence_is_gated_only_on_the_seeds_it_compares():
+    ds = starts({"bert": 0.1, "symmetric": 0.8})
+    (effect,) = init_study.persistence_effects(ds, "mlm", targets=targets({("bert", 6): False}))
+    assert effect.verdict == stats.HOLDS
+
+
+def test_the_persistence_facts_state_the_ends_and_each_verdict():
+    ds = starts({"bert": 0.1, "symmetric": 0.8}, n_seeds=3, noise=0.0)
+    effects = init_study.persistence_effects(ds, "mlm")
+    assert init_study.persistence(ds, "mlm") == init_study.PersistenceFacts(
+        "encoder (masked LM)", "30", "+0.10 (bert), +0.80 (symmetric)"
+    )
+    (arm,) = init_study.persistence_verdicts(effects)
+    assert (arm.arm, arm.estimate, arm.verdict) == ("symmetric minus bert", "+0.70", stats.CANNOT_TELL)
+
+
+def test_the_persistence_table_is_the_mean_final_median_per_objective_and_init():
+    table = init_study.persistence_table(starts({"bert": 0.1, "symmetric": 0.8}, noise=0.0))
+    assert list(table.columns) == ["bert", "symmetric"] and list(table.index) == ["mlm"]
+    np.testing.assert_allclose(table.to_numpy(), [[0.1, 0.8]])
