@@ -4,7 +4,8 @@ A notebook prints its plan's table (:meth:`attnstruct.stats.Plan.table`, with :f
 and every verdict it prints passes through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the
 plan does not declare.
 :data:`PLANS` says where each notebook's plan is: written here as data (05's and 06's), or built by the notebook's
-analysis module from the claims it tests (03 and 08: :mod:`attnstruct.analyses.pretrained_ordering`, 04:
+analysis module from the claims it tests (03: :data:`attnstruct.analyses.nb03_pretrained_models.PLAN`, 08:
+:data:`attnstruct.analyses.pretrained_ordering.SWEEP_PLAN`, 04:
 :data:`attnstruct.analyses.gradient_toys.PLAN`, 07: :data:`attnstruct.analyses.nb07_vision.PLAN`, 09: from
 its series, :func:`attnstruct.analyses.nb09_dynamics_at_scale.declared_plan`, the local series' in
 :data:`attnstruct.analyses.nb09_dynamics_at_scale.PLAN`).
@@ -69,7 +70,7 @@ TRAINING_DYNAMICS = stats.Plan(
 )
 
 PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's name there
-    "03_pretrained_models": ("pretrained_ordering", "PLAN"),
+    "03_pretrained_models": ("nb03_pretrained_models", "PLAN"),
     "04_gradient_structure": ("gradient_toys", "PLAN"),
     "05_training_dynamics": ("plans", "TRAINING_DYNAMICS"),
     "07_vision": ("nb07_vision", "PLAN"),
