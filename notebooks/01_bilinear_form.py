@@ -80,7 +80,7 @@ import torch
 
 import attnstruct as at
 from attnstruct import notebooks, results, work
-from attnstruct.analyses import bilinear_form, example_matrices
+from attnstruct.analyses import bilinear_form, matrix_readings
 from attnstruct.analyses import figure_titles as titles
 from attnstruct.report import plotting, prose
 
@@ -255,7 +255,7 @@ for ax, values, name, color in zip(
     ax.set_title(f"{name} norms")
 axes[0].set_ylabel("Euclidean norm")
 axes[0].legend()
-norms = example_matrices.outlying_norms(m.numpy())
+norms = matrix_readings.outlying_norms(m.numpy())
 plotting.message_title(fig, titles.dominant_columns(norms, float(example_scores["columns"].directionality)), y=1.08)
 plotting.savefig(fig, figures_dir / "01_directionality_norms")
 plt.show()

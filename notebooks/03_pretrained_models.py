@@ -30,9 +30,10 @@
 # Every extraction used here is proven against the models' own attention in the project's tests
 # (`tests/test_extract_*.py`), including the grouped-query pairing that the authors' code got wrong.
 #
-# The notebook computes nothing itself: every table, sentence and verdict comes from the package
-# (`attnstruct.analyses.pretrained`, `example_matrices`, `extraction_checks` and `paper_comparison`), where a
-# test can reach it. What is left here is the story: what is measured, why, and how to read it.
+# The notebook computes nothing itself: every table, number and verdict comes from the package
+# (`attnstruct.analyses.nb03_pretrained_models`, imported as `pretrained_study`), where a test can reach it. What
+# is left here is the story: what is measured, why, and how to read it, with the sentences that state the results
+# written as templates filled from the facts the package computes.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -68,8 +69,7 @@ import numpy as np
 import torch
 
 from attnstruct import reference, results, work
-from attnstruct.analyses import example_matrices, extraction_checks, paper_comparison, pretrained, pretrained_ordering
-from attnstruct.analyses import figure_titles as titles
+from attnstruct.analyses import nb03_pretrained_models as pretrained_study
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.report import plotting, prose
 
@@ -89,8 +89,9 @@ results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 
 # %%
 authors = reference.reference_table()
-prose.show(pretrained_ordering.PLAN.describe(pretrained_ordering.smallest(authors)))
-prose.show(prose.markdown_table(pretrained_ordering.PLAN.table(pretrained_ordering.smallest(authors))))
+reach = pretrained_study.smallest_p_by_claim(authors)
+prose.show(pretrained_study.PLAN.describe(reach))
+prose.show(prose.markdown_table(pretrained_study.PLAN.table(reach)))
 
 # %% [markdown]
 # ## 1. Which checkpoints
@@ -115,7 +116,7 @@ prose.show(prose.markdown_table(pretrained_ordering.PLAN.table(pretrained_orderi
 # speech encoder-decoder.
 
 # %%
-checkpoints = pretrained.checkpoint_list(models, local_models, cache_dir)
+checkpoints = pretrained_study.checkpoint_list(models, local_models, cache_dir)
 checkpoints
 
 # %% [markdown]
@@ -135,9 +136,9 @@ checkpoints
 # coordinates, with `relative_depth` (0 for the first layer, 1 for the last) for the profiles of section 5.
 
 # %%
-blocks = pretrained.read_blocks(checkpoints)
-dataset = pretrained.score_models(checkpoints, blocks)
-table = pretrained.stack_table(dataset, blocks)
+blocks = pretrained_study.read_blocks(checkpoints)
+dataset = pretrained_study.score_models(checkpoints, blocks)
+table = pretrained_study.stack_table(dataset, blocks)
 table.round(3)
 
 # %% [markdown]
@@ -169,7 +170,8 @@ table.round(3)
 # matrices (the `cross_attention_not_self` caveat of their rows).
 
 # %%
-prose.show(pretrained.describe_caveated_stacks(table))
+caveats = pretrained_study.caveated_stacks(table)
+prose.say("Rotary stacks in this run: {rotary}. Cross-attention stacks: {cross}.", caveats)
 
 # %% [markdown]
 # ## 3. Against random layers of the same shape
@@ -191,12 +193,20 @@ prose.show(pretrained.describe_caveated_stacks(table))
 # layer's score, and a wider layer spreads less than a narrow one, so each stack gets the null of its own shape.
 
 # %%
-table = table.join(pretrained.null_comparison(table, n_draws=null_draws, layer_draws=null_layer_draws, seed=null_seed))
-pretrained.null_view(table).round(3)
+nulls = pretrained_study.null_comparison(table, n_draws=null_draws, layer_draws=null_layer_draws, seed=null_seed)
+table = table.join(nulls)
+pretrained_study.null_view(table).round(3)
 
 # %%
-for line in pretrained.null_sentences(table):
-    prose.show(line)
+for placed in pretrained_study.null_placements(table):
+    prose.say(
+        "Median {score}: outside the null's 95% range for {outside} of {stacks} ({outside_stacks}); over these "
+        "shapes the nulls' 95% ranges lie within {low} to {high}."
+        if placed.any_outside
+        else "Median {score}: outside the null's 95% range for none of {stacks}; over these shapes the nulls' 95% "
+        "ranges lie within {low} to {high}.",
+        placed,
+    )
 
 # %% [markdown]
 # ## 4. Encoders versus decoders, beside the paper's numbers
@@ -212,7 +222,15 @@ for line in pretrained.null_sentences(table):
 
 # %% tags=["hide-input"]
 fig = plotting.main_figure(table, authors, caveat_rows=False)
-plotting.message_title(fig, titles.roles(table, authors), y=1.04)
+roles = pretrained_study.roles_beside_paper(table, authors)
+title = prose.fill(
+    "Encoder stacks are {compared} decoder stacks: median symmetry {encoders} against {decoders} here ({stacks}), "
+    "{paper_encoders} against {paper_decoders} as reported by the paper"
+    if roles.both_roles
+    else "{present} here: median symmetry {present_median}",
+    roles,
+)
+plotting.message_title(fig, title, y=1.04)
 plotting.savefig(fig, figures_dir / "03_encoders_vs_decoders")
 plt.show()
 
@@ -233,8 +251,16 @@ plt.show()
 # stacks here as an illustration.
 
 # %%
-verdicts = pretrained_ordering.effects(table, authors)  # every verdict of this notebook, decided under its plan
-prose.show(paper_comparison.describe_roles(table, effect=pretrained_ordering.stack_effect(table)))
+verdicts = pretrained_study.effects(table, authors)  # every verdict of this notebook, decided under its plan
+stacks = pretrained_study.stack_roles(table, effect=pretrained_study.stack_effect(table))
+prose.say(
+    "In this run the {encoders} ({encoder_names}) have median symmetry {encoder_median} (median over stacks; range "
+    "{encoder_span}) and the {decoders} ({decoder_names}) {decoder_median} (range {decoder_span}); an encoder stack "
+    "is the more symmetric in {share} of the {pairs} (encoder, decoder) pairs. As a test over stacks, {test}. {reach}"
+    if stacks.both_roles
+    else "{reach}",
+    stacks,
+)
 
 # %% [markdown]
 # Beside ours, the authors' own numbers for their language models, read from the reference table that ships
@@ -243,7 +269,16 @@ prose.show(paper_comparison.describe_roles(table, effect=pretrained_ordering.sta
 # whose extraction is suspect.
 
 # %%
-prose.show(paper_comparison.describe_reported(authors))
+reported = pretrained_study.authors_reported(authors)
+prose.say(
+    "In the authors' reported scores (their result files, `src/attnstruct/reference/paper_reported_pretrained.csv`, "
+    "read by `reference.reference_table()`), the median of the per-model median symmetries is {encoders} over the "
+    "{encoder_rows} and {decoders} over the {decoder_rows}; without the rows with a caveat, {clean_encoders} "
+    "({clean_encoder_rows}) and {clean_decoders} ({clean_decoder_rows}). Their median directionality: "
+    "{encoder_directionality} (encoders) and {decoder_directionality} (decoders); without the rows with a caveat, "
+    "{clean_encoder_directionality} and {clean_decoder_directionality}.",
+    reported,
+)
 
 # %% [markdown]
 # The plan's primary claim tests the same ordering on the authors' population, one unit per model family: the
@@ -251,7 +286,14 @@ prose.show(paper_comparison.describe_reported(authors))
 # against the decoder families. An encoder-decoder family (T5, BART) gives one unit to each role.
 
 # %%
-prose.show(pretrained_ordering.describe_families(authors, verdicts))
+families = pretrained_study.families(authors, verdicts)
+prose.say(
+    "Counted by model family instead of by checkpoint (the sizes and fine-tunes of one family pooled by their "
+    "median, so that near-duplicates do not count as independent evidence), the authors' {group} rows without a "
+    "caveat ({rows}; {left_out} with a caveat left out) form {encoder_families} ({encoder_names}) and "
+    "{decoder_families} ({decoder_names}). {tests}",
+    families,
+)
 
 # %% [markdown]
 # Read the symmetry panel first: it is the paper's central claim, and the one with a tight null (section 3:
@@ -261,7 +303,7 @@ prose.show(pretrained_ordering.describe_families(authors, verdicts))
 # layers and its median directionality, the numbers behind the markers and bars of the figure.
 
 # %%
-pretrained.stack_quartiles(table).round(3)
+pretrained_study.stack_quartiles(table).round(3)
 
 # %% [markdown]
 # ## 5. Layer by layer
@@ -285,7 +327,15 @@ for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
     ax.set_xlabel("relative depth")
     ax.set_title(var)
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-plotting.message_title(fig, titles.layer_profiles(dataset), y=1.04)
+profile = pretrained_study.layer_profiles(dataset)
+title = prose.fill(
+    "Layer by layer: encoder layers' symmetry runs {encoder_span}" if profile.has_encoder else "Layer by layer",
+    profile,
+) + prose.fill(
+    "; the most column-dominant decoder layer scores directionality {decoder_lowest}" if profile.has_decoder else "",
+    profile,
+)
+plotting.message_title(fig, title, y=1.04)
 plotting.savefig(fig, figures_dir / "03_layer_profiles")
 plt.show()
 
@@ -315,8 +365,15 @@ plt.show()
 #   excess of the column norms above that threshold (the part of the solid line above 1) and $R$ the rows'.
 
 # %%
-examples = example_matrices.example_layers(dataset, blocks, heatmap_layer)
-print(example_matrices.describe_choice(examples))
+examples = pretrained_study.example_layers(dataset, blocks, heatmap_layer)
+chosen = [
+    prose.fill(
+        "{model}, {stack} layer {layer}: {score} {value} against a median of {median} over the {scope} (range {span})",
+        example,
+    )
+    for example in pretrained_study.examples_chosen(examples)
+]
+print("Layers shown, each nearest its role's median: " + "; ".join(chosen) + ".")
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(3, 2, figsize=(11.2, 15), layout="constrained")
@@ -343,7 +400,17 @@ for col, example in enumerate(examples):
     plotting.norm_profile(axes[2, col], m, color=color, label=example.model)
     axes[2, col].set(xlabel="rank", ylabel="norm / (mean + 2 std)", title="largest column and row norms")
     axes[2, col].legend(fontsize=8)
-plotting.message_title(fig, titles.wqk_examples(examples))
+title = [
+    *(
+        prose.fill("A typical encoder layer keeps {energy_share} of its energy in its symmetric part", reading)
+        for reading in pretrained_study.symmetric_readings(examples)
+    ),
+    *(
+        prose.fill("A typical decoder layer's outlying {larger} outweigh its {smaller} (C = {C}, R = {R})", reading)
+        for reading in pretrained_study.directional_readings(examples)
+    ),
+]
+plotting.message_title(fig, "\n".join(title))
 plotting.savefig(fig, figures_dir / "03_wqk_examples")
 plt.show()
 
@@ -356,8 +423,33 @@ plt.show()
 # a typical layer of each role looks like; the layers at the ends of each range are more pronounced.
 
 # %%
-for line in example_matrices.describe_examples(examples):
-    prose.show(line)
+for reading in pretrained_study.symmetric_readings(examples):
+    prose.say(
+        "**{model}, {stack} layer {layer}** (symmetry {value}): an entry and its mirror image are correlated "
+        "({mirror}, against {other_mirror} in the decoder layer). Its diagonal, which counts fully towards symmetry, "
+        "carries {diagonal_share} of $\\|M\\|_F^2$, and {positive} of its diagonal entries are positive."
+        if reading.has_other
+        else "**{model}, {stack} layer {layer}** (symmetry {value}): an entry and its mirror image are correlated "
+        "({mirror}). Its diagonal, which counts fully towards symmetry, carries {diagonal_share} of "
+        "$\\|M\\|_F^2$, and {positive} of its diagonal entries are positive.",
+        reading,
+    )
+for reading in pretrained_study.directional_readings(examples):
+    prose.say(
+        "**{model}, {stack} layer {layer}** (directionality {value}): {columns_over} column norms and {rows_over} row "
+        "norms lie above their thresholds, with a summed excess $C$ = {C} for the columns against $R$ = {R} for the "
+        "rows, and $(R - C)/(R + C)$ is the score. Its largest column norm is {column_ratio} times the mean column "
+        "norm (rows: {row_ratio} times the mean), enough for the dominant columns to show as stripes where they fall "
+        "inside the block."
+        if reading.stands_out
+        else "**{model}, {stack} layer {layer}** (directionality {value}): {columns_over} column norms and "
+        "{rows_over} row norms lie above their thresholds, with a summed excess $C$ = {C} for the columns against "
+        "$R$ = {R} for the rows, and $(R - C)/(R + C)$ is the score. Yet its largest column norm is only "
+        "{column_ratio} times the mean column norm (rows: {row_ratio} times the mean), so the dominant columns "
+        "hardly stand out in a heat map: directionality weighs the columns' excess against the rows', not against "
+        "the bulk of the matrix. The norm profile shows it.",
+        reading,
+    )
 
 # %% [markdown]
 # ## 7. Encoder, decoder and cross-attention in one model
@@ -370,7 +462,7 @@ for line in example_matrices.describe_examples(examples):
 # self-attention stacks'.
 
 # %%
-both = pretrained.encoder_decoder_models(dataset)
+both = pretrained_study.encoder_decoder_models(dataset)
 
 # %% tags=["hide-input"]
 if both:
@@ -383,7 +475,14 @@ if both:
         ax.set_xlabel("layer")
         ax.set_title(f"{both[0]}: {var}")
     axes[1].legend()
-    plotting.message_title(fig, titles.encoder_decoder(dataset, both[0]), y=1.04)
+    medians = pretrained_study.encoder_decoder_medians(dataset, both[0])
+    title = prose.fill(
+        "{model}, median symmetry over layers: {medians} (cross-attention {cross}, not comparable)"
+        if medians.has_cross
+        else "{model}, median symmetry over layers: {medians}",
+        medians,
+    )
+    plotting.message_title(fig, title, y=1.04)
     plotting.savefig(fig, figures_dir / "03_encoder_decoder_cross")
     plt.show()
 
@@ -404,8 +503,14 @@ table.loc[table["model"].isin(both), ["model", "stack", "attention", "symmetry_m
 
 # %%
 if quant_model in blocks:
-    quant = extraction_checks.quantization_summary(blocks[quant_model], quant_types)
-    prose.show(extraction_checks.describe_quantization(quant_model, quant))
+    quant = pretrained_study.quantization_summary(blocks[quant_model], quant_types)
+    rounding = pretrained_study.quantization_facts(quant_model, quant)
+    prose.say(
+        "Rounding {model}'s $W_q$ and $W_k$ through {types} changes its $W_{{qk}}$ by {error} (relative Frobenius "
+        "error, largest over layers); symmetry moves by at most {symmetry}, directionality by at most "
+        "{directionality}.",
+        rounding,
+    )
     print(quant.round(4).to_string())
 
 # %% [markdown]
@@ -423,22 +528,33 @@ if quant_model in blocks:
 # id equal, the rotary rotation is the identity, so the model's attention probabilities must be the softmax
 # of the scaled, causally masked logits $x_i^\top W_q^h (W_k^{g(h)})^\top x_j / \sqrt{d_{head}}$ of the
 # extracted blocks, with $g(h)$ the key head that the block pairs with query head $h$.
-# `extraction_checks.pairing_errors` computes those probabilities from the blocks of each pairing and returns
+# `pretrained_study.pairing_errors` computes those probabilities from the blocks of each pairing and returns
 # the largest difference from the model's own; a pairing reproduces the model when that difference is below
 # the tolerance (`tolerance = 1e-6`, rounding of the model's softmax, which runs in single precision).
 
 # %% tags=["nbval-check-output"]
-errors = extraction_checks.pairing_errors(n_heads=4, n_kv_heads=2, d_model=32)
-for line in extraction_checks.describe_pairing_errors(errors, tolerance=1e-6):
-    print(line)
+errors = pretrained_study.pairing_errors(n_heads=4, n_kv_heads=2, d_model=32)
+for pairing in pretrained_study.pairing_checks(errors, tolerance=1e-6):
+    print(
+        prose.fill(
+            "query head h with key head {pairing}: reproduces the model's attention (max error < {tolerance}): "
+            "{reproduces}",
+            pairing,
+        )
+    )
 
 # %% [markdown]
 # Now the grouped-query models of this run, scored both ways:
 
 # %%
-gqa = extraction_checks.gqa_table(blocks)
-for line in extraction_checks.describe_gqa(gqa):
-    prose.show(line)
+gqa = pretrained_study.gqa_table(blocks)
+grouped = pretrained_study.grouped_query_models(gqa)
+prose.say(
+    "Grouped-query models of this run: {models}."
+    if grouped.any_grouped
+    else "No model of this run shares key heads between query heads, so both pairings give the same scores.",
+    grouped,
+)
 gqa.round(3)
 
 # %% [markdown]
@@ -467,7 +583,9 @@ parameters = dict(
     null_layer_draws=null_layer_draws,
     null_seed=null_seed,
 )
-dataset = pretrained.results_dataset(dataset, table, parameters=parameters, checkpoints=checkpoints, effects=verdicts)
+dataset = pretrained_study.results_dataset(
+    dataset, table, parameters=parameters, checkpoints=checkpoints, effects=verdicts
+)
 results.save_dataset(dataset, results_dir / "03_pretrained_models.nc")
 dataset
 
@@ -515,7 +633,7 @@ assert (str(model), str(stack), int(layer)) == (lowest["model"], lowest["stack"]
     f"got {(model, stack, layer)}; check the sign (column dominance is negative) and that cross-attention is left out"
 )
 block = next(b for b in blocks[lowest["model"]] if b.stack == lowest["stack"] and b.layer == int(lowest["layer"]))
-rescored = float(directionality_score(extraction_checks.wqk_corner(block, block.w_q.shape[-1])))  # from the full matrix
+rescored = float(directionality_score(pretrained_study.wqk_corner(block, block.w_q.shape[-1])))  # from the full matrix
 assert abs(rescored - lowest["directionality"]) < 1e-8, "the dataset and the rescored layer disagree"
 print(f"{model} {stack} layer {layer}: directionality {rescored:+.3f}, rescored from its W_qk")
 
@@ -564,8 +682,8 @@ attention = check_model.model.layers[0].self_attn
 q_weight, k_weight = attention.q_proj.weight.detach().double(), attention.k_proj.weight.detach().double()
 yours = torch.as_tensor(ex_gqa_layer_matrix(q_weight, k_weight, 6, 2), dtype=torch.float64)
 extracted = next(iter_blocks(check_model))
-expected = extraction_checks.wqk_corner(extracted, 48)
-authors = extraction_checks.wqk_corner(extraction_checks.authors_gqa_pairing(extracted), 48)
+expected = pretrained_study.wqk_corner(extracted, 48)
+authors = pretrained_study.wqk_corner(pretrained_study.authors_gqa_pairing(extracted), 48)
 assert yours.shape == (48, 48), f"the layer matrix is d_model x d_model, got {tuple(yours.shape)}"
 assert not np.allclose(yours.numpy(), authors, atol=1e-5), "this is the authors' pairing h mod n_kv"
 assert np.allclose(yours.numpy(), expected, rtol=1e-5, atol=1e-6), "your W_qk differs from the extraction's"

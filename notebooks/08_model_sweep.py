@@ -33,8 +33,8 @@
 # read) are listed, not fatal.
 #
 # Every table, sentence and verdict below comes from the package (`attnstruct.analyses.model_sweep`,
-# `pretrained` and `paper_comparison`, and `attnstruct.stats` for the one verdict rule); the notebook tells
-# the story and draws the figures.
+# `pretrained_scores`, `pretrained_ordering` and `paper_comparison`, and `attnstruct.stats` for the one verdict
+# rule); the notebook tells the story and draws the figures.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -61,7 +61,7 @@ import numpy as np
 
 from attnstruct import reference, results, stats, work
 from attnstruct.analyses import figure_titles as titles
-from attnstruct.analyses import model_sweep, paper_comparison, pretrained, pretrained_ordering
+from attnstruct.analyses import model_sweep, paper_comparison, pretrained_ordering, pretrained_scores
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.scoring import resolve_device
 from attnstruct.report import plotting, prose
@@ -96,7 +96,7 @@ model_sweep.failures(run)
 
 # %%
 dataset = model_sweep.load_scores(run, sweep_dir)
-summary = pretrained.summary(dataset)
+summary = pretrained_scores.stack_summary(dataset)
 summary.round(3)
 
 # %% [markdown]
@@ -252,7 +252,7 @@ ex_outside = bool(ex_value < ex_low or ex_value > ex_high)
 ### END SOLUTION
 
 # %% nbgrader={"grade": true, "grade_id": "ex-08-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
-groups = paper_comparison.group_medians(pretrained.summary(dataset)).set_index("stack")["symmetry_median"]
+groups = paper_comparison.group_medians(pretrained_scores.stack_summary(dataset)).set_index("stack")["symmetry_median"]
 assert ex_larger == groups.idxmax(), (
     f"ex_larger = {ex_larger!r} is not the role with the larger median symmetry by the package's group medians"
 )

@@ -132,10 +132,10 @@ def test_the_books_index_links_both_books(books):
 
 def _role_medians(build: Path) -> dict[str, float]:
     """Notebook 03's median over stacks of each role's median symmetry, recomputed from its dataset."""
-    from attnstruct.analyses import paper_comparison, pretrained
+    from attnstruct.analyses import paper_comparison, pretrained_scores
     from attnstruct.results import load_dataset
 
-    summary = pretrained.summary(load_dataset(build / "results" / "03_pretrained_models.nc"))
+    summary = pretrained_scores.stack_summary(load_dataset(build / "results" / "03_pretrained_models.nc"))
     groups = paper_comparison.group_medians(summary).set_index("stack")
     return {role: float(groups.loc[role, "symmetry_median"]) for role in ("encoder", "decoder")}
 

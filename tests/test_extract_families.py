@@ -9,7 +9,7 @@ import torch
 import transformers as T
 from extract_models import CASES, LAYERS, SEQ, VOCAB, D, H, build, text
 
-from attnstruct.analyses.extraction_checks import authors_gqa_pairing
+from attnstruct.analyses.nb03_pretrained_models import authors_gqa_pairing
 from attnstruct.checkpoints.extract import AttentionBlock, ExtractionError, hf, iter_blocks
 from attnstruct.training.model import LanguageModel, attention_layers, attention_scale
 from attnstruct.training.model_config import TransformerConfig

@@ -13,7 +13,7 @@ from attnstruct.reference import reference_table
 
 
 def summary_rows(rows):
-    """A summary table like pretrained.summary's from (model, stack, symmetry, directionality) tuples."""
+    """A summary table like pretrained_scores.stack_summary's from (model, stack, symmetry, directionality) tuples."""
     out = []
     for model, stack, sym, direc in rows:
         out.append(
@@ -181,22 +181,3 @@ def test_describe_role_effect_is_the_effects_sentence_and_the_reach():
     summary = stacks([0.5, 0.45], [0.1, 0.05])
     text = pc.describe_role_effect(summary)
     assert pc.role_effect(summary).sentence() in text and text.endswith(pc.describe_reach(summary))
-
-
-def test_describe_roles_names_the_stacks_and_the_share_of_pairs():
-    summary = stacks([0.5, 0.3], [0.4, 0.1], cross=[0.9])
-    text = pc.describe_roles(summary)
-    assert text.startswith(
-        "In this run the 2 encoder stacks (e0, e1) have median symmetry +0.40 (median over stacks; range +0.30 to "
-        "+0.50) and the 2 decoder stacks (d0, d1) +0.25 (range +0.10 to +0.40); an encoder stack is the more "
-        "symmetric in 75% of the 4 (encoder, decoder) pairs. "
-    )
-    assert text.endswith(pc.describe_role_effect(summary)) and "c0" not in text
-
-
-def test_describe_reported_quotes_the_authors_rows_with_and_without_caveats():
-    text = pc.describe_reported(REFERENCE)
-    assert "is +0.50 over the 1 language-encoder row and +0.05 over the 2 language-decoder rows" in text
-    assert "without the rows with a caveat, +0.50 (1 row) and +0.10 (1 row)" in text
-    assert "Their median directionality: -0.10 (encoders) and -0.55 (decoders)" in text
-    assert text.endswith("without the rows with a caveat, -0.10 and -0.50.")

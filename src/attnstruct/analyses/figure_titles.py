@@ -1,5 +1,5 @@
-"""Message titles of the figures of notebooks 01 to 04 and 08 (05, 06, 07
-and 09: templates in the notebook): each says what its figure shows, in words, with every number in it computed
+"""Message titles of the figures of notebooks 01, 02, 04 and 08 (03, 05, 06, 07 and 09: templates in the
+notebook): each says what its figure shows, in words, with every number in it computed
 from the data the figure draws (never typed), so that a reader who only glances at the figure gets its finding. A
 notebook passes a function's string to
 :func:`attnstruct.report.plotting.message_title`.
@@ -54,7 +54,7 @@ def examples(scores: Mapping[str, object]) -> str:
 
 
 def dominant_columns(norms: Mapping[str, float], score: float) -> str:
-    """The dominant-columns example: ``norms`` of :func:`attnstruct.analyses.example_matrices.outlying_norms`
+    """The dominant-columns example: ``norms`` of :func:`attnstruct.analyses.matrix_readings.outlying_norms`
     (norms above threshold, summed excesses ``C`` and ``R``) and its directionality ``score``."""
     return (
         f"{count(norms['columns_over'], 'column')} and {count(norms['rows_over'], 'row')} pass their threshold: "
@@ -97,7 +97,7 @@ def head_versus_layer(gap: xr.DataArray) -> str:
     return f"Partly tied factors: the summed layer is up to {signed(largest)} more symmetric than its heads"
 
 
-# Notebooks 03 and 08
+# Notebook 08
 def roles(summary: pd.DataFrame, reference: pd.DataFrame | None = None, label: str = "here") -> str:
     """Our encoder stacks' median symmetry (median over stacks of their medians over layers) against the decoder
     stacks', and, with ``reference``, the authors' language models' (all rows; cross-attention left out)."""
@@ -119,51 +119,6 @@ def roles(summary: pd.DataFrame, reference: pd.DataFrame | None = None, label: s
             f", {signed(theirs.loc['encoder', 'symmetry_median'])} against "
             f"{signed(theirs.loc['decoder', 'symmetry_median'])} as reported by the paper"
         )
-    return text
-
-
-def layer_profiles(ds: xr.Dataset) -> str:
-    """Scores over ``(model, stack, layer)``: the range of the encoder layers' symmetry and the decoder layers'
-    most column-dominant directionality."""
-    parts = []
-    stacks = [str(s) for s in ds["stack"].values]
-    if "encoder" in stacks:
-        parts.append(f"encoder layers' symmetry runs {span(ds.symmetry.sel(stack='encoder').values)}")
-    if "decoder" in stacks:
-        low = float(ds.directionality.sel(stack="decoder").min())
-        parts.append(f"the most column-dominant decoder layer scores directionality {signed(low)}")
-    return "Layer by layer: " + "; ".join(parts)
-
-
-def wqk_examples(examples: Sequence) -> str:
-    """The example layers of notebook 03 (:class:`attnstruct.analyses.example_matrices.Example`): the encoder's
-    share of energy in its symmetric part, and the decoder's columns and rows above threshold."""
-    from ..report.plotting import energy_shares
-    from .example_matrices import outlying_norms
-
-    parts = []
-    for e in examples:
-        if e.stack == "encoder":
-            share = energy_shares(e.matrix)[0]
-            parts.append(f"a typical encoder layer keeps {percent(share)} of its energy in its symmetric part")
-        elif e.stack == "decoder":
-            n = outlying_norms(e.matrix)
-            big, small = ("columns", "rows") if n["C"] > n["R"] else ("rows", "columns")
-            excess = f"C = {n['C']:.3g}, R = {n['R']:.3g}"
-            parts.append(f"a typical decoder layer's outlying {big} outweigh its {small} ({excess})")
-    text = "; ".join(parts)
-    return text[:1].upper() + text[1:]
-
-
-def encoder_decoder(ds: xr.Dataset, model: str) -> str:
-    """One encoder-decoder ``model``: the median over layers of each stack's symmetry, cross-attention named as
-    not comparable."""
-    medians = {str(s): float(ds.symmetry.sel(model=model, stack=s).median()) for s in ds["stack"].values}
-    medians = {s: v for s, v in medians.items() if np.isfinite(v)}
-    parts = [f"{s} {signed(v)}" for s, v in medians.items() if s != "cross"]
-    text = f"{model}, median symmetry over layers: " + ", ".join(parts)
-    if "cross" in medians:
-        text += f" (cross-attention {signed(medians['cross'])}, not comparable)"
     return text
 
 

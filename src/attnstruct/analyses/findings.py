@@ -26,7 +26,7 @@ from pathlib import Path
 import xarray as xr
 
 from .. import results, stats
-from . import nb05_training_dynamics, nb07_vision, paper_comparison, pretrained, text_runs
+from . import nb05_training_dynamics, nb07_vision, paper_comparison, pretrained_scores, text_runs
 
 ALPHA = 0.05
 
@@ -122,7 +122,7 @@ def vision_prediction(claim: str) -> Callable[[xr.Dataset], Outcome]:
 def pretrained_ordering(ds: xr.Dataset) -> Outcome:
     """03: the packaged encoder stacks are more symmetric than the packaged decoder stacks (self-attention), by
     :func:`attnstruct.analyses.paper_comparison.role_effect` (one stack, one unit)."""
-    effect = paper_comparison.role_effect(pretrained.summary(ds), "symmetry")
+    effect = paper_comparison.role_effect(pretrained_scores.stack_summary(ds), "symmetry")
     if effect is None:
         return Outcome("encoder minus decoder stacks, median symmetry over layers", False, "no stack of each role")
     return effect_outcome(effect)

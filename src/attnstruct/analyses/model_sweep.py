@@ -3,7 +3,7 @@ point-by-point comparison with the authors' values.
 
 The sweep itself is :func:`attnstruct.checkpoints.sweep.run_sweep`; its per-model datasets are the one per-model
 dataset of :func:`attnstruct.checkpoints.tables.model_dataset`, read here by
-:func:`attnstruct.analyses.pretrained.summary`. The comparison with the paper is
+:func:`attnstruct.analyses.pretrained_scores.stack_summary`. The comparison with the paper is
 :mod:`attnstruct.analyses.paper_comparison`.
 """
 
@@ -19,7 +19,7 @@ from .. import results, stats
 from ..checkpoints import sweep
 from ..checkpoints.sweep import SweepResult
 from ..report import prose
-from . import pretrained
+from . import pretrained_scores
 
 ZOO_SELECTIONS = ("core", "all")
 
@@ -30,7 +30,7 @@ def model_names(models, cache_dir=None) -> list[str]:
 
     Raises ``RuntimeError`` naming the fetch command when a zoo model is not fetched."""
     if isinstance(models, str) and models in ZOO_SELECTIONS:
-        return [e.name for e in pretrained.fetched_entries(models, cache_dir)]
+        return [e.name for e in pretrained_scores.fetched_entries(models, cache_dir)]
     if isinstance(models, str):
         return sweep.read_model_list(models)
     return [str(m) for m in models]

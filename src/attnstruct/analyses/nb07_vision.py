@@ -80,7 +80,7 @@ from ..tasks import images, vision_config
 from ..tasks.images import ImageData, quantise
 from ..tasks.vision import CLASSIFIERS, random_patch_mask
 from ..tasks.vision_config import OBJECTIVES, VisionConfig
-from . import pretrained
+from . import pretrained_scores
 from .text_runs import ALPHA
 
 SCORES = ("symmetry", "directionality")
@@ -553,8 +553,8 @@ def reported_ranges(reported: pd.DataFrame) -> pd.DataFrame:
 
 
 def local_summary(scored: xr.Dataset | None) -> pd.DataFrame:
-    """:func:`attnstruct.analyses.pretrained.summary` of local checkpoints' scores (empty without any)."""
-    return pd.DataFrame() if scored is None else pretrained.summary(scored)
+    """:func:`attnstruct.analyses.pretrained_scores.stack_summary` of local checkpoints' scores (empty without any)."""
+    return pd.DataFrame() if scored is None else pretrained_scores.stack_summary(scored)
 
 
 def results_dataset(

@@ -7,7 +7,7 @@ models were trained (notebook 07). :func:`agreement` pairs each of our (model, s
 the authors' row for the same model and role; :func:`largest_disagreements` ranks the pairs and attaches the
 known explanation. A row whose caveat says the authors scored decoder *cross*-attention is paired with our
 ``cross`` stack, so that like is compared with like. :func:`reported_group_medians` summarises the authors'
-rows by role, the numbers notebook 03 quotes beside its own (:func:`group_medians`, :func:`describe_reported`).
+rows by role, the numbers notebook 03 quotes beside its own (:func:`group_medians`).
 
 Whether encoder stacks are more symmetric than decoder stacks is a test, :func:`role_effect` (the one rule of
 :mod:`attnstruct.stats`, with :func:`describe_reach` saying what the stacks of a run can show at all);
@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from .. import stats
-from ..report import prose
 
 CAVEAT_EXPLANATIONS = {
     "gqa_head_pairing_suspect": (
@@ -52,8 +51,8 @@ def agreement(summary: pd.DataFrame, reference: pd.DataFrame) -> pd.DataFrame:
     """Ours against the authors', one row per (model, stack) that both have.
 
     Args:
-        summary: :func:`attnstruct.analyses.pretrained.summary` of our scores (``model``, ``stack``, ``n_params``,
-            ``{score}_median``, ``{score}_q25``, ``{score}_q75``).
+        summary: :func:`attnstruct.analyses.pretrained_scores.stack_summary` of our scores (``model``, ``stack``,
+            ``n_params``, ``{score}_median``, ``{score}_q25``, ``{score}_q75``).
         reference: the authors' table (:func:`attnstruct.reference.reference_table`).
 
     Returns:
@@ -171,51 +170,6 @@ def describe_role_effect(summary: pd.DataFrame, score: str = "symmetry", effect:
     if effect is None:
         return describe_reach(summary)
     return f"As a test over stacks, {effect.sentence()}. {describe_reach(summary)}"
-
-
-def describe_roles(summary: pd.DataFrame, effect: stats.Effect | None = None) -> str:
-    """Notebook 03's comparison of its self-attention stacks: each role's stacks (names, median over stacks and
-    range of their median symmetries), the share of (encoder, decoder) pairs in which the encoder is the more
-    symmetric (:func:`ordering_probability`, a description), then :func:`describe_role_effect` (of ``effect`` when
-    given)."""
-    own = summary[summary["stack"].isin(("encoder", "decoder"))]
-    groups = group_medians(own).set_index("stack")
-    if not groups.loc["encoder", "n"] or not groups.loc["decoder", "n"]:
-        return describe_reach(own)
-    names = {s: ", ".join(own.loc[own["stack"] == s, "model"]) for s in ("encoder", "decoder")}
-    spans = {s: prose.span(own.loc[own["stack"] == s, "symmetry_median"]) for s in ("encoder", "decoder")}
-    count = {s: prose.count(int(groups.loc[s, "n"]), f"{s} stack") for s in ("encoder", "decoder")}
-    median = {s: prose.signed(groups.loc[s, "symmetry_median"]) for s in ("encoder", "decoder")}
-    pairs = int(groups.loc["encoder", "n"] * groups.loc["decoder", "n"])
-    return (
-        f"In this run the {count['encoder']} ({names['encoder']}) have median symmetry {median['encoder']} (median "
-        f"over stacks; range {spans['encoder']}) and the {count['decoder']} ({names['decoder']}) {median['decoder']} "
-        f"(range {spans['decoder']}); an encoder stack is the more symmetric in "
-        f"{prose.percent(ordering_probability(own, 'symmetry'))} of the {pairs} (encoder, decoder) pairs. "
-        + describe_role_effect(own, effect=effect)
-    )
-
-
-def describe_reported(reference: pd.DataFrame, family: str = "language") -> str:
-    """The authors' reported numbers for ``family`` (:func:`reported_group_medians`), recomputed from their rows: the
-    median of the per-model median symmetries and directionalities per role, with and without the rows with a
-    caveat."""
-    theirs = reported_group_medians(reference, family).set_index("stack")
-    clean = reported_group_medians(reference, family, clean=True).set_index("stack")
-    enc, dec = theirs.loc["encoder"], theirs.loc["decoder"]
-    clean_enc, clean_dec = clean.loc["encoder"], clean.loc["decoder"]
-    return (
-        "In the authors' reported scores (their result files, `src/attnstruct/reference/paper_reported_pretrained.csv`,"
-        f" read by `reference.reference_table()`), the median of the per-model median symmetries is "
-        f"{prose.signed(enc['symmetry_median'])} over the {prose.count(int(enc['n']), f'{family}-encoder row')} and "
-        f"{prose.signed(dec['symmetry_median'])} over the {prose.count(int(dec['n']), f'{family}-decoder row')}; "
-        f"without the rows with a caveat, {prose.signed(clean_enc['symmetry_median'])} "
-        f"({prose.count(int(clean_enc['n']), 'row')}) and {prose.signed(clean_dec['symmetry_median'])} "
-        f"({prose.count(int(clean_dec['n']), 'row')}). Their median directionality: "
-        f"{prose.signed(enc['directionality_median'])} (encoders) and {prose.signed(dec['directionality_median'])} "
-        f"(decoders); without the rows with a caveat, {prose.signed(clean_enc['directionality_median'])} and "
-        f"{prose.signed(clean_dec['directionality_median'])}."
-    )
 
 
 def describe(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:

@@ -143,8 +143,9 @@ def main_figure(
     reported values drawn behind ours.
 
     Args:
-        summary: our stacks, one row each (:func:`attnstruct.analyses.pretrained.summary`: ``model``, ``stack``,
-            ``n_params``, ``{score}_median``, ``{score}_q25``, ``{score}_q75``); ``cross`` rows are left out.
+        summary: our stacks, one row each (:func:`attnstruct.analyses.pretrained_scores.stack_summary`: ``model``,
+            ``stack``, ``n_params``, ``{score}_median``, ``{score}_q25``, ``{score}_q75``); ``cross`` rows are left
+            out.
             The two self-attention stacks of one model are drawn :data:`STACK_DODGE` apart.
         reference: the authors' rows (:func:`attnstruct.reference.reference_table`: ``role``, ``n_params``,
             ``{score}_median``, ``caveats``), all families: those without a caveat as small pale dots.

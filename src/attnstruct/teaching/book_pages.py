@@ -245,14 +245,15 @@ def main_figure_title(dataset: Path) -> tuple[str, str] | None:
     """The main figure's message (encoders against decoders, median symmetry) and a sentence on what it is
     computed from, both from notebook 03's dataset with the functions the notebook uses; ``None`` when the
     dataset is missing or has no stack of each role."""
-    from ..analyses import paper_comparison, pretrained
+    from ..analyses import paper_comparison, pretrained_scores
     from ..report import prose
     from ..results import load_dataset
 
     if not dataset.is_file():
         return None
     try:
-        groups = paper_comparison.group_medians(pretrained.summary(load_dataset(dataset))).set_index("stack")
+        summary = pretrained_scores.stack_summary(load_dataset(dataset))
+        groups = paper_comparison.group_medians(summary).set_index("stack")
     except Exception:  # noqa: BLE001 - an unreadable dataset leaves the figure without a computed title
         return None
     enc, dec = groups.loc["encoder"], groups.loc["decoder"]

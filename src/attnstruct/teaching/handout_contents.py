@@ -3,8 +3,8 @@
 ``attnstruct.teaching.handouts`` writes the pages; this module holds their content, computed from the executed
 notebooks (``<build>/notebooks/NN_*.ipynb``), the figures (``figures/*.png``) and the datasets (``results/*.nc``)
 that ``make reproduce`` wrote. Every number comes from a dataset through the package's own functions
-(:func:`attnstruct.analyses.pretrained.summary`, :func:`attnstruct.analyses.text_runs.final_median`, ...)
-and every verdict is the one the notebook stored in its dataset's ``verdicts`` attribute (read back as an
+(:func:`attnstruct.analyses.pretrained_scores.stack_summary`, :func:`attnstruct.analyses.text_runs.final_median`,
+...) and every verdict is the one the notebook stored in its dataset's ``verdicts`` attribute (read back as an
 :class:`attnstruct.stats.Effect`), never decided here again.
 """
 
@@ -25,8 +25,8 @@ from ..analyses import (
     nb07_vision,
     paper_comparison,
     plans,
-    pretrained,
     pretrained_ordering,
+    pretrained_scores,
     score_nulls,
     text_runs,
 )
@@ -150,7 +150,7 @@ class Slide:
 
 def _stacks(ds: xr.Dataset) -> pd.DataFrame:
     """Encoder and decoder self-attention stacks: count and median of their median symmetry over layers."""
-    return paper_comparison.group_medians(pretrained.summary(ds)).set_index("stack")
+    return paper_comparison.group_medians(pretrained_scores.stack_summary(ds)).set_index("stack")
 
 
 def _s01(build: Build):
