@@ -164,7 +164,7 @@ def test_summary_labels_rotary_and_cross_attention_from_the_blocks():
 
 def brute_force_medians(d, h, n_layers, n_layer_draws, seed):
     """Per-layer null draws from attnstruct.stats.nulls (an independent path), both scores: [2, n_layer_draws]."""
-    from attnstruct.analyses import score_nulls as null
+    from attnstruct.analyses import null_ensembles as null
 
     ds = null.null_distribution([d], [h], n_layer_draws, seed).sel(ensemble=f"factors H={h}, layer", d_model=d)
     return np.stack([ds.symmetry.values, ds.directionality.values])

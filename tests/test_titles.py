@@ -44,24 +44,6 @@ def test_dominant_columns_states_the_excesses():
     )
 
 
-def test_head_versus_layer_reads_the_largest_gap():
-    gap = xr.DataArray([0.0, 0.12, 0.05], dims="theta")
-    assert "up to +0.12 more symmetric" in figure_titles.head_versus_layer(gap)
-    assert "never more symmetric" in figure_titles.head_versus_layer(-gap)
-
-
-def test_threshold_sweep_bounds_the_planted_medians():
-    values = np.zeros((3, 2, 4))
-    values[1], values[2] = -0.5, 0.6
-    values[1, 0] = -0.2  # the columns' weakest threshold
-    sweep = xr.Dataset(
-        {"directionality": (("ensemble", "num_std", "draw"), values)},
-        coords={"ensemble": ["gaussian", "columns x2", "rows x2"], "num_std": [1.0, 2.0]},
-    )
-    text = figure_titles.threshold_sweep(sweep)
-    assert "columns score at most -0.20" in text and "rows at least +0.60" in text and "within +0.00" in text
-
-
 def test_roles_compares_the_median_stacks_and_the_authors():
     summary = pd.DataFrame(
         {

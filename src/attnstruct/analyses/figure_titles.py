@@ -1,4 +1,4 @@
-"""Message titles of the figures of notebooks 01 to 04 and 08 (05, 06, 07
+"""Message titles of the figures of notebooks 01, 03, 04 and 08 (02, 05, 06, 07
 and 09: templates in the notebook): each says what its figure shows, in words, with every number in it computed
 from the data the figure draws (never typed), so that a reader who only glances at the figure gets its finding. A
 notebook passes a function's string to
@@ -17,8 +17,6 @@ import pandas as pd
 import xarray as xr
 
 from ..report.prose import count, percent, signed, span
-
-SCORES = ("symmetry", "directionality")
 
 
 def _more(a: float, b: float, more: str, less: str, same: str) -> str:
@@ -60,41 +58,6 @@ def dominant_columns(norms: Mapping[str, float], score: float) -> str:
         f"{count(norms['columns_over'], 'column')} and {count(norms['rows_over'], 'row')} pass their threshold: "
         f"C = {norms['C']:.3g} against R = {norms['R']:.3g}, so directionality is {signed(score)}"
     )
-
-
-# Notebook 02
-def null_spread(null: xr.Dataset) -> str:
-    """Null distributions (``symmetry``, ``directionality`` over ``(ensemble, d_model, draw)``): at the largest
-    width, the widest interquartile range of each score over the ensembles."""
-    widest = null.sel(d_model=null.d_model.max())
-    q = widest.quantile([0.25, 0.75], dim="draw")
-    iqr = {s: float((q[s].sel(quantile=0.75) - q[s].sel(quantile=0.25)).max()) for s in SCORES}
-    return (
-        f"Random matrices, d = {int(widest.d_model)}: symmetry's interquartile range is at most "
-        f"{iqr['symmetry']:.3f} wide, directionality's up to {iqr['directionality']:.2f}"
-    )
-
-
-def threshold_sweep(sweep: xr.Dataset) -> str:
-    """Directionality against its threshold (``directionality`` over ``(ensemble, num_std, draw)``): the largest
-    median of the planted-column ensembles, the smallest of the planted-row ones, and the Gaussian's range."""
-    median = sweep.directionality.median("draw")
-    names = [str(e) for e in sweep.ensemble.values]
-    columns = float(median.sel(ensemble=[e for e in names if e.startswith("columns")]).max())
-    rows = float(median.sel(ensemble=[e for e in names if e.startswith("rows")]).min())
-    gauss = median.sel(ensemble="gaussian").values
-    return (
-        f"At every threshold, planted columns score at most {signed(columns)} and planted rows at least "
-        f"{signed(rows)}; the Gaussian median stays within {span(gauss)}"
-    )
-
-
-def head_versus_layer(gap: xr.DataArray) -> str:
-    """The layer's symmetry minus its heads' mean, per ``theta`` (:func:`score_nulls.layer_minus_head`)."""
-    largest = float(gap.max())
-    if round(largest, 2) <= 0:
-        return f"The summed layer is never more symmetric than its heads (largest gap {signed(largest)})"
-    return f"Partly tied factors: the summed layer is up to {signed(largest)} more symmetric than its heads"
 
 
 # Notebooks 03 and 08

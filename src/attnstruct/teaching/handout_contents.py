@@ -23,11 +23,11 @@ from .. import stats
 from ..analyses import (
     gradient_toys,
     nb07_vision,
+    null_ensembles,
     paper_comparison,
     plans,
     pretrained,
     pretrained_ordering,
-    score_nulls,
     text_runs,
 )
 from ..report.prose import count, percent, signed
@@ -165,7 +165,7 @@ def _s01(build: Build):
 def _s02(build: Build):
     null = build.dataset("02_scores")[["symmetry", "directionality"]]
     d = int(null.d_model.max())
-    q = score_nulls.null_quartiles(null).loc[("gaussian", d)]
+    q = null_ensembles.null_quartiles(null).loc[("gaussian", d)]
     sym, dirs = (signed(q[(v, 0.25)], 3) + " to " + signed(q[(v, 0.75)], 3) for v in ("symmetry", "directionality"))
     title = (
         f"Unstructured matrices: at d = {d} the middle half of i.i.d. Gaussian draws scores symmetry {sym}, "
