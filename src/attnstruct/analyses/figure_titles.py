@@ -1,5 +1,5 @@
-"""Message titles of the figures of notebooks 01, 03, 04 and 08 (02, 05, 06, 07
-and 09: templates in the notebook): each says what its figure shows, in words, with every number in it computed
+"""Message titles of the figures of notebooks 01, 03 and 08 (02, 04, 05, 06,
+07 and 09: templates in the notebook): each says what its figure shows, in words, with every number in it computed
 from the data the figure draws (never typed), so that a reader who only glances at the figure gets its finding. A
 notebook passes a function's string to
 :func:`attnstruct.report.plotting.message_title`.
@@ -136,77 +136,4 @@ def agreement(table: pd.DataFrame) -> str:
         f"{count(len(table), 'stack')} also scored by the paper: median |ours - theirs| "
         f"{table['diff_symmetry'].abs().median():.2f} in symmetry, "
         f"{table['diff_directionality'].abs().median():.2f} in directionality"
-    )
-
-
-# Notebook 04
-def pair_roles(roles: xr.Dataset) -> str:
-    """Pair probabilities ``pair_probability`` ``[objective, query, context]``: per objective, the share of the
-    off-diagonal pairs' probability that lies below the diagonal (the context before the query)."""
-    shares = {}
-    for objective in roles.objective.values:
-        p = np.asarray(roles.pair_probability.sel(objective=objective).values, dtype=float)
-        lower, upper = np.tril(p, -1).sum(), np.triu(p, 1).sum()
-        shares[str(objective)] = lower / (lower + upper)
-    return (
-        f"Context before query: {percent(shares['causal'])} of next-token prediction's pairs, "
-        f"{percent(shares['bidirectional'])} of masked LM's"
-    )
-
-
-def objectives_by_task(values: xr.DataArray, lead: str, other: str = "next-token prediction") -> str:
-    """``values`` over ``(task, objective)``, one symmetry per cell: per task, whether masked LM's is the larger,
-    with both values; ``lead`` names masked LM's side and ``other`` the next-token side, e.g. ``Masked LM ends more
-    symmetric than next-token prediction on the copy task (+0.80 vs -0.13), less on the markov task (+0.57 vs
-    +0.79)``, one task a line."""
-    parts = []
-    for k, task in enumerate(values.task.values):
-        bid, causal = (float(values.sel(task=task, objective=o)) for o in ("bidirectional", "causal"))
-        if k == 0:
-            word = f"{lead} {more_symmetric(bid, causal)} {other}"
-        else:
-            word = _more(bid, causal, "more", "less", "as symmetric")
-        parts.append(f"{word} on the {task} task ({signed(bid)} vs {signed(causal)})")
-    return ",\n".join(parts)
-
-
-def accumulated(accumulated: xr.Dataset) -> str:
-    """The update summed at initialisation (``accumulated_symmetry`` over ``(task, objective, n_sequences)``):
-    per task, the final symmetry of masked LM's sum against next-token prediction's."""
-    n = int(accumulated.n_sequences[-1])
-    last = accumulated.accumulated_symmetry.isel(n_sequences=-1)
-    return objectives_by_task(
-        last, f"Summed over {count(n, 'sequence')}, the masked-LM update is", "the next-token one"
-    )
-
-
-def final_symmetry(training: xr.Dataset, parameterisation: str = "W_qk") -> str:
-    """Training runs (``symmetry`` over ``(task, objective, parameterisation, seed, step)``): per task, the median
-    over seeds of masked LM's final symmetry against next-token prediction's."""
-    last = training.symmetry.sel(parameterisation=parameterisation).isel(step=-1).median("seed")
-    return (
-        objectives_by_task(last, "Masked LM ends") + f"; median over seeds of the final symmetry of {parameterisation}"
-    )
-
-
-def directionality_inside_null(training: xr.Dataset, null: Sequence[float]) -> str:
-    """One line for the directionality panels left out: how many runs' final directionality (Adam, both
-    parameterisations) lie inside the central 95% of the ``null`` draws."""
-    low, high = np.quantile(np.asarray(null, dtype=float), [0.025, 0.975])
-    final = training.directionality.isel(step=-1).values.ravel()
-    final = final[np.isfinite(final)]
-    inside = int(((final >= low) & (final <= high)).sum())
-    return (
-        f"Directionality (not drawn): {inside} of {count(len(final), 'final score')} lie inside the null's "
-        f"central 95% ({signed(low)} to {signed(high)}), where a random W_qk of this width lands"
-    )
-
-
-def beta_symmetry(training: xr.Dataset) -> str:
-    """The proxy (``beta_symmetry`` over ``(task, objective, parameterisation, seed, step)``, ``W_qk`` runs): per
-    task, the median over seeds and steps of each objective's."""
-    proxy = training.beta_symmetry.sel(parameterisation="W_qk").median(("seed", "step"))
-    return (
-        objectives_by_task(proxy, "Masked LM's summed coefficients are", "next-token prediction's")
-        + ", median over seeds and steps"
     )

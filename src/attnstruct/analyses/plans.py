@@ -4,7 +4,7 @@ A notebook prints its plan's table (:meth:`attnstruct.stats.Plan.table`, with :f
 and every verdict it prints passes through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the
 plan does not declare.
 :data:`PLANS` says where each notebook's plan is: in the notebook's analysis module (03 and 08:
-:mod:`attnstruct.analyses.pretrained_ordering`, 04: :data:`attnstruct.analyses.gradient_toys.PLAN`, 05:
+:mod:`attnstruct.analyses.pretrained_ordering`, 04: :data:`attnstruct.analyses.nb04_gradient_structure.PLAN`, 05:
 :data:`attnstruct.analyses.nb05_training_dynamics.PLAN`, 06: :data:`attnstruct.analyses.nb06_symmetric_init.PLAN`,
 07: :data:`attnstruct.analyses.nb07_vision.PLAN`, 09: from
 its series, :func:`attnstruct.analyses.nb09_dynamics_at_scale.declared_plan`, the local series' in
@@ -23,7 +23,7 @@ from .. import stats
 
 PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's name there
     "03_pretrained_models": ("pretrained_ordering", "PLAN"),
-    "04_gradient_structure": ("gradient_toys", "PLAN"),
+    "04_gradient_structure": ("nb04_gradient_structure", "PLAN"),
     "05_training_dynamics": ("nb05_training_dynamics", "PLAN"),
     "06_symmetric_init": ("nb06_symmetric_init", "PLAN"),
     "07_vision": ("nb07_vision", "PLAN"),

@@ -21,7 +21,7 @@ import xarray as xr
 
 from .. import stats
 from ..analyses import (
-    gradient_toys,
+    nb04_gradient_structure,
     nb07_vision,
     null_ensembles,
     paper_comparison,
@@ -49,7 +49,7 @@ EXPERIMENTS = {
 }
 HEADLINES = {
     "03_pretrained_models": pretrained_ordering.STACK_CLAIM,
-    "04_gradient_structure": gradient_toys.PRIMARY,
+    "04_gradient_structure": nb04_gradient_structure.PRIMARY,
     "05_training_dynamics": plans.plan_of("05_training_dynamics").primary[0].name,
     "06_symmetric_init": plans.plan_of("06_symmetric_init").primary[0].name,
     "07_vision": nb07_vision.PRIMARY,
