@@ -224,7 +224,7 @@ plt.show()
 # the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
 # next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads.
 # Here each example is placed among `null_draws` i.i.d. Gaussian matrices of its size (the `gaussian` ensemble
-# of `attnstruct.analyses.score_nulls.null_distribution`): only a score outside that null's 95% range says
+# of `attnstruct.analyses.null_ensembles.null_distribution`): only a score outside that null's 95% range says
 # something about structure. The table gives, for every example and score, the value, its percentile among the
 # random matrices, the null's range and whether the value lies outside it.
 

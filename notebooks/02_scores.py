@@ -55,8 +55,8 @@ import torch
 
 import attnstruct as at
 from attnstruct import notebooks, random_matrices, results, work
-from attnstruct.analyses import figure_titles as titles
-from attnstruct.analyses import score_nulls
+from attnstruct.analyses import nb02_scores as two_scores
+from attnstruct.analyses import null_ensembles
 from attnstruct.report import plotting, prose
 
 plotting.set_style()
@@ -85,7 +85,7 @@ parameters = notebooks.notebook_parameters("02_scores", globals())  # recorded w
 # dominant columns both ways; the two lines under it check the two relations on it.
 
 # %%
-conventions = score_nulls.conventions(seed)
+conventions = two_scores.conventions(seed)
 conventions.round(4)
 
 # %% tags=["nbval-check-output"]
@@ -113,19 +113,17 @@ print(f"directionality: paper = -raw: {abs(paper['directionality'] + raw['direct
 # above, each against the matrix $M$ itself, to rounding.
 
 # %%
-invariants = score_nulls.invariants(seed)
+invariants = two_scores.invariants(seed)
 invariants.round(4)
 
 # %% tags=["nbval-check-output"]
 scalings, permutation, rotation = ["3 M", "-0.5 M"], ["P M P^T (permutation)"], ["Q M Q^T (rotation)"]
-symmetric_ok = score_nulls.unchanged(invariants, "symmetry", invariants.index)
+symmetric_ok = two_scores.unchanged(invariants, "symmetry", invariants.index)
 print(f"symmetry unchanged by scaling, transpose, permutation, rotation: {symmetric_ok}")
-direction_ok = score_nulls.unchanged(invariants, "directionality", scalings + permutation)
+direction_ok = two_scores.unchanged(invariants, "directionality", scalings + permutation)
 print(f"directionality unchanged by scaling and permutation: {direction_ok}")
-print(
-    f"directionality flips sign under transpose: {score_nulls.unchanged(invariants, 'directionality', ['M^T'], -1.0)}"
-)
-print(f"directionality changes under rotation: {not score_nulls.unchanged(invariants, 'directionality', rotation)}")
+print(f"directionality flips sign under transpose: {two_scores.unchanged(invariants, 'directionality', ['M^T'], -1.0)}")
+print(f"directionality changes under rotation: {not two_scores.unchanged(invariants, 'directionality', rotation)}")
 
 # %% [markdown]
 # ## 3. Null distributions: what does "no structure" score?
@@ -144,8 +142,8 @@ print(f"directionality changes under rotation: {not score_nulls.unchanged(invari
 # score against: a value is evidence of structure only where such draws rarely reach it.
 
 # %%
-null_ds = score_nulls.null_distribution(d_models, n_heads, n_draws, seed)
-score_nulls.null_quartiles(null_ds).round(3)
+null_ds = null_ensembles.null_distribution(d_models, n_heads, n_draws, seed)
+null_ensembles.null_quartiles(null_ds).round(3)
 
 # %% [markdown]
 # The figure has one row per score and one column per matrix: the layer's sum over heads (left) and a single
@@ -192,7 +190,15 @@ axes[0, 0].set_title("the layer: $W_{qk}$ summed over heads")
 axes[0, 1].set_title("one head: $W_{qk}^h$")
 handles, labels = axes[0, 0].get_legend_handles_labels()
 fig.legend(handles, labels, loc="center left", bbox_to_anchor=(0.91, 0.5), title="ensemble")
-plotting.message_title(fig, titles.null_spread(null_ds))
+widest = two_scores.widest_spread(null_ds)
+plotting.message_title(
+    fig,
+    prose.fill(
+        "Random matrices, d = {width}: symmetry's interquartile range is at most {symmetry_iqr} wide, "
+        "directionality's up to {directionality_iqr}",
+        widest,
+    ),
+)
 plotting.savefig(fig, figures_dir / "02_null_distributions")
 plt.show()
 
@@ -211,9 +217,16 @@ plt.show()
 # %%
 d_ref = 256 if 256 in d_models else d_models[len(d_models) // 2]
 print(f"directionality IQR at d_model={d_ref}:")
-for ensemble, row in score_nulls.directionality_spread(null_ds, d_ref).iterrows():
+for ensemble, row in two_scores.directionality_spread(null_ds, d_ref).iterrows():
     print(f"  {ensemble:<22} [{row.low:+.2f}, {row.high:+.2f}]")
-prose.show(score_nulls.describe_spread(null_ds))
+spread = two_scores.spread_by_width(null_ds)
+prose.say(
+    "Measured in this run ({draws} per cell), the interquartile range of one random layer's directionality lies "
+    "within {layer_directionality} (the lowest first and highest third quartile over the layer ensembles, "
+    "H = {heads}); for an i.i.d. Gaussian matrix it is {gaussian_directionality}. The layer ensembles' symmetry: "
+    "{layer_symmetry}.",
+    spread,
+)
 
 # %% [markdown]
 # ## 4. How much does directionality depend on its threshold?
@@ -225,7 +238,7 @@ prose.show(score_nulls.describe_spread(null_ds))
 # and the grey line is the unstructured Gaussian matrix.
 
 # %%
-sweep = score_nulls.num_std_sweep(sweep_d_model, num_stds, n_draws, seed)
+sweep = two_scores.num_std_sweep(sweep_d_model, num_stds, n_draws, seed)
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -255,7 +268,16 @@ ax.axhline(0, color="black", lw=0.8)
 ax.set_xlabel("threshold num_std (the paper uses 2)")
 ax.set_ylabel("directionality")
 ax.set_title(f"Directionality against its threshold ($d$ = {sweep_d_model})", fontsize=11)
-plotting.message_title(fig, titles.threshold_sweep(sweep), y=1.06)
+extremes = two_scores.threshold_extremes(sweep)
+plotting.message_title(
+    fig,
+    prose.fill(
+        "At every threshold, planted columns score at most {columns} and planted rows at least {rows}; the Gaussian "
+        "median stays within {gaussian}",
+        extremes,
+    ),
+    y=1.06,
+)
 ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 plotting.savefig(fig, figures_dir / "02_threshold_sensitivity")
 plt.show()
@@ -279,7 +301,7 @@ plt.show()
 
 # %%
 thetas = np.linspace(0, np.pi / 2, 7)
-tying = score_nulls.tying_sweep(thetas, tying_heads, tying_d_model, n_draws, seed)
+tying = two_scores.tying_sweep(thetas, tying_heads, tying_d_model, n_draws, seed)
 
 # %% tags=["hide-input"]
 fig, ax = plt.subplots(figsize=(6.5, 4))
@@ -301,13 +323,23 @@ ax.plot(
 ax.set_xlabel(r"$\theta$ (degrees): 0 = $W_q = W_k$, 90 = independent")
 ax.set_ylabel("symmetry (median)")
 ax.set_title(f"Per head versus summed ({tying_heads} heads, $d$ = {tying_d_model})", fontsize=11)
-plotting.message_title(fig, titles.head_versus_layer(score_nulls.layer_minus_head(tying)), y=1.06)
+gap = two_scores.head_layer_gap(tying)
+plotting.message_title(
+    fig,
+    prose.fill(
+        "Partly tied factors: the summed layer is up to {largest} more symmetric than its heads"
+        if gap.layer_leads
+        else "The summed layer is never more symmetric than its heads (largest gap {largest})",
+        gap,
+    ),
+    y=1.06,
+)
 ax.legend()
 plotting.savefig(fig, figures_dir / "02_head_vs_layer")
 plt.show()
 
 # %%
-print("median (layer - mean head) symmetry by theta:", np.round(score_nulls.layer_minus_head(tying).values, 3))
+print("median (layer - mean head) symmetry by theta:", np.round(two_scores.layer_minus_head(tying).values, 3))
 
 # %% [markdown]
 # Both start at exactly 1 for $W_q = W_k$ and reach 0 for independent factors, but in between the summed
@@ -323,7 +355,7 @@ print("median (layer - mean head) symmetry by theta:", np.round(score_nulls.laye
 # their own nulls with the same generators, shape by shape.
 
 # %%
-dataset = score_nulls.dataset(null_ds, sweep, tying, invariants)
+dataset = two_scores.result_dataset(null_ds, sweep, tying, invariants)
 dataset.attrs = results.provenance_attrs(
     parameters=parameters,
     scored_matrix=(

@@ -30,9 +30,9 @@
 # result stands alone. Every score is also set against what a random matrix of the same width scores.
 #
 # **How to read this notebook.** The code cells call the package: what is computed lives in
-# `attnstruct.analyses.gradient_toy_runs` (the nulls, the pair probabilities, the accumulated updates and the
-# training runs, each an `xarray` dataset), and what is read from it in `attnstruct.analyses.gradient_toys` (the
-# learning criterion, the effects between the objectives and every sentence below that states a result). The
+# `attnstruct.analyses.nb04_gradient_structure` (the nulls, the pair probabilities, the accumulated updates and the
+# training runs, each an `xarray` dataset), with what is read from them (the learning criterion, the effects between
+# the objectives and the facts every sentence below states; the sentences are templates in this notebook). The
 # numbers in those sentences come from the runs of this execution: with other parameters, other numbers.
 
 # %% [markdown]
@@ -73,8 +73,8 @@ import numpy as np
 import torch
 
 from attnstruct import gradient, notebooks, results, stats, work
-from attnstruct.analyses import figure_titles as titles
-from attnstruct.analyses import gradient_toy_runs, gradient_toys, plans
+from attnstruct.analyses import nb04_gradient_structure as toys
+from attnstruct.analyses import plans
 from attnstruct.report import plotting, prose
 from attnstruct.scores import symmetry_score
 from attnstruct.tasks import toy_tasks
@@ -98,9 +98,9 @@ OBJECTIVES = {"bidirectional": plotting.ENCODER_COLOR, "causal": plotting.DECODE
 # and null, and the smallest p the paired test can reach with `n_seeds` seeds, before and after Holm's correction.
 
 # %%
-reach = plans.seed_reach(gradient_toys.PLAN, n_seeds)
-prose.show(gradient_toys.PLAN.describe(reach))
-prose.show(prose.markdown_table(gradient_toys.PLAN.table(reach)))
+reach = plans.seed_reach(toys.PLAN, n_seeds)
+prose.show(toys.PLAN.describe(reach))
+prose.show(prose.markdown_table(toys.PLAN.table(reach)))
 
 # %% [markdown]
 # **The null: what a matrix without structure scores.** Both scores of this project, symmetry and
@@ -118,8 +118,13 @@ prose.show(prose.markdown_table(gradient_toys.PLAN.table(reach)))
 # section 3b). The null's central range at this notebook's width:
 
 # %%
-nulls = gradient_toy_runs.score_nulls(d_model, n_null, seed)
-prose.show(gradient_toys.describe_nulls(nulls, d_model))
+nulls = toys.single_head_nulls(d_model, n_null, seed)
+null = toys.null_ranges(nulls, d_model)
+prose.say(
+    "The null: {matrices} $W_{{qk}} = W_q^\\top W_k$ of width {width}. The central 95% of their scores: symmetry "
+    "{symmetry}, directionality {directionality}.",
+    null,
+)
 
 # %% [markdown]
 # ## 1. The gradient, written out
@@ -150,12 +155,19 @@ prose.show(gradient_toys.describe_nulls(nulls, d_model))
 # Each term adds the query embedding $x_i$ to the column space of the update and the context embedding $x_j$
 # to its row space. `attnstruct.gradient.analytic_gradient` computes exactly this, term by term over a batch,
 # and returns the coefficients $\beta$ with it. Here is the check against autograd on random float64 inputs
-# (`gradient_toy_runs.autograd_check`: four sequences of nine positions, two heads; the tests repeat it for other
+# (`toys.autograd_check`: four sequences of nine positions, two heads; the tests repeat it for other
 # shapes and context sets). Relative differences at the level of float64 rounding mean the two computations
 # agree:
 
 # %% tags=["nbval-check-output"]
-print(gradient_toys.describe_autograd_check(gradient_toy_runs.autograd_check(seed)))
+errors = toys.autograd_check(seed)
+for agreement in toys.autograd_agreement(errors):
+    print(
+        prose.fill(
+            "{objective:<14} analytic gradient equals autograd's (max relative difference < {tolerance}): {equal}",
+            agreement,
+        )
+    )
 
 # %% [markdown]
 # ## 2. Who is query and who is context
@@ -180,14 +192,16 @@ print(gradient_toys.describe_autograd_check(gradient_toy_runs.autograd_check(see
 # symmetry of the summed update.
 #
 # The pair probabilities are estimated from sampled masked-LM and next-token batches of the copy task
-# (`attnstruct.gradient.pair_frequencies` over `gradient_toy_runs.ROLE_SEQUENCES` sequences; only the masks and
+# (`attnstruct.gradient.pair_frequencies` over `toys.ROLE_SEQUENCES` sequences; only the masks and
 # targets matter, no model is involved). Each matrix is compared with its transpose, twice: from the first
 # hundredth of the sample and from all of it. An asymmetry that shrinks as more sequences are sampled is
 # sampling noise; one that stays is structure.
 
 # %% tags=["nbval-check-output"]
-roles = gradient_toy_runs.pair_roles(seq_len, vocab, zipf, mask_rate, seed)
-print(gradient_toys.describe_pair_asymmetry(roles))
+roles = toys.pair_roles(seq_len, vocab, zipf, mask_rate, seed)
+print(f"P(i query, j context) from sampled sequences of length {roles.sizes['position']}:")
+for asymmetry in toys.pair_asymmetry(roles):
+    print(prose.fill("{objective:<14} largest entry {largest};  max |P - P^T|: {estimates}", asymmetry))
 
 # %% [markdown]
 # Top: per position, the number of terms $x_i x_j^\top$ per sequence in which it is the query (row sums of the
@@ -211,7 +225,13 @@ for column, (objective, color) in enumerate(OBJECTIVES.items()):
 for ax in axes.flat:
     ax.set_xticks(positions[::2])
 fig.colorbar(image, ax=axes[1], shrink=0.8, label="probability")
-plotting.message_title(fig, titles.pair_roles(roles))
+shares = toys.context_before_query(roles)
+plotting.message_title(
+    fig,
+    prose.fill(
+        "Context before query: {causal} of next-token prediction's pairs, {bidirectional} of masked LM's", shares
+    ),
+)
 plotting.savefig(fig, figures_dir / "04_role_counts")
 plt.show()
 
@@ -223,7 +243,19 @@ plt.show()
 # the other direction of every pair, stays white. The counts behind the bars:
 
 # %%
-prose.show(gradient_toys.describe_roles(roles))
+prose.show(
+    "Terms per sequence by position:\n\n"
+    + "\n".join(
+        prose.fill(
+            "- {name} ({objective}): as query {query} and as context {context} terms per sequence; the largest "
+            "difference between the two at one position is {largest_difference}; position 0 is context in "
+            "{first_context} and query in {first_query}, the last position context in {last_context} and query in "
+            "{last_query}.",
+            role,
+        )
+        for role in toys.role_counts(roles)
+    )
+)
 
 # %% [markdown]
 # ## 3. Two toy tasks
@@ -250,7 +282,19 @@ prose.show(gradient_toys.describe_roles(roles))
 # parameter and record the coefficients $\beta$ of the analytic gradient along the way.
 
 # %%
-prose.show(gradient_toys.describe_markov_task(vocab, seq_len, zipf, seed + 500))
+markov = toys.markov_task(vocab)
+prose.say(
+    "Markov task: rows drawn from Dirichlet(concentration {concentration}) with seed {seed}; a token's most likely "
+    "successor has probability {top_successor} (median over tokens); the symmetry score of the transition matrix is "
+    "{symmetry}. One sequence of each task:",
+    markov,
+)
+prose.show(
+    "\n".join(
+        prose.fill("- {task} task: `{tokens}`", example)
+        for example in toys.example_sequences(vocab, seq_len, zipf, seed + 500)
+    )
+)
 
 # %% [markdown]
 # ### 3a. The accumulated update at initialisation, with and without the self-pairs
@@ -259,7 +303,7 @@ prose.show(gradient_toys.describe_markov_task(vocab, seq_len, zipf, seed + 500))
 # `n_sequences` sequences and score the sum after each number of sequences: once with every pair, and once
 # without the self-pairs $j = i$ (`attnstruct.gradient.outer_product_sum` with `include_self=False`). The model is
 # the untrained one-layer model of seed `seed`, with $W_{qk}$ as the parameter; its weights do not move while we
-# sum (`gradient_toy_runs.accumulated_at_initialisation`). This is the first step of training seen from close
+# sum (`toys.accumulated_at_initialisation`). This is the first step of training seen from close
 # up: the direction plain gradient descent would take, before it has changed anything.
 #
 # In the left panels, solid lines sum all pairs and dashed lines leave out the self-pairs; the grey band is the
@@ -271,7 +315,7 @@ prose.show(gradient_toys.describe_markov_task(vocab, seq_len, zipf, seed + 500))
 # wash out the rest; pairs that never enter the update are grey.
 
 # %%
-accumulated = gradient_toy_runs.accumulated_at_initialisation(parameters)
+accumulated = toys.accumulated_at_initialisation(parameters)
 summed = accumulated.n_sequences.values
 
 # %% tags=["hide-input"]
@@ -292,7 +336,19 @@ for row, task in zip(axes, toy_tasks.TASKS, strict=True):
         plotting.coefficient_heatmap(ax, beta, title=f"{task}, {objective}: summed beta")
         ax.set(xticks=positions[::2], yticks=positions[::2], xlabel="context position j", ylabel="query position i")
 axes[0, 0].legend(fontsize="small")
-plotting.message_title(fig, titles.accumulated(accumulated))
+plotting.message_title(
+    fig,
+    ",\n".join(
+        prose.fill(
+            "Summed over {sequences}, the masked-LM update is {relation} the next-token one on the {task} task "
+            "({masked} vs {causal})"
+            if summed_task.first
+            else "{short} on the {task} task ({masked} vs {causal})",
+            summed_task,
+        )
+        for summed_task in toys.accumulated_by_task(accumulated)
+    ),
+)
 plotting.savefig(fig, figures_dir / "04_accumulated_updates")
 plt.show()
 
@@ -305,7 +361,19 @@ plt.show()
 # final sum sits, with and without them, in the null of one random $W_{qk}$:
 
 # %%
-prose.show(gradient_toys.describe_accumulated(accumulated, nulls))
+summed_over = prose.count(int(accumulated.n_sequences[-1]), "sequence")
+prose.show(
+    f"The update summed over {summed_over} at initialisation:\n\n"
+    + "\n".join(
+        prose.fill(
+            "- {task} task, {objective}: symmetry {with_self} with the self-pairs ({with_self_place}) and "
+            "{without_self} without them ({without_self_place}); directionality {directionality} "
+            "({directionality_place}).",
+            cell,
+        )
+        for cell in toys.accumulated_against_null(accumulated, nulls)
+    )
+)
 
 # %% [markdown]
 # ### 3b. Training, with $W_{qk}$ as the parameter and factorised as $W_q W_k^\top$
@@ -318,17 +386,17 @@ prose.show(gradient_toys.describe_accumulated(accumulated, nulls))
 # run's seed and step, so a run never sees the same sequences twice.
 
 # %% tags=["slow"]
-training = gradient_toy_runs.training_runs(parameters, results_dir / "toy_runs")  # stored there, reused
+training = toys.training_runs(parameters, results_dir / "toy_runs")  # stored there, reused
 
 # %% [markdown]
 # **Did the runs learn?** A score of a model that has not learned its task says nothing about the task, so we
 # check learning before reading any score. The yardstick is the loss of the best predictor that ignores the
 # context: it predicts every target with the frequencies of the target tokens, and its cross-entropy is their
 # entropy $-\sum_v p_v \log p_v$ (`toy_tasks.target_entropy`, estimated from
-# `gradient_toy_runs.YARDSTICK_SEQUENCES` sampled sequences of the task, the targets of each objective). A run
+# `toys.YARDSTICK_SEQUENCES` sampled sequences of the task, the targets of each objective). A run
 # whose loss is not below it has learned, at most, the token frequencies. The criterion
-# (`gradient_toys.learning_table`): the final model's loss on fresh sequences it never trained on
-# (`toy_tasks.HELD_OUT_SEQUENCES` of them) lies at least `gradient_toys.LEARNING_MARGIN` nats below the yardstick.
+# (`toys.learning_table`): the final model's loss on fresh sequences it never trained on
+# (`toy_tasks.HELD_OUT_SEQUENCES` of them) lies at least `toys.LEARNING_MARGIN` nats below the yardstick.
 #
 # Why that margin: on the copy task, next-token prediction can gain at most a little more than half of the
 # yardstick, since the first half of each sequence is unpredictable; on the Markov task the best a next-token
@@ -339,8 +407,17 @@ training = gradient_toy_runs.training_runs(parameters, results_dir / "toy_runs")
 # whether it met the criterion:
 
 # %%
-learning = gradient_toys.learning_table(training)
-prose.show(gradient_toys.describe_learning(learning))
+learning = toys.learning_table(training)
+learned = toys.learning_summary(learning)
+prose.show(
+    prose.fill(
+        "The criterion: a run has learned when its final loss lies at least {margin} nats below the entropy of the "
+        "tokens its objective predicts. {adam_met} of {adam_runs} meet it",
+        learned,
+    )
+    + prose.fill("; {sgd_met} of {sgd_runs} meet it." if learned.has_sgd else ".", learned)
+    + prose.fill("" if learned.all_met else " Not met: {misses}.", learned)
+)
 learning.round(3)
 
 # %% [markdown]
@@ -364,7 +441,7 @@ for row, task in zip(axes, toy_tasks.TASKS, strict=True):
             plotting.median_and_range(row[0], pick.loss, color, style, label)
             row[0].plot([pick.step[-1]] * n_seeds, pick.held_out_loss, "x", color=color, ms=8)
             plotting.median_and_range(row[1], pick.symmetry, color, style)
-        threshold = float(training.target_entropy.sel(task=task, objective=objective)) - gradient_toys.LEARNING_MARGIN
+        threshold = float(training.target_entropy.sel(task=task, objective=objective)) - toys.LEARNING_MARGIN
         row[0].axhline(threshold, color=color, ls=":", lw=1.5)
     row[0].set(ylabel="loss (cross-entropy, nats)", title=f"{task} task: loss")
     row[1].set(ylabel="symmetry of W_qk", title=f"{task} task: symmetry")
@@ -386,8 +463,30 @@ fig.legend(
     loc="outside right center",
     title=f"median over {prose.count(n_seeds, 'seed')}\n(band: range over seeds)",
 )
-plotting.message_title(fig, titles.final_symmetry(training))
-fig.text(0.5, -0.02, titles.directionality_inside_null(training, nulls.null_directionality), ha="center")
+plotting.message_title(
+    fig,
+    ",\n".join(
+        prose.fill(
+            "Masked LM ends {relation} next-token prediction on the {task} task ({masked} vs {causal})"
+            if final_task.first
+            else "{short} on the {task} task ({masked} vs {causal})",
+            final_task,
+        )
+        for final_task in toys.final_symmetry_by_task(training)
+    )
+    + "; median over seeds of the final symmetry of W_qk",
+)
+inside_null = toys.directionality_inside_null(training, nulls.null_directionality)
+fig.text(
+    0.5,
+    -0.02,
+    prose.fill(
+        "Directionality (not drawn): {inside} of {finals} lie inside the null's central 95% ({low} to {high}), where "
+        "a random W_qk of this width lands",
+        inside_null,
+    ),
+    ha="center",
+)
 plotting.savefig(fig, figures_dir / "04_training")
 plt.show()
 
@@ -397,7 +496,21 @@ plt.show()
 # gives, whichever side of zero it falls on, and a score beyond it, in one run, can still be luck.
 
 # %%
-prose.show(gradient_toys.describe_final_scores(training, nulls, learning))
+prose.show(
+    f"Final scores of $W_{{qk}}$ ({prose.count(n_seeds, 'seed')}), against the null of one random $W_{{qk}}$:\n\n"
+    + "\n".join(
+        prose.fill(
+            "- {task} task, {objective}, {parameterisation}: symmetry {symmetry} ({symmetry_place}); directionality "
+            "{directionality} ({directionality_place})."
+            if final.learned
+            else "- {task} task, {objective}, {parameterisation}: symmetry {symmetry} ({symmetry_place}); "
+            "directionality {directionality} ({directionality_place}). These runs did not all meet the learning "
+            "criterion.",
+            final,
+        )
+        for final in toys.final_scores(training, nulls, learning)
+    )
+)
 
 # %% [markdown]
 # **Which objective ends the more symmetric.** The argument of section 3 of the paper predicts masked LM above
@@ -421,8 +534,8 @@ prose.show(gradient_toys.describe_final_scores(training, nulls, learning))
 
 # %%
 prose.show(stats.describe_reach(n_seeds, what="each paired effect over these seeds"))
-effects = gradient_toys.objective_effects(training, d_model=d_model, n_null=n_null, seed=seed)
-prose.show(gradient_toys.describe_objective_effects(effects))
+effects = toys.objective_effects(training, d_model=d_model, n_null=n_null, seed=seed)
+prose.show("\n".join(f"- {effect.sentence()}." for effect in effects.values()))
 
 # %% [markdown]
 # Per task, the mean final symmetry of each objective (a description of the means, which alone decide nothing),
@@ -430,7 +543,18 @@ prose.show(gradient_toys.describe_objective_effects(effects))
 # effect does, *does not hold* when one effect clearly goes the other way):
 
 # %%
-prose.show(gradient_toys.describe_orderings(training, effects))
+every_task = toys.every_task_ordering(effects)
+prose.show(
+    "\n".join(
+        prose.fill(
+            "- {task} task, mean final symmetry over {seeds} ({means}). Masked LM ends the more symmetric, both "
+            "parameterisations read together: *{verdict}*.",
+            ordering,
+        )
+        for ordering in toys.orderings(training, effects)
+    )
+    + prose.fill("\n\nThe same prediction over every task and parameterisation: *{verdict}*.", every_task)
+)
 
 # %% [markdown]
 # For comparison, in the authors' own training runs the 4-layer decoders ended with negative symmetry, and
@@ -466,7 +590,20 @@ for ax, task in zip(axes, toy_tasks.TASKS, strict=True):
     ax.set(title=f"{task} task", xlabel="step")
 axes[0].set_ylabel("symmetry of summed beta")
 axes[0].legend()
-plotting.message_title(fig, titles.beta_symmetry(training))
+plotting.message_title(
+    fig,
+    ",\n".join(
+        prose.fill(
+            "Masked LM's summed coefficients are {relation} next-token prediction's on the {task} task ({masked} vs "
+            "{causal})"
+            if beta_task.first
+            else "{short} on the {task} task ({masked} vs {causal})",
+            beta_task,
+        )
+        for beta_task in toys.beta_by_task(training)
+    )
+    + ", median over seeds and steps",
+)
 plotting.savefig(fig, figures_dir / "04_beta_symmetry")
 plt.show()
 
@@ -477,20 +614,32 @@ plt.show()
 # task, with its effect and the $W_{qk}$ effect side by side:
 
 # %%
-proxies = gradient_toys.proxy_effects(training, seed=seed)
-prose.show(gradient_toys.describe_proxy(training, proxies, effects))
+proxies = toys.proxy_effects(training, seed=seed)
+prose.show(
+    "The proxy $\\beta_{ij} = \\beta_{ji}$ (symmetry of the summed $\\beta$), per task:\n\n"
+    + "\n".join(
+        prose.fill(
+            "- {task} task: the proxy's median over training and seeds (its range): {level}.\n"
+            "  - The proxy: {proxy}.\n"
+            "  - $W_{{qk}}$: {wqk}.\n"
+            "  - Both in the predicted direction, read together: *{together}*.",
+            reading,
+        )
+        for reading in toys.proxy_readings(training, proxies, effects)
+    )
+)
 
 # %% [markdown]
 # ## 5. Save
 #
-# One dataset keeps every part of this notebook (`gradient_toy_runs.dataset`): the nulls, the pair probabilities,
+# One dataset keeps every part of this notebook (`toys.result_dataset`): the nulls, the pair probabilities,
 # the accumulated updates, every training run with its held-out loss and the yardsticks, with the parameters and
 # versions that made them. Every sentence above can be recomputed from it with the functions of
-# `attnstruct.analyses.gradient_toys`.
+# `attnstruct.analyses.nb04_gradient_structure`.
 
 # %%
 verdicts = [*effects.values(), *proxies.values()]  # every verdict of this notebook, decided under its plan
-dataset = gradient_toy_runs.dataset(parameters, [nulls, roles, accumulated, training], effects=verdicts)
+dataset = toys.result_dataset(parameters, [nulls, roles, accumulated, training], effects=verdicts)
 results.save_dataset(dataset, results_dir / "04_gradient_structure.nc")
 dataset
 

@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from attnstruct import stats
-from attnstruct.analyses.score_nulls import null_distribution
+from attnstruct.analyses.null_ensembles import null_distribution
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 

@@ -132,7 +132,7 @@ def test_the_stack_table_labels_rotary_and_cross_attention_and_gives_each_stacks
 
 def brute_force_medians(d, h, n_layers, n_layer_draws, seed):
     """Per-layer null draws from attnstruct.stats.nulls (an independent path), both scores: [2, n_layer_draws]."""
-    from attnstruct.analyses import score_nulls as null
+    from attnstruct.analyses import null_ensembles as null
 
     ds = null.null_distribution([d], [h], n_layer_draws, seed).sel(ensemble=f"factors H={h}, layer", d_model=d)
     return np.stack([ds.symmetry.values, ds.directionality.values])

@@ -3,7 +3,6 @@
 import numpy as np
 import pandas as pd
 import pytest
-import xarray as xr
 
 from attnstruct.analyses import figure_titles
 from attnstruct.scores import Scores
@@ -44,24 +43,6 @@ def test_dominant_columns_states_the_excesses():
     )
 
 
-def test_head_versus_layer_reads_the_largest_gap():
-    gap = xr.DataArray([0.0, 0.12, 0.05], dims="theta")
-    assert "up to +0.12 more symmetric" in figure_titles.head_versus_layer(gap)
-    assert "never more symmetric" in figure_titles.head_versus_layer(-gap)
-
-
-def test_threshold_sweep_bounds_the_planted_medians():
-    values = np.zeros((3, 2, 4))
-    values[1], values[2] = -0.5, 0.6
-    values[1, 0] = -0.2  # the columns' weakest threshold
-    sweep = xr.Dataset(
-        {"directionality": (("ensemble", "num_std", "draw"), values)},
-        coords={"ensemble": ["gaussian", "columns x2", "rows x2"], "num_std": [1.0, 2.0]},
-    )
-    text = figure_titles.threshold_sweep(sweep)
-    assert "columns score at most -0.20" in text and "rows at least +0.60" in text and "within +0.00" in text
-
-
 def test_roles_compares_the_median_stacks_and_the_authors():
     summary = pd.DataFrame(
         {
@@ -81,49 +62,6 @@ def test_roles_compares_the_median_stacks_and_the_authors():
     text = figure_titles.roles(summary, reference)
     assert text.startswith("Encoder stacks are more symmetric than decoder stacks: median symmetry +0.50 against +0.10")
     assert "(3 stacks), +0.70 against +0.00 as reported by the paper" in text
-
-
-def toy_training():
-    """Two tasks, two objectives, one parameterisation, two seeds, two steps."""
-    dims = ("task", "objective", "parameterisation", "seed", "step")
-    symmetry = np.zeros((2, 2, 1, 2, 2))
-    symmetry[0, 0, 0, :, -1] = [0.8, 0.6]  # copy, bidirectional: median 0.7
-    symmetry[0, 1, 0, :, -1] = [0.1, 0.1]
-    symmetry[1, 0, 0, :, -1] = [0.2, 0.2]
-    symmetry[1, 1, 0, :, -1] = [0.5, 0.5]
-    coords = {"task": ["copy", "markov"], "objective": ["bidirectional", "causal"], "parameterisation": ["W_qk"]}
-    return xr.Dataset(
-        {
-            "symmetry": (dims, symmetry),
-            "directionality": (dims, np.full(symmetry.shape, 0.9)),
-            "beta_symmetry": (dims, symmetry),
-        },
-        coords=coords | {"step": [0, 50]},
-    )
-
-
-def test_final_symmetry_orders_the_objectives_per_task():
-    assert figure_titles.final_symmetry(toy_training()).startswith(
-        "Masked LM ends more symmetric than next-token prediction on the copy task (+0.70 vs +0.10),\nless on the "
-        "markov task (+0.20 vs +0.50)"
-    )
-
-
-def test_directionality_inside_null_counts_the_final_scores_in_the_central_range():
-    text = figure_titles.directionality_inside_null(toy_training(), np.linspace(-1, 1, 401))
-    assert text.startswith("Directionality (not drawn): 8 of 8 final scores lie inside")
-
-
-def test_pair_roles_counts_the_pairs_below_the_diagonal():
-    causal, bidirectional = np.tril(np.ones((4, 4))), np.ones((4, 4))
-    roles = xr.Dataset(
-        {"pair_probability": (("objective", "position", "context_position"), np.stack([bidirectional, causal]))},
-        coords={"objective": ["bidirectional", "causal"]},
-    )
-    assert (
-        figure_titles.pair_roles(roles)
-        == "Context before query: 100% of next-token prediction's pairs, 50% of masked LM's"
-    )
 
 
 def test_agreement_gives_the_median_absolute_differences():

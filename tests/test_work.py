@@ -8,7 +8,7 @@ import pytest
 import xarray as xr
 
 from attnstruct import work
-from attnstruct.analyses import gradient_toy_runs
+from attnstruct.analyses import nb04_gradient_structure as toys
 from attnstruct.tasks import text, text_config
 
 
@@ -73,12 +73,12 @@ TINY |= dict(mask_rate=0.15, zipf=1.0, every=2, workers=1)
 
 def test_the_toy_runs_are_stored_under_a_key_of_their_parameters(tmp_path, monkeypatch):
     monkeypatch.delenv("ATTNSTRUCT_STORED_RUNS_ONLY", raising=False)
-    made = gradient_toy_runs.training_runs(TINY, tmp_path)
+    made = toys.training_runs(TINY, tmp_path)
     (stored,) = tmp_path.glob("toy-runs-*.nc")
-    assert stored.name == f"toy-runs-{gradient_toy_runs.training_key(TINY)}.nc"
+    assert stored.name == f"toy-runs-{toys.training_key(TINY)}.nc"
     monkeypatch.setenv("ATTNSTRUCT_STORED_RUNS_ONLY", "1")
-    np.testing.assert_array_equal(gradient_toy_runs.training_runs(TINY, tmp_path).symmetry, made.symmetry)
-    assert gradient_toy_runs.training_key({**TINY, "steps": 6}) != gradient_toy_runs.training_key(TINY)
-    assert gradient_toy_runs.training_key({**TINY, "workers": 2}) == gradient_toy_runs.training_key(TINY)
+    np.testing.assert_array_equal(toys.training_runs(TINY, tmp_path).symmetry, made.symmetry)
+    assert toys.training_key({**TINY, "steps": 6}) != toys.training_key(TINY)
+    assert toys.training_key({**TINY, "workers": 2}) == toys.training_key(TINY)
     with pytest.raises(work.NotStored):
-        gradient_toy_runs.training_runs({**TINY, "steps": 6}, tmp_path)
+        toys.training_runs({**TINY, "steps": 6}, tmp_path)

@@ -19,7 +19,7 @@ from .. import bilinear, stats
 from ..random_matrices import KINDS, example_matrix, generator
 from ..report import prose
 from ..scores import Scores, factor_scores, scores
-from .score_nulls import null_distribution
+from .null_ensembles import null_distribution
 
 EXAMPLE_TITLES = dict(
     zip(KINDS, ("i.i.d. Gaussian", "symmetric", "skew-symmetric", "3 dominant columns", "3 dominant rows"))
@@ -125,7 +125,7 @@ def _placements(scored: dict, nulls: dict, key: str) -> pd.DataFrame:
 
 def place_examples(matrices: dict, null_draws: int, seed: int) -> pd.DataFrame:
     """Each matrix's two scores among ``null_draws`` i.i.d. Gaussian matrices of its size (the ``gaussian``
-    ensemble of :func:`attnstruct.analyses.score_nulls.null_distribution` with ``seed``), indexed by ``(example,
+    ensemble of :func:`attnstruct.analyses.null_ensembles.null_distribution` with ``seed``), indexed by ``(example,
     score)``: ``value``, ``percentile``, ``null_low``, ``null_high`` (the null's 95% range) and ``outside``."""
     dims = {m.shape[0] for m in matrices.values()}
     if len(dims) != 1:

@@ -1,4 +1,4 @@
-"""Message titles of the figures of notebooks 01, 02, 04 and 08 (03, 05, 06, 07 and 09: templates in the
+"""Message titles of the figures of notebooks 01 and 08 (02, 03, 04, 05, 06, 07 and 09: templates in the
 notebook): each says what its figure shows, in words, with every number in it computed
 from the data the figure draws (never typed), so that a reader who only glances at the figure gets its finding. A
 notebook passes a function's string to
@@ -10,15 +10,12 @@ sentences of the analysis modules.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-import xarray as xr
 
-from ..report.prose import count, percent, signed, span
-
-SCORES = ("symmetry", "directionality")
+from ..report.prose import count, percent, signed
 
 
 def _more(a: float, b: float, more: str, less: str, same: str) -> str:
@@ -62,41 +59,6 @@ def dominant_columns(norms: Mapping[str, float], score: float) -> str:
     )
 
 
-# Notebook 02
-def null_spread(null: xr.Dataset) -> str:
-    """Null distributions (``symmetry``, ``directionality`` over ``(ensemble, d_model, draw)``): at the largest
-    width, the widest interquartile range of each score over the ensembles."""
-    widest = null.sel(d_model=null.d_model.max())
-    q = widest.quantile([0.25, 0.75], dim="draw")
-    iqr = {s: float((q[s].sel(quantile=0.75) - q[s].sel(quantile=0.25)).max()) for s in SCORES}
-    return (
-        f"Random matrices, d = {int(widest.d_model)}: symmetry's interquartile range is at most "
-        f"{iqr['symmetry']:.3f} wide, directionality's up to {iqr['directionality']:.2f}"
-    )
-
-
-def threshold_sweep(sweep: xr.Dataset) -> str:
-    """Directionality against its threshold (``directionality`` over ``(ensemble, num_std, draw)``): the largest
-    median of the planted-column ensembles, the smallest of the planted-row ones, and the Gaussian's range."""
-    median = sweep.directionality.median("draw")
-    names = [str(e) for e in sweep.ensemble.values]
-    columns = float(median.sel(ensemble=[e for e in names if e.startswith("columns")]).max())
-    rows = float(median.sel(ensemble=[e for e in names if e.startswith("rows")]).min())
-    gauss = median.sel(ensemble="gaussian").values
-    return (
-        f"At every threshold, planted columns score at most {signed(columns)} and planted rows at least "
-        f"{signed(rows)}; the Gaussian median stays within {span(gauss)}"
-    )
-
-
-def head_versus_layer(gap: xr.DataArray) -> str:
-    """The layer's symmetry minus its heads' mean, per ``theta`` (:func:`score_nulls.layer_minus_head`)."""
-    largest = float(gap.max())
-    if round(largest, 2) <= 0:
-        return f"The summed layer is never more symmetric than its heads (largest gap {signed(largest)})"
-    return f"Partly tied factors: the summed layer is up to {signed(largest)} more symmetric than its heads"
-
-
 # Notebook 08
 def roles(summary: pd.DataFrame, reference: pd.DataFrame | None = None, label: str = "here") -> str:
     """Our encoder stacks' median symmetry (median over stacks of their medians over layers) against the decoder
@@ -128,77 +90,4 @@ def agreement(table: pd.DataFrame) -> str:
         f"{count(len(table), 'stack')} also scored by the paper: median |ours - theirs| "
         f"{table['diff_symmetry'].abs().median():.2f} in symmetry, "
         f"{table['diff_directionality'].abs().median():.2f} in directionality"
-    )
-
-
-# Notebook 04
-def pair_roles(roles: xr.Dataset) -> str:
-    """Pair probabilities ``pair_probability`` ``[objective, query, context]``: per objective, the share of the
-    off-diagonal pairs' probability that lies below the diagonal (the context before the query)."""
-    shares = {}
-    for objective in roles.objective.values:
-        p = np.asarray(roles.pair_probability.sel(objective=objective).values, dtype=float)
-        lower, upper = np.tril(p, -1).sum(), np.triu(p, 1).sum()
-        shares[str(objective)] = lower / (lower + upper)
-    return (
-        f"Context before query: {percent(shares['causal'])} of next-token prediction's pairs, "
-        f"{percent(shares['bidirectional'])} of masked LM's"
-    )
-
-
-def objectives_by_task(values: xr.DataArray, lead: str, other: str = "next-token prediction") -> str:
-    """``values`` over ``(task, objective)``, one symmetry per cell: per task, whether masked LM's is the larger,
-    with both values; ``lead`` names masked LM's side and ``other`` the next-token side, e.g. ``Masked LM ends more
-    symmetric than next-token prediction on the copy task (+0.80 vs -0.13), less on the markov task (+0.57 vs
-    +0.79)``, one task a line."""
-    parts = []
-    for k, task in enumerate(values.task.values):
-        bid, causal = (float(values.sel(task=task, objective=o)) for o in ("bidirectional", "causal"))
-        if k == 0:
-            word = f"{lead} {more_symmetric(bid, causal)} {other}"
-        else:
-            word = _more(bid, causal, "more", "less", "as symmetric")
-        parts.append(f"{word} on the {task} task ({signed(bid)} vs {signed(causal)})")
-    return ",\n".join(parts)
-
-
-def accumulated(accumulated: xr.Dataset) -> str:
-    """The update summed at initialisation (``accumulated_symmetry`` over ``(task, objective, n_sequences)``):
-    per task, the final symmetry of masked LM's sum against next-token prediction's."""
-    n = int(accumulated.n_sequences[-1])
-    last = accumulated.accumulated_symmetry.isel(n_sequences=-1)
-    return objectives_by_task(
-        last, f"Summed over {count(n, 'sequence')}, the masked-LM update is", "the next-token one"
-    )
-
-
-def final_symmetry(training: xr.Dataset, parameterisation: str = "W_qk") -> str:
-    """Training runs (``symmetry`` over ``(task, objective, parameterisation, seed, step)``): per task, the median
-    over seeds of masked LM's final symmetry against next-token prediction's."""
-    last = training.symmetry.sel(parameterisation=parameterisation).isel(step=-1).median("seed")
-    return (
-        objectives_by_task(last, "Masked LM ends") + f"; median over seeds of the final symmetry of {parameterisation}"
-    )
-
-
-def directionality_inside_null(training: xr.Dataset, null: Sequence[float]) -> str:
-    """One line for the directionality panels left out: how many runs' final directionality (Adam, both
-    parameterisations) lie inside the central 95% of the ``null`` draws."""
-    low, high = np.quantile(np.asarray(null, dtype=float), [0.025, 0.975])
-    final = training.directionality.isel(step=-1).values.ravel()
-    final = final[np.isfinite(final)]
-    inside = int(((final >= low) & (final <= high)).sum())
-    return (
-        f"Directionality (not drawn): {inside} of {count(len(final), 'final score')} lie inside the null's "
-        f"central 95% ({signed(low)} to {signed(high)}), where a random W_qk of this width lands"
-    )
-
-
-def beta_symmetry(training: xr.Dataset) -> str:
-    """The proxy (``beta_symmetry`` over ``(task, objective, parameterisation, seed, step)``, ``W_qk`` runs): per
-    task, the median over seeds and steps of each objective's."""
-    proxy = training.beta_symmetry.sel(parameterisation="W_qk").median(("seed", "step"))
-    return (
-        objectives_by_task(proxy, "Masked LM's summed coefficients are", "next-token prediction's")
-        + ", median over seeds and steps"
     )

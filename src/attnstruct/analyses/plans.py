@@ -5,8 +5,9 @@ and every verdict it prints passes through :meth:`attnstruct.stats.Plan.decide` 
 plan does not declare.
 :data:`PLANS` says where each notebook's plan is: in the notebook's analysis module (03:
 :data:`attnstruct.analyses.nb03_pretrained_models.PLAN`, 08: :data:`attnstruct.analyses.pretrained_ordering.SWEEP_PLAN`,
-04: :data:`attnstruct.analyses.gradient_toys.PLAN`, 05: :data:`attnstruct.analyses.nb05_training_dynamics.PLAN`, 06:
-:data:`attnstruct.analyses.nb06_symmetric_init.PLAN`, 07: :data:`attnstruct.analyses.nb07_vision.PLAN`, 09: from
+04: :data:`attnstruct.analyses.nb04_gradient_structure.PLAN`, 05:
+:data:`attnstruct.analyses.nb05_training_dynamics.PLAN`, 06: :data:`attnstruct.analyses.nb06_symmetric_init.PLAN`, 07:
+:data:`attnstruct.analyses.nb07_vision.PLAN`, 09: from
 its series, :func:`attnstruct.analyses.nb09_dynamics_at_scale.declared_plan`, the local series' in
 :data:`attnstruct.analyses.nb09_dynamics_at_scale.PLAN`).
 
@@ -23,7 +24,7 @@ from .. import stats
 
 PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's name there
     "03_pretrained_models": ("nb03_pretrained_models", "PLAN"),
-    "04_gradient_structure": ("gradient_toys", "PLAN"),
+    "04_gradient_structure": ("nb04_gradient_structure", "PLAN"),
     "05_training_dynamics": ("nb05_training_dynamics", "PLAN"),
     "06_symmetric_init": ("nb06_symmetric_init", "PLAN"),
     "07_vision": ("nb07_vision", "PLAN"),

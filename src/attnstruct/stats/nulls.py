@@ -80,12 +80,11 @@ def null_median_over_layers(
 ) -> np.ndarray:
     """``[n_draws]`` samples of the median ``score`` over ``n_layers`` independent random layers.
 
-    A layer is a draw of :func:`attnstruct.analyses.score_nulls.null_distribution`'s ensemble ``f"factors H={n_heads},
-    layer"``
-    (``sum_h W_q[h]^T W_k[h]``, Gaussian factors): the draws of ``null_distribution([d_model], [n_heads],
-    n_draws * n_layers, seed)`` bit for bit, sample ``i`` the median of draws ``i * n_layers .. (i+1) * n_layers
-    - 1``. Only that ensemble is drawn (at half the cost or less), both scores cached: about 1 s per 100 draws
-    at ``d_model = 256`` on one core, 0.1 s at 64.
+    A layer is a draw of :func:`attnstruct.analyses.null_ensembles.null_distribution`'s ensemble ``f"factors
+    H={n_heads}, layer"`` (``sum_h W_q[h]^T W_k[h]``, Gaussian factors): the draws of ``null_distribution([d_model],
+    [n_heads], n_draws * n_layers, seed)`` bit for bit, sample ``i`` the median of draws ``i * n_layers .. (i+1) *
+    n_layers - 1``. Only that ensemble is drawn (at half the cost or less), both scores cached: about 1 s per 100
+    draws at ``d_model = 256`` on one core, 0.1 s at 64.
     """
     if score not in SCORES:
         raise ValueError(f"unknown score {score!r}; choose one of {SCORES}")

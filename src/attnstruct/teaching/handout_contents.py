@@ -21,13 +21,13 @@ import xarray as xr
 
 from .. import stats
 from ..analyses import (
-    gradient_toys,
+    nb04_gradient_structure,
     nb07_vision,
+    null_ensembles,
     paper_comparison,
     plans,
     pretrained_ordering,
     pretrained_scores,
-    score_nulls,
     text_runs,
 )
 from ..report.prose import count, percent, signed
@@ -49,7 +49,7 @@ EXPERIMENTS = {
 }
 HEADLINES = {
     "03_pretrained_models": pretrained_ordering.STACK_CLAIM,
-    "04_gradient_structure": gradient_toys.PRIMARY,
+    "04_gradient_structure": nb04_gradient_structure.PRIMARY,
     "05_training_dynamics": plans.plan_of("05_training_dynamics").primary[0].name,
     "06_symmetric_init": plans.plan_of("06_symmetric_init").primary[0].name,
     "07_vision": nb07_vision.PRIMARY,
@@ -165,7 +165,7 @@ def _s01(build: Build):
 def _s02(build: Build):
     null = build.dataset("02_scores")[["symmetry", "directionality"]]
     d = int(null.d_model.max())
-    q = score_nulls.null_quartiles(null).loc[("gaussian", d)]
+    q = null_ensembles.null_quartiles(null).loc[("gaussian", d)]
     sym, dirs = (signed(q[(v, 0.25)], 3) + " to " + signed(q[(v, 0.75)], 3) for v in ("symmetry", "directionality"))
     title = (
         f"Unstructured matrices: at d = {d} the middle half of i.i.d. Gaussian draws scores symmetry {sym}, "

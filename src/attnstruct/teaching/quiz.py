@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..analyses import score_nulls
+from ..analyses import nb02_scores
 from ..report.prose import count, signed
 from .handout_contents import Build, _stacks, headline, short
 
@@ -27,16 +27,16 @@ class Question:
 
 def _q_invariance(build: Build) -> Question | None:
     """Which transforms of one matrix leave its directionality unchanged, read from notebook 02's dataset by
-    :func:`attnstruct.analyses.score_nulls.unchanged`."""
+    :func:`attnstruct.analyses.nb02_scores.unchanged`."""
     ds = build.dataset("02_scores") if build.ran.get("02_scores") else None
     if ds is None or "invariant_directionality" not in ds:
         return None
     table = pd.DataFrame({s: ds[f"invariant_{s}"].to_series() for s in ("symmetry", "directionality")})
     others = [t for t in table.index if t != "M"]
-    same = [t for t in others if score_nulls.unchanged(table, "directionality", [t])]
-    flipped = [t for t in others if t not in same and score_nulls.unchanged(table, "directionality", [t], sign=-1)]
+    same = [t for t in others if nb02_scores.unchanged(table, "directionality", [t])]
+    flipped = [t for t in others if t not in same and nb02_scores.unchanged(table, "directionality", [t], sign=-1)]
     changed = [t for t in others if t not in same and t not in flipped]
-    symmetric = score_nulls.unchanged(table, "symmetry", others)
+    symmetric = nb02_scores.unchanged(table, "symmetry", others)
     return Question(
         "invariances",
         "Notebook 02 scores one matrix M with a few dominant columns and five transforms of it: "

@@ -1,5 +1,5 @@
-"""Notebook 04's parts (analyses.gradient_toy_runs), its learning criterion, effects and sentences
-(analyses.gradient_toys), on tiny runs and made-up datasets with known answers."""
+"""Notebook 04's analysis (analyses.nb04_gradient_structure): its parts, learning criterion, effects and the facts
+its sentences and titles state, on tiny runs and made-up datasets with known answers."""
 
 import math
 from collections import Counter
@@ -11,7 +11,7 @@ import xarray as xr
 
 from attnstruct import gradient as G
 from attnstruct import results, stats
-from attnstruct.analyses import gradient_toy_runs, gradient_toys
+from attnstruct.analyses import nb04_gradient_structure as toys
 from attnstruct.tasks import toy_tasks
 
 TINY = dict(seed=0, n_seeds=2, vocab=16, seq_len=8, d_model=8, steps=4, batch=4, lr=0.01, sgd_lr=0.05)
@@ -100,11 +100,11 @@ def test_a_run_reports_a_reproducible_held_out_loss_that_runs_dataset_keeps():
     assert ds.held_out_loss.dims == ("task", "objective", "parameterisation", "seed")
 
 
-# --- analyses.gradient_toy_runs: the parts ------------------------------------------------------------------------
+# --- the parts ------------------------------------------------------------------------
 
 
-def test_score_nulls_are_the_single_head_draws_of_the_package_null():
-    nulls = gradient_toy_runs.score_nulls(8, 20, 3)
+def test_single_head_nulls_are_the_single_head_draws_of_the_package_null():
+    nulls = toys.single_head_nulls(8, 20, 3)
     for score in stats.SCORES:
         expected = stats.null_median_over_layers(score, 8, n_heads=1, n_layers=1, n_draws=20, seed=3)
         np.testing.assert_array_equal(nulls[f"null_{score}"].values, expected)
@@ -112,22 +112,22 @@ def test_score_nulls_are_the_single_head_draws_of_the_package_null():
 
 
 def test_the_null_of_the_difference_is_the_mean_of_differences_of_two_independent_pools():
-    one_seed = gradient_toy_runs.null_of_the_difference("symmetry", 8, 50, 1, 0)
+    one_seed = toys.null_of_the_difference("symmetry", 8, 50, 1, 0)
     pool = stats.null_median_over_layers("symmetry", 8, n_heads=1, n_layers=1, n_draws=50, seed=0)
     minus = stats.null_median_over_layers("symmetry", 8, n_heads=1, n_layers=1, n_draws=50, seed=1)
     possible = pool[:, None] - minus[None, :]
     assert np.isin(one_seed, possible).all(), "with one seed every sample is one difference of the two pools"
-    four = gradient_toy_runs.null_of_the_difference("symmetry", 8, 50, 4, 0)
+    four = toys.null_of_the_difference("symmetry", 8, 50, 4, 0)
     assert four.std() == pytest.approx(possible.std() / 2, rel=0.15), "the mean of 4 is half as wide"
 
 
 def test_the_analytic_gradient_check_agrees_with_autograd_for_both_objectives():
-    errors = gradient_toy_runs.autograd_check(0)
+    errors = toys.autograd_check(0)
     assert set(errors) == set(G.OBJECTIVES) and all(0 <= e < 1e-12 for e in errors.values())
 
 
 def test_pair_roles_of_next_token_prediction_are_the_lower_triangle_without_the_last_row():
-    roles = gradient_toy_runs.pair_roles(8, 16, 1.0, 0.15, 0, n_sequences=400)
+    roles = toys.pair_roles(8, 16, 1.0, 0.15, 0, n_sequences=400)
     causal = roles.pair_probability.sel(objective="causal").values
     expected = np.tril(np.ones((8, 8)))
     expected[-1] = 0
@@ -141,7 +141,7 @@ def test_pair_roles_of_next_token_prediction_are_the_lower_triangle_without_the_
 
 
 def test_the_accumulated_updates_are_those_of_the_model_summed_directly():
-    ds = gradient_toy_runs.accumulated_at_initialisation(TINY)
+    ds = toys.accumulated_at_initialisation(TINY)
     assert list(ds.n_sequences.values) == [1, 4, 6]
     model = toy_tasks.OneLayer(16, 8, 8, factorised=False, gen=torch.Generator().manual_seed(0))
     data = toy_tasks.sequences("markov", 6, 8, 16, 1.0, torch.Generator().manual_seed(100))
@@ -149,14 +149,14 @@ def test_the_accumulated_updates_are_those_of_the_model_summed_directly():
         model, data, "causal", [1, 4, 6], mask_rate=0.3, gen=torch.Generator().manual_seed(200)
     )
     cell = ds.sel(task="markov", objective="causal")
-    for name in gradient_toy_runs.ACCUMULATED:
+    for name in toys.ACCUMULATED:
         np.testing.assert_array_equal(cell[f"accumulated_{name}"].values, direct[name])
     np.testing.assert_array_equal(cell.accumulated_beta.values, direct["beta"])
 
 
 @pytest.fixture(scope="module")
 def tiny_training():
-    return gradient_toy_runs.training_runs(TINY)
+    return toys.training_runs(TINY)
 
 
 def test_training_runs_hold_every_run_as_train_gives_it(tiny_training):
@@ -184,7 +184,7 @@ def test_the_yardstick_of_training_runs_is_the_target_entropy_of_its_task(tiny_t
         vocab=16,
         zipf=1.0,
         mask_rate=0.3,
-        n_sequences=gradient_toy_runs.YARDSTICK_SEQUENCES,
+        n_sequences=toys.YARDSTICK_SEQUENCES,
         gen=torch.Generator().manual_seed(400),
     )
     assert float(tiny_training.target_entropy.sel(task="markov", objective="bidirectional")) == expected
@@ -192,15 +192,15 @@ def test_the_yardstick_of_training_runs_is_the_target_entropy_of_its_task(tiny_t
 
 def test_the_dataset_joins_every_part_with_provenance(tiny_training):
     parts = [
-        gradient_toy_runs.score_nulls(8, 20, 0),
-        gradient_toy_runs.pair_roles(8, 16, 1.0, 0.3, 0, n_sequences=200),
-        gradient_toy_runs.accumulated_at_initialisation(TINY),
+        toys.single_head_nulls(8, 20, 0),
+        toys.pair_roles(8, 16, 1.0, 0.3, 0, n_sequences=200),
+        toys.accumulated_at_initialisation(TINY),
         tiny_training,
     ]
-    ds = gradient_toy_runs.dataset(TINY, parts)
+    ds = toys.result_dataset(TINY, parts)
     results.check_dataset(ds)
     before = {"loss", "symmetry", "directionality", "beta_symmetry", "sgd_symmetry", "sgd_directionality"}
-    before |= {f"accumulated_{k}" for k in gradient_toy_runs.ACCUMULATED}
+    before |= {f"accumulated_{k}" for k in toys.ACCUMULATED}
     before |= {"role_query", "role_context", "pair_probability", "null_symmetry", "null_directionality"}
     assert before <= set(ds.data_vars), "the variables the notebook's dataset has always held"
     for part in parts:
@@ -208,13 +208,13 @@ def test_the_dataset_joins_every_part_with_provenance(tiny_training):
             xr.testing.assert_equal(ds[name], variable)
 
 
-# --- analyses.gradient_toys: learning -----------------------------------------------------------------------------
+# --- learning -----------------------------------------------------------------------------
 
 
 def test_a_run_has_learned_when_its_loss_is_the_margin_below_the_yardstick():
-    margin = gradient_toys.LEARNING_MARGIN
+    margin = toys.LEARNING_MARGIN
     loss = {("copy", "causal"): [3.0 - margin, 3.0 - margin + 1e-9], ("markov", "bidirectional"): [np.nan, 0.5]}
-    table = gradient_toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}, loss=loss))
+    table = toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}, loss=loss))
     met = table["met"].xs("adam", level="optimizer").xs("W_qk", level="parameterisation")
     assert met.loc[("copy", "causal", 0)] and not met.loc[("copy", "causal", 1)], "exactly the margin meets it"
     assert not met.loc[("markov", "bidirectional", 0)], "a missing loss does not"
@@ -223,7 +223,7 @@ def test_a_run_has_learned_when_its_loss_is_the_margin_below_the_yardstick():
 
 
 def test_the_learning_table_lists_the_sgd_runs_after_the_adam_runs():
-    table = gradient_toys.learning_table(made_up_training({("copy", "causal"): [0]}, {}, sgd_loss=(2.9, 1.0)))
+    table = toys.learning_table(made_up_training({("copy", "causal"): [0]}, {}, sgd_loss=(2.9, 1.0)))
     assert len(table) == 2 * 2 * 2 * 1 + 2
     sgd = table.xs("sgd", level="optimizer")
     assert list(sgd["met"]) == [False, True] and list(sgd.index.get_level_values("task")) == ["copy", "copy"]
@@ -231,30 +231,35 @@ def test_the_learning_table_lists_the_sgd_runs_after_the_adam_runs():
 
 def test_runs_learned_asks_every_selected_run():
     loss = {("markov", "causal"): [1.0, 2.9]}
-    table = gradient_toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}, loss=loss))
-    assert gradient_toys.runs_learned(table, task="copy")
-    assert not gradient_toys.runs_learned(table, task="markov", parameterisation="W_qk")
-    assert gradient_toys.runs_learned(table, task="markov", objective="bidirectional")
+    table = toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}, loss=loss))
+    assert toys.runs_learned(table, task="copy")
+    assert not toys.runs_learned(table, task="markov", parameterisation="W_qk")
+    assert toys.runs_learned(table, task="markov", objective="bidirectional")
     with pytest.raises(ValueError, match="no run matches"):
-        gradient_toys.runs_learned(table, task="reverse")
+        toys.runs_learned(table, task="reverse")
 
 
-def test_describe_learning_counts_the_runs_and_names_those_that_missed():
+def test_the_learning_summary_counts_the_runs_and_names_those_that_missed():
     loss = {("markov", "causal"): [1.0, 2.75]}
-    table = gradient_toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}, loss=loss))
-    text = gradient_toys.describe_learning(table)
-    assert "14 of 16 Adam runs meet it; 2 of 2 plain-SGD runs meet it." in text
-    assert "markov, causal, W_qk, seed 1 (loss 2.75 against 3.00)" in text
-    assert "markov, causal, W_q W_k^T, seed 1" in text and "seed 0" not in text
-    everyone = gradient_toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}))
-    assert "Not met" not in gradient_toys.describe_learning(everyone)
+    learned = toys.learning_summary(toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}, loss=loss)))
+    assert (learned.adam_met, learned.adam_runs, learned.sgd_met, learned.sgd_runs) == (
+        "14",
+        "16 Adam runs",
+        "2",
+        "2 plain-SGD runs",
+    )
+    assert learned.has_sgd and not learned.all_met
+    assert "markov, causal, W_qk, seed 1 (loss 2.75 against 3.00)" in learned.misses.split("; ")
+    assert "seed 0" not in learned.misses
+    everyone = toys.learning_table(made_up_training({("copy", "causal"): [0, 0]}, {}))
+    assert toys.learning_summary(everyone).all_met
 
 
-# --- analyses.gradient_toys: effects ------------------------------------------------------------------------------
+# --- effects ------------------------------------------------------------------------------
 
 
 def effects_of(training):
-    return gradient_toys.objective_effects(training, d_model=8, n_null=50, seed=0)
+    return toys.objective_effects(training, d_model=8, n_null=50, seed=0)
 
 
 def test_a_clear_order_over_eight_seeds_holds_and_the_reverse_does_not():
@@ -287,43 +292,43 @@ def test_effects_of_runs_that_did_not_learn_say_so():
 
 def test_the_proxy_effect_compares_each_runs_median_over_training():
     beta = {("copy", "bidirectional"): [0.6] * 8, ("copy", "causal"): [0.1] * 8}
-    proxies = gradient_toys.proxy_effects(made_up_training(ordered(8), {}, beta=beta), seed=0)
+    proxies = toys.proxy_effects(made_up_training(ordered(8), {}, beta=beta), seed=0)
     assert proxies["copy"].estimate == pytest.approx(0.5) and proxies["copy"].verdict == stats.HOLDS
     assert proxies["markov"].verdict == stats.CANNOT_TELL, "no difference at all"
     loss = {("copy", "bidirectional"): [2.9] + [1.0] * 7}
-    gated = gradient_toys.proxy_effects(made_up_training(ordered(8), {}, beta=beta, loss=loss), seed=0)
+    gated = toys.proxy_effects(made_up_training(ordered(8), {}, beta=beta, loss=loss), seed=0)
     assert gated["copy"].reason == stats.NOT_LEARNED
 
 
-# --- analyses.gradient_toys: sentences ----------------------------------------------------------------------------
+# --- facts ----------------------------------------------------------------------------
 
 POOL = np.arange(1000) / 1000  # 95% range: 0.025 to 0.975
 
 
 def test_null_position_says_inside_above_or_below_with_the_percentile():
-    assert gradient_toys.null_position(0.5, POOL) == "inside the null's 95% range, percentile 50"
-    assert gradient_toys.null_position(2.0, POOL) == "above the null's 95% range, percentile 100"
-    assert gradient_toys.null_position(-1.0, POOL) == "below the null's 95% range, percentile 0"
+    assert toys.null_position(0.5, POOL) == "inside the null's 95% range, percentile 50"
+    assert toys.null_position(2.0, POOL) == "above the null's 95% range, percentile 100"
+    assert toys.null_position(-1.0, POOL) == "below the null's 95% range, percentile 0"
 
 
 def test_null_positions_count_the_values_on_each_side():
-    text = gradient_toys.null_positions([2.0, 3.0, -1.0, 0.5], POOL)
+    text = toys.null_positions([2.0, 3.0, -1.0, 0.5], POOL)
     assert text == "4 values: 2 above the null's 95% range, 1 below it, 1 inside it"
-    assert gradient_toys.null_positions([0.5], POOL) == gradient_toys.null_position(0.5, POOL)
+    assert toys.null_positions([0.5], POOL) == toys.null_position(0.5, POOL)
 
 
-def test_describe_nulls_gives_the_central_range_of_each_score():
+def test_the_null_ranges_are_the_central_95_percent_of_each_score():
     nulls = xr.Dataset({"null_symmetry": ("null_draw", POOL), "null_directionality": ("null_draw", 2 * POOL - 1)})
-    text = gradient_toys.describe_nulls(nulls, 8)
-    assert text.startswith("The null: 1000 random single-head matrices")
-    assert "symmetry +0.02 to +0.97, directionality -0.95 to +0.95" in text and "width 8" in text
+    assert toys.null_ranges(nulls, 8) == toys.NullFacts(
+        "1000 random single-head matrices", "8", "+0.02 to +0.97", "-0.95 to +0.95"
+    )
 
 
-def test_describe_autograd_check_prints_the_claim_lines():
-    text = gradient_toys.describe_autograd_check({"bidirectional": 1e-15, "causal": 2e-12})
-    assert text.splitlines() == [
-        "bidirectional  analytic gradient equals autograd's (max relative difference < 1e-12): True",
-        "causal         analytic gradient equals autograd's (max relative difference < 1e-12): False",
+def test_the_autograd_agreement_reads_each_error_against_the_tolerance():
+    facts = toys.autograd_agreement({"bidirectional": 1e-15, "causal": 2e-12})
+    assert [(f.objective, f.tolerance, f.equal) for f in facts] == [
+        ("bidirectional", "1e-12", True),
+        ("causal", "1e-12", False),
     ]
 
 
@@ -339,32 +344,33 @@ def made_up_roles(causal_asymmetry=(1.0, 1.0)):
     )
 
 
-def test_describe_pair_asymmetry_prints_the_claim_lines():
-    assert gradient_toys.describe_pair_asymmetry(made_up_roles()).splitlines() == [
-        "P(i query, j context) from sampled sequences of length 4:",
-        "bidirectional  largest entry 0.250;  max |P - P^T|: 0.100 from 10 sequences, 0.010 from 1000 sequences",
-        "causal         largest entry 1.000;  max |P - P^T|: 1.000 from 10 sequences, 1.000 from 1000 sequences",
-    ]
+def test_the_pair_asymmetry_gives_the_largest_entry_and_each_estimate():
+    bidirectional, causal = toys.pair_asymmetry(made_up_roles())
+    assert (bidirectional.length, bidirectional.largest, causal.largest) == ("4", "0.250", "1.000")
+    assert bidirectional.estimates == "0.100 from 10 sequences, 0.010 from 1000 sequences"
 
 
-def test_describe_roles_gives_the_row_and_column_sums():
-    text = gradient_toys.describe_roles(made_up_roles())
-    assert "masked LM (bidirectional): as query 1.00 and as context 1.00 terms per sequence" in text
-    assert "the largest difference between the two at one position is 3.00" in text  # causal: 1 and 4 at 0
-    assert (
-        "position 0 is context in 4.00 and query in 1.00, the last position context in 1.00 and query in 4.00" in text
+def test_the_role_counts_are_the_row_and_column_sums():
+    bidirectional, causal = toys.role_counts(made_up_roles())
+    assert (bidirectional.name, bidirectional.query, bidirectional.context) == ("masked LM", "1.00", "1.00")
+    assert causal.largest_difference == "3.00"  # causal: 1 and 4 at position 0
+    assert (causal.first_context, causal.first_query, causal.last_context, causal.last_query) == (
+        "4.00",
+        "1.00",
+        "1.00",
+        "4.00",
     )
 
 
-def test_describe_markov_task_states_the_fixed_matrix_and_shows_a_sequence_of_each_task():
-    text = gradient_toys.describe_markov_task(16, 6, 1.0, 0)
-    assert f"seed {toy_tasks.MARKOV_SEED}" in text and f"concentration {toy_tasks.MARKOV_CONCENTRATION}" in text
-    copy_line = next(line for line in text.splitlines() if line.startswith("- copy task"))
-    tokens = [int(t) for t in copy_line.split("`")[1].strip("[]").split(",")]
+def test_the_markov_facts_state_the_fixed_matrix_and_an_example_of_each_task():
+    markov = toys.markov_task(16)
+    assert (markov.seed, markov.concentration) == (str(toy_tasks.MARKOV_SEED), str(toy_tasks.MARKOV_CONCENTRATION))
+    copy = next(e for e in toys.example_sequences(16, 6, 1.0, 0) if e.task == "copy")
+    tokens = [int(t) for t in copy.tokens.strip("[]").split(",")]
     assert len(tokens) == 6 and tokens[:3] == tokens[3:]
 
 
-def test_describe_accumulated_reads_the_last_sum_with_and_without_the_self_pairs():
+def test_the_accumulated_facts_read_the_last_sum_with_and_without_the_self_pairs():
     values = np.zeros((2, 2, 2))
     values[0, 1, -1] = 0.9  # copy, causal, after all sequences
     dims = ("task", "objective", "n_sequences")
@@ -377,44 +383,102 @@ def test_describe_accumulated_reads_the_last_sum_with_and_without_the_self_pairs
         coords={"task": list(toy_tasks.TASKS), "objective": list(G.OBJECTIVES), "n_sequences": [1, 7]},
     )
     nulls = xr.Dataset({"null_symmetry": ("null_draw", POOL), "null_directionality": ("null_draw", POOL - 0.5)})
-    text = gradient_toys.describe_accumulated(ds, nulls)
-    assert text.startswith("The update summed over 7 sequences")
-    assert (
-        "- copy task, causal: symmetry +0.90 with the self-pairs (inside the null's 95% range, percentile 90) and "
-        "+0.30 without them (inside the null's 95% range, percentile 30); directionality +0.40 (inside the null's "
-        "95% range, percentile 90)."
-    ) in text
+    cell = next(c for c in toys.accumulated_against_null(ds, nulls) if (c.task, c.objective) == ("copy", "causal"))
+    assert (cell.with_self, cell.without_self, cell.directionality) == ("+0.90", "+0.30", "+0.40")
+    assert cell.with_self_place == "inside the null's 95% range, percentile 90"
+    assert cell.without_self_place == "inside the null's 95% range, percentile 30"
 
 
-def test_describe_final_scores_places_each_cell_and_marks_runs_that_did_not_learn():
+def test_the_final_scores_place_each_cell_and_mark_runs_that_did_not_learn():
     training = made_up_training({("copy", "bidirectional"): [2.0, 0.5]}, {}, loss={("markov", "causal"): [1, 2.9]})
     nulls = xr.Dataset({"null_symmetry": ("null_draw", POOL), "null_directionality": ("null_draw", POOL - 0.5)})
-    text = gradient_toys.describe_final_scores(training, nulls, gradient_toys.learning_table(training))
-    lines = text.splitlines()
-    copy = next(line for line in lines if line.startswith("- copy task, bidirectional, W_qk:"))
-    assert "symmetry +2.00 and +0.50 (2 values: 1 above the null's 95% range, 0 below it, 1 inside it)" in copy
-    assert "did not" not in copy
-    markov = next(line for line in lines if line.startswith("- markov task, causal, W_qk:"))
-    assert markov.endswith("These runs did not all meet the learning criterion.")
+    facts = {
+        (f.task, f.objective, f.parameterisation): f
+        for f in toys.final_scores(training, nulls, toys.learning_table(training))
+    }
+    copy = facts["copy", "bidirectional", "W_qk"]
+    assert copy.symmetry == "+2.00 and +0.50" and copy.learned
+    assert copy.symmetry_place == "2 values: 1 above the null's 95% range, 0 below it, 1 inside it"
+    assert not facts["markov", "causal", "W_qk"].learned
 
 
-def test_describe_orderings_reads_both_parameterisations_together_per_task():
+def test_the_orderings_read_both_parameterisations_together_per_task():
     effects = effects_of(made_up_training(ordered(8), {}))
-    text = gradient_toys.describe_orderings(made_up_training(ordered(8), {}), effects)
-    lines = text.splitlines()
-    assert lines[0].startswith("- copy task, mean final symmetry over 8 seeds (W_qk: masked LM +0.80")
-    assert lines[0].endswith(f"both parameterisations read together: *{stats.HOLDS}*.")
-    assert lines[1].endswith(f"*{stats.CANNOT_TELL}*."), "markov: no difference"
-    assert text.endswith(f"over every task and parameterisation: *{stats.CANNOT_TELL}*.")
+    copy, markov = toys.orderings(made_up_training(ordered(8), {}), effects)
+    assert copy.seeds == "8 seeds" and copy.means.startswith("W_qk: masked LM +0.80")
+    assert (copy.verdict, markov.verdict) == (stats.HOLDS, stats.CANNOT_TELL)  # markov: no difference
+    assert toys.every_task_ordering(effects).verdict == stats.CANNOT_TELL
 
 
-def test_describe_proxy_sets_the_proxy_effect_beside_the_wqk_effect():
+def test_the_proxy_readings_set_the_proxy_effect_beside_the_wqk_effect():
     beta = {("copy", "bidirectional"): [0.6] * 8, ("copy", "causal"): [0.1] * 8}
     training = made_up_training(ordered(8), {}, beta=beta)
-    proxies, effects = gradient_toys.proxy_effects(training, seed=0), effects_of(training)
-    text = gradient_toys.describe_proxy(training, proxies, effects)
-    assert "- copy task: the proxy's median over training and seeds (its range): masked LM +0.60 (+0.60)" in text
-    assert proxies["copy"].sentence() in text and effects["copy", "W_qk", "symmetry"].sentence() in text
-    copy, markov = text.split("- markov task")
-    assert copy.rstrip().endswith(f"read together: *{stats.HOLDS}*.")
-    assert markov.rstrip().endswith(f"read together: *{stats.CANNOT_TELL}*.")
+    proxies, effects = toys.proxy_effects(training, seed=0), effects_of(training)
+    copy, markov = toys.proxy_readings(training, proxies, effects)
+    assert copy.level.startswith("masked LM +0.60 (+0.60)")
+    assert (copy.proxy, copy.wqk) == (proxies["copy"].sentence(), effects["copy", "W_qk", "symmetry"].sentence())
+    assert (copy.together, markov.together) == (stats.HOLDS, stats.CANNOT_TELL)
+
+
+# --- figure titles ------------------------------------------------------------------------------------------------
+
+
+def toy_training():
+    """Two tasks, two objectives, one parameterisation, two seeds, two steps."""
+    dims = ("task", "objective", "parameterisation", "seed", "step")
+    symmetry = np.zeros((2, 2, 1, 2, 2))
+    symmetry[0, 0, 0, :, -1] = [0.8, 0.6]  # copy, bidirectional: median 0.7
+    symmetry[0, 1, 0, :, -1] = [0.1, 0.1]
+    symmetry[1, 0, 0, :, -1] = [0.2, 0.2]
+    symmetry[1, 1, 0, :, -1] = [0.5, 0.5]
+    coords = {"task": ["copy", "markov"], "objective": ["bidirectional", "causal"], "parameterisation": ["W_qk"]}
+    return xr.Dataset(
+        {
+            "symmetry": (dims, symmetry),
+            "directionality": (dims, np.full(symmetry.shape, 0.9)),
+            "beta_symmetry": (dims, symmetry),
+        },
+        coords=coords | {"step": [0, 50]},
+    )
+
+
+def test_the_final_symmetry_is_compared_per_task():
+    copy, markov = toys.final_symmetry_by_task(toy_training())
+    assert (copy.task, copy.masked, copy.causal, copy.relation, copy.first) == (
+        "copy",
+        "+0.70",
+        "+0.10",
+        "more symmetric than",
+        True,
+    )
+    assert (markov.short, markov.first) == ("less", False)
+
+
+@pytest.mark.parametrize(
+    "a, b, relation, short",
+    [
+        (0.5, 0.1, "more symmetric than", "more"),
+        (0.1, 0.5, "less symmetric than", "less"),
+        (0.301, 0.299, "as symmetric as", "as symmetric"),
+    ],
+)
+def test_the_comparison_is_made_at_the_printed_precision(a, b, relation, short):
+    values = xr.DataArray(
+        [[a, b]], dims=("task", "objective"), coords={"task": ["copy"], "objective": ["bidirectional", "causal"]}
+    )
+    (facts,) = toys._by_task(values)
+    assert (facts.relation, facts.short) == (relation, short)
+
+
+def test_the_final_directionality_is_counted_inside_the_null():
+    facts = toys.directionality_inside_null(toy_training(), np.linspace(-1, 1, 401))
+    assert (facts.inside, facts.finals) == ("8", "8 final scores")
+
+
+def test_the_context_before_query_is_the_share_below_the_diagonal():
+    causal, bidirectional = np.tril(np.ones((4, 4))), np.ones((4, 4))
+    roles = xr.Dataset(
+        {"pair_probability": (("objective", "position", "context_position"), np.stack([bidirectional, causal]))},
+        coords={"objective": ["bidirectional", "causal"]},
+    )
+    assert toys.context_before_query(roles) == toys.PairShareFacts(causal="100%", bidirectional="50%")

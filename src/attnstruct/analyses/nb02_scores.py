@@ -1,92 +1,24 @@
-"""Notebook 02: the two scores' conventions and invariants, what unstructured matrices score, how directionality
-depends on its threshold, and per-head against summed scores.
-
-Null ensembles (one ``d_model x d_model`` matrix per draw, :func:`null_distribution`):
-
-* ``gaussian``: i.i.d. N(0, 1) entries;
-* ``factors H=h, layer``: ``sum_h W_q[h]^T W_k[h]`` with independent Gaussian factors, ``d_head = d_model / h``
-  (what an untrained layer with ``h`` heads scores);
-* ``factors H=h, head``: the first head's ``W_q[0]^T W_k[0]`` of the same draws (rank ``d_head``).
-
-Each (ensemble, d_model) cell has its own generator seeded from ``(seed, ensemble index, d_model)``, so a cell's
-draws do not depend on which other cells are computed. The verdicts of the other notebooks read the layer ensemble
-through :mod:`attnstruct.stats.nulls`, which draws it bit for bit as here.
+"""Notebook 02: the two scores' conventions and invariants, how directionality depends on its threshold, per-head
+against summed scores, and the facts its sentences and figure titles state about the null ensembles (drawn by
+:mod:`attnstruct.analyses.null_ensembles`, which notebook 01 shares).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 import xarray as xr
-from tqdm import tqdm
 
-from ..random_matrices import example_matrix, gaussian, generator, random_factors, tied_factors
-from ..report import prose
-from ..report.progress import hidden
-from ..scores import DEFAULT_NUM_STD, directionality_score, factor_scores, scores, symmetry_score
+from ..random_matrices import example_matrix, gaussian, generator, tied_factors
+from ..report.prose import count, number, signed, span
+from ..scores import directionality_score, factor_scores, scores, symmetry_score
+from .null_ensembles import check_draw_count
 
-
-def _positive_ints(values: Sequence[int], name: str) -> list[int]:
-    out = [int(v) for v in values]
-    if not out or any(v < 1 for v in out) or any(v != w for v, w in zip(out, values)):
-        raise ValueError(f"{name} must be a non-empty list of positive integers, got {list(values)!r}")
-    return out
-
-
-def _check_draws(n_draws: int) -> None:
-    if int(n_draws) != n_draws or n_draws < 2:
-        raise ValueError(f"n_draws must be an integer >= 2, got {n_draws!r}")
-
-
-def null_distribution(
-    d_models: Sequence[int],
-    n_heads: Sequence[int],
-    n_draws: int,
-    seed: int,
-    *,
-    num_std: float = DEFAULT_NUM_STD,
-    progress: bool = False,
-) -> xr.Dataset:
-    """Scores of unstructured matrices: ``symmetry`` and ``directionality`` over ``(ensemble, d_model, draw)``.
-
-    Cells where ``d_model`` is not divisible by ``H`` are NaN.
-    """
-    d_models = _positive_ints(d_models, "d_models")
-    n_heads = _positive_ints(n_heads, "n_heads")
-    _check_draws(n_draws)
-    ensembles = ["gaussian"] + [f"factors H={h}, {scope}" for h in n_heads for scope in ("layer", "head")]
-    heads_of = [0] + [h for h in n_heads for _ in range(2)]
-    sym = np.full((len(ensembles), len(d_models), n_draws), np.nan)
-    direc = np.full_like(sym, np.nan)
-    cells = [(e, i) for e in range(len(ensembles)) for i in range(len(d_models)) if e == 0 or e % 2 == 1]
-    for e, i in tqdm(cells, desc="null distributions", disable=hidden(progress)):
-        d = d_models[i]
-        gen = generator(seed, e, d)
-        if e == 0:
-            for k in range(n_draws):
-                s = scores(gaussian(d, gen), num_std=num_std)
-                sym[e, i, k], direc[e, i, k] = s.symmetry, s.directionality
-            continue
-        h = heads_of[e]
-        if d % h:
-            continue
-        for k in range(n_draws):
-            w_q, w_k = random_factors(h, d // h, d, gen)
-            layer = factor_scores(w_q, w_k, sum_heads=True, num_std=num_std)
-            head = factor_scores(w_q[0], w_k[0], num_std=num_std)
-            sym[e, i, k], direc[e, i, k] = layer.symmetry, layer.directionality
-            sym[e + 1, i, k], direc[e + 1, i, k] = head.symmetry, head.directionality
-    coords = {
-        "ensemble": ensembles,
-        "d_model": d_models,
-        "draw": np.arange(n_draws),
-        "n_heads": ("ensemble", heads_of),
-    }
-    dims = ("ensemble", "d_model", "draw")
-    return xr.Dataset({"symmetry": (dims, sym), "directionality": (dims, direc)}, coords=coords)
+SCORES = ("symmetry", "directionality")
 
 
 def num_std_sweep(
@@ -104,7 +36,7 @@ def num_std_sweep(
     ``g``. Returns ``directionality`` over ``(ensemble, num_std, draw)`` and the ``symmetry`` of each draw over
     ``(ensemble, draw)``.
     """
-    _check_draws(n_draws)
+    check_draw_count(n_draws)
     if d_model < 2 or n_outliers < 1 or n_outliers >= d_model:
         raise ValueError(f"need d_model >= 2 and 1 <= n_outliers < d_model, got {d_model} and {n_outliers}")
     stds = [float(s) for s in num_stds]
@@ -140,7 +72,7 @@ def tying_sweep(thetas: Sequence[float], n_heads: int, d_model: int, n_draws: in
     Returns ``symmetry`` of the layer matrix ``sum_h W_q^h W_k^h^T`` over ``(theta, draw)`` and
     ``head_symmetry`` of each head's matrix over ``(theta, draw, head)``.
     """
-    _check_draws(n_draws)
+    check_draw_count(n_draws)
     if n_heads < 1 or d_model % n_heads:
         raise ValueError(f"d_model ({d_model}) must be a positive multiple of n_heads ({n_heads})")
     thetas = [float(t) for t in thetas]
@@ -204,12 +136,6 @@ def unchanged(table: pd.DataFrame, score: str, names, sign: float = 1.0, toleran
 # ---------------------------------------------------------------------------------------------- the nulls, read
 
 
-def null_quartiles(null: xr.Dataset) -> pd.DataFrame:
-    """The quartiles over draws of both scores, one row per (ensemble, d_model) cell of :func:`null_distribution`."""
-    table = null.quantile([0.25, 0.5, 0.75], dim="draw").to_dataframe()[["symmetry", "directionality"]]
-    return table.unstack("quantile")
-
-
 def directionality_spread(null: xr.Dataset, d_model: int) -> pd.DataFrame:
     """The interquartile range of directionality at width ``d_model``: ``low``, ``high`` per ensemble that has
     draws there."""
@@ -220,12 +146,27 @@ def directionality_spread(null: xr.Dataset, d_model: int) -> pd.DataFrame:
 
 def _iqr_by_width(null: xr.Dataset, low, high, digits: int) -> str:
     pairs = zip(null.d_model.values, low.values, high.values, strict=True)
-    return "; ".join(f"{prose.signed(lo, digits)} to {prose.signed(hi, digits)} at $d$ = {d}" for d, lo, hi in pairs)
+    return "; ".join(f"{signed(lo, digits)} to {signed(hi, digits)} at $d$ = {d}" for d, lo, hi in pairs)
 
 
-def describe_spread(null: xr.Dataset) -> str:
-    """Per width: the interquartile range of one random layer's directionality (the lowest first and the highest
-    third quartile over the layer ensembles), the same for an i.i.d. Gaussian matrix, and the layers' symmetry."""
+@dataclass(frozen=True)
+class SpreadFacts:
+    """The interquartile ranges of the null ensembles at every width, each ``lo to hi at $d$ = w`` joined by ``;``.
+
+    ``layer_directionality`` and ``layer_symmetry`` span the layer ensembles (the lowest first and highest third
+    quartile over them); ``gaussian_directionality`` is the i.i.d. Gaussian's; ``draws`` per cell; ``heads`` the
+    head counts of the layer ensembles."""
+
+    draws: str
+    heads: str
+    layer_directionality: str
+    gaussian_directionality: str
+    layer_symmetry: str
+
+
+def spread_by_width(null: xr.Dataset) -> SpreadFacts:
+    """Per width: the interquartile range of one random layer's directionality over the layer ensembles, the same
+    for an i.i.d. Gaussian matrix, and the layers' symmetry (three decimals)."""
     layers = [e for e in null.ensemble.values if str(e).endswith(", layer")]
     layer_q = null.sel(ensemble=layers).quantile([0.25, 0.75], dim="draw")
     gauss_q = null.sel(ensemble="gaussian").quantile([0.25, 0.75], dim="draw")
@@ -236,12 +177,71 @@ def describe_spread(null: xr.Dataset) -> str:
 
     heads = sorted({int(h) for h in null.n_heads.values if h > 0})
     gauss = _iqr_by_width(null, gauss_q.directionality.sel(quantile=0.25), gauss_q.directionality.sel(quantile=0.75), 2)
-    return (
-        f"Measured in this run ({prose.count(null.sizes['draw'], 'draw')} per cell), the interquartile range of one "
-        f"random layer's directionality lies within {layer_iqr('directionality')} (the lowest first and highest third "
-        f"quartile over the layer ensembles, H = {', '.join(str(h) for h in heads)}); for an i.i.d. Gaussian matrix "
-        f"it is {gauss}. The layer ensembles' symmetry: {layer_iqr('symmetry', 3)}."
+    return SpreadFacts(
+        draws=count(null.sizes["draw"], "draw"),
+        heads=", ".join(str(h) for h in heads),
+        layer_directionality=layer_iqr("directionality"),
+        gaussian_directionality=gauss,
+        layer_symmetry=layer_iqr("symmetry", 3),
     )
+
+
+@dataclass(frozen=True)
+class WidestSpreadFacts:
+    """At the largest width of the null ensembles: the widest interquartile range of each score over the ensembles
+    (symmetry's to three decimals, directionality's to two)."""
+
+    width: str
+    symmetry_iqr: str
+    directionality_iqr: str
+
+
+def widest_spread(null: xr.Dataset) -> WidestSpreadFacts:
+    """At the largest width, the widest interquartile range of each score over the ensembles."""
+    widest = null.sel(d_model=null.d_model.max())
+    q = widest.quantile([0.25, 0.75], dim="draw")
+    iqr = {s: float((q[s].sel(quantile=0.75) - q[s].sel(quantile=0.25)).max()) for s in SCORES}
+    return WidestSpreadFacts(
+        width=str(int(widest.d_model)),
+        symmetry_iqr=number(iqr["symmetry"], 3),
+        directionality_iqr=number(iqr["directionality"]),
+    )
+
+
+@dataclass(frozen=True)
+class ThresholdFacts:
+    """Over every threshold of the sweep: the largest median of the planted-column ensembles (``columns``), the
+    smallest of the planted-row ones (``rows``), and the span of the Gaussian's median (``gaussian``)."""
+
+    columns: str
+    rows: str
+    gaussian: str
+
+
+def threshold_extremes(sweep: xr.Dataset) -> ThresholdFacts:
+    """The medians over draws of :func:`num_std_sweep` read at their extremes over the thresholds."""
+    median = sweep.directionality.median("draw")
+    names = [str(e) for e in sweep.ensemble.values]
+    columns = float(median.sel(ensemble=[e for e in names if e.startswith("columns")]).max())
+    rows = float(median.sel(ensemble=[e for e in names if e.startswith("rows")]).min())
+    return ThresholdFacts(
+        columns=signed(columns), rows=signed(rows), gaussian=span(median.sel(ensemble="gaussian").values)
+    )
+
+
+@dataclass(frozen=True)
+class HeadLayerFacts:
+    """The largest gap over ``theta`` between the layer's symmetry and its heads' mean (``largest``), and whether the
+    layer leads at all (``layer_leads``: the largest gap is positive at two decimals)."""
+
+    largest: str
+    layer_leads: bool
+
+
+def head_layer_gap(tying: xr.Dataset) -> HeadLayerFacts:
+    """The largest of :func:`layer_minus_head` over ``theta``."""
+    largest = float(layer_minus_head(tying).max())
+    return HeadLayerFacts(largest=signed(largest), layer_leads=round(largest, 2) > 0)
 
 
 def layer_minus_head(tying: xr.Dataset) -> xr.DataArray:
@@ -249,7 +249,7 @@ def layer_minus_head(tying: xr.Dataset) -> xr.DataArray:
     return (tying.symmetry - tying.head_symmetry.mean("head")).median("draw")
 
 
-def dataset(null: xr.Dataset, sweep: xr.Dataset, tying: xr.Dataset, invariant_table: pd.DataFrame) -> xr.Dataset:
+def result_dataset(null: xr.Dataset, sweep: xr.Dataset, tying: xr.Dataset, invariant_table: pd.DataFrame) -> xr.Dataset:
     """Notebook 02's results in one dataset (attrs added by the notebook): the null ensembles; the threshold sweep
     (``planted``, ``sweep_directionality``, ``sweep_symmetry``); the tying sweep (``tying_symmetry``,
     ``tying_head_symmetry``); the invariants (``transform``, ``invariant_symmetry``, ``invariant_directionality``)."""
