@@ -26,7 +26,8 @@ from .._checks import input_eps
 from ..conventions import DEVICES, FLOAT32_FROM_D_MODEL, PRECISIONS
 from ..report.progress import hidden
 from ..scores import DEFAULT_NUM_STD, Scores, factor_scores
-from .extract import AttentionBlock, ExtractionError, one_line
+from ..untrusted import one_line
+from .extract import AttentionBlock, ExtractionError
 from .extract.blocks import STACKS
 from .resolve import open_checkpoint
 

@@ -12,7 +12,7 @@ Layout of the output folder ``DIR``:
   are cancelled; the files written stay;
 * ``DIR/sweep.nc``: every scored model of the list along ``model`` (its ``hub_retries`` attr, and
   :attr:`SweepResult.retries`, say in one line how many requests the hub client retried, and why:
-  :mod:`attnstruct.checkpoints.hub_client`)
+  :mod:`attnstruct.hub_client.client`)
   (:func:`attnstruct.checkpoints.tables.combine`), with each model's ``revision``, ``commit``, ``step``, ``tokens``,
   ``phase`` and ``weights_sha256`` as coordinates (:func:`attnstruct.checkpoints.revisions.model_position`), so that
   a series of checkpoints is one ``.sel``/``.where`` away; its ``parameters`` attr records the models and the
@@ -59,6 +59,7 @@ import xarray as xr
 from tqdm import tqdm
 
 from .. import interrupts
+from ..hub_client import client as hub_client
 from ..report.progress import hidden
 from ..results import (
     OutputError,
@@ -70,8 +71,8 @@ from ..results import (
     write_atomically,
 )
 from ..scores import DEFAULT_NUM_STD
-from . import hub_client
-from .extract.blocks import ExtractionError, one_line
+from ..untrusted import one_line
+from .extract.blocks import ExtractionError
 from .hub_costs import hub_models, sweep_cost
 from .resolve import open_checkpoint
 from .revisions import shard as shard_of
