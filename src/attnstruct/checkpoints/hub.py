@@ -101,7 +101,7 @@ class HubSettings:
     def from_env(cls, range_cache: str | os.PathLike | None = None, *, refresh: bool = False) -> HubSettings:
         from huggingface_hub import constants, get_token
 
-        from .zoo import cache_dir
+        from ..cache_folder import cache_dir
 
         offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE or constants.HF_HUB_OFFLINE
         return cls(

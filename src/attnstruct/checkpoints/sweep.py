@@ -59,6 +59,7 @@ import xarray as xr
 from tqdm import tqdm
 
 from .. import interrupts
+from ..devices import resolve_device
 from ..hub_client import client as hub_client
 from ..report.progress import hidden
 from ..results import (
@@ -76,7 +77,7 @@ from .extract.blocks import ExtractionError
 from .hub_costs import hub_models, sweep_cost
 from .resolve import open_checkpoint
 from .revisions import shard as shard_of
-from .scoring import block_precision, resolve_device, score_opened
+from .scoring import block_precision, score_opened
 from .sweep_checks import byte_identical, digests_of, refreshed_pins
 from .tables import HEAD_MATRIX as _HEAD_MATRIX
 from .tables import LAYER_MATRIX, LAYOUT, checkpoint_dataset, combine

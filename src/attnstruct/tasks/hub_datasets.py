@@ -44,7 +44,7 @@ MAX_CARD_BYTES = 8 << 20  # a dataset card's README.md
 
 def corpora_dir(cache=None) -> Path:
     """``<attnstruct cache>/corpora``: the pins, listings, cards and prepared corpora."""
-    from ..checkpoints.zoo.cache import cache_dir
+    from ..cache_folder import cache_dir
 
     return cache_dir(cache) / "corpora"
 

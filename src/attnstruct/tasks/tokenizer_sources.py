@@ -154,7 +154,7 @@ def _hub_files(settings, cache):
     """``settings`` with the cache of a commit's whole files under ``cache`` when one is given."""
     from dataclasses import replace
 
-    from ..checkpoints.zoo.cache import cache_dir
+    from ..cache_folder import cache_dir
 
     return settings if cache is None else replace(settings, range_cache=cache_dir(cache) / "hub")
 
@@ -205,7 +205,7 @@ def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) ->
 
 
 def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
-    from ..checkpoints.zoo.cache import cache_dir
+    from ..cache_folder import cache_dir
     from ..results import write_atomically
     from .corpus import train_tokenizer
     from .corpus_sources import CorpusError
