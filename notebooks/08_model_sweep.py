@@ -63,7 +63,7 @@ from attnstruct import reference, results, stats, work
 from attnstruct.analyses import figure_titles as titles
 from attnstruct.analyses import model_sweep, paper_comparison, pretrained_ordering, pretrained_scores
 from attnstruct.checkpoints import sweep
-from attnstruct.checkpoints.scoring import resolve_device
+from attnstruct.devices import resolve_device
 from attnstruct.report import plotting, prose
 
 plotting.set_style()

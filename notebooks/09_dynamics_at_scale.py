@@ -79,7 +79,7 @@ from attnstruct.analyses import local_series
 from attnstruct.analyses import nb09_dynamics_at_scale as at_scale
 from attnstruct.checkpoints import hub_costs, sweep
 from attnstruct.checkpoints import series as public
-from attnstruct.checkpoints.scoring import resolve_device
+from attnstruct.devices import resolve_device
 from attnstruct.report import plotting, prose
 
 plotting.set_style()

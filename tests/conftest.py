@@ -267,7 +267,7 @@ def hub(repos, tmp_path, monkeypatch, loopback_http):
     import huggingface_hub.constants
     from standin_hub import StandinHub
 
-    from attnstruct.checkpoints import hub_client
+    from attnstruct.hub_client import client as hub_client
 
     with StandinHub() as server:
         server.waits = []

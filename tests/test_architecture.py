@@ -161,3 +161,18 @@ def test_sources_cite_only_what_is_in_the_repository():
     places += [*(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks").glob("*.py")]
     cited = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in places for m in ABSENT_DOCUMENTS.finditer(p.read_text())]
     assert not cited, cited
+
+
+def test_tasks_catch_no_checkpoint_error_type():
+    """A corpus reads the hub through the hub client and turns its HubError into a CorpusError: no module of
+    ``tasks/`` names the error of reading a checkpoint."""
+    naming = [
+        m
+        for m, path in MODULES.items()
+        if m.startswith("attnstruct.tasks")
+        and any(
+            isinstance(node, ast.ImportFrom) and any(a.name == "ExtractionError" for a in node.names)
+            for node in ast.walk(ast.parse(path.read_text()))
+        )
+    ]
+    assert not naming, naming

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from attnstruct.checkpoints.extract import AttentionBlock, expand_kv_heads
-from attnstruct.checkpoints.scoring import DeviceError, block_precision, layer_factors, resolve_device, score_block
+from attnstruct.checkpoints.scoring import block_precision, layer_factors, score_block
+from attnstruct.devices import DeviceError, resolve_device
 
 from reference import directionality_paper, symmetry_paper
 

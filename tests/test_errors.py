@@ -9,9 +9,12 @@ import pytest
 
 from attnstruct import cli
 from attnstruct.checkpoints import sweep
-from attnstruct.checkpoints.extract import FAILURE_KINDS, ExtractionError, iter_blocks, one_line
-from attnstruct.checkpoints.hub_client import hub_error
+from attnstruct.checkpoints.extract import FAILURE_KINDS, ExtractionError, iter_blocks
+from attnstruct.checkpoints.extract.blocks import hub_failures_as_extraction_errors
 from attnstruct.cli.errors import CommandError, Parser, refuse
+from attnstruct.hub_client.client import hub_error
+from attnstruct.hub_client.failures import HUB_FAILURE_KINDS, HubError
+from attnstruct.untrusted import one_line
 
 from conftest import ROOT
 
@@ -53,6 +56,27 @@ def test_hub_errors_are_typed_by_the_http_status(status, kind):
     err = HubFailure("server says no")
     err.response = SimpleNamespace(status_code=status) if status else None
     assert hub_error(err, "org/model").kind == kind
+
+
+def test_a_hub_error_says_its_kind_first_in_one_line_and_survives_pickling():
+    assert str(HubError("org/m needs\na licence", "gated")) == "gated: org/m needs a licence"
+    assert str(HubError("HTTP 500")) == "HTTP 500"
+    again = pickle.loads(pickle.dumps(HubError("gone", "not found")))
+    assert (type(again), again.kind, again.detail) == (HubError, "not found", "gone")
+    with pytest.raises(ValueError, match="unknown hub failure kind"):
+        HubError("x", "unsupported architecture")
+
+
+def test_every_hub_failure_kind_is_a_checkpoint_failure_kind():
+    assert set(HUB_FAILURE_KINDS) <= set(FAILURE_KINDS)
+
+
+@pytest.mark.parametrize("kind", HUB_FAILURE_KINDS)
+def test_a_hub_failure_where_a_checkpoint_is_read_is_the_extraction_error_of_its_kind_and_line(kind):
+    with pytest.raises(ExtractionError) as caught:
+        with hub_failures_as_extraction_errors():
+            raise HubError("org/model (no such revision)", kind)
+    assert (caught.value.kind, str(caught.value)) == (kind, str(HubError("org/model (no such revision)", kind)))
 
 
 def test_a_missing_path_is_not_found(tmp_path):

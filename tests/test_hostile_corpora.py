@@ -20,7 +20,7 @@ from standin_hub import SparseFile
 from test_prepare_corpus import DATASET, FILES, TOKENIZER, parquet, tokenizer_json
 
 from attnstruct import cli
-from attnstruct.checkpoints import hub_client
+from attnstruct.hub_client import client as hub_client
 
 from hostile import TreeWatch, assert_refused
 

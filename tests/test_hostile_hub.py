@@ -17,7 +17,7 @@ from safetensors import safe_open
 from standin_hub import SparseFile
 
 from attnstruct import cli
-from attnstruct.checkpoints import hub_client
+from attnstruct.hub_client import client as hub_client
 
 from hostile import TreeWatch, assert_refused
 

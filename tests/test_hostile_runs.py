@@ -17,7 +17,7 @@ import pytest
 import torch
 from test_zoo import PAYLOAD, fake  # noqa: F401  (the fixture of fake wheels and registry)
 
-from attnstruct import cli
+from attnstruct import cache_folder, cli
 from attnstruct.checkpoints import zoo
 from attnstruct.tasks import vision as V
 from attnstruct.tasks import vision_config
@@ -353,7 +353,7 @@ def test_a_packaged_checkpoint_changed_in_place_is_never_scored(fake, capsys, mo
         handle.seek(100)
         handle.write(bytes([PAYLOAD[100] ^ 0xFF]))
     os.utime(payload, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    monkeypatch.setenv(zoo.CACHE_ENV, str(fake.cache))
+    monkeypatch.setenv(cache_folder.CACHE_ENV, str(fake.cache))
     status = cli.main(["score", "tiny-chunks"])
     line = assert_refused(status, capsys.readouterr().err, "tiny-chunks", "attnstruct fetch-models tiny-chunks")
     assert "does not match its pinned sha256" in line

@@ -161,7 +161,7 @@ def test_scores_survive_a_cdn_redirect_rate_limits_a_server_error_and_a_broken_t
     must never see the token), every third request for the weights is rate limited with Retry-After (the API
     calls' retries are tested in test_hub_client.py), one range read gets a 503 and one breaks off mid-body. The
     scores are those of the local folder, and every retry is counted."""
-    from attnstruct.checkpoints import hub_client
+    from attnstruct.hub_client import client as hub_client
 
     weights = "model-0000" if repo == "tiny/llama-gqa-sharded" else "pytorch_model.bin"
     hub.redirect_large()

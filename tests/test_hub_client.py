@@ -1,4 +1,4 @@
-"""The hub client (attnstruct.checkpoints.hub_client) against the stand-in hub's redirects, faults and misbehaviour: the
+"""The hub client (attnstruct.hub_client.client) against the stand-in hub's redirects, faults and misbehaviour: the
 bytes come right, the waits are the ones the hub asks for or the policy's backoff, the bounds hold (attempts, waits,
 each attempt's deadline, the bytes read). Waits are recorded, not slept; a deadline costs a fraction of a second."""
 
@@ -12,9 +12,10 @@ import pytest
 from huggingface_hub import constants, hf_hub_url
 from standin_hub import SparseFile, StandinHub
 
-from attnstruct.checkpoints import hub_client, hub_links, hub_quota
-from attnstruct.checkpoints.extract.blocks import ExtractionError
-from attnstruct.checkpoints.hub_client import (
+from attnstruct.hub_client import client as hub_client
+from attnstruct.hub_client import links as hub_links
+from attnstruct.hub_client import quota as hub_quota
+from attnstruct.hub_client.client import (
     REASONS,
     CallCounter,
     RetryCounter,
@@ -24,8 +25,9 @@ from attnstruct.checkpoints.hub_client import (
     get_json_pages,
     get_range,
 )
-from attnstruct.checkpoints.hub_retry import retry_after_s
-from attnstruct.checkpoints.hub_stream import Progress, read_range
+from attnstruct.hub_client.failures import HubError
+from attnstruct.hub_client.retry import retry_after_s
+from attnstruct.hub_client.stream import Progress, read_range
 
 pytestmark = pytest.mark.hub
 
@@ -111,7 +113,7 @@ def test_a_redirect_to_the_cdn_keeps_the_range_and_leaves_the_token_on_the_hub(h
     path = f"/{REPO}/resolve/{commit}/model.safetensors"
     assert hub.requests == [("GET", path, "bytes=100-299")] and hub.statuses == [302]  # 302: the token was right
     assert hub.cdn_requests == [("GET", f"/cdn/{REPO}/{commit}/model.safetensors", "bytes=100-299", False)]
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(url, 0, 8, token="hf_wrong", policy=policy, counter=counter)
     assert err.value.kind == "gated" and len(hub.requests) == 2  # a 403 is not retried
     assert counter.summary() == "hub: no retries"
@@ -159,7 +161,7 @@ def test_without_retry_after_the_waits_are_full_jitter_backoff_of_a_second_or_mo
     commit = hub.add_repo(REPO, {"model.safetensors": DATA})
     hub.rate_limit(every=1)
     policy = RetryPolicy(rng=random.Random(3), sleep=waits.append, cap_s=3.0, total_wait_s=20.0)
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(
             _url(hub, commit), 0, 8, token=False, what="org/tiny/model.safetensors", policy=policy, counter=counter
         )
@@ -179,12 +181,12 @@ def test_without_retry_after_the_waits_are_full_jitter_backoff_of_a_second_or_mo
 def test_a_wait_that_would_pass_the_total_bound_is_not_begun(hub, policy, waits):
     commit = hub.add_repo(REPO, {"model.safetensors": DATA})
     hub.rate_limit(every=1, retry_after=120)
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
     assert err.value.kind == "rate limited" and "would pass 660 s" in str(err.value)
     assert waits == [120.0] * 5 and len(hub.requests) == 6
     hub.rate_limit(every=1, retry_after=1000)
-    with pytest.raises(ExtractionError, match="rate limited"):
+    with pytest.raises(HubError, match="rate limited"):
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy)
     assert waits == [120.0] * 5 and len(hub.requests) == 7
 
@@ -215,26 +217,35 @@ def test_failures_that_do_not_pass_give_up_after_a_few_attempts(hub, policy, cou
     commit = hub.add_repo(REPO, {"model.safetensors": DATA, "w.bin": DATA})
     for _ in range(10):
         hub.fail_once("model.safetensors", 503)
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy, counter=counter)
     assert err.value.kind == "error" and "HTTP 503" in str(err.value) and "4 attempts" in str(err.value)
     assert len(hub.requests) == 1 + policy.failures == 4
     hub.truncate(REPO, "w.bin", keep=10)
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit, "w.bin"), 0, 100, token=False, policy=policy, counter=counter)
     assert err.value.kind == "truncated" and "\n" not in str(err.value) and len(hub.requests) == 8
     assert (counter.retries["server error"], counter.retries["broken transfer"]) == (3, 3)
 
 
+def test_a_failed_request_raises_the_hubs_own_error_not_a_checkpoint_error(hub, policy):
+    from attnstruct.checkpoints.extract.blocks import ExtractionError
+
+    commit = hub.add_repo(REPO, {"model.safetensors": DATA})
+    with pytest.raises(HubError) as err:
+        get_range(_url(hub, commit, "missing.safetensors"), 0, 8, token=False, policy=policy)
+    assert err.value.kind == "not found" and not isinstance(err.value, ExtractionError)
+
+
 def test_a_file_that_ends_early_and_other_4xx_are_not_retried(hub, policy, counter, waits):
     commit = hub.add_repo(REPO, {"model.safetensors": DATA})
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit), 9_990, 10_010, token=False, policy=policy, counter=counter)
     assert err.value.kind == "truncated" and "sent 10 of the 20 bytes" in str(err.value)
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit, "missing.safetensors"), 0, 8, token=False, policy=policy, counter=counter)
     assert err.value.kind == "not found"
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit), 20_000, 20_008, token=False, policy=policy, counter=counter)  # 416
     assert err.value.kind == "error" and "416" in str(err.value)
     assert hub.statuses == [206, 404, 416] and waits == [] and counter.summary() == "hub: no retries"
@@ -271,7 +282,7 @@ def test_a_200_to_a_range_request_is_read_up_to_the_end_of_the_range_and_no_furt
     assert get_range(_url(hub, commit), 100, 200, token=False, policy=policy, counter=counter) == DATA[100:200]
     assert get_range(_url(hub, commit, "big.safetensors"), 10, 18, token=False, policy=policy) == DATA[10:18]
     assert hub.statuses == [200, 200] and hub.bytes_served_for(REPO, "big.safetensors") < 64 << 20  # of 1 GiB
-    with pytest.raises(ExtractionError, match="truncated: .* sent 0 of the 10 bytes asked for at offset 10000"):
+    with pytest.raises(HubError, match="truncated: .* sent 0 of the 10 bytes asked for at offset 10000"):
         get_range(_url(hub, commit), 10_000, 10_010, token=False, policy=policy, counter=counter)
     assert counter.summary() == "hub: no retries"
 
@@ -282,7 +293,7 @@ def test_a_200_to_a_range_request_is_refused_before_its_body_when_too_much_would
     hub.ignore_ranges()
     url = _url(hub, commit, "big.safetensors")
     assert get_range(url, 10, 18, token=False, policy=policy, most_skipped=10) == DATA[10:18]
-    with pytest.raises(ExtractionError, match="with the whole file .HTTP 200.: 11 bytes would come before them"):
+    with pytest.raises(HubError, match="with the whole file .HTTP 200.: 11 bytes would come before them"):
         get_range(url, 11, 18, token=False, policy=policy, most_skipped=10)
     assert hub.statuses == [200, 200] and hub.bytes_served_for(REPO) < 64 << 20  # of 2 GiB asked for
 
@@ -295,7 +306,7 @@ def test_the_pages_of_a_listing_come_one_after_another_each_named_by_the_last(hu
     pages = list(get_json_pages(url, token="hf_right", what="org/set", policy=policy))
     assert [entry["path"] for page in pages for entry in page] == ["data", *names] and len(pages) == 3
     monkeypatch.setattr(hub_client, "MAX_PAGES", 2)
-    with pytest.raises(ExtractionError, match="the hub's listing of org/set goes on past 2 pages"):
+    with pytest.raises(HubError, match="the hub's listing of org/set goes on past 2 pages"):
         list(get_json_pages(url, token="hf_right", what="org/set", policy=policy))
     assert sum("/tree/" in path for _, path, _ in hub.requests) == 5
 
@@ -306,7 +317,7 @@ def test_a_next_page_on_another_origin_is_not_asked_for(hub, policy):
     hub.mislink_tree(origin=hub.cdn_url)
     pages = get_json_pages(f"{hub.url}/api/datasets/org/set/tree/main", token="hf_right", what="s", policy=policy)
     assert len(next(pages)) == 3
-    with pytest.raises(ExtractionError, match=f"the hub's listing of s names its next page on {hub.cdn_url}, another"):
+    with pytest.raises(HubError, match=f"the hub's listing of s names its next page on {hub.cdn_url}, another"):
         next(pages)
     assert hub.cdn_requests == []
 
@@ -316,11 +327,11 @@ def test_a_206_that_is_not_the_range_asked_for_or_is_encoded_is_refused():
         return httpx2.Response(status, headers=headers, stream=httpx2.ByteStream(DATA[:10]))
 
     gzipped = {"Content-Range": "bytes 0-9/10000", "Content-Encoding": "gzip"}
-    with pytest.raises(ExtractionError, match="answered bytes 10-19 of f with Content-Range 'bytes 0-9/10000'"):
+    with pytest.raises(HubError, match="answered bytes 10-19 of f with Content-Range 'bytes 0-9/10000'"):
         read_range(answer(206, {"Content-Range": "bytes 0-9/10000"}), 10, 20, "f", Progress())
-    with pytest.raises(ExtractionError, match="Content-Range None"):
+    with pytest.raises(HubError, match="Content-Range None"):
         read_range(answer(206, {}), 0, 10, "f", Progress())
-    with pytest.raises(ExtractionError, match="gzip-encoded"):
+    with pytest.raises(HubError, match="gzip-encoded"):
         read_range(answer(206, gzipped), 0, 10, "f", Progress())
     assert read_range(answer(206, {"Content-Range": "bytes 0-9/10000"}), 0, 4, "f", Progress()) == DATA[:4]
 
@@ -330,7 +341,7 @@ def test_a_trickling_answer_is_given_up_at_its_deadline_and_counted_as_a_timeout
     hub.trickle(0.1, "model.safetensors")
     policy = RetryPolicy(sleep=waits.append, timeout_s=0.3, min_rate=1000)
     began = time.monotonic()
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit), 0, 1000, token=False, policy=policy, counter=counter)
     assert "slower than 1000 bytes/s" in str(err.value) and "4 attempts" in str(err.value)
     assert counter.retries["timeout"] == policy.failures == 3 and time.monotonic() - began < 4 * 0.5 + 1
@@ -349,7 +360,7 @@ def test_headers_that_trickle_are_given_up_too(hub, waits, counter):
     hub.trickle(0.05, "model.safetensors", headers=True)  # each read of the client gets a byte in time
     policy = RetryPolicy(sleep=waits.append, timeout_s=0.3, failures=0)
     began = time.monotonic()
-    with pytest.raises(ExtractionError, match="no answer within 0.3 s"):
+    with pytest.raises(HubError, match="no answer within 0.3 s"):
         get_range(_url(hub, commit), 0, 8, token=False, policy=policy, counter=counter)
     assert time.monotonic() - began < 1.5
 
@@ -360,9 +371,9 @@ def test_a_whole_file_comes_into_its_path_with_the_size_listed_or_nothing_is_lef
     path = tmp_path / "files" / "config.json"
     assert get_file(url, path, token=False, what="c", size=len(CONFIG), policy=policy) == path
     assert path.read_bytes() == CONFIG
-    with pytest.raises(ExtractionError, match="more than 5 bytes of c, the size the hub lists"):
+    with pytest.raises(HubError, match="more than 5 bytes of c, the size the hub lists"):
         get_file(url, tmp_path / "short" / "config.json", token=False, what="c", size=5, policy=policy)
-    with pytest.raises(ExtractionError, match=f"truncated: the hub sent {len(CONFIG)} of the 1000 bytes of c"):
+    with pytest.raises(HubError, match=f"truncated: the hub sent {len(CONFIG)} of the 1000 bytes of c"):
         get_file(url, tmp_path / "short" / "config.json", token=False, what="c", size=1000, policy=policy)
     assert list((tmp_path / "short").iterdir()) == []
 
@@ -382,7 +393,7 @@ def test_a_whole_file_on_a_full_disk_is_the_one_writers_error_and_leaves_nothing
 def test_a_whole_file_rate_limited_for_longer_than_the_bound_is_not_waited_for(hub, policy, counter, waits, tmp_path):
     commit = hub.add_repo(REPO, {"config.json": CONFIG})
     hub.rate_limit(every=1, retry_after=999_999)
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_file(_url(hub, commit, "config.json"), tmp_path / "c.json", token=False, what="c", policy=policy)
     assert err.value.kind == "rate limited" and "999999.0 s, would pass 660 s" in str(err.value)
     assert waits == [] and len(hub.requests) == 1 and not (tmp_path / "c.json").exists()
@@ -390,7 +401,7 @@ def test_a_whole_file_rate_limited_for_longer_than_the_bound_is_not_waited_for(h
 
 def test_an_api_answer_that_is_not_json_is_one_line(hub, policy):
     commit = hub.add_repo(REPO, {"config.json": b"{not json"})
-    with pytest.raises(ExtractionError, match="the hub's answer for c is not JSON"):
+    with pytest.raises(HubError, match="the hub's answer for c is not JSON"):
         get_json(_url(hub, commit, "config.json"), token=False, what="c", policy=policy)
     assert get_json(f"{hub.url}/api/models/{REPO}", token=False, what="i", policy=policy)["sha"] == commit
 
@@ -431,7 +442,7 @@ def test_a_416_that_disagrees_with_the_files_listed_size_is_retried_and_one_that
     hub.fail_once("model.safetensors", 416)  # no Content-Range of the file's size: not the file's answer
     got = get_range(_url(hub, commit), 0, 8, token=False, size=len(DATA), policy=policy, counter=counter)
     assert got == DATA[:8] and counter.retries["server error"] == 1
-    with pytest.raises(ExtractionError) as err:
+    with pytest.raises(HubError) as err:
         get_range(_url(hub, commit), 20_000, 20_008, token=False, size=len(DATA), policy=policy, counter=counter)
     assert "bytes=20000-20007 of /org/tiny/resolve/" in str(err.value) and "outside its 10000 bytes (HTTP 416)" in str(
         err.value
@@ -453,7 +464,7 @@ def test_a_range_readers_requests_are_counted_in_its_calls_and_know_its_files_si
 
 
 def test_a_refused_token_is_named_by_where_it_came_from_and_never_printed(monkeypatch):
-    from attnstruct.checkpoints.hub_stream import token_refused
+    from attnstruct.hub_client.stream import token_refused
 
     monkeypatch.setenv("HF_TOKEN", "hf_stale_secret")
     from_env = token_refused("hf_stale_secret")
@@ -537,7 +548,7 @@ def test_eight_concurrent_readers_under_a_quota_with_truncated_resets_never_give
                     get_range(_url(hub, commit), start, start + 8, token=False, policy=policy, counter=counter)
                     == (DATA[start : start + 8])
                 )
-            except ExtractionError as err:
+            except HubError as err:
                 failures.append(str(err))
 
     threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]

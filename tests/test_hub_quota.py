@@ -1,6 +1,6 @@
-"""The hub's quotas obeyed before they refuse (attnstruct.checkpoints.hub_quota): requests counted by bucket, the pacer
+"""The hub's quotas obeyed before they refuse (attnstruct.hub_client.quota): requests counted by bucket, the pacer
 that holds a bucket's requests when its window has nothing left, and the signed links kept while they are valid
-(attnstruct.checkpoints.hub_links). Clocks are fake: nothing here sleeps."""
+(attnstruct.hub_client.links). Clocks are fake: nothing here sleeps."""
 
 import calendar
 import threading
@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from attnstruct.checkpoints.hub_links import DEFAULT_TTL_S, LinkCache, link_expiry, link_key
-from attnstruct.checkpoints.hub_quota import CallCounter, Pacer, bucket_of
-from attnstruct.checkpoints.hub_retry import RetryCounter, retry_after_s
-from attnstruct.checkpoints.hub_stream import origin
+from attnstruct.hub_client.links import DEFAULT_TTL_S, LinkCache, link_expiry, link_key
+from attnstruct.hub_client.quota import CallCounter, Pacer, bucket_of
+from attnstruct.hub_client.retry import RetryCounter, retry_after_s
+from attnstruct.hub_client.stream import origin
 
 HUB = "https://huggingface.co"
 KEY = (origin(HUB), "resolvers")

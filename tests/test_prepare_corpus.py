@@ -532,3 +532,18 @@ def test_ctrl_c_stops_a_preparation_in_one_line_with_130_and_the_rerun_gives_the
     (resumed,) = prepared_folders()
     for name in OUTPUTS:
         assert (resumed / name).read_bytes() == (whole / name).read_bytes(), name
+
+
+def test_a_hub_error_of_a_corpus_request_is_a_corpus_error_of_the_same_line():
+    from attnstruct.hub_client.failures import HubError
+    from attnstruct.tasks.data_files import CorpusError
+    from attnstruct.tasks.hub_datasets import from_hub
+
+    def refused(what):
+        raise HubError(f"the hub refused {what} (HTTP 429; 3 tries): try again later", "rate limited")
+
+    with pytest.raises(CorpusError) as caught:
+        from_hub(refused, "hf://datasets/org/set")
+    assert (
+        str(caught.value) == "rate limited: the hub refused hf://datasets/org/set (HTTP 429; 3 tries): try again later"
+    )

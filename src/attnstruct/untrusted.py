@@ -6,7 +6,9 @@ name passes one of these checks before it is joined to a folder or put into a UR
 :func:`inside`, which refuses a path that would leave its folder. Each check raises :class:`UnsafeName`, a
 ValueError whose message names what was refused, in one line.
 
-Files from untrusted input that are pickles are read by :func:`load_weights_only` alone. Nothing here imports torch
+An error raised while reading untrusted input is told in one line (:func:`one_line`: its type and its text, newlines
+and runs of spaces collapsed), whatever the input put in its message. Files from untrusted input that are pickles are
+read by :func:`load_weights_only` alone. Nothing here imports torch
 at import time or touches the network.
 """
 
@@ -18,6 +20,12 @@ from pathlib import Path, PurePosixPath
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(exc: BaseException) -> str:
+    """``TypeName: message`` with the message's whitespace, newlines included, collapsed to single spaces."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class UnsafeName(ValueError):

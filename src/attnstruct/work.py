@@ -36,7 +36,7 @@ def work_dir() -> Path:
     """The work folder (module docstring), absolute; not created here."""
     if os.environ.get(WORK_ENV):
         return Path(os.environ[WORK_ENV]).expanduser().resolve()
-    from .checkpoints.zoo.cache import cache_dir
+    from .cache_folder import cache_dir
 
     return (cache_dir() / "work").resolve()
 

@@ -30,7 +30,7 @@ the same branch (EleutherAI/pythia#107); naming a commit needs no pin.
 What the hub answers is not trusted (docs/security.md): its commit id must be 40 hexadecimal digits, its file names
 relative names inside the repository, the shards an index names files the repository lists; every cache path is
 made by :func:`attnstruct.untrusted.inside`, and every request goes through
-:mod:`attnstruct.checkpoints.hub_client`, whose bounds hold whatever the server does. What breaks a rule is refused
+:mod:`attnstruct.hub_client.client`, whose bounds hold whatever the server does. What breaks a rule is refused
 in one line (:class:`~attnstruct.checkpoints.extract.blocks.ExtractionError`), before anything is written or asked
 for with it.
 """
@@ -44,14 +44,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import quote
 
+from ..hub_client.client import counting, get_file, get_json
+from ..hub_client.quota import CallCounter
 from ..results import write_atomically
 from ..untrusted import COMMIT, UnsafeName, commit_id, inside
-from .extract.blocks import ExtractionError
+from .extract.blocks import ExtractionError, hub_failures_as_extraction_errors
 from .extract.hf import JsonConfig, family_of
 from .extract.local_files import read_json_object
-from .hub_client import counting, get_file, get_json
 from .hub_manifest import Listing, listing, manifest_json, shard_names, stored_commit, stored_manifest, weights_digest
-from .hub_quota import CallCounter
 from .remote_safetensors import RangeReader, RemoteSafetensors
 from .remote_tensors import RangeTensorSource
 from .remote_torch_bin import RemoteTorchBin
@@ -101,7 +101,7 @@ class HubSettings:
     def from_env(cls, range_cache: str | os.PathLike | None = None, *, refresh: bool = False) -> HubSettings:
         from huggingface_hub import constants, get_token
 
-        from .zoo import cache_dir
+        from ..cache_folder import cache_dir
 
         offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in TRUE or constants.HF_HUB_OFFLINE
         return cls(
@@ -217,7 +217,9 @@ def hub_listing(settings: HubSettings, repo: str, revision: str) -> Listing:
     it), checked (:func:`~attnstruct.checkpoints.hub_manifest.listing`). Nothing is kept."""
     url = f"{settings.endpoint}/api/models/{repo}/revision/{quote(revision, safe='')}?blobs=true"
     what = f"{repo}@{revision}"
-    return listing(get_json(url, token=settings.token, what=what), f"the hub's answer for {what}")
+    with hub_failures_as_extraction_errors():
+        answer = get_json(url, token=settings.token, what=what)
+    return listing(answer, f"the hub's answer for {what}")
 
 
 def model_listing(settings: HubSettings, repo: str, revision: str) -> tuple[str, list[str], dict[str, int]]:
@@ -245,7 +247,7 @@ def cached_file(settings: HubSettings, repo: str, commit: str, file: str) -> Pat
 
 def download(settings: HubSettings, repo: str, commit: str, file: str, sizes: dict[str, int] | None = None) -> Path:
     """One file of the repository into attnstruct's cache (``<range cache>/ORG--NAME/files/COMMIT/FILE``; no request
-    when it is there already, with the size the hub lists), by :func:`attnstruct.checkpoints.hub_client.get_file`."""
+    when it is there already, with the size the hub lists), by :func:`attnstruct.hub_client.client.get_file`."""
     path = cached_file(settings, repo, commit, file)
     size = (sizes or {}).get(file)
     if path.is_file() and size in (None, path.stat().st_size):
@@ -253,7 +255,8 @@ def download(settings: HubSettings, repo: str, commit: str, file: str, sizes: di
     if settings.offline:
         raise ExtractionError(f"{repo}/{file} is not in the cache and HF_HUB_OFFLINE is set", "offline")
     url = f"{settings.endpoint}/{repo}/resolve/{commit}/{quote(file)}"
-    return get_file(url, path, token=settings.token, what=f"{repo}/{file}", size=size)
+    with hub_failures_as_extraction_errors():
+        return get_file(url, path, token=settings.token, what=f"{repo}/{file}", size=size)
 
 
 def _config(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> JsonConfig:

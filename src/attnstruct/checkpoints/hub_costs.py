@@ -11,14 +11,14 @@ What attnstruct's hub client makes for one checkpoint read by byte ranges (:func
 * **API**: 1, the model info (commit, files, sizes, digests), plus 1 per repository whose revisions are listed;
 * **resolvers**: 1 per file fetched from the repository: ``config.json``, the shard index when there is one, and
   each weight file, resolved once; its later ranges go to the signed CDN link the first one was redirected to
-  (:mod:`attnstruct.checkpoints.hub_links`);
+  (:mod:`attnstruct.hub_client.links`);
 * **CDN**: the range reads: the index of each weight file (2 reads), then about one per layer, the reads of a
   layer merged by the cost model of :data:`attnstruct.checkpoints.remote_tensors.MERGE_GAP`;
 * **bytes**: the query and key weights (:meth:`attnstruct.checkpoints.series.Shape.query_key_bytes`), 1.5 times
   that for a fused per-head QKV weight, whose value rows lie between the query and key rows read.
 
 The time (:meth:`Cost.seconds`) follows the rule the client's pacer keeps
-(:mod:`attnstruct.checkpoints.hub_quota`): a window's quota is used, then the requests of that bucket wait for the
+(:mod:`attnstruct.hub_client.quota`): a window's quota is used, then the requests of that bucket wait for the
 next window. So ``n`` calls of a bucket of quota ``q`` take at least ``(ceil(n / q) - 1)`` whole windows; the time
 is the larger of that and the transfers themselves (every request a round trip of :data:`REQUEST_SECONDS`, shared
 by ``workers``, and the bytes at :data:`LINK_BYTES_PER_SECOND`).

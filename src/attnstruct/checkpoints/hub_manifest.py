@@ -17,9 +17,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import NamedTuple
 
-from ..untrusted import UnsafeName, commit_id, relative_file
+from ..untrusted import UnsafeName, commit_id, one_line, relative_file
 from .extract import local_files
-from .extract.blocks import ExtractionError, one_line
+from .extract.blocks import ExtractionError
 
 SHA256 = re.compile(r"[0-9a-f]{64}")
 

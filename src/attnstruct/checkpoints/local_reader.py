@@ -8,7 +8,8 @@ import stat
 import threading
 from pathlib import Path
 
-from .extract.blocks import ExtractionError, one_line
+from ..untrusted import one_line
+from .extract.blocks import ExtractionError
 
 
 class LocalFileReader:

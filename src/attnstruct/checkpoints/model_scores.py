@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from ..devices import DeviceError, resolve_device
 from ..results import save_dataset, write_atomically
 from ..scores import DEFAULT_NUM_STD
 from .in_memory import (
@@ -31,7 +32,7 @@ from .in_memory import (
 )
 from .resolve import open_checkpoint
 from .schema import TABLE_COLUMNS, TABLE_DTYPES
-from .scoring import DeviceError, _naming, block_precision, resolve_device, score_opened
+from .scoring import _naming, block_precision, score_opened
 from .tables import checkpoint_dataset, reader_of
 
 

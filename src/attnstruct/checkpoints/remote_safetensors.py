@@ -25,11 +25,11 @@ from urllib.parse import quote
 
 import torch
 
+from ..hub_client.client import CallCounter, get_range
 from ..results import write_atomically
 from ..untrusted import UnsafeName, commit_id, inside, relative_file
-from .extract.blocks import ExtractionError
+from .extract.blocks import ExtractionError, hub_failures_as_extraction_errors
 from .extract.hf import JsonConfig
-from .hub_client import CallCounter, get_range
 from .remote_tensors import RangeTensorSource, TensorLocation, contiguous_strides
 from .safetensors_header import HeaderEntry, header_length, parse_header
 
@@ -53,7 +53,7 @@ class RangeReader:
     """Byte ranges of one repository's files at one commit, from the disk cache or by HTTP Range requests.
 
     Thread-safe; ``bytes_fetched`` counts the body bytes that came over the network, ``calls`` the requests to the hub
-    by bucket (:class:`~attnstruct.checkpoints.hub_quota.CallCounter`). ``sizes``: ``{file: bytes}`` as the hub lists
+    by bucket (:class:`~attnstruct.hub_client.quota.CallCounter`). ``sizes``: ``{file: bytes}`` as the hub lists
     them, so that a CDN's spurious 416 is told from a range past a file's end.
     """
 
@@ -102,11 +102,12 @@ class RangeReader:
         return data
 
     def _fetch(self, file: str, start: int, end: int) -> bytes:
-        """One range from the hub, through the retrying client (:func:`attnstruct.checkpoints.hub_client.get_range`:
+        """One range from the hub, through the retrying client (:func:`attnstruct.hub_client.client.get_range`:
         redirects, rate limits, transient failures)."""
         url = f"{self.endpoint}/{self.repo}/resolve/{self.commit}/{quote(file)}"
         what, size = f"{self.repo}/{file}", self.sizes.get(file)
-        data = get_range(url, start, end, token=self.token, what=what, size=size, calls=self.calls)
+        with hub_failures_as_extraction_errors():
+            data = get_range(url, start, end, token=self.token, what=what, size=size, calls=self.calls)
         with self._lock:
             self.bytes_fetched += len(data)
         return data

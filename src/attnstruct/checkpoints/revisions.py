@@ -18,10 +18,10 @@ from typing import NamedTuple
 
 import pandas as pd
 
+from ..hub_client.client import get_json
 from ..untrusted import UnsafeName, commit_id
-from .extract.blocks import ExtractionError
+from .extract.blocks import ExtractionError, hub_failures_as_extraction_errors
 from .hub import HubSettings, parse_hub_id
-from .hub_client import get_json
 
 REVISION_COLUMNS = ("model", "revision", "kind", "commit", "step", "tokens", "phase")
 SUFFIXES = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
@@ -146,7 +146,8 @@ def list_revisions(repo: str, *, match: str | None = None, settings: HubSettings
     settings = settings or HubSettings.from_env()
     if settings.offline:
         raise ExtractionError(f"listing the revisions of {repo} needs the hub, and HF_HUB_OFFLINE is set", "offline")
-    answer = get_json(f"{settings.endpoint}/api/models/{repo}/refs", token=settings.token, what=repo)
+    with hub_failures_as_extraction_errors():
+        answer = get_json(f"{settings.endpoint}/api/models/{repo}/refs", token=settings.token, what=repo)
     rows = []
     for kind, ref in _refs(answer, repo):
         name = ref.get("name")

@@ -23,33 +23,14 @@ from tqdm import tqdm
 
 from .. import interrupts
 from .._checks import input_eps
-from ..conventions import DEVICES, FLOAT32_FROM_D_MODEL, PRECISIONS
+from ..conventions import FLOAT32_FROM_D_MODEL, PRECISIONS
+from ..devices import DeviceError, resolve_device
 from ..report.progress import hidden
 from ..scores import DEFAULT_NUM_STD, Scores, factor_scores
-from .extract import AttentionBlock, ExtractionError, one_line
+from ..untrusted import one_line
+from .extract import AttentionBlock, ExtractionError
 from .extract.blocks import STACKS
 from .resolve import open_checkpoint
-
-
-class DeviceError(ValueError):
-    """A device that was asked for and is not there (one line)."""
-
-
-def resolve_device(name: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` (CUDA when there is one, else the CPU), ``"cpu"`` or ``"cuda"`` (``"cuda:1"``) as a device.
-
-    Raises :class:`DeviceError` for ``cuda`` on a machine without one, or an unknown name.
-    """
-    if isinstance(name, torch.device):
-        name = str(name)
-    kind = name.split(":", 1)[0]
-    if kind not in DEVICES:
-        raise DeviceError(f"unknown device {name!r}; choose one of {', '.join(DEVICES)}")
-    if kind == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise DeviceError(f"device {name!r} was asked for, but torch finds no CUDA device on this machine")
-    return torch.device(name)
 
 
 def block_precision(d_model: int, precision: str) -> str:
@@ -129,7 +110,7 @@ def score_blocks(
 
     Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` when there is no block or a block cannot be
     scored (its layer matrix is zero, say), ``ValueError`` for an unknown precision and
-    :class:`~attnstruct.checkpoints.scoring.DeviceError` for a device that is not there.
+    :class:`~attnstruct.devices.DeviceError` for a device that is not there.
     """
     block_precision(1, precision)
     where = resolve_device(device)

@@ -12,7 +12,7 @@ Layout of the output folder ``DIR``:
   are cancelled; the files written stay;
 * ``DIR/sweep.nc``: every scored model of the list along ``model`` (its ``hub_retries`` attr, and
   :attr:`SweepResult.retries`, say in one line how many requests the hub client retried, and why:
-  :mod:`attnstruct.checkpoints.hub_client`)
+  :mod:`attnstruct.hub_client.client`)
   (:func:`attnstruct.checkpoints.tables.combine`), with each model's ``revision``, ``commit``, ``step``, ``tokens``,
   ``phase`` and ``weights_sha256`` as coordinates (:func:`attnstruct.checkpoints.revisions.model_position`), so that
   a series of checkpoints is one ``.sel``/``.where`` away; its ``parameters`` attr records the models and the
@@ -59,6 +59,8 @@ import xarray as xr
 from tqdm import tqdm
 
 from .. import interrupts
+from ..devices import resolve_device
+from ..hub_client import client as hub_client
 from ..report.progress import hidden
 from ..results import (
     OutputError,
@@ -70,12 +72,12 @@ from ..results import (
     write_atomically,
 )
 from ..scores import DEFAULT_NUM_STD
-from . import hub_client
-from .extract.blocks import ExtractionError, one_line
+from ..untrusted import one_line
+from .extract.blocks import ExtractionError
 from .hub_costs import hub_models, sweep_cost
 from .resolve import open_checkpoint
 from .revisions import shard as shard_of
-from .scoring import block_precision, resolve_device, score_opened
+from .scoring import block_precision, score_opened
 from .sweep_checks import byte_identical, digests_of, refreshed_pins
 from .tables import HEAD_MATRIX as _HEAD_MATRIX
 from .tables import LAYER_MATRIX, LAYOUT, checkpoint_dataset, combine

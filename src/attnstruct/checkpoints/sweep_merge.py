@@ -33,8 +33,7 @@ import pandas as pd
 import xarray as xr
 
 from ..results import check_self_contained, load_dataset, output_lock, provenance_attrs, remove_leftovers, save_dataset
-from ..untrusted import UnsafeName, inside
-from .extract.blocks import one_line
+from ..untrusted import UnsafeName, inside, one_line
 from .revisions import model_position, training_order
 from .sweep import HEAD_MATRIX, SweepError, SweepResult, write_failures
 from .sweep_checks import byte_identical, digests_of

@@ -37,7 +37,8 @@ from typing import NamedTuple
 
 import torch
 
-from .extract.blocks import ExtractionError, check_view, one_line
+from ..untrusted import one_line
+from .extract.blocks import ExtractionError, check_view
 
 Read = Callable[[int, int], bytes]  # read(start, end) -> bytes [start, end) of the file
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 import time
 
-from ..checkpoints.zoo.cache import CACHE_ENV, cache_dir, is_fetched, verify
+from ..cache_folder import CACHE_ENV, cache_dir
+from ..checkpoints.zoo.cache import is_fetched, verify
 from ..checkpoints.zoo.fetching import fetch_one
 from ..checkpoints.zoo.registry import SETS, Entry, entries, load_corpora
 from .errors import PROGRAM, CommandError, Parser, refuse

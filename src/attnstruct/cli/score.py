@@ -25,8 +25,8 @@ def score(args) -> int:
     run."""
     from ..checkpoints.extract import ExtractionError
     from ..checkpoints.model_scores import score as score_of
-    from ..checkpoints.scoring import DeviceError, resolve_device
     from ..checkpoints.tables import HEAD_MATRIX, LAYER_MATRIX
+    from ..devices import DeviceError, resolve_device
     from ..results import check_writable, provenance_attrs
 
     if args.out is not None:
@@ -89,8 +89,8 @@ def sweep(args) -> int:
         return _combine(args)
     if args.list is None:
         raise CommandError("name the model LIST to sweep, or --combine DIR [DIR ...] to merge sweeps")
-    from ..checkpoints.scoring import DeviceError
     from ..checkpoints.sweep import SweepError, read_model_list, run_sweep
+    from ..devices import DeviceError
 
     try:
         result = run_sweep(

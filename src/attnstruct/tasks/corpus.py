@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import torch
 
+from ..cache_folder import cache_dir
 from ..checkpoints import zoo
 from ..results import write_atomically
 from ..untrusted import load_weights_only
@@ -130,7 +131,7 @@ def train_tokenizer(documents: list[str], vocab_size: int, cache: str | os.PathL
             f"got {vocab_size!r}"
         )
     key = _digest(documents, "bytelevel-bpe", vocab_size, tokenizers.__version__)
-    path = zoo.cache_dir(cache) / "tokenizers" / f"bpe-{vocab_size}-{key}.json"
+    path = cache_dir(cache) / "tokenizers" / f"bpe-{vocab_size}-{key}.json"
     if path.is_file():
         return Tokenizer.from_file(str(path))
     tokenizer = Tokenizer(models.BPE())
@@ -286,7 +287,7 @@ def load_tokens(
     documents = read_documents(source, cache)
     tokenizer = train_tokenizer(documents, vocab_size, cache)
     key = _digest(documents, "tokens", vocab_size, val_fraction, tokenizer.to_str())
-    path = zoo.cache_dir(cache) / "tokenizers" / f"tokens-{key}.pt"
+    path = cache_dir(cache) / "tokenizers" / f"tokens-{key}.pt"
     if path.is_file():
         train, val = load_weights_only(path)
     else:

@@ -5,7 +5,7 @@ A hub source is ``hf://datasets/ORG/NAME[@REVISION][/PATH]``, the URL form of ``
 ``PATH`` is a file, a folder or a glob of data files, which then replaces the config and split). It is resolved
 with the settings of :class:`attnstruct.checkpoints.hub.HubSettings` (``HF_ENDPOINT``, ``HF_TOKEN``,
 ``HF_HUB_CACHE``, ``HF_HUB_OFFLINE``, read at call time), every request made by
-:mod:`attnstruct.checkpoints.hub_client` (its waits and reads bounded, whatever the server does):
+:mod:`attnstruct.hub_client.client` (its waits and reads bounded, whatever the server does):
 
 1. the revision's commit: a 40-digit revision is one; otherwise the pins file ``<cache>/corpora/pins.json``
    (``{"datasets": {"ORG/NAME@REV": commit}, "models": {...}}``) holds the commit it had at its first use, which
@@ -259,7 +259,7 @@ class HubFiles:
         what = f"hf://datasets/{self.repo}/{name}"
         if self.settings.offline:
             raise CorpusError(f"offline: {what} is not in the cache and HF_HUB_OFFLINE is set")
-        from ..checkpoints.hub_client import get_range
+        from ..hub_client.client import get_range
         from .hub_datasets import from_hub
 
         url = f"{self.settings.endpoint}/datasets/{self.repo}/resolve/{self.commit}/{quote(name)}"

@@ -2,15 +2,15 @@
 sizes, the configs of its card; kept in attnstruct's cache.
 
 A listing, ``{"commit": COMMIT, "files": {path: bytes}, "configs": [...] or None, "gated": bool}``, takes three
-requests, each made by :mod:`attnstruct.checkpoints.hub_client` (its waits bounded, its answers read no further than
+requests, each made by :mod:`attnstruct.hub_client.client` (its waits bounded, its answers read no further than
 their bounds) as ``huggingface_hub`` 2.4 makes it:
 
 1. the dataset's info, ``GET /api/datasets/ORG/NAME/revision/REV`` (``HfApi.dataset_info``): ``sha``, the commit of
    the revision, and ``gated``;
 2. its tree at that commit, ``GET /api/datasets/ORG/NAME/tree/COMMIT?recursive=true&expand=false``
    (``HfApi.list_repo_tree``), page after page as each page's ``Link`` header names the next
-   (:func:`~attnstruct.checkpoints.hub_client.get_json_pages`: on the hub's origin, at most
-   :data:`~attnstruct.checkpoints.hub_client.MAX_PAGES` pages): each file's path and size (an LFS file's
+   (:func:`~attnstruct.hub_client.client.get_json_pages`: on the hub's origin, at most
+   :data:`~attnstruct.hub_client.client.MAX_PAGES` pages): each file's path and size (an LFS file's
    ``lfs.size``);
 3. its card, ``README.md``, when it has one: whole (at most :data:`MAX_CARD_BYTES`) into
    ``<cache>/corpora/files/ORG--NAME/COMMIT/README.md``, and the configs of its YAML header
@@ -31,11 +31,11 @@ import json
 from pathlib import Path
 from urllib.parse import quote
 
-from ..checkpoints.extract.blocks import ExtractionError, one_line
 from ..checkpoints.hub import repo_folder
-from ..checkpoints.hub_client import get_file, get_json, get_json_pages
+from ..hub_client.client import get_file, get_json, get_json_pages
+from ..hub_client.failures import HubError
 from ..results import write_atomically
-from ..untrusted import COMMIT, UnsafeName, commit_id, inside, relative_file
+from ..untrusted import COMMIT, UnsafeName, commit_id, inside, one_line, relative_file
 from .data_files import CorpusError, checked_configs, readme_configs
 
 MAX_FILES = 1_000_000  # files of one dataset's listing
@@ -44,7 +44,7 @@ MAX_CARD_BYTES = 8 << 20  # a dataset card's README.md
 
 def corpora_dir(cache=None) -> Path:
     """``<attnstruct cache>/corpora``: the pins, listings, cards and prepared corpora."""
-    from ..checkpoints.zoo.cache import cache_dir
+    from ..cache_folder import cache_dir
 
     return cache_dir(cache) / "corpora"
 
@@ -58,11 +58,11 @@ def checked(check, *args):
 
 
 def from_hub(request, *args, **kwargs):
-    """``request(*args, **kwargs)`` (a request of the hub client), its ExtractionError as a CorpusError of one line,
-    its kind first."""
+    """``request(*args, **kwargs)`` (a request of the hub client), its :class:`~attnstruct.hub_client.failures.HubError`
+    as a CorpusError of the same line, its kind first."""
     try:
         return request(*args, **kwargs)
-    except ExtractionError as err:
+    except HubError as err:
         raise CorpusError(str(err)) from None
 
 

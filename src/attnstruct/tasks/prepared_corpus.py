@@ -202,7 +202,7 @@ def corpus_key(src: Source, tokenizer_digest: str, max_tokens, val_fraction: flo
 
 
 def prepared_dir(cache=None) -> Path:
-    from ..checkpoints.zoo.cache import cache_dir
+    from ..cache_folder import cache_dir
 
     return cache_dir(cache) / "corpora" / "prepared"
 

@@ -5,8 +5,8 @@
 * a hub tokenizer, ``ORG/NAME[@REVISION]`` (``google-bert/bert-base-uncased``): the model's info (``GET
   /api/models/ORG/NAME/revision/REV?blobs=true``, checked by :func:`attnstruct.checkpoints.hub_manifest.listing`:
   a commit id, relative file names, sizes) gives the commit and the size of its ``tokenizer.json`` (at most
-  :data:`~attnstruct.checkpoints.hub_client.MAX_ANSWER_BYTES`), which comes whole, by
-  :func:`attnstruct.checkpoints.hub_client.get_file`, into attnstruct's cache of the model's files,
+  :data:`~attnstruct.hub_client.client.MAX_ANSWER_BYTES`), which comes whole, by
+  :func:`attnstruct.hub_client.client.get_file`, into attnstruct's cache of the model's files,
   ``<cache>/hub/ORG--NAME/files/<commit>/tokenizer.json``. A branch is pinned to the commit it had at its first use
   (the ``models`` entries of the pins file of :mod:`attnstruct.tasks.hub_corpora`), so a later use reads the cached
   file without a request, offline too (or the file of that commit in the hub cache, where ``huggingface-cli
@@ -154,7 +154,7 @@ def _hub_files(settings, cache):
     """``settings`` with the cache of a commit's whole files under ``cache`` when one is given."""
     from dataclasses import replace
 
-    from ..checkpoints.zoo.cache import cache_dir
+    from ..cache_folder import cache_dir
 
     return settings if cache is None else replace(settings, range_cache=cache_dir(cache) / "hub")
 
@@ -187,7 +187,7 @@ def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) ->
     as the model path reads them (:func:`attnstruct.checkpoints.hub.model_listing`,
     :func:`~attnstruct.checkpoints.hub.download`)."""
     from ..checkpoints.hub import download, model_listing
-    from ..checkpoints.hub_client import MAX_ANSWER_BYTES
+    from ..hub_client.client import MAX_ANSWER_BYTES
     from ..untrusted import COMMIT
     from .corpus_sources import CorpusError
     from .hub_datasets import from_hub
@@ -205,7 +205,7 @@ def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) ->
 
 
 def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
-    from ..checkpoints.zoo.cache import cache_dir
+    from ..cache_folder import cache_dir
     from ..results import write_atomically
     from .corpus import train_tokenizer
     from .corpus_sources import CorpusError

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..checkpoints.scoring import resolve_device
+from ..devices import resolve_device
 from .step import Step, build_optimizer, runner, transfer
 
 PEAK_BF16_FLOPS = {  # dense bf16 tensor-core peak, FLOP/s, by a part of the name torch reports (first match wins)

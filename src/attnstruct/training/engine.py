@@ -49,7 +49,7 @@ from torch import nn
 
 from .. import interrupts, results, work
 from ..checkpoints.extract import count_parameters
-from ..checkpoints.scoring import resolve_device
+from ..devices import resolve_device
 from . import run_folder, snapshots
 from .records import SCORED_MATRIX, Records, record_scores
 from .run_config import RunConfig

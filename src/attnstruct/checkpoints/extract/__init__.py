@@ -14,7 +14,6 @@ from .blocks import (
     bias_extras,
     check_finite,
     expand_kv_heads,
-    one_line,
 )
 from .parameters import count_parameters
 from .sources import iter_blocks
@@ -30,5 +29,4 @@ __all__ = [
     "count_parameters",
     "expand_kv_heads",
     "iter_blocks",
-    "one_line",
 ]

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+
+from ...hub_client.failures import HubError
 
 STACKS = ("encoder", "decoder", "cross")
 
@@ -53,10 +57,14 @@ class ExtractionError(ValueError):
         return type(self), (self.detail, self.kind)
 
 
-def one_line(exc: BaseException) -> str:
-    """``TypeName: message`` with the message's whitespace, newlines included, collapsed to single spaces."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+@contextmanager
+def hub_failures_as_extraction_errors() -> Iterator[None]:
+    """Where a checkpoint is read from the hub: a :class:`~attnstruct.hub_client.failures.HubError` raised inside
+    leaves as the :class:`ExtractionError` of the same kind and line (every hub kind is a failure kind)."""
+    try:
+        yield
+    except HubError as err:
+        raise ExtractionError(err.detail, err.kind) from None
 
 
 def check_finite(tensor: torch.Tensor, name: str) -> torch.Tensor:

@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads, one_line
+from ...untrusted import one_line
+from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, expand_kv_heads
 from .gguf_header import GGUFHeader, read_gguf_header
 
 SUPPORTED_GGUF_ARCHITECTURES = ("llama", "qwen2", "gemma3")

@@ -18,16 +18,8 @@ from typing import Protocol
 
 import torch
 
-from ...untrusted import load_weights_only
-from .blocks import (
-    AttentionBlock,
-    ExtractionError,
-    bias_extras,
-    check_finite,
-    check_view,
-    expand_kv_heads,
-    one_line,
-)
+from ...untrusted import load_weights_only, one_line
+from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, check_view, expand_kv_heads
 from .families import FAMILY_BY_MODEL_TYPE, SUPPORTED_MODEL_TYPES, Family, StackSpec
 from .local_files import file_inside, listed_files, read_json_object
 

@@ -13,8 +13,8 @@ import json
 from collections.abc import Collection
 from pathlib import Path
 
-from ...untrusted import UnsafeName, inside, relative_file
-from .blocks import ExtractionError, one_line
+from ...untrusted import UnsafeName, inside, one_line, relative_file
+from .blocks import ExtractionError
 
 
 def read_json_object(path: Path) -> dict:

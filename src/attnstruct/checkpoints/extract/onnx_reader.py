@@ -28,7 +28,8 @@ import onnx
 import torch
 from onnx import helper, numpy_helper
 
-from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite, one_line
+from ...untrusted import one_line
+from .blocks import AttentionBlock, ExtractionError, bias_extras, check_finite
 
 # Node-name patterns of the query/key projection MatMuls, tried in order; each names the groups ``layer`` and
 # ``proj``. The first is what the TorchScript exporter writes for BERT/MiniLM/RoBERTa (any module prefix such as

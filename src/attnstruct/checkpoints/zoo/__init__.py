@@ -30,7 +30,7 @@ markers, rehashing), :mod:`~attnstruct.checkpoints.zoo.wheels` (finding and down
 :mod:`attnstruct.cli.fetch`.
 """
 
-from .cache import CACHE_ENV, MARKER, cache_dir, file_sha256, is_fetched, model_dir, path, verify, why_not_fetched
+from .cache import MARKER, file_sha256, is_fetched, model_dir, path, verify, why_not_fetched
 from .fetching import entry_lock, fetch, fetch_one, lock_path
 from .registry import (
     CORPUS_FORMATS,
@@ -52,7 +52,6 @@ from .registry import (
 from .wheels import find_wheels
 
 __all__ = [
-    "CACHE_ENV",
     "CORPUS_FORMATS",
     "FOLDER_FORMATS",
     "FORMATS",
@@ -65,7 +64,6 @@ __all__ = [
     "Entry",
     "ExtraFile",
     "FetchError",
-    "cache_dir",
     "entries",
     "entry_lock",
     "fetch",

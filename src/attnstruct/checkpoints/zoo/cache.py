@@ -1,9 +1,9 @@
 """Where fetched entries live in the cache, whether they are fetched, and rehashing them.
 
-Layout: ``<cache>/models/<name>/`` for checkpoints, ``<cache>/corpora/<name>/`` for text corpora; each folder
-holds the entry's files and, after a verified fetch, the marker ``.zoo-fetched.json`` (name, sha256, size,
-files, distributions, UTC time, and each file's identity: size, modification and change times in nanoseconds,
-inode number).
+Layout, under the cache folder (:func:`attnstruct.cache_folder.cache_dir`): ``<cache>/models/<name>/`` for
+checkpoints, ``<cache>/corpora/<name>/`` for text corpora; each folder holds the entry's files and, after a
+verified fetch, the marker ``.zoo-fetched.json`` (name, sha256, size, files, distributions, UTC time, and each
+file's identity: size, modification and change times in nanoseconds, inode number).
 
 Every use asks :func:`is_fetched`, which compares each file's identity with the marker's (a ``stat`` per file,
 microseconds) and rehashes only where one differs: a file written, truncated, replaced or copied since the
@@ -25,24 +25,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from stat import S_ISREG
 
+from ...cache_folder import cache_dir
 from ...results import write_atomically
 from .registry import FOLDER_FORMATS, Entry, FetchError, resolve
 
-CACHE_ENV = "ATTNSTRUCT_CACHE"
 MARKER = ".zoo-fetched.json"
 CHUNK = 1 << 20
-
-
-def cache_dir(override: str | os.PathLike | None = None) -> Path:
-    """The cache root: ``override``, else ``$ATTNSTRUCT_CACHE``, else ``$XDG_CACHE_HOME/attnstruct`` or
-    ``~/.cache/attnstruct``."""
-    if override is not None and str(override) != "":
-        return Path(override).expanduser()
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "attnstruct"
 
 
 def model_dir(name: str | Entry, cache: str | os.PathLike | None = None) -> Path:

@@ -26,8 +26,9 @@ import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from ...cache_folder import cache_dir
 from ...results import write_atomically
-from .cache import CHUNK, MARKER, cache_dir, is_fetched, model_dir, path, rehash, write_marker
+from .cache import CHUNK, MARKER, is_fetched, model_dir, path, rehash, write_marker
 from .registry import Entry, FetchError, entries, resolve
 from .wheels import member_index, wheels
 

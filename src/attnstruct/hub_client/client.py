@@ -13,16 +13,16 @@ a relative ``Location`` is resolved against the URL that sent it): the ``Range``
 ``hf_hub_download`` retries a 429 itself, sleeping its ``Retry-After`` however long, and names a file of its cache
 after the server's ``ETag``.
 
-Few requests, and paced (:mod:`attnstruct.checkpoints.hub_quota`, :mod:`attnstruct.checkpoints.hub_links`): the
-signed link a ``/resolve/`` URL redirects to on another origin is kept (:data:`~.hub_links.LINKS`) and later requests
+Few requests, and paced (:mod:`attnstruct.hub_client.quota`, :mod:`attnstruct.hub_client.links`): the
+signed link a ``/resolve/`` URL redirects to on another origin is kept (:data:`~.links.LINKS`) and later requests
 of that URL go straight to it while it is valid; a kept link its server refuses (400, 401, 403) is dropped and the
 URL resolved again, once, at no cost to the retry bounds. Every hop of every attempt is counted by bucket in
 :data:`DEFAULT_CALLS` and in the ``calls`` counter a caller passes, and its answer's ``RateLimit`` headers are read by
-the process's pacer (:data:`~.hub_quota.PACER`), which holds a request before it begins when its bucket's window has
+the process's pacer (:data:`~.quota.PACER`), which holds a request before it begins when its bucket's window has
 nothing left (a hold counted as ``paced``, and bounded by the policy's total wait).
 
 What is retried, by reason (:data:`REASONS`), and the kind of the one-line
-:class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` raised when the bounds are reached:
+:class:`~attnstruct.hub_client.failures.HubError` raised when the bounds are reached:
 
 * ``rate limited``: HTTP 429. The wait is the ``Retry-After`` header (seconds, or an HTTP date), else the reset of the
   IETF ``RateLimit`` header plus a second when it says nothing remains, else the backoff; at least a second. Kind
@@ -36,7 +36,7 @@ What is retried, by reason (:data:`REASONS`), and the kind of the one-line
   ``error``.
 * ``unreachable``: the connection could not be made (DNS, a refused or failed connection). Kind ``offline``.
 
-The bounds, per request, are those of a :class:`~attnstruct.checkpoints.hub_retry.RetryPolicy` (``failures``
+The bounds, per request, are those of a :class:`~attnstruct.hub_client.retry.RetryPolicy` (``failures``
 retries for reasons other than a rate limit, ``total_wait_s`` seconds waited in all, two of the Hub's windows by
 default; a wait that would pass a bound is not begun). Any other failure is not retried: other 4xx become the kinds of
 :func:`hub_error`, and a 401 that refuses the token itself is kind ``invalid token``. What is read is bounded too: a
@@ -44,7 +44,7 @@ range read stops at its end whatever the server sends, and a ``200`` with the wh
 refused before its body when more than ``most_skipped`` bytes (:data:`RANGE_SLACK` by default) would come before the
 range; a file of known size must have that size; an API answer, or a file whose size the hub did not say, at most
 :data:`MAX_ANSWER_BYTES`; a paginated answer at most :data:`MAX_PAGES` pages, each on the first page's origin. Every
-retry is counted in a :class:`~attnstruct.checkpoints.hub_retry.RetryCounter`. Unless given, the policy and the
+retry is counted in a :class:`~attnstruct.hub_client.retry.RetryCounter`. Unless given, the policy and the
 counters are :data:`DEFAULT_POLICY`, :data:`DEFAULT_COUNTER` and :data:`DEFAULT_CALLS`, looked up at each call: a
 sweep reads and resets the counters, a test may put a policy that records its waits (or has shorter deadlines) in the
 policy's place.
@@ -62,11 +62,12 @@ from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 
 from ..results import write_atomically
-from . import hub_links, hub_quota
-from .extract.blocks import ExtractionError, one_line
-from .hub_quota import CallCounter, bucket_of
-from .hub_retry import MIN_RATE, REASONS, REQUEST_TIMEOUT_S, Attempts, Retryable, RetryCounter, RetryPolicy
-from .hub_stream import (
+from ..untrusted import one_line
+from . import links, quota
+from .failures import HubError
+from .quota import CallCounter, bucket_of
+from .retry import MIN_RATE, REASONS, REQUEST_TIMEOUT_S, Attempts, Retryable, RetryCounter, RetryPolicy
+from .stream import (
     MAX_REDIRECTS,
     Route,
     StaleLink,
@@ -143,7 +144,7 @@ class _Meter:
     go without a hold, as the attempt's deadline runs. :meth:`close` tells the pacer of the hops left unanswered."""
 
     def __init__(self, home: tuple[str, str, int], calls: CallCounter | None):
-        self.home, self.pacer = home, hub_quota.PACER
+        self.home, self.pacer = home, quota.PACER
         found = (DEFAULT_CALLS, calls, getattr(_THREAD, "calls", None))
         self.counters = list({id(counter): counter for counter in found if counter is not None}.values())
         self.hops, self.waiting, self.closed = 0, [], False
@@ -197,8 +198,8 @@ def _get(
     """One attempt, within its deadline, of ``GET url``: ``read(response, progress)`` of the answer. A ``/resolve/``
     URL goes to the signed link it led to before while that is valid (module docstring)."""
     policy, home = attempts.policy, origin(url)
-    key = hub_links.link_key(url, token) if "/resolve/" in urlsplit(url).path else None
-    link = hub_links.LINKS.get(key) if key is not None else None
+    key = links.link_key(url, token) if "/resolve/" in urlsplit(url).path else None
+    link = links.LINKS.get(key) if key is not None else None
     while True:
         first, meter = link or url, _Meter(home, calls)
         route = Route(home, size=size, via_link=link is not None, hop=meter.hop, answered=meter.answered)
@@ -210,13 +211,13 @@ def _get(
         try:
             result = within_deadline(policy, work)
         except StaleLink:  # a kept link refused: resolve again, once (no link is kept now), at no retry's cost
-            hub_links.LINKS.drop(key)
+            links.LINKS.drop(key)
             link = None
             continue
         finally:
             meter.close()
         if key is not None and link is None and route.final is not None and origin(route.final) != home:
-            hub_links.LINKS.put(key, route.final)
+            links.LINKS.put(key, route.final)
         return result
 
 
@@ -238,7 +239,7 @@ def get_range(
     errors (the URL's path by default); ``size``, the file's size as the hub lists it, tells a CDN's spurious 416 from
     a range past the end. A server that ignores ``Range`` sends the whole file, which is read up to ``end``; such an
     answer is refused, before its body is read, when more than ``most_skipped`` bytes would come before ``start``
-    (None: no bound). Raises ExtractionError with a kind, in one line."""
+    (None: no bound). Raises HubError with a kind, in one line."""
     if end <= start:
         return b""
     what = what or urlsplit(url).path
@@ -246,7 +247,7 @@ def get_range(
 
     def read(response, progress) -> bytes:
         if most_skipped is not None and response.status_code == 200 and start > most_skipped:
-            raise ExtractionError(
+            raise HubError(
                 f"the hub answered a Range request for bytes {start}-{end - 1} of {what} with the whole file "
                 f"(HTTP 200): {start} bytes would come before them, more than the {most_skipped} read to reach a range"
             )
@@ -268,7 +269,7 @@ def get_json(
     calls: CallCounter | None = None,
 ):
     """The JSON answer of the hub's API at ``url`` (query included), at most :data:`MAX_ANSWER_BYTES`, under
-    ``policy``. ExtractionError in one line for an answer that is not JSON."""
+    ``policy``. HubError in one line for an answer that is not JSON."""
 
     def read(response, progress) -> bytes:
         return _answer(response, progress, what)
@@ -290,7 +291,7 @@ def get_json_pages(
 ) -> Iterator:
     """The JSON answer of each page of a paginated listing of the hub's API: the one at ``url``, then the one each
     page names by its ``Link: <URL>; rel="next"`` header (GitHub's convention, which the Hub follows and
-    ``huggingface_hub.utils._pagination`` reads), each as :func:`get_json` reads it. ExtractionError in one line,
+    ``huggingface_hub.utils._pagination`` reads), each as :func:`get_json` reads it. HubError in one line,
     before it is asked for, for a next page on another origin than ``url``'s (it would get the token) or past
     :data:`MAX_PAGES` (read at each call) pages."""
     policy = policy or DEFAULT_POLICY
@@ -301,7 +302,7 @@ def get_json_pages(
 
     while url is not None:
         if pages == most:
-            raise ExtractionError(f"the hub's listing of {what} goes on past {most} pages")
+            raise HubError(f"the hub's listing of {what} goes on past {most} pages")
         pages += 1
         body, following = _retried(
             what, policy, counter, lambda attempts, url=url: _get(url, token, _IDENTITY, what, page, attempts, calls)
@@ -310,7 +311,7 @@ def get_json_pages(
         url = urljoin(url, following) if following else None
         if url is not None and origin(url) != origin(first):
             there = "{}://{}".format(*urlsplit(url)[:2])
-            raise ExtractionError(f"the hub's listing of {what} names its next page on {there}, another origin")
+            raise HubError(f"the hub's listing of {what} names its next page on {there}, another origin")
 
 
 def _answer(response, progress, what: str) -> bytes:
@@ -324,7 +325,7 @@ def _json(body: bytes, what: str):
     try:
         return json.loads(body)
     except (ValueError, RecursionError) as err:  # not UTF-8, not JSON, or nested without end
-        raise ExtractionError(f"the hub's answer for {what} is not JSON ({one_line(err)})") from None
+        raise HubError(f"the hub's answer for {what} is not JSON ({one_line(err)})") from None
 
 
 def get_file(

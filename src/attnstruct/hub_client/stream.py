@@ -1,14 +1,14 @@
-"""One attempt of a hub request (:mod:`attnstruct.checkpoints.hub_client`): the ``GET`` and its redirects, the answer
+"""One attempt of a hub request (:mod:`attnstruct.hub_client.client`): the ``GET`` and its redirects, the answer
 read within bounds, and the attempt's deadline kept.
 
 :func:`within_deadline` runs an attempt in a thread of its own and gives it up (a ``timeout``
-:class:`~attnstruct.checkpoints.hub_retry.Retryable`) at the first moment it has taken longer than the policy's
-:meth:`~attnstruct.checkpoints.hub_retry.RetryPolicy.deadline_s` of the bytes it has had: the HTTP client's timeout
+:class:`~attnstruct.hub_client.retry.Retryable`) at the first moment it has taken longer than the policy's
+:meth:`~attnstruct.hub_client.retry.RetryPolicy.deadline_s` of the bytes it has had: the HTTP client's timeout
 bounds each read, not the answer, so a server that sends a byte every few seconds, of the headers or of the body,
 would otherwise be waited for without end. The thread given up stops at its next byte (:class:`Progress`); one that
 the server keeps waiting for a byte ends with the server's connection. :func:`fetch` is the attempt: the ``GET``, its
 redirects (the token only to the hub's origin, :attr:`Route.home`), the status read into a retryable failure or a
-one-line :class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` of its kind (:func:`hub_error`), and the
+one-line :class:`~attnstruct.hub_client.failures.HubError` of its kind (:func:`hub_error`), and the
 body read by :func:`read_range` or :func:`read_whole`, which never read more than they were asked for. A
 :class:`Route` says where the attempt begins and what each hop is told (counting, pacing), and keeps where it ended.
 
@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urljoin, urlsplit
 
-from .extract.blocks import ExtractionError, one_line
-from .hub_retry import Retryable, RetryPolicy, retry_after_s
+from ..untrusted import one_line
+from .failures import HubError
+from .retry import Retryable, RetryPolicy, retry_after_s
 
 MAX_REDIRECTS = 10
 SERVER_ERRORS = (500, 502, 503, 504)
@@ -142,7 +143,7 @@ def origin(url: str) -> tuple[str, str, int]:
     return parts.scheme, (parts.hostname or "").lower(), parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
 
 
-def _refusal(response, token, what: str, progress: Progress) -> ExtractionError:
+def _refusal(response, token, what: str, progress: Progress) -> HubError:
     """The error of a final answer that is not a success, read from its status and ``X-Error-Code`` by
     ``huggingface_hub``'s own rules (on a copy holding at most :data:`ERROR_BODY_BYTES` of its body); a stale token's
     401 is :func:`token_refused`."""
@@ -165,7 +166,7 @@ def _refusal(response, token, what: str, progress: Progress) -> ExtractionError:
         hf_raise_for_status(copy)
     except Exception as err:
         return hub_error(err, what)
-    return ExtractionError(f"cannot read {what} from the hub: HTTP {response.status_code}")
+    return HubError(f"cannot read {what} from the hub: HTTP {response.status_code}")
 
 
 def _error_message(headers: Mapping[str, str], body: bytes) -> str:
@@ -180,7 +181,7 @@ def _error_message(headers: Mapping[str, str], body: bytes) -> str:
     return message.strip() if isinstance(message, str) else ""
 
 
-def token_refused(token) -> ExtractionError:
+def token_refused(token) -> HubError:
     """The one line of a token the hub refuses, naming where it came from, never the token."""
     from_env = bool(os.environ.get("HF_TOKEN")) and (token is True or token == os.environ.get("HF_TOKEN"))
     where, remedy = (
@@ -188,9 +189,7 @@ def token_refused(token) -> ExtractionError:
         if from_env
         else ("the saved login", "run `hf auth logout` (or log in again with `hf auth login`)")
     )
-    return ExtractionError(
-        f"the hub refuses the token from {where} (HTTP 401: {INVALID_TOKEN}); {remedy}", "invalid token"
-    )
+    return HubError(f"the hub refuses the token from {where} (HTTP 401: {INVALID_TOKEN}); {remedy}", "invalid token")
 
 
 def _unsatisfiable(response, size: int | None, what: str, asked: str | None) -> Exception:
@@ -203,7 +202,7 @@ def _unsatisfiable(response, size: int | None, what: str, asked: str | None) -> 
             "server error", f"HTTP 416 to {asked} with Content-Range {said!r}, but {what} has {size} bytes"
         )
     total = f"its {match[1]} bytes" if match else "the file"
-    return ExtractionError(f"the hub says {asked} of {what} lies outside {total} (HTTP 416)")
+    return HubError(f"the hub says {asked} of {what} lies outside {total} (HTTP 416)")
 
 
 def request_headers(token) -> dict[str, str]:
@@ -262,14 +261,14 @@ def _opened(url: str, token, headers: dict, timeout: float, what: str, progress:
             return
         finally:
             response.close()
-    raise ExtractionError(f"cannot read {what} from the hub: more than {MAX_REDIRECTS} redirects")
+    raise HubError(f"cannot read {what} from the hub: more than {MAX_REDIRECTS} redirects")
 
 
 def fetch(
     url: str, token, headers: dict, timeout: float, what: str, progress: Progress, read: Callable, route: Route
 ) -> T:
     """One attempt: ``read(response, progress)`` of the successful answer to ``GET url`` (redirects followed). Raises
-    :class:`Retryable` for what may pass, :class:`~attnstruct.checkpoints.extract.blocks.ExtractionError` for what
+    :class:`Retryable` for what may pass, :class:`~attnstruct.hub_client.failures.HubError` for what
     will not."""
     import httpx2
 
@@ -289,14 +288,14 @@ def read_range(response, start: int, end: int, what: str, progress: Progress) ->
     bytes as sent: an answer encoded (``Content-Encoding: gzip``) despite ``Accept-Encoding: identity`` is refused."""
     encoding = response.headers.get("Content-Encoding", "").strip().lower()
     if encoding not in ("", "identity"):
-        raise ExtractionError(f"the hub sent bytes {start}-{end - 1} of {what} {encoding}-encoded")
+        raise HubError(f"the hub sent bytes {start}-{end - 1} of {what} {encoding}-encoded")
     size = None
     skip = start
     if response.status_code == 206:
         match = _CONTENT_RANGE.fullmatch(response.headers.get("Content-Range", "").strip())
         if match is None or int(match[1]) != start:
             sent = response.headers.get("Content-Range")
-            raise ExtractionError(f"the hub answered bytes {start}-{end - 1} of {what} with Content-Range {sent!r}")
+            raise HubError(f"the hub answered bytes {start}-{end - 1} of {what} with Content-Range {sent!r}")
         skip, size = 0, None if match[3] == "*" else int(match[3])
     data = bytearray()
     for chunk in response.iter_raw():
@@ -311,7 +310,7 @@ def read_range(response, start: int, end: int, what: str, progress: Progress) ->
         size = start - skip + len(data)  # the whole file came
     message = f"{what} sent {len(data)} of the {end - start} bytes asked for at offset {start}"
     if size is not None and size < end:  # the file itself ends early: asking again gives the same
-        raise ExtractionError(message, "truncated")
+        raise HubError(message, "truncated")
     raise Retryable("broken transfer", message)
 
 
@@ -319,9 +318,7 @@ def read_whole(response, write: Callable[[bytes], object], size: int | None, lim
     """The body of a 200 (decoded as its ``Content-Encoding`` says), handed to ``write`` chunk by chunk: exactly
     ``size`` bytes when the size is known, else at most ``limit``. Returns the length."""
     if response.status_code != 200:
-        raise ExtractionError(
-            f"cannot read {what} from the hub: HTTP {response.status_code} to a request for all of it"
-        )
+        raise HubError(f"cannot read {what} from the hub: HTTP {response.status_code} to a request for all of it")
     most = size if size is not None else limit
     length = 0
     for chunk in response.iter_bytes():
@@ -329,15 +326,15 @@ def read_whole(response, write: Callable[[bytes], object], size: int | None, lim
         length += len(chunk)
         if length > most:
             said = "the size the hub lists for it" if size is not None else "the most attnstruct reads of an answer"
-            raise ExtractionError(f"the hub sent more than {most} bytes of {what}, {said}")
+            raise HubError(f"the hub sent more than {most} bytes of {what}, {said}")
         write(chunk)
     if size is not None and length != size:
-        raise ExtractionError(f"the hub sent {length} of the {size} bytes of {what}", "truncated")
+        raise HubError(f"the hub sent {length} of the {size} bytes of {what}", "truncated")
     return length
 
 
-def hub_error(err: BaseException, what: str) -> ExtractionError:
-    """The :class:`ExtractionError` of a failed hub request, its kind read from the error's type and HTTP status:
+def hub_error(err: BaseException, what: str) -> HubError:
+    """The :class:`HubError` of a failed hub request, its kind read from the error's type and HTTP status:
     gated, not found (repository, revision, file), rate limited (429), truncated (a transfer that broke off), offline
     (the hub could not be reached: DNS, a refused connection), or error (anything else)."""
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
@@ -345,17 +342,17 @@ def hub_error(err: BaseException, what: str) -> ExtractionError:
     name = type(err).__name__
     status = getattr(getattr(err, "response", None), "status_code", None)
     if isinstance(err, GatedRepoError):
-        return ExtractionError(f"{what} needs an accepted licence and a token (HF_TOKEN)", "gated")
+        return HubError(f"{what} needs an accepted licence and a token (HF_TOKEN)", "gated")
     if isinstance(err, RepositoryNotFoundError):
-        return ExtractionError(f"{what} (no such repository, or private: set HF_TOKEN)", "not found")
+        return HubError(f"{what} (no such repository, or private: set HF_TOKEN)", "not found")
     if isinstance(err, RevisionNotFoundError):
-        return ExtractionError(f"{what} (no such revision)", "not found")
+        return HubError(f"{what} (no such revision)", "not found")
     if "EntryNotFound" in name and "Local" not in name:
-        return ExtractionError(f"{what} (no such file in the repository)", "not found")
+        return HubError(f"{what} (no such file in the repository)", "not found")
     if status == 429:
-        return ExtractionError(f"the hub refused {what} for now (HTTP 429): try again later", "rate limited")
+        return HubError(f"the hub refused {what} for now (HTTP 429): try again later", "rate limited")
     if "ConnectError" in name or "ConnectionError" in name or "NameResolution" in name:
-        return ExtractionError(f"the hub could not be reached for {what} ({one_line(err)})", "offline")
+        return HubError(f"the hub could not be reached for {what} ({one_line(err)})", "offline")
     if "RemoteProtocol" in name or "ReadError" in name or "IncompleteRead" in name:
-        return ExtractionError(f"the transfer of {what} broke off ({one_line(err)})", "truncated")
-    return ExtractionError(f"cannot read {what} from the hub: {one_line(err)}")
+        return HubError(f"the transfer of {what} broke off ({one_line(err)})", "truncated")
+    return HubError(f"cannot read {what} from the hub: {one_line(err)}")

@@ -1,8 +1,8 @@
 """The bounds of a hub request's retries and of each attempt: what is waited, how often, how long an answer may take.
 
-:class:`RetryPolicy` holds the bounds (:mod:`attnstruct.checkpoints.hub_client` applies them to every request),
+:class:`RetryPolicy` holds the bounds (:mod:`attnstruct.hub_client.client` applies them to every request),
 :class:`RetryCounter` counts the retries by reason (:data:`REASONS`) and the holds of the quota's pacer
-(:mod:`attnstruct.checkpoints.hub_quota`), and :class:`Attempts` is one request's attempts under a policy: it waits
+(:mod:`attnstruct.hub_client.quota`), and :class:`Attempts` is one request's attempts under a policy: it waits
 before the next one, or says no when a bound would be passed. A 429 waits what the hub asks for
 (:func:`retry_after_s`: ``Retry-After``, else the reset ``t`` of the IETF ``RateLimit`` header plus a second, as
 ``huggingface_hub/utils/_http.py`` does since PR #3577, ``t`` being whole seconds), never less than
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .extract.blocks import ExtractionError
+from .failures import HubError
 
 REQUEST_TIMEOUT_S = 120.0  # huggingface_hub's shared client has none: a stalled server would hang a sweep
 MIN_RATE = 16_384.0  # bytes per second an answer must average after its first timeout_s (128 kbit/s)
@@ -158,21 +158,21 @@ class Attempts:
         self.tries += 1
         return True
 
-    def give_up(self, failure: Retryable, what: str) -> ExtractionError:
+    def give_up(self, failure: Retryable, what: str) -> HubError:
         tries = f"{self.tries} attempt{'s' if self.tries > 1 else ''}, {self.waited:.1f} s waited"
         if self.refused_wait is not None:
             tries += f"; the next wait, {self.refused_wait:.1f} s, would pass {self.policy.total_wait_s:.0f} s"
         if failure.reason == "rate limited":
-            return ExtractionError(f"the hub refused {what} (HTTP 429; {tries}): try again later", "rate limited")
+            return HubError(f"the hub refused {what} (HTTP 429; {tries}): try again later", "rate limited")
         if failure.reason == "unreachable":
-            return ExtractionError(
+            return HubError(
                 f"the hub could not be reached for {what}: {failure.detail} ({tries}); check the network, or set "
                 "HF_HUB_OFFLINE=1 to use the cache only",
                 "offline",
             )
         if failure.reason == "broken transfer":
-            return ExtractionError(f"the transfer of {what} broke off ({failure.detail}; {tries})", "truncated")
-        return ExtractionError(f"cannot read {what} from the hub: {failure.detail} ({tries})")
+            return HubError(f"the transfer of {what} broke off ({failure.detail}; {tries})", "truncated")
+        return HubError(f"cannot read {what} from the hub: {failure.detail} ({tries})")
 
 
 def retry_after_s(headers: Mapping[str, str]) -> float | None:
