@@ -250,7 +250,7 @@ def test_the_learned_facts_name_the_series_whose_runs_did_not_learn():
     assert facts == at_scale.LearnedFacts(all_learned=False, not_learned="local pairs, local decoder")
 
 
-def test_thinned_step_indices_keep_the_ends_and_spreads_the_rest_in_log_steps():
+def test_thinned_step_indices_keep_the_ends_and_spread_the_rest_in_log_steps():
     pythia = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, *range(1000, 143001, 1000)]
     kept = series.thinned_step_indices(pythia, 8)
     assert kept[0] == 0 and kept[-1] == len(pythia) - 1 and len(kept) <= 8
