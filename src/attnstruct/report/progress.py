@@ -15,6 +15,3 @@ OFF = {"1", "true", "yes", "on"}
 def bar_disabled(progress: bool) -> bool:
     """``disable=`` for tqdm: true when the caller asked for no bar or ``TQDM_DISABLE`` is set (1/true/yes/on)."""
     return not progress or os.environ.get("TQDM_DISABLE", "").strip().lower() in OFF
-
-
-hidden = bar_disabled  # the former name, still imported by analyses/null_ensembles.py; goes once that import does

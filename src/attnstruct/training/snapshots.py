@@ -166,9 +166,6 @@ def has_every_snapshot(run_dir: str | Path | None, steps: int, every: int | None
     return not wanted or (run_dir is not None and set(wanted) <= set(complete_snapshots(run_dir)))
 
 
-taken = complete_snapshots  # the former name, still used by analyses/local_series.py; goes once that call does
-
-
 def read_weights(folder: str | Path) -> dict:
     """The state dict of the snapshot in ``folder`` (``model.safetensors``, else ``pytorch_model.bin`` read with
     ``weights_only=True``); ValueError (one line) for a folder without either, a file that is not a checkpoint or
