@@ -151,6 +151,22 @@ def test_every_name_in_the_map_is_a_module_or_a_folder():
     assert not named_in_the_map() - known, sorted(named_in_the_map() - known)
 
 
+def shared_basenames(paths) -> dict[str, list[str]]:
+    """The file names that more than one module carries (``__init__.py``, every package's face, excepted), each with
+    the folders that hold it."""
+    folders: dict[str, list[str]] = {}
+    for path in paths:
+        if path.name != "__init__.py":
+            folders.setdefault(path.name, []).append(str(path.parent.relative_to(PACKAGE)))
+    return {name: where for name, where in folders.items() if len(where) > 1}
+
+
+def test_no_two_modules_share_a_basename():
+    """A module's file name alone says which module it is: ``plans`` in two folders makes a reader open both."""
+    shared = shared_basenames(MODULES.values())
+    assert not shared, shared
+
+
 def test_every_module_says_its_one_job_in_the_first_line_of_its_docstring():
     silent = [m for m, path in MODULES.items() if not (ast.get_docstring(ast.parse(path.read_text())) or "").strip()]
     assert not silent, silent

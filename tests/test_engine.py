@@ -176,7 +176,9 @@ def edit(path, old, new):
 
 def test_only_the_code_that_trains_enters_the_reuse_key(tmp_path):
     package, modules = copy_of_the_package(tmp_path), run_folder.code_modules(TextConfig())
-    assert {"attnstruct.tasks.text", "attnstruct.tasks.corpus", "attnstruct.training.engine"} <= set(modules)
+    assert {"attnstruct.tasks.text", "attnstruct.tasks.plays_and_text_files", "attnstruct.training.engine"} <= set(
+        modules
+    )
     assert "attnstruct.tasks.prepared_corpus" in modules, "a module the task's modules import decides runs too"
     assert not any(m.startswith(("attnstruct.teaching", "attnstruct.analyses")) for m in modules)
     before = run_folder.code_digest(modules, package)

@@ -250,15 +250,17 @@ def test_the_learned_facts_name_the_series_whose_runs_did_not_learn():
     assert facts == at_scale.LearnedFacts(all_learned=False, not_learned="local pairs, local decoder")
 
 
-def test_thin_keeps_the_ends_and_spreads_the_rest_in_log_steps():
+def test_thinned_step_indices_keep_the_ends_and_spread_the_rest_in_log_steps():
     pythia = [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, *range(1000, 143001, 1000)]
-    kept = series.thin(pythia, 8)
+    kept = series.thinned_step_indices(pythia, 8)
     assert kept[0] == 0 and kept[-1] == len(pythia) - 1 and len(kept) <= 8
     steps = np.log1p(np.array(pythia, dtype=float)[kept])
     assert np.diff(steps).min() > 0.5  # no two kept checkpoints crowd together in log(1 + step)
-    assert series.thin([5, 6, 7], 8) == [0, 1, 2] and series.thin(range(10), 3, log=False) == [0, 4, 9]
+    assert series.thinned_step_indices([5, 6, 7], 8) == [0, 1, 2] and series.thinned_step_indices(
+        range(10), 3, log=False
+    ) == [0, 4, 9]
     with pytest.raises(ValueError, match="at least 2"):
-        series.thin(pythia, 1)
+        series.thinned_step_indices(pythia, 1)
 
 
 def test_query_key_bytes_counts_both_weights_their_rows_and_biases():

@@ -457,8 +457,8 @@ def test_worker_processes_give_the_same_files(served, capsys, tmp_path, monkeypa
 
 
 def test_a_bpe_vocabulary_past_the_bound_is_refused_before_any_text_is_read(tmp_path):
-    from attnstruct.tasks import corpus, text_config
-    from attnstruct.tasks.corpus_sources import CorpusError
+    from attnstruct.tasks import plays_and_text_files, text_config
+    from attnstruct.tasks.source_documents import CorpusError
     from attnstruct.tasks.tokenizer_sources import resolve_tokenizer
 
     def no_text(n_chars):
@@ -468,7 +468,7 @@ def test_a_bpe_vocabulary_past_the_bound_is_refused_before_any_text_is_read(tmp_
         with pytest.raises(CorpusError, match=f"{spec}: a byte-level BPE trained here has a vocabulary of at most"):
             resolve_tokenizer(spec, sample=no_text, cache=tmp_path)
     with pytest.raises(ValueError, match="vocab_size must be an integer from 300"):
-        corpus.train_tokenizer(["a b c"], 2**40, tmp_path)
+        plays_and_text_files.train_tokenizer(["a b c"], 2**40, tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -476,7 +476,7 @@ def test_counts_and_workers_past_their_bounds_are_refused():
     import argparse
 
     from attnstruct.cli import prepare as command
-    from attnstruct.tasks.corpus_sources import CorpusError
+    from attnstruct.tasks.source_documents import CorpusError
 
     assert command.count("1.5B") == 1_500_000_000 and command.count(f"{command.MOST}") == command.MOST
     for text in ("1e30", "1e400", "-5", "0"):
@@ -489,7 +489,7 @@ def test_counts_and_workers_past_their_bounds_are_refused():
 
 
 def test_a_source_that_is_a_device_is_not_called_missing():
-    from attnstruct.tasks.corpus_sources import CorpusError, local_source
+    from attnstruct.tasks.source_documents import CorpusError, local_source
 
     with pytest.raises(CorpusError, match="neither a regular file nor a folder"):
         local_source("/dev/null", None, None, None)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from attnstruct import results
-from attnstruct.tasks import corpus, prepared_corpus, text, text_config
+from attnstruct.tasks import plays_and_text_files, prepared_corpus, text, text_config
 from attnstruct.training import engine
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -96,7 +96,7 @@ def test_which_sources_are_prepared_corpora(tmp_path, prepared):
 def test_a_prepared_corpus_is_read_by_memory_map_and_drawn_like_a_tensor(prepared, ids):
     task = text.TextTask(tiny(prepared, objective="next-token", batch_size=32))
     data = task.data
-    assert isinstance(data, corpus.MappedTokens) and isinstance(data.train, np.memmap)
+    assert isinstance(data, plays_and_text_files.MappedTokens) and isinstance(data.train, np.memmap)
     assert not data.train.flags.writeable and data.train.dtype == np.dtype("<u2") and len(data.train) == 20_000
     assert data.vocab_size == VOCAB and data.mask_id == MASK and data.random_tokens == (0, VOCAB)
     tensor = torch.from_numpy(ids[0].astype(np.int64))
@@ -112,7 +112,7 @@ def test_a_prepared_corpus_is_read_by_memory_map_and_drawn_like_a_tensor(prepare
 
 def test_the_unigram_entropy_comes_from_the_counts_and_matches_the_tokens(prepared, ids):
     data = text.TextTask(tiny(prepared)).data
-    expected = corpus.unigram_entropy(torch.from_numpy(ids[0]), VOCAB)
+    expected = plays_and_text_files.unigram_entropy(torch.from_numpy(ids[0]), VOCAB)
     assert data.unigram_entropy() == pytest.approx(expected, rel=1e-12) and 3.9 < expected < np.log(VOCAB)
 
 

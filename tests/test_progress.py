@@ -2,13 +2,13 @@
 
 import pytest
 
-from attnstruct.report.progress import hidden
+from attnstruct.report.progress import bar_disabled
 
 
 @pytest.mark.parametrize("value", ["1", "true", "Yes", " on "])
 def test_the_environment_hides_a_requested_bar(value, monkeypatch):
     monkeypatch.setenv("TQDM_DISABLE", value)
-    assert hidden(True) and hidden(False)
+    assert bar_disabled(True) and bar_disabled(False)
 
 
 @pytest.mark.parametrize("value", [None, "", "0", "false"])
@@ -17,4 +17,4 @@ def test_otherwise_the_caller_decides(value, monkeypatch):
         monkeypatch.delenv("TQDM_DISABLE", raising=False)
     else:
         monkeypatch.setenv("TQDM_DISABLE", value)
-    assert not hidden(True) and hidden(False)
+    assert not bar_disabled(True) and bar_disabled(False)

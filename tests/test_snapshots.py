@@ -61,7 +61,7 @@ def test_each_snapshot_scores_as_the_run_recorded_it_at_that_step(text_file, tmp
     training loop recorded at its step, layer by layer."""
     run_dir = tmp_path / "run"
     ds = engine.train(text.TextTask(tiny(text_file, objective)), run_dir, snapshot_every=4)
-    kept = snapshots.taken(run_dir)
+    kept = snapshots.complete_snapshots(run_dir)
     assert sorted(kept) == [0, 4, 8, 12]
     for step, folder in kept.items():
         config = json.loads((folder / "config.json").read_text())
@@ -79,13 +79,13 @@ def test_each_snapshot_scores_as_the_run_recorded_it_at_that_step(text_file, tmp
 def test_a_finished_run_without_snapshots_is_trained_again_to_the_same_data(text_file, tmp_path, one_torch_thread):
     run_dir = tmp_path / "run"
     first = engine.train(text.TextTask(tiny(text_file)), run_dir)
-    assert snapshots.taken(run_dir) == {}
+    assert snapshots.complete_snapshots(run_dir) == {}
     messages = []
     again = engine.train(
         text.TextTask(tiny(text_file)), run_dir, snapshot_every=6, callback=lambda *_: messages.append(1)
     )
     assert messages, "the run was reused although its snapshots were missing"
-    assert sorted(snapshots.taken(run_dir)) == [0, 6, 12]
+    assert sorted(snapshots.complete_snapshots(run_dir)) == [0, 6, 12]
     xr.testing.assert_equal(first, again)  # snapshots change nothing that is trained
     messages.clear()
     engine.train(text.TextTask(tiny(text_file)), run_dir, snapshot_every=6, callback=lambda *_: messages.append(1))
@@ -100,7 +100,7 @@ def test_snapshots_need_a_run_folder(text_file):
 def test_a_run_continued_from_a_snapshot_starts_where_the_other_run_was(text_file, tmp_path, one_torch_thread):
     """A decoder trained on as an encoder: the continued run's first record is the decoder's snapshot, exactly."""
     decoder = engine.train(text.TextTask(tiny(text_file, "next-token")), tmp_path / "decoder", snapshot_every=6)
-    start = snapshots.taken(tmp_path / "decoder")[12]
+    start = snapshots.complete_snapshots(tmp_path / "decoder")[12]
     continued = tiny(text_file, "mlm", steps=6, init_from=str(start))
     assert continued.run_name() == "mlm-bert-seed0-continued"
     ds = engine.train(text.TextTask(continued), tmp_path / "continued")
@@ -111,7 +111,7 @@ def test_a_run_continued_from_a_snapshot_starts_where_the_other_run_was(text_fil
 
 def test_init_from_a_missing_or_other_shaped_snapshot_is_one_line(text_file, tmp_path, one_torch_thread):
     engine.train(text.TextTask(tiny(text_file)), tmp_path / "run", snapshot_every=12)
-    folder = snapshots.taken(tmp_path / "run")[12]
+    folder = snapshots.complete_snapshots(tmp_path / "run")[12]
     with pytest.raises(ValueError, match="init_from: .* does not exist"):
         text.TextTask(tiny(text_file, init_from=str(tmp_path / "nowhere"))).build_model()
     with pytest.raises(ValueError, match="init_from: .* another model shape"):
@@ -128,7 +128,7 @@ def test_a_snapshot_is_read_by_byte_ranges_from_disk_and_the_bytes_are_counted(t
     from attnstruct.checkpoints.series import query_key_bytes
 
     engine.train(text.TextTask(tiny(text_file, d_model=32, vocab_size=600)), tmp_path / "run", snapshot_every=12)
-    folder = snapshots.taken(tmp_path / "run")[12]
+    folder = snapshots.complete_snapshots(tmp_path / "run")[12]
     with open_checkpoint(str(folder)) as checkpoint:
         list(checkpoint.blocks())
         fetched = checkpoint.bytes_fetched()

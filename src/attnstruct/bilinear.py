@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ._checks import ArrayLike, back, check_factors, check_square, to_float64
+from ._checks import ArrayLike, check_factors, check_square, to_caller_type, to_float64
 
 
 def split_heads(weight: ArrayLike, n_heads: int) -> ArrayLike:
@@ -23,7 +23,7 @@ def split_heads(weight: ArrayLike, n_heads: int) -> ArrayLike:
     w, as_torch = to_float64(weight, "weight")
     if w.ndim != 2 or n_heads < 1 or w.shape[0] % n_heads:
         raise ValueError(f"cannot split weight of shape {tuple(w.shape)} into {n_heads} heads")
-    return back(w.reshape(n_heads, w.shape[0] // n_heads, w.shape[1]), as_torch)
+    return to_caller_type(w.reshape(n_heads, w.shape[0] // n_heads, w.shape[1]), as_torch)
 
 
 def wqk(w_q: ArrayLike, w_k: ArrayLike, *, sum_heads: bool = True) -> ArrayLike:
@@ -39,24 +39,24 @@ def wqk(w_q: ArrayLike, w_k: ArrayLike, *, sum_heads: bool = True) -> ArrayLike:
     check_factors(a, b)
     per_head = a.mT @ b
     if not sum_heads:
-        return back(per_head, as_torch)
+        return to_caller_type(per_head, as_torch)
     if a.ndim < 3:
         raise ValueError(f"sum_heads=True needs a head axis: shape [..., H, d_head, d_model], got {tuple(a.shape)}")
-    return back(per_head.sum(-3), as_torch)
+    return to_caller_type(per_head.sum(-3), as_torch)
 
 
 def symmetric_part(m: ArrayLike) -> ArrayLike:
     """``M_s = (M + M^T) / 2`` for ``[..., d, d]``."""
     t, as_torch = to_float64(m, "M")
     check_square(t, "M")
-    return back((t + t.mT) / 2, as_torch)
+    return to_caller_type((t + t.mT) / 2, as_torch)
 
 
 def skew_part(m: ArrayLike) -> ArrayLike:
     """``M_n = (M - M^T) / 2`` for ``[..., d, d]``; ``M = M_s + M_n`` and the two are Frobenius-orthogonal."""
     t, as_torch = to_float64(m, "M")
     check_square(t, "M")
-    return back((t - t.mT) / 2, as_torch)
+    return to_caller_type((t - t.mT) / 2, as_torch)
 
 
 def bilinear_logits(
@@ -101,4 +101,4 @@ def bilinear_logits(
         key_term = (x_h @ (b.mT @ bq.unsqueeze(-1))).mT  # [..., H, 1, N]
         const = (bq * bk).sum(-1)[..., None, None]
         logits = logits + query_term + key_term + const
-    return back(logits, as_torch)
+    return to_caller_type(logits, as_torch)

@@ -52,7 +52,7 @@ from typing import Literal, NamedTuple
 
 import torch
 
-from ._checks import ArrayLike, back, check_factors, check_square, input_eps, to_float64
+from ._checks import ArrayLike, check_factors, check_square, input_eps, to_caller_type, to_float64
 from .conventions import CONVENTION_DESCRIPTIONS, CONVENTIONS, DEFAULT_NUM_STD  # noqa: F401 - public here too
 
 Convention = Literal["paper", "raw"]
@@ -134,7 +134,7 @@ def symmetry_score(m: ArrayLike, *, convention: Convention = "paper") -> ArrayLi
     check_square(m, "M")
     total = (m * m).sum((-2, -1))
     cross = _trace_of_square(m)
-    return back(_symmetry_from_traces(cross, total, convention), as_torch)
+    return to_caller_type(_symmetry_from_traces(cross, total, convention), as_torch)
 
 
 def directionality_score(
@@ -152,7 +152,7 @@ def directionality_score(
     check_square(m, "M")
     row_norms = torch.linalg.vector_norm(m, dim=-1)
     col_norms = torch.linalg.vector_norm(m, dim=-2)
-    return back(_directionality_from_norms(row_norms, col_norms, num_std, convention, tol), as_torch)
+    return to_caller_type(_directionality_from_norms(row_norms, col_norms, num_std, convention, tol), as_torch)
 
 
 def row_column_excess(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD) -> tuple[ArrayLike, ArrayLike]:
@@ -167,7 +167,7 @@ def row_column_excess(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD) -> tupl
     check_square(m, "M")
     rows = _norm_excess(torch.linalg.vector_norm(m, dim=-1), num_std, tol)
     cols = _norm_excess(torch.linalg.vector_norm(m, dim=-2), num_std, tol)
-    return back(rows, as_torch), back(cols, as_torch)
+    return to_caller_type(rows, as_torch), to_caller_type(cols, as_torch)
 
 
 def scores(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD, convention: Convention = "paper") -> Scores:
@@ -285,4 +285,4 @@ def factor_scores(
     direc = _directionality_from_norms(rows.double(), cols.double(), num_std, convention, tol)
     if not bool(torch.isfinite(sym).all() and torch.isfinite(direc).all()):
         raise ValueError(f"the scores are not finite: the {precision} products overflowed or underflowed")
-    return Scores(back(sym.double(), as_torch), back(direc, as_torch))
+    return Scores(to_caller_type(sym.double(), as_torch), to_caller_type(direc, as_torch))

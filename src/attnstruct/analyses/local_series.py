@@ -151,7 +151,7 @@ def make_series(
     rows = []
     for config, folder in zip(configs, processes.run_dirs(configs, runs_dir)):
         role, tokens = ROLE[config.objective], config.batch_size * config.seq_len
-        for step, path in snapshots.taken(folder).items():
+        for step, path in snapshots.complete_snapshots(folder).items():
             rows.append(_entry(path, "trajectory", f"local {role}", role, config.seed, step, step * tokens))
         rows.append(_entry(finals[(config.objective, config.seed)], "pair", "local pairs", role, config.seed))
     for config, folder in zip(continued, processes.run_dirs(continued, runs_dir)):

@@ -386,8 +386,8 @@ class SetupFacts:
 
 
 def setup(data, tokenizer, config: text_config.TextConfig, example: str) -> SetupFacts:
-    """The facts of the corpus (``data``, :class:`attnstruct.tasks.corpus.TokenData`), ``example`` in ``tokenizer``'s
-    tokens, and the run of ``config`` (passes: ``steps * batch_size * seq_len / training tokens``)."""
+    """The facts of the corpus (``data``, :class:`attnstruct.tasks.plays_and_text_files.TokenData`), ``example`` in
+    ``tokenizer``'s tokens, and the run of ``config`` (passes: ``steps * batch_size * seq_len / training tokens``)."""
     shape = config.model_config(data.vocab_size)
     passes = config.steps * config.batch_size * config.seq_len / len(data.train)
     return SetupFacts(

@@ -23,7 +23,7 @@ import xarray as xr
 from tqdm import tqdm
 
 from ..random_matrices import gaussian, generator, random_factors
-from ..report.progress import hidden
+from ..report.progress import bar_disabled
 from ..scores import DEFAULT_NUM_STD, factor_scores, scores
 
 
@@ -61,7 +61,7 @@ def null_distribution(
     sym = np.full((len(ensembles), len(d_models), n_draws), np.nan)
     direc = np.full_like(sym, np.nan)
     cells = [(e, i) for e in range(len(ensembles)) for i in range(len(d_models)) if e == 0 or e % 2 == 1]
-    for e, i in tqdm(cells, desc="null distributions", disable=hidden(progress)):
+    for e, i in tqdm(cells, desc="null distributions", disable=bar_disabled(progress)):
         d = d_models[i]
         gen = generator(seed, e, d)
         if e == 0:

@@ -25,7 +25,7 @@ from .. import interrupts
 from .._checks import input_eps
 from ..conventions import FLOAT32_FROM_D_MODEL, PRECISIONS
 from ..devices import DeviceError, resolve_device
-from ..report.progress import hidden
+from ..report.progress import bar_disabled
 from ..scores import DEFAULT_NUM_STD, Scores, factor_scores
 from ..untrusted import one_line
 from .extract import AttentionBlock, ExtractionError
@@ -120,7 +120,7 @@ def score_blocks(
         total=total,
         desc=desc,
         unit="block",
-        disable=hidden(progress),
+        disable=bar_disabled(progress),
         position=position,
         leave=position is None,
     )

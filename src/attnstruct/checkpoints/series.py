@@ -19,8 +19,9 @@ Three kinds of evidence, each a list of checkpoints (hub ids ``ORG/NAME[@REVISIO
 
 :func:`entries` expands the named series into the table that notebook 09 reads (:data:`ENTRY_COLUMNS`), listing a
 repository's revisions through :func:`attnstruct.checkpoints.revisions.list_revisions` (hub access) and keeping at
-most ``max_checkpoints`` of each run, spread evenly in ``log(1 + step)`` (:func:`thin`). A checkpoint named here
-that does not exist on the hub fails in the sweep with the kind ``not found``, listed in its ``failures.csv``.
+most ``max_checkpoints`` of each run, spread evenly in ``log(1 + step)`` (:func:`thinned_step_indices`). A checkpoint
+named here that does not exist on the hub fails in the sweep with the kind ``not found``, listed in its
+``failures.csv``.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def query_key_bytes(
     return int(n_layers) * rows * int(d_head) * (int(d_model) + int(bool(bias))) * int(bytes_per_value)
 
 
-def thin(steps: Sequence[float], keep: int, *, log: bool = True) -> list[int]:
+def thinned_step_indices(steps: Sequence[float], keep: int, *, log: bool = True) -> list[int]:
     """Indices of ``keep`` of ``steps`` (ascending, finite; all of them when there are no more), spread evenly in
     ``log(1 + step)`` (or in ``step`` with ``log=False``), the first and the last always kept: Pythia's 154
     checkpoints are dense early (``step1, 2, 4, ... 512``) and every 1,000 steps after, and a log axis is where the
@@ -205,7 +206,8 @@ def _row(model, kind, series, role, unit, seed=-1, stage="", step=math.nan, toke
 
 
 def trajectory_entries(trajectory: Trajectory, *, max_checkpoints: int, settings=None) -> list[dict]:
-    """The entries of one trajectory, each seed's checkpoints thinned to ``max_checkpoints`` (:func:`thin`)."""
+    """The entries of one trajectory, each seed's checkpoints thinned to ``max_checkpoints``
+    (:func:`thinned_step_indices`)."""
     from .revisions import list_revisions, model_position
 
     rows = []
@@ -222,7 +224,9 @@ def trajectory_entries(trajectory: Trajectory, *, max_checkpoints: int, settings
         lines, positions = [lines[i] for i in order], [positions[i] for i in order]
         phased = any(p.phase > 0 for p in positions)  # phases after pre-training restart their step count: by rank
         ranks = np.arange(len(lines), dtype=float)
-        for i in thin(ranks if phased else [p.step for p in positions], max_checkpoints, log=not phased):
+        for i in thinned_step_indices(
+            ranks if phased else [p.step for p in positions], max_checkpoints, log=not phased
+        ):
             step, tokens = positions[i].step, positions[i].tokens
             if math.isnan(tokens) and not math.isnan(trajectory.tokens_per_step) and positions[i].phase == 0:
                 tokens = step * trajectory.tokens_per_step

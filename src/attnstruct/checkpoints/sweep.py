@@ -61,7 +61,7 @@ from tqdm import tqdm
 from .. import interrupts
 from ..devices import resolve_device
 from ..hub_client import client as hub_client
-from ..report.progress import hidden
+from ..report.progress import bar_disabled
 from ..results import (
     OutputError,
     load_dataset,
@@ -382,7 +382,7 @@ def _sweep_locked(
         initial=len(result.skipped),
         desc="models",
         unit="model",
-        disable=hidden(progress),
+        disable=bar_disabled(progress),
         position=0,
     )
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="attnstruct-sweep") as pool:

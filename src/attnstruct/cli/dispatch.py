@@ -245,12 +245,12 @@ def _run(argv: list[str]) -> int:
         from .train import main as main_train
 
         return main_train(argv[1:])
-    from . import revisions, run, score
+    from . import list_revisions, run, score
 
     commands = {
         "score": score.score,
         "sweep": score.sweep,
-        "revisions": revisions.revisions,
+        "revisions": list_revisions.revisions,
         "list": run.list_parameters,
         "reproduce": run.run_all,
         "notebook": run.run_one,

@@ -95,13 +95,13 @@ def passes_line(steps: int, batch_size: int, seq_len: int, train_tokens: int) ->
 def main_prepare(argv: list[str]) -> int:
     """``attnstruct prepare-corpus SOURCE --tokenizer TOK [options]`` or ``--list``; return the exit status."""
     from ..checkpoints.extract.blocks import ExtractionError
-    from ..tasks.corpus_sources import CorpusError
+    from ..tasks.source_documents import CorpusError
     from ..untrusted import UnsafeName
 
     try:
         args = _parser().parse_args(argv)
         if args.list:
-            from ..tasks.hub_corpora import describe_corpora
+            from ..tasks.hub_sources import describe_corpora
 
             print(describe_corpora(args.cache_dir))
             return 0

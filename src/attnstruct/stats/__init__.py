@@ -14,7 +14,7 @@ The names a notebook or an analysis uses are importable from here: ``from attnst
 stats.paired_effect(...)``.
 """
 
-from .families import family_effect, family_values, model_family
+from .family_units import family_effect, family_values, model_family
 from .nulls import (
     SCORES,
     NullComparison,
@@ -28,8 +28,8 @@ from .nulls import (
     paired_null,
     peak_minus_final,
 )
-from .plans import Claim, Plan, holm
 from .power import POWER, detectable_effect, detectable_shift, sign_flip_power
+from .preregistration import Claim, Plan, holm
 from .resampling import (
     ALTERNATIVES,
     EXACT_SIGN_FLIP_N,

@@ -55,8 +55,8 @@ NOT_LEARNED = "the runs did not learn"
 @dataclass(frozen=True)
 class Effect:
     """One claim's evidence: interval over ``n`` units, ``test``'s p-value and the smallest p it could reach, null
-    comparison, whether the runs learned, verdict and reason; under a plan (:mod:`attnstruct.stats.plans`), the
-    corrected p-value and the claim's family."""
+    comparison, whether the runs learned, verdict and reason; under a plan (:mod:`attnstruct.stats.preregistration`),
+    the corrected p-value and the claim's family."""
 
     claim: str
     unit: str
@@ -74,7 +74,7 @@ class Effect:
     smallest: float = 1.0  # the smallest p the test could reach with these units (1.0: no test)
     learned: bool = True  # whether the runs behind the numbers learned (rule 0 of decide)
     p_opposite: float = math.nan  # the test in the opposite direction (rule 3 of decide); NaN: none
-    p_adjusted: float = math.nan  # the p-value after a plan's correction (attnstruct.stats.plans); NaN: none
+    p_adjusted: float = math.nan  # the p-value after a plan's correction (attnstruct.stats.preregistration); NaN: none
     family: str = ""  # the claim's place in its plan: "primary, Holm over m claims" or "secondary, uncorrected"
     spread: float = math.nan  # the standard deviation of the per-unit values (paired differences; pooled groups)
     n_control: int = 0  # the control group's units of a two-sample test (0: a paired test)

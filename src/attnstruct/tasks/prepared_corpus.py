@@ -13,7 +13,7 @@ A prepared corpus is the folder ``<attnstruct cache>/corpora/prepared/<key>/`` (
   vocab_size, where from), preprocessing, val_fraction, max_tokens, created, attnstruct_version, key.
 
 Rules. A document goes to ``val`` when the first 8 bytes of the BLAKE2b hash of its identity (its place in its
-file, :mod:`attnstruct.tasks.corpus_sources`), read as a fraction of ``2**64``, fall below ``val_fraction``; when
+file, :mod:`attnstruct.tasks.source_documents`), read as a fraction of ``2**64``, fall below ``val_fraction``; when
 none does and there are two documents or more, the one of smallest hash does. So the split depends on neither
 ``workers`` nor interruptions. ``max_tokens`` keeps the first documents of the source, in order, until that many
 tokens (train and val together), the last one cut. ``preprocessing`` (a name of
@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from . import token_shards
-from .corpus_sources import CorpusError, Source
+from .source_documents import CorpusError, Source
 
 FORMAT = "attnstruct-tokens/1"
 SPLITS = ("train", "val")
@@ -147,12 +147,12 @@ def open_prepared(folder: str | os.PathLike) -> PreparedCorpus:
 
 def open_source(source: str, config=None, split=None, field=None, settings=None, cache=None) -> Source:
     """A hub dataset (``hf://datasets/...``), a named corpus or a local folder or file, as a Source."""
-    from .hub_corpora import CORPORA, hub_source
+    from .hub_sources import CORPORA, hub_source
 
     source = os.fspath(source)
     if source.startswith("hf://") or source in CORPORA:
         return hub_source(source, config, split, field, settings, cache)
-    from .corpus_sources import local_source
+    from .source_documents import local_source
 
     return local_source(source, config, split, field)
 
@@ -249,7 +249,7 @@ def prepare(
 ) -> PreparedCorpus:
     """Tokenise ``source`` with ``tokenizer`` into a prepared corpus, or return the one prepared before (module
     docstring). ``source``: ``hf://datasets/ORG/NAME[@REV][/PATH]``, a named corpus
-    (:data:`attnstruct.tasks.hub_corpora.CORPORA`) or a local folder or file; ``tokenizer``: a hub id, a
+    (:data:`attnstruct.tasks.hub_sources.CORPORA`) or a local folder or file; ``tokenizer``: a hub id, a
     ``tokenizer.json`` or ``bpe[:N]`` (:mod:`attnstruct.tasks.tokenizer_sources`); ``settings``: a
     :class:`attnstruct.checkpoints.hub.HubSettings` (default: from the environment); ``log`` receives progress
     lines. Bad input raises CorpusError with one line, before anything is written."""

@@ -21,7 +21,7 @@ import torch
 
 from ..report.prose import count
 from ..training import budget
-from . import corpus, text, text_config
+from . import plays_and_text_files, text, text_config
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class RandomTokens:
     def unigram_entropy(self) -> float:
         """``-sum_v p_v log p_v`` (nats) of the training ids: close to ``log vocab_size`` when ``train`` is much
         longer than the vocabulary, lower otherwise (ids never drawn contribute 0)."""
-        return corpus.unigram_entropy(self.train, self.vocab_size)
+        return plays_and_text_files.unigram_entropy(self.train, self.vocab_size)
 
 
 class RandomTokenTask(text.TextTask):

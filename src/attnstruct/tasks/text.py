@@ -20,9 +20,9 @@ training from a snapshot folder of another run (:mod:`attnstruct.training.snapsh
 the runs folder of :func:`train_many`) with this run's objective: a decoder trained on as an encoder, say (notebook
 09's cross-objective runs); the batches are still drawn from ``(seed, step)``, steps counted from 1 again.
 
-The corpus (:mod:`attnstruct.tasks.run_corpus`): the packaged plays or one UTF-8 text file with the BPE trained here
-(``tokenizer="bpe"``, ``vocab_size``), as :mod:`attnstruct.tasks.corpus` reads them; anything else is a *prepared
-corpus*, tokenised once by :mod:`attnstruct.tasks.prepared_corpus` (a hub dataset ``hf://datasets/ORG/NAME[@REV]``
+The corpus (:mod:`attnstruct.tasks.run_tokens`): the packaged plays or one UTF-8 text file with the BPE trained here
+(``tokenizer="bpe"``, ``vocab_size``), as :mod:`attnstruct.tasks.plays_and_text_files` reads them; anything else is a
+*prepared corpus*, tokenised once by :mod:`attnstruct.tasks.prepared_corpus` (a hub dataset ``hf://datasets/ORG/NAME[@REV]``
 with ``corpus_config``, ``corpus_split``, ``corpus_field``; a named corpus; parquet, jsonl or text files or a
 folder of them; a tokenizer by hub id or ``tokenizer.json`` path; ``max_tokens``; ``preprocessing``) or a prepared
 folder itself, and read by memory map: the windows of a batch are the only tokens read, drawn from ``(seed, step)``
@@ -49,8 +49,8 @@ from ..training import engine
 from ..training import processes as many_runs
 from ..training.config import one_of
 from ..training.model import LanguageModel, attention_layers
-from . import corpus
-from .run_corpus import corpus_data, corpus_tokenizer
+from . import plays_and_text_files
+from .run_tokens import corpus_data, corpus_tokenizer
 from .text_config import INITS, TextConfig
 
 __all__ = [
@@ -127,8 +127,8 @@ def mask_for_mlm(
 
 def make_batch(config: TextConfig, data, ids, n: int, *seeds: int) -> Batch:
     """The batch for one step (or one validation batch), a pure function of the seeds; ``data`` is the corpus
-    (:class:`attnstruct.tasks.corpus.TokenData` or :class:`~attnstruct.tasks.corpus.MappedTokens`), ``ids`` one
-    of its splits."""
+    (:class:`attnstruct.tasks.plays_and_text_files.TokenData` or
+    :class:`~attnstruct.tasks.plays_and_text_files.MappedTokens`), ``ids`` one of its splits."""
     generator = engine.seeded_generator(*seeds)
     windows = draw_windows(ids, n, config.seq_len + 1, generator)
     if config.objective == "mlm":
@@ -229,7 +229,7 @@ class TextTask:
         return {"config": self.config, "cache": self.cache, "runs_dir": self.runs_dir}
 
     @functools.cached_property
-    def data(self) -> corpus.TokenData | corpus.MappedTokens:
+    def data(self) -> plays_and_text_files.TokenData | plays_and_text_files.MappedTokens:
         return corpus_data(self.config, self.cache)
 
     @functools.cached_property
@@ -259,7 +259,7 @@ class TextTask:
 
     def attrs(self) -> dict:
         data = self.data
-        if isinstance(data, corpus.MappedTokens):
+        if isinstance(data, plays_and_text_files.MappedTokens):
             return data.attrs()
         return {"corpus": data.source, "corpus_tokens": f"{len(data.train)} train / {len(data.val)} validation"}
 

@@ -23,7 +23,7 @@ from .preprocessing import PREPROCESSING
 
 CORPUS_OPTIONS = ("tokenizer", "corpus_config", "corpus_split", "corpus_field", "max_tokens", "preprocessing")
 MIN_BPE_VOCAB, MAX_BPE_VOCAB = 300, 2**20  # 256 bytes + merges; past 2**24 the tokenizers library aborts the process
-DOCUMENT_SUFFIXES = (".parquet", ".jsonl", ".json")  # files of rows, read by attnstruct.tasks.corpus_sources
+DOCUMENT_SUFFIXES = (".parquet", ".jsonl", ".json")  # files of rows, read by attnstruct.tasks.source_documents
 OBJECTIVES = ("mlm", "next-token", "next-token-mlm-collator")
 INITS = ("bert", "symmetric", "symmetric-matched", "default-scale")
 CAUSAL = {"mlm": False, "next-token": True, "next-token-mlm-collator": True}
@@ -123,8 +123,8 @@ def _packaged_corpora() -> frozenset[str]:
 
 def takes_text_path(source: str | os.PathLike) -> bool:
     """Whether ``source`` is read as today's text: a packaged corpus name, one text file (not parquet, jsonl or
-    json), or a path that does not exist (:func:`attnstruct.tasks.corpus.read_documents` names it). A ``hf://`` spec,
-    a folder and a bare name that is not packaged (a named corpus) are prepared corpora."""
+    json), or a path that does not exist (:func:`attnstruct.tasks.plays_and_text_files.read_documents` names it). A
+    ``hf://`` spec, a folder and a bare name that is not packaged (a named corpus) are prepared corpora."""
     packaged = _packaged_corpora()
     if isinstance(source, str) and (source in packaged or source.startswith("hf://")):
         return source in packaged

@@ -1,6 +1,6 @@
 """A source tokenised unit by unit into shards, and the shards joined into a prepared corpus's files.
 
-Each unit of a :class:`~attnstruct.tasks.corpus_sources.Source` (a parquet row group, a JSON-lines chunk, a text
+Each unit of a :class:`~attnstruct.tasks.source_documents.Source` (a parquet row group, a JSON-lines chunk, a text
 file) is encoded (in ``workers`` spawned processes when more than one) into one shard ``FFFFF-PPPPPP.npz``
 (``tokens``: the ids of its documents one after another, ``lengths``: int64 per document, ``hashes``: uint64 per
 document), written atomically, so a killed preparation resumes from the shards it finished; Ctrl-C
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import interrupts
-from .corpus_sources import Source
+from .source_documents import Source
 
 SPLITS = ("train", "val")
 
@@ -58,7 +58,7 @@ def tokenise(src, text, dtype, shards: Path, max_tokens, workers, preprocessing,
     """Each unit's shard, in order, until ``max_tokens`` (units with a shard already are not read again)."""
     from tqdm.auto import tqdm
 
-    from ..report.progress import hidden
+    from ..report.progress import bar_disabled
     from .tokenizer_sources import Encoder, encode_in_worker, start_worker
 
     if shards.is_dir():
@@ -71,7 +71,7 @@ def tokenise(src, text, dtype, shards: Path, max_tokens, workers, preprocessing,
 
         context = multiprocessing.get_context("spawn")
         pool = context.Pool(workers, initializer=start_worker, initargs=(text, preprocessing, dtype.name))
-    bar = tqdm(total=max_tokens, unit="tok", unit_scale=True, disable=hidden(progress and sys.stderr.isatty()))
+    bar = tqdm(total=max_tokens, unit="tok", unit_scale=True, disable=bar_disabled(progress and sys.stderr.isatty()))
     done, total, pending, units = [], 0, deque(), src.units()
     ahead = 2 * workers if pool is not None else 1  # units read before their turn: none without worker processes
     try:

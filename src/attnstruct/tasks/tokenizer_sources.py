@@ -8,12 +8,12 @@
   :data:`~attnstruct.hub_client.client.MAX_ANSWER_BYTES`), which comes whole, by
   :func:`attnstruct.hub_client.client.get_file`, into attnstruct's cache of the model's files,
   ``<cache>/hub/ORG--NAME/files/<commit>/tokenizer.json``. A branch is pinned to the commit it had at its first use
-  (the ``models`` entries of the pins file of :mod:`attnstruct.tasks.hub_corpora`), so a later use reads the cached
+  (the ``models`` entries of the pins file of :mod:`attnstruct.tasks.hub_sources`), so a later use reads the cached
   file without a request, offline too (or the file of that commit in the hub cache, where ``huggingface-cli
   download`` or an older attnstruct left it, if it lies inside the hub cache);
 * a local ``tokenizer.json`` (or a folder holding one);
 * ``bpe`` or ``bpe:N``: a byte-level BPE of vocabulary ``N`` (default :data:`DEFAULT_BPE_VOCAB`) trained here by
-  :func:`attnstruct.tasks.corpus.train_tokenizer` on the source's first training documents, at most
+  :func:`attnstruct.tasks.plays_and_text_files.train_tokenizer` on the source's first training documents, at most
   :data:`BPE_SAMPLE_CHARS` characters of them (ten per token under ``--max-tokens``: a bounded, deterministic
   sample), kept in ``<cache>/corpora/tokenizers/`` under the source's digest and the settings, so a second use
   reads no text.
@@ -69,7 +69,7 @@ class TokenizerSource:
 
     def remember(self, cache=None) -> None:
         if self.pin is not None:
-            from .hub_corpora import record_pin
+            from .hub_sources import record_pin
 
             record_pin("models", *self.pin, cache=cache)
 
@@ -95,7 +95,7 @@ def _special(tokenizer, names: tuple[str, ...], word: str) -> int | None:
 
 def from_json(spec: str, text: str, what: str, origin: dict, pin=None) -> TokenizerSource:
     """A :class:`TokenizerSource` of a tokenizer's JSON; CorpusError naming ``what`` when it cannot be read."""
-    from .corpus_sources import CorpusError
+    from .source_documents import CorpusError
 
     try:
         tokenizer = load(text)
@@ -115,7 +115,7 @@ def from_json(spec: str, text: str, what: str, origin: dict, pin=None) -> Tokeni
 
 
 def _local(spec: str) -> TokenizerSource:
-    from .corpus_sources import CorpusError
+    from .source_documents import CorpusError
 
     path = Path(spec).expanduser().resolve()
     if path.is_dir():
@@ -130,8 +130,8 @@ def _local(spec: str) -> TokenizerSource:
 def _hub(spec: str, settings, cache) -> TokenizerSource:
     from ..checkpoints.hub import parse_hub_id
     from ..untrusted import COMMIT
-    from .corpus_sources import CorpusError
-    from .hub_corpora import hub_settings, pinned
+    from .hub_sources import hub_settings, pinned
+    from .source_documents import CorpusError
 
     repo, revision = parse_hub_id(spec)
     settings = hub_settings(settings)
@@ -189,8 +189,8 @@ def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) ->
     from ..checkpoints.hub import download, model_listing
     from ..hub_client.client import MAX_ANSWER_BYTES
     from ..untrusted import COMMIT
-    from .corpus_sources import CorpusError
     from .hub_datasets import from_hub
+    from .source_documents import CorpusError
 
     commit, files, sizes = from_hub(model_listing, settings, repo, revision)
     if COMMIT.fullmatch(revision) and commit != revision:
@@ -207,8 +207,8 @@ def _download_tokenizer(spec: str, settings, repo: str, revision: str, cache) ->
 def _bpe(spec: str, vocab: int, sample, sample_chars: int, sample_key: str, cache) -> TokenizerSource:
     from ..cache_folder import cache_dir
     from ..results import write_atomically
-    from .corpus import train_tokenizer
-    from .corpus_sources import CorpusError
+    from .plays_and_text_files import train_tokenizer
+    from .source_documents import CorpusError
     from .text_config import MAX_BPE_VOCAB, MIN_BPE_VOCAB
 
     if vocab < MIN_BPE_VOCAB:
@@ -233,7 +233,7 @@ def resolve_tokenizer(
     """The tokenizer ``spec`` names (module docstring). ``sample(n_chars)`` gives the first training documents, at
     most ``sample_chars`` characters, a ``bpe`` tokenizer learns from, ``sample_key`` what identifies them (the
     source and the settings). CorpusError, one line, when it cannot be had."""
-    from .corpus_sources import CorpusError
+    from .source_documents import CorpusError
 
     if match := _BPE.match(spec):
         return _bpe(spec, int(match["n"] or DEFAULT_BPE_VOCAB), sample, sample_chars, sample_key, cache)
@@ -268,8 +268,8 @@ class Encoder:
 def preprocessing_function(name: str):
     """The transform named ``name`` (:data:`attnstruct.tasks.preprocessing.PREPROCESSING`); CorpusError naming the
     known ones otherwise."""
-    from .corpus_sources import CorpusError
     from .preprocessing import preprocessing
+    from .source_documents import CorpusError
 
     try:
         return preprocessing(name)

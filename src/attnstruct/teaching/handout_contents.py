@@ -65,7 +65,7 @@ class Build:
     ran: dict[str, bool]  # notebook stem -> whether its executed copy finished
     _datasets: dict[str, xr.Dataset | None] = field(default_factory=dict)
 
-    def dataset(self, notebook: str) -> xr.Dataset | None:
+    def notebook_dataset(self, notebook: str) -> xr.Dataset | None:
         """``results/<notebook>.nc`` (None when the build has none); :class:`HandoutError` when it cannot be read."""
         if notebook not in self._datasets:
             from ..results import load_dataset
@@ -120,7 +120,7 @@ def stored_effects(ds: xr.Dataset) -> dict[str, stats.Effect]:
 
 def headline(build: Build, notebook: str) -> stats.Effect | None:
     """The stored effect of ``notebook``'s headline claim (:data:`HEADLINES`), or None when the build lacks it."""
-    ds = build.dataset(notebook)
+    ds = build.notebook_dataset(notebook)
     return None if ds is None else stored_effects(ds).get(HEADLINES[notebook])
 
 
@@ -154,7 +154,7 @@ def _stacks(ds: xr.Dataset) -> pd.DataFrame:
 
 
 def _s01(build: Build):
-    s = float(build.dataset("01_bilinear_form").symmetry.sel(layer=0))
+    s = float(build.notebook_dataset("01_bilinear_form").symmetry.sel(layer=0))
     title = (
         f"An untrained layer's W_qk splits into a symmetric and a skew part: the symmetric part carries "
         f"{percent((1 + s) / 2)} of its energy, so its symmetry score is {signed(s)}"
@@ -163,7 +163,7 @@ def _s01(build: Build):
 
 
 def _s02(build: Build):
-    null = build.dataset("02_scores")[["symmetry", "directionality"]]
+    null = build.notebook_dataset("02_scores")[["symmetry", "directionality"]]
     d = int(null.d_model.max())
     q = null_ensembles.null_quartiles(null).loc[("gaussian", d)]
     sym, dirs = (signed(q[(v, 0.25)], 3) + " to " + signed(q[(v, 0.75)], 3) for v in ("symmetry", "directionality"))
@@ -175,7 +175,7 @@ def _s02(build: Build):
 
 
 def _s03(build: Build, notebook: str = "03_pretrained_models", what: str = "this build's checkpoints"):
-    g = _stacks(build.dataset(notebook))
+    g = _stacks(build.notebook_dataset(notebook))
     n_enc, n_dec = int(g.loc["encoder", "n"]), int(g.loc["decoder", "n"])
     title = (
         f"Encoder stacks score a median symmetry of {signed(g.loc['encoder', 'symmetry_median'])}, decoder stacks "
@@ -188,7 +188,7 @@ def _s03(build: Build, notebook: str = "03_pretrained_models", what: str = "this
 
 
 def _s04(build: Build):
-    last = build.dataset("04_gradient_structure").isel(n_sequences=-1).sel(task="copy")
+    last = build.notebook_dataset("04_gradient_structure").isel(n_sequences=-1).sel(task="copy")
     b, c = (float(last.accumulated_symmetry.sel(objective=o)) for o in ("bidirectional", "causal"))
     n = int(last.n_sequences)
     title = (
@@ -209,7 +209,7 @@ def _final_medians(ds: xr.Dataset) -> pd.Series:
 
 
 def _s05(build: Build):
-    ds = build.dataset("05_training_dynamics")
+    ds = build.notebook_dataset("05_training_dynamics")
     parts = [f"{text_runs.label(o)} {signed(v)}" for o, v in _final_medians(ds).items()]
     title = (
         f"Same model, same text, two objectives: after {int(ds.step[-1])} steps the median symmetry (layers and "
@@ -220,7 +220,7 @@ def _s05(build: Build):
 
 
 def _s06(build: Build):
-    ds = build.dataset("06_symmetric_init")
+    ds = build.notebook_dataset("06_symmetric_init")
     effect = headline(build, "06_symmetric_init")
     side = "above" if effect.estimate < 0 else "below"
     title = (
@@ -231,7 +231,7 @@ def _s06(build: Build):
 
 
 def _s07(build: Build):
-    ds = build.dataset("07_vision")
+    ds = build.notebook_dataset("07_vision")
     title = f"Vision Transformers after {int(ds.step[-1])} steps, median symmetry by objective: " + ", ".join(
         f"{o} {signed(v)}" for o, v in _final_medians(ds).items()
     )
@@ -267,7 +267,7 @@ def slides(build: Build) -> list[Slide]:
         if notebook in OPTIONAL and not build.ran.get(notebook) and build.figure(figure) is None:
             continue
         image, missing = build.figure(figure), ""
-        if image is None or not build.ran.get(notebook) or build.dataset(notebook) is None:
+        if image is None or not build.ran.get(notebook) or build.notebook_dataset(notebook) is None:
             lacks = f"figures/{figure}.png" if image is None else f"results/{notebook}.nc or a finished notebook"
             missing = f"This build has no {lacks}"
         else:

@@ -150,7 +150,7 @@ def provenance(build: contents.Build) -> str:
     """``build quick: 8 of 8 notebooks executed, code e75b8b5``: what these handouts were computed from."""
     ran = sum(build.ran.values())
     commit = next(
-        (str(ds.attrs.get("git_commit", "")) for nb in build.ran if (ds := build.dataset(nb)) is not None), ""
+        (str(ds.attrs.get("git_commit", "")) for nb in build.ran if (ds := build.notebook_dataset(nb)) is not None), ""
     )
     code = f", code {html.escape(commit[:12])}" if commit else ""
     return f"build <code>{html.escape(build.root.name)}</code>: {ran} of {len(build.ran)} notebooks executed{code}"

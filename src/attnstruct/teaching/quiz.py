@@ -28,7 +28,7 @@ class Question:
 def _q_invariance(build: Build) -> Question | None:
     """Which transforms of one matrix leave its directionality unchanged, read from notebook 02's dataset by
     :func:`attnstruct.analyses.nb02_scores.unchanged`."""
-    ds = build.dataset("02_scores") if build.ran.get("02_scores") else None
+    ds = build.notebook_dataset("02_scores") if build.ran.get("02_scores") else None
     if ds is None or "invariant_directionality" not in ds:
         return None
     table = pd.DataFrame({s: ds[f"invariant_{s}"].to_series() for s in ("symmetry", "directionality")})
@@ -53,7 +53,7 @@ def _q_invariance(build: Build) -> Question | None:
 
 
 def _q_accumulated(build: Build) -> Question | None:
-    ds = build.dataset("04_gradient_structure") if build.ran.get("04_gradient_structure") else None
+    ds = build.notebook_dataset("04_gradient_structure") if build.ran.get("04_gradient_structure") else None
     if ds is None:
         return None
     last = ds.isel(n_sequences=-1).sel(task="copy")
@@ -70,7 +70,7 @@ def _q_accumulated(build: Build) -> Question | None:
 
 
 def _q_stacks(build: Build) -> Question | None:
-    ds = build.dataset("03_pretrained_models") if build.ran.get("03_pretrained_models") else None
+    ds = build.notebook_dataset("03_pretrained_models") if build.ran.get("03_pretrained_models") else None
     if ds is None:
         return None
     g, effect = _stacks(ds), headline(build, "03_pretrained_models")

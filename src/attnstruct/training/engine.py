@@ -140,9 +140,9 @@ def to_dataset(task: Task, records: Records, model: nn.Module, **attrs) -> xr.Da
 
 
 def _progress_bar(config: RunConfig, start: int, show: bool):
-    from ..report.progress import hidden
+    from ..report.progress import bar_disabled
 
-    if hidden(show):
+    if bar_disabled(show):
         return None
     from tqdm.auto import tqdm
 
@@ -190,7 +190,7 @@ def train(
         snapshots.final_folder(run_dir)
     log = print if rank == 0 else lambda _: None
     done = run_folder.finished_run(config, run_dir, log=log)
-    if done is not None and snapshots.complete(run_dir, config.steps, snapshot_every, save_final):
+    if done is not None and snapshots.has_every_snapshot(run_dir, config.steps, snapshot_every, save_final):
         return done
     if done is not None:
         lacking = f"its snapshots every {snapshot_every} steps" if snapshot_every else "its final weights"

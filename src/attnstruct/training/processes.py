@@ -41,7 +41,7 @@ def run_in_processes(
 
     from tqdm.auto import tqdm
 
-    from ..report.progress import hidden
+    from ..report.progress import bar_disabled
 
     if not isinstance(workers, int) or workers < 1 or not isinstance(threads_per_worker, int) or threads_per_worker < 1:
         raise ValueError("workers and threads_per_worker must be positive integers")
@@ -54,7 +54,7 @@ def run_in_processes(
     ) as pool:
         futures = [pool.submit(function, *args) for args in arguments]
         done = []
-        with tqdm(total=len(futures), desc="runs", unit="run", file=sys.stderr, disable=hidden(progress)) as bar:
+        with tqdm(total=len(futures), desc="runs", unit="run", file=sys.stderr, disable=bar_disabled(progress)) as bar:
             for future in futures:
                 done.append(future.result())
                 bar.update(1)
@@ -105,7 +105,7 @@ def train_many(
     dirs = run_dirs([task.config for task in tasks], out_dir) if out_dir is not None else [None] * len(tasks)
     runs = [
         run_folder.finished_run(task.config, run_dir)
-        if snapshots.complete(run_dir, task.config.steps, snapshot_every)
+        if snapshots.has_every_snapshot(run_dir, task.config.steps, snapshot_every)
         else None
         for task, run_dir in zip(tasks, dirs)
     ]

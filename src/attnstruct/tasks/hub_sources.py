@@ -38,7 +38,6 @@ from urllib.parse import quote, unquote
 
 from ..checkpoints.hub import repo_folder
 from ..untrusted import COMMIT, UnsafeName, commit_id, inside
-from .corpus_sources import Source
 from .data_files import CorpusError, glob_regex, is_data_file, select_files
 from .hub_datasets import (
     checked,
@@ -49,6 +48,7 @@ from .hub_datasets import (
     stored_listing,
     write_json,
 )
+from .source_documents import Source
 
 HF_URL = re.compile(
     r"^hf://datasets/(?P<repo>[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*)"

@@ -1,7 +1,7 @@
 """The text a prepared corpus is made of: a source's data files, the units they are read in, and their documents.
 
 A :class:`Source` is a list of data files (``.parquet``; ``.jsonl`` or ``.json`` with one JSON object per line;
-``.txt``) read through a backend (:class:`LocalFiles` here, the hub's in :mod:`attnstruct.tasks.hub_corpora`) and
+``.txt``) read through a backend (:class:`LocalFiles` here, the hub's in :mod:`attnstruct.tasks.hub_sources`) and
 the name of the field that holds the text. Its files are read in **units**, in file order, each read whole and
 never split further:
 
@@ -10,7 +10,8 @@ never split further:
 * a JSON-lines file: one unit per :data:`JSONL_CHUNK` bytes, holding the lines that *start* in that byte range
   (read a little past its end, to the end of its last line);
 * a text file: one unit, split into documents at lines that start with ``# `` (a heading), as
-  :func:`attnstruct.tasks.corpus.read_documents` splits a user's file, its light Markdown dropped the same way.
+  :func:`attnstruct.tasks.plays_and_text_files.read_documents` splits a user's file, its light Markdown dropped the
+  same way.
 
 A document is one row (one line of JSON, one part of a text file); it carries an identity fixed by where it lies in
 its file, ``"{file}:{row}"`` for a parquet row, ``"{file}@{byte offset}"`` for a JSON line, ``"{file}#{i}"`` for the
@@ -35,7 +36,7 @@ from .data_files import DATA_SUFFIXES, CorpusError, is_data_file, names_list, re
 
 JSONL_CHUNK = 32 << 20  # bytes of JSON lines per unit
 _LINE_READ = 1 << 16  # bytes read at a time past a chunk's end, to the end of its last line
-_HEADING = re.compile(r"(?m)^(?=# (?![A-Z ]+$))")  # corpus.read_documents's split of a user's text file
+_HEADING = re.compile(r"(?m)^(?=# (?![A-Z ]+$))")  # plays_and_text_files.read_documents's split of a user's text file
 
 
 class LocalFiles:
@@ -94,7 +95,7 @@ class Source:
     commit: str | None
     files: tuple[str, ...]
     sizes: tuple[int, ...]
-    reader: object  # LocalFiles or hub_corpora.HubFiles: size, read, parquet
+    reader: object  # LocalFiles or hub_sources.HubFiles: size, read, parquet
     fingerprint: str = ""  # what else identifies the bytes (a local file's modification times)
     remember: Callable[[], None] = field(default=lambda: None, repr=False)  # keep the pins and the listing
     _parquet: dict = field(default_factory=dict, repr=False)
@@ -180,7 +181,7 @@ class Source:
             text = self.reader.read(unit.file, 0, self.sizes[unit.file_index]).decode("utf-8")
         except UnicodeDecodeError as err:
             raise CorpusError(f"{self.where(unit.file)} is not UTF-8 ({err.reason} at byte {err.start})") from None
-        from .corpus import clean_markdown
+        from .plays_and_text_files import clean_markdown
 
         parts = [clean_markdown(part) for part in _HEADING.split(text)]
         return parts, [f"{unit.file}#{i}" for i in range(len(parts))]

@@ -3,13 +3,14 @@
 Two paths, told apart by :attr:`attnstruct.tasks.text_config.TextConfig.prepared`:
 
 * the packaged plays or one UTF-8 text file, with the byte-level BPE of ``vocab_size`` trained here on it
-  (:mod:`attnstruct.tasks.corpus`): the token ids in memory, :class:`~attnstruct.tasks.corpus.TokenData`;
+  (:mod:`attnstruct.tasks.plays_and_text_files`): the token ids in memory,
+  :class:`~attnstruct.tasks.plays_and_text_files.TokenData`;
 * anything else, a *prepared corpus* (:mod:`attnstruct.tasks.prepared_corpus`): a hub dataset
   ``hf://datasets/ORG/NAME[@REV]`` with ``corpus_config``, ``corpus_split`` and ``corpus_field``, a named corpus,
   parquet, jsonl or text files or a folder of them, any tokenizer (``tokenizer``: a hub id, a ``tokenizer.json``,
   or ``bpe`` of ``vocab_size``), ``max_tokens``, ``preprocessing``; or a prepared folder itself. It is tokenised once
   on first use into the attnstruct cache and read by memory map,
-  :class:`~attnstruct.tasks.corpus.MappedTokens`.
+  :class:`~attnstruct.tasks.plays_and_text_files.MappedTokens`.
 
 Both are loaded once per process for the runs that share them. A bad corpus, option or tokenizer, and a masked
 objective with a tokenizer that has no mask token, raise ValueError with one line.
@@ -19,13 +20,13 @@ from __future__ import annotations
 
 import functools
 
-from . import corpus
+from . import plays_and_text_files
 from .text_config import CORPUS_OPTIONS
 
 MASKED = ("mlm", "next-token-mlm-collator")  # the objectives whose inputs carry a mask token
 
 
-def corpus_data(config, cache=None) -> corpus.TokenData | corpus.MappedTokens:
+def corpus_data(config, cache=None) -> plays_and_text_files.TokenData | plays_and_text_files.MappedTokens:
     """The tokens a run of ``config`` (a :class:`~attnstruct.tasks.text_config.TextConfig`) trains on (module
     docstring)."""
     if not config.prepared:
@@ -41,21 +42,25 @@ def corpus_tokenizer(config, cache=None):
     """The ``tokenizers.Tokenizer`` of ``config``'s tokens: the BPE trained on the text, or the one a prepared
     corpus keeps beside its tokens."""
     data = corpus_data(config, cache)
-    if isinstance(data, corpus.MappedTokens):
+    if isinstance(data, plays_and_text_files.MappedTokens):
         from .prepared_corpus import open_prepared
 
         return open_prepared(data.folder).tokenizer()
-    return corpus.train_tokenizer(corpus.read_documents(config.corpus, cache), config.vocab_size, cache)
+    return plays_and_text_files.train_tokenizer(
+        plays_and_text_files.read_documents(config.corpus, cache), config.vocab_size, cache
+    )
 
 
 @functools.lru_cache(maxsize=4)
-def _tokens(source, vocab_size: int, val_fraction: float, cache) -> corpus.TokenData:
-    """:func:`attnstruct.tasks.corpus.load_tokens`, once per process."""
-    return corpus.load_tokens(source, vocab_size, val_fraction, cache)
+def _tokens(source, vocab_size: int, val_fraction: float, cache) -> plays_and_text_files.TokenData:
+    """:func:`attnstruct.tasks.plays_and_text_files.load_tokens`, once per process."""
+    return plays_and_text_files.load_tokens(source, vocab_size, val_fraction, cache)
 
 
 @functools.lru_cache(maxsize=4)
-def _mapped(source: str, options: tuple, vocab_size: int, val_fraction: float, cache) -> corpus.MappedTokens:
+def _mapped(
+    source: str, options: tuple, vocab_size: int, val_fraction: float, cache
+) -> plays_and_text_files.MappedTokens:
     """The prepared corpus of ``options`` (triples of an option of :data:`CORPUS_OPTIONS`, its value and its default):
     ``source`` opened when it is a prepared folder, else prepared (or found in the cache) by
     :func:`attnstruct.tasks.prepared_corpus.prepare`, tokenizer ``bpe`` as ``bpe:<vocab_size>``."""
@@ -67,13 +72,13 @@ def _mapped(source: str, options: tuple, vocab_size: int, val_fraction: float, c
         given = [name for name, value, default in options if name != "tokenizer" and value != default]
         if given:
             raise ValueError(f"corpus {source!r} is a prepared folder: {', '.join(given)} do not apply")
-        data = corpus.MappedTokens.of(prepared_corpus.open_prepared(source))
+        data = plays_and_text_files.MappedTokens.of(prepared_corpus.open_prepared(source))
         if tokenizer not in ("bpe", data.tokenizer):
             raise ValueError(f"corpus {source!r} was prepared with tokenizer {data.tokenizer!r}, not {tokenizer!r}")
         return data
-    if source in corpus.CORPORA:
+    if source in plays_and_text_files.CORPORA:
         raise ValueError(f"the packaged corpus {source!r} takes the BPE trained here, without corpus options")
     tokenizer = f"bpe:{vocab_size}" if tokenizer == "bpe" else tokenizer
     keywords = {name.removeprefix("corpus_"): value for name, value in values.items()}
     prepared = prepared_corpus.prepare(source, tokenizer, **keywords, val_fraction=val_fraction, cache=cache)
-    return corpus.MappedTokens.of(prepared)
+    return plays_and_text_files.MappedTokens.of(prepared)
