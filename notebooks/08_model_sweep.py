@@ -159,8 +159,8 @@ table = paper_comparison.agreement(summary, authors)
 for group in sweep_study.role_groups(summary):
     print(
         prose.fill(
-            "{stacks}: median symmetry {symmetry} (range {symmetry_span}), median directionality {directionality} "
-            "(range {directionality_span}).",
+            "{stacks}: median symmetry {symmetry} (range {symmetry_low} to {symmetry_high}), median directionality "
+            "{directionality} (range {directionality_low} to {directionality_high}).",
             group,
         )
     )

@@ -119,12 +119,10 @@ def summary_of(encoders, decoders, directionality=0.0):
 
 def test_the_role_groups_give_each_roles_median_and_range_over_its_stacks():
     encoders, decoders = sweep_study.role_groups(summary_of([0.4, 0.6, 0.5], [0.1]))
-    assert (encoders.stacks, encoders.symmetry, encoders.symmetry_span) == (
-        "3 encoder stacks",
-        "+0.50",
-        "+0.40 to +0.60",
-    )
+    assert (encoders.stacks, encoders.symmetry) == ("3 encoder stacks", "+0.50")
+    assert (encoders.symmetry_low, encoders.symmetry_high) == ("+0.40", "+0.60")
     assert (decoders.stacks, decoders.symmetry, decoders.directionality) == ("1 decoder stack", "+0.10", "+0.00")
+    assert (decoders.symmetry_low, decoders.symmetry_high) == ("+0.10", "+0.10")
 
 
 def test_a_role_without_stacks_gets_no_facts():

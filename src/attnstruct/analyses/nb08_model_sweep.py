@@ -138,13 +138,16 @@ def load_scores(run: SweepResult, folder) -> xr.Dataset:
 @dataclass(frozen=True)
 class RoleGroupFacts:
     """One role's stacks (``stacks``, counted with the role's name): the median over them of their median
-    ``symmetry`` and ``directionality`` over layers, and each one's range over the stacks (``..._span``)."""
+    ``symmetry`` and ``directionality`` over layers, and each one's smallest and largest over the stacks (``..._low``,
+    ``..._high``, both given even when they are equal)."""
 
     stacks: str
     symmetry: str
-    symmetry_span: str
+    symmetry_low: str
+    symmetry_high: str
     directionality: str
-    directionality_span: str
+    directionality_low: str
+    directionality_high: str
 
 
 def role_groups(summary: pd.DataFrame) -> list[RoleGroupFacts]:
@@ -153,14 +156,15 @@ def role_groups(summary: pd.DataFrame) -> list[RoleGroupFacts]:
     facts = []
     for stack, g in paper_comparison.group_medians(summary).set_index("stack").iterrows():
         if g["n"]:
-            spans = {s: prose.span([g[f"{s}_min"], g[f"{s}_max"]]) for s in paper_comparison.SCORES}
             facts.append(
                 RoleGroupFacts(
                     stacks=prose.count(int(g["n"]), f"{stack} stack"),
                     symmetry=prose.signed(g["symmetry_median"]),
-                    symmetry_span=spans["symmetry"],
+                    symmetry_low=prose.signed(g["symmetry_min"]),
+                    symmetry_high=prose.signed(g["symmetry_max"]),
                     directionality=prose.signed(g["directionality_median"]),
-                    directionality_span=spans["directionality"],
+                    directionality_low=prose.signed(g["directionality_min"]),
+                    directionality_high=prose.signed(g["directionality_max"]),
                 )
             )
     return facts
