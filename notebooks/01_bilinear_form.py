@@ -250,11 +250,11 @@ example_places = bilinear_study.place_examples(matrices, null_draws, seed)
 print(example_places.round(3).to_string())
 examples_null = bilinear_study.examples_among_gaussian(example_places, null_draws, example_dim)
 prose.say(
-    "Against {draws} Gaussian matrices of size {size} (directionality's 95% range {low} to {high}), outside the "
-    "null's range: {outside}."
+    "Among {draws} Gaussian matrices of size {size}, directionality's 95% range is {low} to {high}; the example "
+    "scores outside their null's range: {outside}."
     if examples_null.any_outside
-    else "Against {draws} Gaussian matrices of size {size} (directionality's 95% range {low} to {high}), no example "
-    "lies outside the null's range.",
+    else "Among {draws} Gaussian matrices of size {size}, directionality's 95% range is {low} to {high}; no example "
+    "score lies outside its null's range.",
     examples_null,
 )
 
