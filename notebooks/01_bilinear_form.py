@@ -69,9 +69,9 @@ figures_dir = None  # where the figures go; None: figures/ of the work folder
 #
 # Every computation lives in the `attnstruct` package: the bilinear form and its parts in `attnstruct.bilinear`
 # (also reachable as `at.wqk`, `at.symmetric_part`, ...), the two scores in `attnstruct.scores` (`at.scores`,
-# `at.factor_scores`), and what this notebook checks and reads in `attnstruct.analyses.bilinear_form`. The cells
-# below call those functions, draw the figures and print the sentences they return; a sentence that states a
-# number is computed from the data, never typed.
+# `at.factor_scores`), and what this notebook checks and reads in `attnstruct.analyses.nb01_bilinear_form`. The
+# cells below call those functions and draw the figures; a sentence that states a number is a template filled with
+# the facts those functions return, never typed.
 
 # %%
 import matplotlib.pyplot as plt
@@ -80,8 +80,7 @@ import torch
 
 import attnstruct as at
 from attnstruct import notebooks, results, work
-from attnstruct.analyses import bilinear_form, matrix_readings
-from attnstruct.analyses import figure_titles as titles
+from attnstruct.analyses import nb01_bilinear_form as bilinear_study
 from attnstruct.report import plotting, prose
 
 plotting.set_style()
@@ -111,8 +110,8 @@ parameters = notebooks.notebook_parameters("01_bilinear_form", globals())  # rec
 # every head and every pair of positions.
 
 # %%
-model, tokens = bilinear_form.toy_bert(d_model, n_heads, n_layers, seq_len, seed)
-check = bilinear_form.identity_check(model, tokens)
+model, tokens = bilinear_study.toy_bert(d_model, n_heads, n_layers, seq_len, seed)
+check = bilinear_study.identity_check(model, tokens)
 check
 
 # %% [markdown]
@@ -151,14 +150,22 @@ if not (logits_agree and attention_agrees):
 # more energy than chance lets it. The first printed line checks the energy identity on this matrix.
 
 # %%
-w_q, w_k, _, _ = bilinear_form.layer_factors(model.encoder.layer[0], n_heads)
+w_q, w_k, _, _ = bilinear_study.layer_factors(model.encoder.layer[0], n_heads)
 m_layer = at.wqk(w_q, w_k)  # sum over heads, [d_model, d_model]
 m_s, m_n = at.symmetric_part(m_layer), at.skew_part(m_layer)
 energy = {name: float((part**2).sum()) for name, part in [("M", m_layer), ("M_s", m_s), ("M_n", m_n)]}
 print(f"||M||^2 = {energy['M']:.4f}   ||M_s||^2 + ||M_n||^2 = {energy['M_s'] + energy['M_n']:.4f}")
-head_scores, layer_scores = bilinear_form.head_and_layer_scores(model)
-layer_places = bilinear_form.place_layers(layer_scores, d_model, n_heads, null_draws, seed)
-prose.show(bilinear_form.describe_first_layer(layer_places, null_draws))
+head_scores, layer_scores = bilinear_study.head_and_layer_scores(model)
+layer_places = bilinear_study.place_layers(layer_scores, d_model, n_heads, null_draws, seed)
+first_layer = bilinear_study.first_layer_among_random(layer_places, null_draws)
+prose.say(
+    "Symmetry of layer 0 (untrained): {symmetry}, percentile {symmetry_percentile} of {draws} random layers of the "
+    "same shape (95% range {symmetry_low} to {symmetry_high}): outside that range."
+    if first_layer.symmetry_outside
+    else "Symmetry of layer 0 (untrained): {symmetry}, percentile {symmetry_percentile} of {draws} random layers of "
+    "the same shape (95% range {symmetry_low} to {symmetry_high}): inside it, so neither part dominates beyond chance.",
+    first_layer,
+)
 
 # %% tags=["hide-input"]
 limit = float(m_layer.abs().max())
@@ -168,7 +175,11 @@ for ax, part, title in zip(
 ):
     image = plotting.matrix_heatmap(ax, part, title=title, limit=limit, colorbar=False)
 fig.colorbar(image, ax=list(axes), fraction=0.02, pad=0.02)
-plotting.message_title(fig, titles.decomposition(energy), y=1.04)
+shares = bilinear_study.energy_shares(energy)
+title = prose.fill(
+    "An untrained layer: its symmetric part carries {symmetric} of the energy, its skew part {skew}", shares
+)
+plotting.message_title(fig, title, y=1.04)
 plotting.savefig(fig, figures_dir / "01_decomposition")
 plt.show()
 
@@ -197,7 +208,7 @@ plt.show()
 # Each panel's title gives its two scores.
 
 # %%
-matrices = bilinear_form.examples(example_dim, seed)
+matrices = bilinear_study.example_matrices(example_dim, seed)
 example_scores = {kind: at.scores(m) for kind, m in matrices.items()}
 
 # %% tags=["hide-input"]
@@ -208,11 +219,17 @@ fig, axes = plt.subplots(1, len(matrices), figsize=(3.1 * len(matrices), 3.4))
 for ax, (kind, m) in zip(axes, matrices.items()):
     s = example_scores[kind]
     image = plotting.matrix_heatmap(ax, m, colorbar=False, limit=limit)
-    title = bilinear_form.EXAMPLE_TITLES[kind]
+    title = bilinear_study.EXAMPLE_TITLES[kind]
     ax.set_title(f"{title}\nsym {prose.signed(s.symmetry)}   dir {prose.signed(s.directionality)}", fontsize=10)
 colorbar = fig.colorbar(image, ax=list(axes), fraction=0.012, pad=0.015, extend="both")
 colorbar.set_label("entry")
-plotting.message_title(fig, titles.examples(example_scores), y=1.04)
+structured = bilinear_study.structured_example_scores(example_scores)
+title = prose.fill(
+    "Symmetry answers to mirror structure ({symmetric} symmetric, {skew} skew), directionality to dominant columns "
+    "({columns}) and rows ({rows})",
+    structured,
+)
+plotting.message_title(fig, title, y=1.04)
 plotting.savefig(fig, figures_dir / "01_examples")
 plt.show()
 
@@ -229,9 +246,17 @@ plt.show()
 # random matrices, the null's range and whether the value lies outside it.
 
 # %%
-example_places = bilinear_form.place_examples(matrices, null_draws, seed)
+example_places = bilinear_study.place_examples(matrices, null_draws, seed)
 print(example_places.round(3).to_string())
-prose.show(bilinear_form.describe_examples(example_places, null_draws, example_dim))
+examples_null = bilinear_study.examples_among_gaussian(example_places, null_draws, example_dim)
+prose.say(
+    "Among {draws} Gaussian matrices of size {size}, directionality's 95% range is {low} to {high}; the example "
+    "scores outside their null's range: {outside}."
+    if examples_null.any_outside
+    else "Among {draws} Gaussian matrices of size {size}, directionality's 95% range is {low} to {high}; no example "
+    "score lies outside its null's range.",
+    examples_null,
+)
 
 # %% [markdown]
 # How directionality decides: the row and column norms of the "dominant columns" example, with the
@@ -240,7 +265,7 @@ prose.show(bilinear_form.describe_examples(example_places, null_draws, example_d
 # balance $(R - C)/(R + C)$ of the two excesses, not their size: a Gaussian matrix whose one chance outlier
 # barely crosses its threshold scores $\pm 1$ (the null's range above), with excesses as small as the
 # Gaussian example's $R$ and $C$ below. That is why, at this size, the planted examples' directionality
-# need not lie outside the Gaussian null's range (the sentence above says where it lies), although their
+# need not lie outside the Gaussian null's range (the table above says where it lies), although their
 # excesses are far larger.
 
 # %% tags=["hide-input"]
@@ -255,8 +280,11 @@ for ax, values, name, color in zip(
     ax.set_title(f"{name} norms")
 axes[0].set_ylabel("Euclidean norm")
 axes[0].legend()
-norms = matrix_readings.outlying_norms(m.numpy())
-plotting.message_title(fig, titles.dominant_columns(norms, float(example_scores["columns"].directionality)), y=1.08)
+norms = bilinear_study.dominant_columns(m, float(example_scores["columns"].directionality))
+title = prose.fill(
+    "{columns} and {rows} pass their threshold: C = {C} against R = {R}, so directionality is {directionality}", norms
+)
+plotting.message_title(fig, title, y=1.08)
 plotting.savefig(fig, figures_dir / "01_directionality_norms")
 plt.show()
 
@@ -289,8 +317,14 @@ for index, (per_head, summed) in enumerate(zip(head_scores, layer_scores)):
         f" | summed sym {float(summed.symmetry):+.3f}, dir {float(summed.directionality):+.3f}"
     )
 print(f"W_q = W_k (layer 0 keys): sym {float(tied.symmetry):+.3f}, dir {float(tied.directionality):+.3f}")
-for sentence in bilinear_form.describe_layers(layer_places, null_draws):
-    prose.show(sentence)
+for placed_layer in bilinear_study.layers_among_random(layer_places, null_draws):
+    prose.say(
+        "Layer {layer}, summed over heads, against {draws} random layers of the same shape: symmetry {symmetry} at "
+        "percentile {symmetry_percentile} (95% range {symmetry_low} to {symmetry_high}, {symmetry_where}); "
+        "directionality {directionality} at percentile {directionality_percentile} (95% range {directionality_low} "
+        "to {directionality_high}, {directionality_where}).",
+        placed_layer,
+    )
 
 # %% [markdown]
 # The untrained layers are draws of that null ensemble, so their scores read as chance (above: where they
@@ -307,7 +341,7 @@ for sentence in bilinear_form.describe_layers(layer_places, null_draws):
 # that produced them in its attributes.
 
 # %%
-dataset = bilinear_form.dataset(head_scores, layer_scores, example_scores, check)
+dataset = bilinear_study.results_dataset(head_scores, layer_scores, example_scores, check)
 dataset.attrs = results.provenance_attrs(
     parameters=parameters,
     scored_matrix=(
@@ -444,7 +478,7 @@ print("symmetry(x y^T) = cos^2(x, y) on every pair")
 #
 # Section 4 warned that the layer's sum $\sum_h W_q^h (W_k^h)^\top$ can be more symmetric than its heads. Make
 # it extreme: set `ex_w_q` and `ex_w_k`, per-head weights of shape `[H, d_head, d_model]` (the `nn.Linear`
-# layout of `bilinear_form.layer_factors`, $H \ge 2$), such that **every head** scores symmetry exactly 0 while **the layer**
+# layout of `bilinear_study.layer_factors`, $H \ge 2$), such that **every head** scores symmetry exactly 0 while **the layer**
 # scores exactly +1. Two heads with $d_{head} = 1$ and $d_{model} = 2$ are enough.
 #
 # Hints: a head with $d_{head} = 1$ is the rank-one matrix of Exercise 01.3; when does it score 0? Then ask

@@ -70,6 +70,7 @@ import torch
 
 from attnstruct import reference, results, work
 from attnstruct.analyses import nb03_pretrained_models as pretrained_study
+from attnstruct.analyses import paper_comparison
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.report import plotting, prose
 
@@ -222,7 +223,7 @@ for placed in pretrained_study.null_placements(table):
 
 # %% tags=["hide-input"]
 fig = plotting.main_figure(table, authors, caveat_rows=False)
-roles = pretrained_study.roles_beside_paper(table, authors)
+roles = paper_comparison.roles_beside_paper(table, authors)
 title = prose.fill(
     "Encoder stacks are {compared} decoder stacks: median symmetry {encoders} against {decoders} here ({stacks}), "
     "{paper_encoders} against {paper_decoders} as reported by the paper"

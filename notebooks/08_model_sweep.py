@@ -32,9 +32,9 @@
 # what is missing. Models that cannot be scored (not found, gated, an architecture the project does not
 # read) are listed, not fatal.
 #
-# Every table, sentence and verdict below comes from the package (`attnstruct.analyses.model_sweep`,
-# `pretrained_scores`, `pretrained_ordering` and `paper_comparison`, and `attnstruct.stats` for the one verdict
-# rule); the notebook tells the story and draws the figures.
+# Every table, number and verdict below comes from the package (`attnstruct.analyses.nb08_model_sweep`, with the
+# shared `pretrained_scores` and `paper_comparison`, and `attnstruct.stats` for the one verdict rule); the notebook
+# tells the story in sentence templates filled with those facts, and draws the figures.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -60,8 +60,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from attnstruct import reference, results, stats, work
-from attnstruct.analyses import figure_titles as titles
-from attnstruct.analyses import model_sweep, paper_comparison, pretrained_ordering, pretrained_scores
+from attnstruct.analyses import nb08_model_sweep as sweep_study
+from attnstruct.analyses import paper_comparison, pretrained_scores
 from attnstruct.checkpoints import sweep
 from attnstruct.devices import resolve_device
 from attnstruct.report import plotting, prose
@@ -84,10 +84,11 @@ sweep_dir = results_dir / "08_model_sweep"
 
 # %%
 where = resolve_device(device)
-names = model_sweep.model_names(models)
+names = sweep_study.model_names(models)
 run = sweep.run_sweep(names, sweep_dir, device=where, per_head=per_head, workers=workers, progress=True)
-prose.show(model_sweep.describe_run(run, names, where))
-model_sweep.failures(run)
+outcome = sweep_study.run_outcome(run, names, where)
+prose.say("{models} on {device}: {scored} scored now, {skipped} done before, {failed} failed.", outcome)
+sweep_study.failures(run)
 
 # %% [markdown]
 # The summary has one row per model and stack: its role and family, whether its attention is `self` or
@@ -95,7 +96,7 @@ model_sweep.failures(run)
 # number of layers, and the median and quartiles over layers of both scores, the paper's per-model statistic.
 
 # %%
-dataset = model_sweep.load_scores(run, sweep_dir)
+dataset = sweep_study.load_scores(run, sweep_dir)
 summary = pretrained_scores.stack_summary(dataset)
 summary.round(3)
 
@@ -110,8 +111,8 @@ summary.round(3)
 
 # %%
 model_types = dict(zip(dataset.model.values, dataset.family.values))
-sweep_plan = pretrained_ordering.SWEEP_PLAN
-reach = pretrained_ordering.sweep_smallest(summary, model_types)
+sweep_plan = sweep_study.PLAN
+reach = sweep_study.smallest_p_by_claim(summary, model_types)
 if reach:
     prose.show(sweep_plan.describe(reach))
 prose.show(prose.markdown_table(sweep_plan.table(reach)))
@@ -133,7 +134,15 @@ authors = reference.reference_table()
 
 # %% tags=["hide-input"]
 fig = plotting.main_figure(summary, authors, caveat_rows=True)
-plotting.message_title(fig, titles.roles(summary, authors, label="in this sweep"), y=1.04)
+roles = paper_comparison.roles_beside_paper(summary, authors)
+title = prose.fill(
+    "Encoder stacks are {compared} decoder stacks: median symmetry {encoders} against {decoders} in this sweep "
+    "({stacks}), {paper_encoders} against {paper_decoders} as reported by the paper"
+    if roles.both_roles
+    else "{present} in this sweep: median symmetry {present_median}",
+    roles,
+)
+plotting.message_title(fig, title, y=1.04)
 plotting.savefig(fig, figures_dir / "08_population")
 plt.show()
 
@@ -147,8 +156,33 @@ plt.show()
 
 # %% tags=["nbval-check-output"]
 table = paper_comparison.agreement(summary, authors)
-for line in paper_comparison.describe(summary, table):
-    print(line)
+for group in sweep_study.role_groups(summary):
+    print(
+        prose.fill(
+            "{stacks}: median symmetry {symmetry} (range {symmetry_low} to {symmetry_high}), median directionality "
+            "{directionality} (range {directionality_low} to {directionality_high}).",
+            group,
+        )
+    )
+order = sweep_study.pair_order(summary)
+if order.has_pairs:
+    print(
+        prose.fill(
+            "An encoder stack is more symmetric than a decoder stack in {more_symmetric} of (encoder, decoder) pairs, "
+            "and less column-dominant (higher directionality) in {less_column_dominant}.",
+            order,
+        )
+    )
+for gap in sweep_study.paper_gaps(table):
+    print(
+        prose.fill(
+            "{stacks} also reported by the authors {caveat}: median |ours - theirs| {symmetry} in symmetry, "
+            "{directionality} in directionality.",
+            gap,
+        )
+    )
+if table.empty:
+    print("None of the scored models is in the authors' list, so there is nothing to compare point by point.")
 
 # %% [markdown]
 # The paper's claim is about populations, so here it is put to the project's one rule (`attnstruct.stats`):
@@ -161,9 +195,9 @@ for line in paper_comparison.describe(summary, table):
 # numbers of stacks; the packaged zoo is far too small for a verdict, the authors' list is not.
 
 # %%
-verdicts = pretrained_ordering.sweep_effects(summary, model_types)  # every verdict of this notebook, under its plan
-stack = next((e for e in verdicts if e.claim == pretrained_ordering.STACK_CLAIM), None)
-prose.show(paper_comparison.describe_role_effect(summary, effect=stack))
+verdicts = sweep_study.effects(summary, model_types)  # every verdict of this notebook, under its plan
+stacks = sweep_study.stack_test(summary, effect=next((e for e in verdicts if e.unit == "stack"), None))
+prose.say("As a test over stacks, {test}. {reach}" if stacks.tested else "{reach}", stacks)
 for effect in verdicts:
     if effect.unit == "family":
         print(effect.sentence())
@@ -179,7 +213,7 @@ for effect in verdicts:
 # model of the authors' list (the packaged zoo) draws no figure and says so in one line.
 
 # %% tags=["hide-input"]
-compared = model_sweep.with_caveat_groups(table)
+compared = sweep_study.with_caveat_groups(table)
 if compared.empty:
     print("No model of this sweep is in the authors' list: there is nothing to compare point by point.")
 else:
@@ -191,7 +225,13 @@ else:
         ax.plot([-1, 1], [-1, 1], color="black", lw=0.8)
         ax.set(xlim=(-1.05, 1.05), ylim=(-1.05, 1.05), xlabel="reported by the paper", ylabel="this sweep", title=var)
     axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
-    plotting.message_title(fig, titles.agreement(compared), y=1.04)
+    gaps = sweep_study.agreement_gaps(compared)
+    title = prose.fill(
+        "{stacks} also scored by the paper: median |ours - theirs| {symmetry} in symmetry, {directionality} in "
+        "directionality",
+        gaps,
+    )
+    plotting.message_title(fig, title, y=1.04)
     plotting.savefig(fig, figures_dir / "08_agreement")
     plt.show()
 
@@ -215,7 +255,7 @@ worst[
 
 # %%
 parameters = dict(models=models, device=device, per_head=per_head, workers=workers, n_disagreements=n_disagreements)
-dataset = model_sweep.results_dataset(dataset, parameters=parameters, failures=len(run.failures), effects=verdicts)
+dataset = sweep_study.results_dataset(dataset, parameters=parameters, failures=len(run.failures), effects=verdicts)
 results.save_dataset(dataset, results_dir / "08_model_sweep.nc")
 dataset
 

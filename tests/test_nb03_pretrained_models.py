@@ -540,45 +540,6 @@ def test_the_authors_reported_medians_with_and_without_the_rows_with_a_caveat():
     assert facts.clean_decoder_directionality == "-0.50"
 
 
-def test_the_roles_beside_the_paper_compare_the_median_stacks_and_the_authors():
-    summary = pd.DataFrame(
-        {
-            "stack": ["encoder", "encoder", "decoder"],
-            "symmetry_median": [0.4, 0.6, 0.1],
-            "directionality_median": [0.0, 0.0, -0.2],
-        }
-    )
-    reference_rows = pd.DataFrame(
-        {
-            "role": ["encoder", "decoder"],
-            "family": ["language", "language"],
-            "symmetry_median": [0.7, 0.0],
-            "directionality_median": [0.0, -0.3],
-        }
-    )
-    facts = study.roles_beside_paper(summary, reference_rows)
-    assert (facts.both_roles, facts.compared) == (True, "more symmetric than")
-    assert (facts.encoders, facts.decoders, facts.stacks) == ("+0.50", "+0.10", "3 stacks")
-    assert (facts.paper_encoders, facts.paper_decoders) == ("+0.70", "+0.00")
-
-
-@pytest.mark.parametrize(
-    "encoder, decoder, compared",
-    [(0.1, 0.4, "less symmetric than"), (0.301, 0.299, "as symmetric as")],
-)
-def test_the_roles_are_compared_at_the_two_decimals_shown(encoder, decoder, compared):
-    summary = pd.DataFrame(
-        {"stack": ["encoder", "decoder"], "symmetry_median": [encoder, decoder], "directionality_median": [0.0, 0.0]}
-    )
-    assert study.roles_beside_paper(summary, REFERENCE).compared == compared
-
-
-def test_with_one_role_the_roles_beside_the_paper_give_its_stacks_median():
-    summary = pd.DataFrame({"stack": ["decoder"], "symmetry_median": [0.2], "directionality_median": [0.0]})
-    facts = study.roles_beside_paper(summary, REFERENCE)
-    assert (facts.both_roles, facts.present, facts.present_median) == (False, "1 decoder stack", "+0.20")
-
-
 def test_the_layer_profiles_are_the_encoder_symmetrys_span_and_the_lowest_decoder_directionality():
     facts = study.layer_profiles(made_up_scores())
     assert facts == study.ProfileFacts(True, "+0.40 to +0.70", True, "-0.10")

@@ -87,15 +87,6 @@ def test_ordering_probability_against_brute_force():
     assert np.isnan(pc.ordering_probability(summary_rows(rows[:5])))
 
 
-def test_describe_states_numbers_from_the_data():
-    ours = summary_rows([("enc/a", "encoder", 0.45, -0.2), ("dec/b", "decoder", 0.1, -0.5)])
-    lines = pc.describe(ours, pc.agreement(ours, REFERENCE))
-    assert lines[0].startswith("1 encoder stacks: median symmetry +0.45")
-    assert "in 100% of (encoder, decoder) pairs" in lines[2]
-    assert "median |ours - theirs| 0.025 in symmetry" in lines[3]
-    assert "nothing to compare" in pc.describe(ours, pc.agreement(ours, REFERENCE.iloc[:0]))[-1]
-
-
 def test_every_caveat_of_the_reference_table_has_an_explanation():
     caveats = {c for cell in reference_table()["caveats"].dropna() for c in cell.split(";")}
     assert caveats <= set(pc.CAVEAT_EXPLANATIONS)
@@ -177,7 +168,40 @@ def test_describe_reach_says_what_the_stacks_can_show():
     assert "nothing to compare" in pc.describe_reach(stacks([0.5], []))
 
 
-def test_describe_role_effect_is_the_effects_sentence_and_the_reach():
-    summary = stacks([0.5, 0.45], [0.1, 0.05])
-    text = pc.describe_role_effect(summary)
-    assert pc.role_effect(summary).sentence() in text and text.endswith(pc.describe_reach(summary))
+def test_the_roles_beside_the_paper_compare_the_median_stacks_and_the_authors():
+    summary = pd.DataFrame(
+        {
+            "stack": ["encoder", "encoder", "decoder"],
+            "symmetry_median": [0.4, 0.6, 0.1],
+            "directionality_median": [0.0, 0.0, -0.2],
+        }
+    )
+    reference_rows = pd.DataFrame(
+        {
+            "role": ["encoder", "decoder"],
+            "family": ["language", "language"],
+            "symmetry_median": [0.7, 0.0],
+            "directionality_median": [0.0, -0.3],
+        }
+    )
+    facts = pc.roles_beside_paper(summary, reference_rows)
+    assert (facts.both_roles, facts.compared) == (True, "more symmetric than")
+    assert (facts.encoders, facts.decoders, facts.stacks) == ("+0.50", "+0.10", "3 stacks")
+    assert (facts.paper_encoders, facts.paper_decoders) == ("+0.70", "+0.00")
+
+
+@pytest.mark.parametrize(
+    "encoder, decoder, compared",
+    [(0.1, 0.4, "less symmetric than"), (0.301, 0.299, "as symmetric as")],
+)
+def test_the_roles_are_compared_at_the_two_decimals_shown(encoder, decoder, compared):
+    summary = pd.DataFrame(
+        {"stack": ["encoder", "decoder"], "symmetry_median": [encoder, decoder], "directionality_median": [0.0, 0.0]}
+    )
+    assert pc.roles_beside_paper(summary, REFERENCE).compared == compared
+
+
+def test_with_one_role_the_roles_beside_the_paper_give_its_stacks_median():
+    summary = pd.DataFrame({"stack": ["decoder"], "symmetry_median": [0.2], "directionality_median": [0.0]})
+    facts = pc.roles_beside_paper(summary, REFERENCE)
+    assert (facts.both_roles, facts.present, facts.present_median) == (False, "1 decoder stack", "+0.20")

@@ -628,51 +628,6 @@ def null_placements(table: pd.DataFrame) -> list[NullPlacementFacts]:
     return facts
 
 
-def _compared(a: float, b: float) -> str:
-    """How a symmetry ``a`` compares with ``b`` at the two decimals shown: ``more symmetric than``, ``less symmetric
-    than`` or ``as symmetric as``."""
-    a, b = round(float(a), 2), round(float(b), 2)
-    return "more symmetric than" if a > b else "less symmetric than" if a < b else "as symmetric as"
-
-
-@dataclass(frozen=True)
-class RolesFacts:
-    """Section 4's figure: our encoder stacks' median symmetry (median over stacks of their medians over layers)
-    ``compared`` with the decoder stacks' (``more symmetric than``, ``less symmetric than``, ``as symmetric as``):
-    ``encoders`` against ``decoders`` over ``stacks``, and the authors' language models' ``paper_encoders`` against
-    ``paper_decoders`` (all rows). Without both roles (``both_roles`` false): the ``present`` role's stacks and
-    their ``present_median``."""
-
-    both_roles: bool
-    compared: str
-    encoders: str
-    decoders: str
-    stacks: str
-    paper_encoders: str
-    paper_decoders: str
-    present: str
-    present_median: str
-
-
-def roles_beside_paper(summary: pd.DataFrame, reference: pd.DataFrame) -> RolesFacts:
-    """The facts of our stacks' median symmetry per role beside the authors' (cross-attention left out)."""
-    ours = paper_comparison.group_medians(summary).set_index("stack")
-    theirs = paper_comparison.reported_group_medians(reference).set_index("stack")
-    enc, dec = (float(ours.loc[s, "symmetry_median"]) for s in ("encoder", "decoder"))
-    present = "encoder" if np.isfinite(enc) else "decoder"
-    return RolesFacts(
-        both_roles=bool(np.isfinite(enc) and np.isfinite(dec)),
-        compared=_compared(enc, dec),
-        encoders=prose.signed(enc),
-        decoders=prose.signed(dec),
-        stacks=prose.count(int(ours["n"].sum()), "stack"),
-        paper_encoders=prose.signed(theirs.loc["encoder", "symmetry_median"]),
-        paper_decoders=prose.signed(theirs.loc["decoder", "symmetry_median"]),
-        present=prose.count(int(ours["n"].sum()), f"{present} stack"),
-        present_median=prose.signed(enc if np.isfinite(enc) else dec),
-    )
-
-
 @dataclass(frozen=True)
 class StackRolesFacts:
     """This run's self-attention stacks by role, a description: the ``encoders`` and ``decoders`` (counts) with their

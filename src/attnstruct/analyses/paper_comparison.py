@@ -7,7 +7,8 @@ models were trained (notebook 07). :func:`agreement` pairs each of our (model, s
 the authors' row for the same model and role; :func:`largest_disagreements` ranks the pairs and attaches the
 known explanation. A row whose caveat says the authors scored decoder *cross*-attention is paired with our
 ``cross`` stack, so that like is compared with like. :func:`reported_group_medians` summarises the authors'
-rows by role, the numbers notebook 03 quotes beside its own (:func:`group_medians`).
+rows by role, the numbers notebook 03 quotes beside its own (:func:`group_medians`); :func:`roles_beside_paper` is
+the facts record of both, which the title of the main figure of notebooks 03 and 08 states.
 
 Whether encoder stacks are more symmetric than decoder stacks is a test, :func:`role_effect` (the one rule of
 :mod:`attnstruct.stats`, with :func:`describe_reach` saying what the stacks of a run can show at all);
@@ -16,10 +17,13 @@ Whether encoder stacks are more symmetric than decoder stacks is a test, :func:`
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from .. import stats
+from ..report import prose
 
 CAVEAT_EXPLANATIONS = {
     "gqa_head_pairing_suspect": (
@@ -114,6 +118,51 @@ def reported_group_medians(reference: pd.DataFrame, family: str = "language", *,
     return group_medians(rows.assign(stack=rows["role"]))
 
 
+def _compared(a: float, b: float) -> str:
+    """How a symmetry ``a`` compares with ``b`` at the two decimals shown: ``more symmetric than``, ``less symmetric
+    than`` or ``as symmetric as``."""
+    a, b = round(float(a), 2), round(float(b), 2)
+    return "more symmetric than" if a > b else "less symmetric than" if a < b else "as symmetric as"
+
+
+@dataclass(frozen=True)
+class RolesFacts:
+    """Our encoder stacks' median symmetry (median over stacks of their medians over layers) ``compared`` with the
+    decoder stacks' (``more symmetric than``, ``less symmetric than``, ``as symmetric as``): ``encoders`` against
+    ``decoders`` over ``stacks``, and the authors' language models' ``paper_encoders`` against ``paper_decoders``
+    (all rows); what the titles of the main figure of notebooks 03 and 08 state. Without both roles (``both_roles``
+    false): the ``present`` role's stacks and their ``present_median``."""
+
+    both_roles: bool
+    compared: str
+    encoders: str
+    decoders: str
+    stacks: str
+    paper_encoders: str
+    paper_decoders: str
+    present: str
+    present_median: str
+
+
+def roles_beside_paper(summary: pd.DataFrame, reference: pd.DataFrame) -> RolesFacts:
+    """The facts of our stacks' median symmetry per role beside the authors' (cross-attention left out)."""
+    ours = group_medians(summary).set_index("stack")
+    theirs = reported_group_medians(reference).set_index("stack")
+    enc, dec = (float(ours.loc[s, "symmetry_median"]) for s in ("encoder", "decoder"))
+    present = "encoder" if np.isfinite(enc) else "decoder"
+    return RolesFacts(
+        both_roles=bool(np.isfinite(enc) and np.isfinite(dec)),
+        compared=_compared(enc, dec),
+        encoders=prose.signed(enc),
+        decoders=prose.signed(dec),
+        stacks=prose.count(int(ours["n"].sum()), "stack"),
+        paper_encoders=prose.signed(theirs.loc["encoder", "symmetry_median"]),
+        paper_decoders=prose.signed(theirs.loc["decoder", "symmetry_median"]),
+        present=prose.count(int(ours["n"].sum()), f"{present} stack"),
+        present_median=prose.signed(enc if np.isfinite(enc) else dec),
+    )
+
+
 def ordering_probability(summary: pd.DataFrame, score: str = "symmetry") -> float:
     """Fraction of (encoder stack, decoder stack) pairs in which the encoder's median ``score`` is the larger
     (ties count half); NaN without both. A description of the stacks scored, not a test: the test of the same
@@ -161,50 +210,6 @@ def describe_reach(summary: pd.DataFrame, alpha: float = ALPHA) -> str:
     return stats.describe_reach(
         n, control=m, balanced=True, alpha=alpha, unit="encoder stack", control_unit="decoder stack", what="the test"
     )
-
-
-def describe_role_effect(summary: pd.DataFrame, score: str = "symmetry", effect: stats.Effect | None = None) -> str:
-    """:func:`role_effect`'s sentence (estimate, interval, p and the verdict of the one rule; ``effect`` when given,
-    the same effect decided under a notebook's plan) and :func:`describe_reach`."""
-    effect = role_effect(summary, score) if effect is None else effect
-    if effect is None:
-        return describe_reach(summary)
-    return f"As a test over stacks, {effect.sentence()}. {describe_reach(summary)}"
-
-
-def describe(summary: pd.DataFrame, table: pd.DataFrame) -> list[str]:
-    """Sentences that state what the sweep found, computed from ``summary`` and :func:`agreement`'s ``table``."""
-    groups = group_medians(summary).set_index("stack")
-    lines = []
-    for stack in ("encoder", "decoder"):
-        g = groups.loc[stack]
-        if g["n"]:
-            lines.append(
-                f"{int(g['n'])} {stack} stacks: median symmetry {g['symmetry_median']:+.2f} (range "
-                f"{g['symmetry_min']:+.2f} to {g['symmetry_max']:+.2f}), median directionality "
-                f"{g['directionality_median']:+.2f} (range {g['directionality_min']:+.2f} to "
-                f"{g['directionality_max']:+.2f})."
-            )
-    p_sym, p_dir = ordering_probability(summary, "symmetry"), ordering_probability(summary, "directionality")
-    if p_sym == p_sym:
-        lines.append(
-            f"An encoder stack is more symmetric than a decoder stack in {p_sym:.0%} of (encoder, decoder) pairs, "
-            f"and less column-dominant (higher directionality) in {p_dir:.0%}."
-        )
-    if len(table):
-        clean = table[table["caveats"] == ""]
-        for name, part in (("without a known caveat", clean), ("with a caveat", table[table["caveats"] != ""])):
-            if len(part):
-                lines.append(
-                    f"{len(part)} stacks also reported by the authors {name}: median |ours - theirs| "
-                    f"{part['diff_symmetry'].abs().median():.3f} in symmetry, "
-                    f"{part['diff_directionality'].abs().median():.3f} in directionality."
-                )
-    else:
-        lines.append(
-            "None of the scored models is in the authors' list, so there is nothing to compare point by point."
-        )
-    return lines
 
 
 # The authors' vision models grouped by how they were trained (the reference table's names), with the objective of

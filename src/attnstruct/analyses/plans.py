@@ -4,7 +4,7 @@ A notebook prints its plan's table (:meth:`attnstruct.stats.Plan.table`, with :f
 and every verdict it prints passes through :meth:`attnstruct.stats.Plan.decide` of its plan, which refuses a claim the
 plan does not declare.
 :data:`PLANS` says where each notebook's plan is: in the notebook's analysis module (03:
-:data:`attnstruct.analyses.nb03_pretrained_models.PLAN`, 08: :data:`attnstruct.analyses.pretrained_ordering.SWEEP_PLAN`,
+:data:`attnstruct.analyses.nb03_pretrained_models.PLAN`, 08: :data:`attnstruct.analyses.nb08_model_sweep.PLAN`,
 04: :data:`attnstruct.analyses.nb04_gradient_structure.PLAN`, 05:
 :data:`attnstruct.analyses.nb05_training_dynamics.PLAN`, 06: :data:`attnstruct.analyses.nb06_symmetric_init.PLAN`, 07:
 :data:`attnstruct.analyses.nb07_vision.PLAN`, 09: from
@@ -28,7 +28,7 @@ PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's
     "05_training_dynamics": ("nb05_training_dynamics", "PLAN"),
     "06_symmetric_init": ("nb06_symmetric_init", "PLAN"),
     "07_vision": ("nb07_vision", "PLAN"),
-    "08_model_sweep": ("pretrained_ordering", "SWEEP_PLAN"),
+    "08_model_sweep": ("nb08_model_sweep", "PLAN"),
     "09_dynamics_at_scale": ("nb09_dynamics_at_scale", "PLAN"),  # the local series; the hub's: declared_plan(entries)
 }
 

@@ -263,9 +263,8 @@ TITLE_MIN_POINTS = 8.0  # the smallest font a message title shrinks to before it
 
 def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
     """Give ``fig`` its message title: one line (or two) above every panel that says what the figure shows, its
-    finding in words, with any number in it computed from the data drawn (the title builders of
-    :mod:`attnstruct.analyses.figure_titles`, or a template of the notebook filled with its facts by
-    :func:`attnstruct.report.prose.fill`).
+    finding in words, with any number in it computed from the data drawn (a template of the notebook filled with
+    its facts by :func:`attnstruct.report.prose.fill`).
 
     Each line of ``text`` longer than the figure is wide (:func:`title_width`) is wrapped at word boundaries, so a
     title never widens the saved image; a title that would take more than :data:`TITLE_LINES` lines is set in a

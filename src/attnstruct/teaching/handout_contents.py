@@ -53,7 +53,7 @@ HEADLINES = {
     "05_training_dynamics": plans.plan_of("05_training_dynamics").primary[0].name,
     "06_symmetric_init": plans.plan_of("06_symmetric_init").primary[0].name,
     "07_vision": nb07_vision.PRIMARY,
-    "08_model_sweep": pretrained_ordering.SWEEP_PLAN.primary[0].name,
+    "08_model_sweep": plans.plan_of("08_model_sweep").primary[0].name,
 }
 
 

@@ -1,14 +1,21 @@
 """Notebook 01: the bilinear form checked on a real attention layer, example matrices and untrained layers placed
-among random ones, and the sentences that state what they show.
+among random ones, and the facts its sentences and figure titles state.
 
 A head's logit is ``q_i . k_j = x_i^T M_h x_j`` plus three bias terms (:mod:`attnstruct.bilinear`), with
 ``M_h = W_q[h]^T W_k[h]`` (``nn.Linear`` weights; the paper's ``W_q^h (W_k^h)^T``). :func:`identity_check` proves it
 on a BERT layer: the logits from the factors equal ``Q K^T``, and their softmax equals the model's own attention.
 The scores of an untrained layer, or of an example matrix, say something about structure only against the scores of
 random matrices of the same shape (:func:`place_examples`, :func:`place_layers`).
+
+What the notebook says comes from here as facts records (frozen dataclasses of strings formatted by
+:mod:`attnstruct.report.prose`, plus the few data-dependent words); its sentences and figure titles are templates in
+the notebook, filled by :func:`attnstruct.report.prose.say` and :func:`~attnstruct.report.prose.fill`.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,6 +26,7 @@ from .. import bilinear, stats
 from ..random_matrices import KINDS, example_matrix, generator
 from ..report import prose
 from ..scores import Scores, factor_scores, scores
+from .matrix_readings import outlying_norms
 from .null_ensembles import null_distribution
 
 EXAMPLE_TITLES = dict(
@@ -104,7 +112,7 @@ def identity_check(model, tokens: torch.Tensor) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("layer")
 
 
-def examples(dim: int, seed: int) -> dict[str, torch.Tensor]:
+def example_matrices(dim: int, seed: int) -> dict[str, torch.Tensor]:
     """One ``dim x dim`` matrix of each kind of :data:`attnstruct.random_matrices.KINDS`, drawn in that order from
     ``generator(seed, 1)``."""
     gen = generator(seed, 1)
@@ -152,52 +160,144 @@ def head_and_layer_scores(model) -> tuple[list[Scores], list[Scores]]:
     return [factor_scores(*f) for f in factors], [factor_scores(*f, sum_heads=True) for f in factors]
 
 
-def _placed(row, digits: int) -> str:
-    where = "outside" if row.outside else "inside"
-    return (
-        f"{prose.signed(row.value, digits)} at percentile {prose.number(row.percentile, 1)} (95% range "
-        f"{prose.signed(row.null_low, digits)} to {prose.signed(row.null_high, digits)}, {where})"
-    )
+# The facts the notebook's sentences and figure titles state.
 
 
-def describe_first_layer(placed: pd.DataFrame, null_draws: int) -> str:
-    """Where layer 0's symmetry sits among random layers of its shape, and what that says."""
-    row = placed.loc[(0, "symmetry")]
-    reading = "outside that range" if row.outside else "inside it, so neither part dominates beyond chance"
-    return (
-        f"Symmetry of layer 0 (untrained): {prose.signed(row.value, 3)}, percentile "
-        f"{prose.number(row.percentile, 1)} of {null_draws} random layers of the same shape (95% range "
-        f"{prose.signed(row.null_low, 3)} to {prose.signed(row.null_high, 3)}): {reading}."
-    )
+@dataclass(frozen=True)
+class LayerPlacementFacts:
+    """One layer's two scores (summed over heads) among ``draws`` random layers of its shape: per score the
+    ``value`` and the null's 95% range ``low`` to ``high`` (three decimals), its ``percentile`` (one decimal),
+    ``outside`` the range or not and the word for it (``where``: ``outside`` or ``inside``)."""
+
+    layer: str
+    draws: str
+    symmetry: str
+    symmetry_percentile: str
+    symmetry_low: str
+    symmetry_high: str
+    symmetry_outside: bool
+    symmetry_where: str
+    directionality: str
+    directionality_percentile: str
+    directionality_low: str
+    directionality_high: str
+    directionality_outside: bool
+    directionality_where: str
 
 
-def describe_examples(placed: pd.DataFrame, null_draws: int, dim: int) -> str:
-    """The examples' directionality against the Gaussian null of their size, and which scores lie outside it."""
+def _layer_facts(layer, cell: pd.DataFrame, null_draws: int) -> LayerPlacementFacts:
+    fields = {"layer": str(layer), "draws": str(null_draws)}
+    for score, row in cell.droplevel("layer").iterrows():
+        fields |= {
+            score: prose.signed(row.value, 3),
+            f"{score}_percentile": prose.number(row.percentile, 1),
+            f"{score}_low": prose.signed(row.null_low, 3),
+            f"{score}_high": prose.signed(row.null_high, 3),
+            f"{score}_outside": bool(row.outside),
+            f"{score}_where": "outside" if row.outside else "inside",
+        }
+    return LayerPlacementFacts(**fields)
+
+
+def layers_among_random(placed: pd.DataFrame, null_draws: int) -> list[LayerPlacementFacts]:
+    """The facts of every layer of :func:`place_layers`' table ``placed``, in layer order."""
+    return [_layer_facts(layer, cell, null_draws) for layer, cell in placed.groupby(level="layer")]
+
+
+def first_layer_among_random(placed: pd.DataFrame, null_draws: int) -> LayerPlacementFacts:
+    """The facts of layer 0 of :func:`place_layers`' table ``placed``."""
+    return _layer_facts(0, placed.xs(0, level="layer", drop_level=False), null_draws)
+
+
+@dataclass(frozen=True)
+class ExamplesNullFacts:
+    """The example matrices against ``draws`` i.i.d. Gaussian matrices of their ``size``: the directionality null's
+    95% range ``low`` to ``high``, and which ``(example, score)`` pairs lie ``outside`` their null's range
+    (``kind (score)``, listed; ``any_outside`` false when none does)."""
+
+    draws: str
+    size: str
+    low: str
+    high: str
+    any_outside: bool
+    outside: str
+
+
+def examples_among_gaussian(placed: pd.DataFrame, null_draws: int, dim: int) -> ExamplesNullFacts:
+    """The facts of :func:`place_examples`' table ``placed``."""
     direc = placed.xs("directionality", level="score")
     outside = [f"{kind} ({score})" for kind, score in placed.index[placed.outside.astype(bool)]]
-    entries = ", ".join(
-        f"{kind} {prose.signed(row.value)} (percentile {prose.number(row.percentile, 1)}, "
-        f"{'outside' if row.outside else 'inside'})"
-        for kind, row in direc.iterrows()
-    )
-    return (
-        f"Directionality of {null_draws} Gaussian matrices of size {dim}: 95% range "
-        f"{prose.signed(direc.null_low.iloc[0])} to {prose.signed(direc.null_high.iloc[0])}. The examples: "
-        f"{entries}. Outside the null's range: {', '.join(outside) or 'none'}."
+    return ExamplesNullFacts(
+        draws=str(null_draws),
+        size=str(dim),
+        low=prose.signed(direc.null_low.iloc[0]),
+        high=prose.signed(direc.null_high.iloc[0]),
+        any_outside=bool(outside),
+        outside=", ".join(outside),
     )
 
 
-def describe_layers(placed: pd.DataFrame, null_draws: int) -> list[str]:
-    """One sentence per layer: both scores, summed over heads, against random layers of the same shape."""
-    return [
-        f"Layer {layer}, summed over heads, against {null_draws} random layers of the same shape: "
-        + "; ".join(f"{score} {_placed(row, 3)}" for score, row in cell.droplevel("layer").iterrows())
-        + "."
-        for layer, cell in placed.groupby(level="layer")
-    ]
+@dataclass(frozen=True)
+class EnergyFacts:
+    """The shares of a matrix's energy ``||M||^2`` carried by its ``symmetric`` and its ``skew`` part."""
+
+    symmetric: str
+    skew: str
 
 
-def dataset(
+def energy_shares(energy: Mapping[str, float]) -> EnergyFacts:
+    """``energy`` holds ``||M||^2`` (``M``) and its parts' (``M_s``, ``M_n``)."""
+    total = energy["M"] or 1.0
+    return EnergyFacts(symmetric=prose.percent(energy["M_s"] / total), skew=prose.percent(energy["M_n"] / total))
+
+
+@dataclass(frozen=True)
+class ExampleScoreFacts:
+    """What each score answers to in the example matrices: the ``symmetric`` and ``skew`` examples' symmetry, the
+    dominant ``columns`` and ``rows`` examples' directionality."""
+
+    symmetric: str
+    skew: str
+    columns: str
+    rows: str
+
+
+def structured_example_scores(example_scores: Mapping[str, Scores]) -> ExampleScoreFacts:
+    """``example_scores[kind]`` (kinds of :data:`EXAMPLE_TITLES`): the scores of the structured examples."""
+    return ExampleScoreFacts(
+        symmetric=prose.signed(example_scores["symmetric"].symmetry),
+        skew=prose.signed(example_scores["skew"].symmetry),
+        columns=prose.signed(example_scores["columns"].directionality),
+        rows=prose.signed(example_scores["rows"].directionality),
+    )
+
+
+@dataclass(frozen=True)
+class DominantColumnsFacts:
+    """How many ``columns`` and ``rows`` of a matrix pass their norm threshold (counted), their summed excesses
+    ``C`` and ``R`` (three significant digits) and the matrix's ``directionality``."""
+
+    columns: str
+    rows: str
+    C: str
+    R: str
+    directionality: str
+
+
+def dominant_columns(matrix, directionality: float) -> DominantColumnsFacts:
+    """The facts of :func:`attnstruct.analyses.matrix_readings.outlying_norms` of ``matrix`` and its
+    ``directionality``."""
+    norms = outlying_norms(np.asarray(matrix))
+    return DominantColumnsFacts(
+        columns=prose.count(norms["columns_over"], "column"),
+        rows=prose.count(norms["rows_over"], "row"),
+        C=f"{norms['C']:.3g}",
+        R=f"{norms['R']:.3g}",
+        directionality=prose.signed(directionality),
+    )
+
+
+def results_dataset(
     head_scores: list[Scores], layer_scores: list[Scores], example_scores: dict[str, Scores], check: pd.DataFrame
 ) -> xr.Dataset:
     """Notebook 01's results over ``layer``, ``head`` and ``example`` (attrs added by the notebook): the layers'

@@ -1,0 +1,287 @@
+"""Notebook 08: the list of models, the sweep's outcome, its plan and verdicts, its dataset, the caveat groups of the
+point-by-point comparison with the authors' values, and the facts its sentences and titles state.
+
+The sweep itself is :func:`attnstruct.checkpoints.sweep.run_sweep`; its per-model datasets are the one per-model
+dataset of :func:`attnstruct.checkpoints.tables.model_dataset`, read here by
+:func:`attnstruct.analyses.pretrained_scores.stack_summary`. The comparison with the paper is
+:mod:`attnstruct.analyses.paper_comparison`; the claims notebook 03 shares (one unit per model family, the test over
+stacks) are :mod:`attnstruct.analyses.pretrained_ordering`'s.
+
+**The plan** (:data:`PLAN`): the primary claim counts one unit per model family (each model's family from its
+``model_type``, :func:`rows_by_family`), encoder families against decoder families in median symmetry; the same on
+directionality and the test over stacks are secondary. :func:`effects` decides them, :func:`smallest_p_by_claim`
+says what the swept models can reach.
+
+What the notebook says comes from here as facts records (frozen dataclasses of strings formatted by
+:mod:`attnstruct.report.prose`, plus the few data-dependent words); its sentences and figure titles are templates in
+the notebook, filled by :func:`attnstruct.report.prose.say` and :func:`~attnstruct.report.prose.fill`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from .. import results, stats
+from ..checkpoints import sweep
+from ..checkpoints.sweep import SweepResult
+from ..report import prose
+from . import paper_comparison, pretrained_ordering, pretrained_scores
+
+ZOO_SELECTIONS = ("core", "all")
+
+# The plan: the swept models counted by family, and their stacks.
+
+FAMILY_CLAIM = "encoder minus decoder model families, median {score} (the models swept)"
+PLAN = stats.Plan(
+    "08_model_sweep",
+    (
+        pretrained_ordering.family_claim("symmetry", "primary", FAMILY_CLAIM),
+        pretrained_ordering.family_claim("directionality", "secondary", FAMILY_CLAIM),
+        pretrained_ordering.STACKS,
+    ),
+)
+
+
+def rows_by_family(summary: pd.DataFrame, model_types) -> pd.DataFrame:
+    """The encoder and decoder self-attention stacks of ``summary``
+    (:func:`attnstruct.analyses.pretrained_scores.stack_summary`), with ``role`` their stack and ``model_family`` the
+    family of each model (``model_types``: model -> its ``model_type``, :func:`attnstruct.stats.model_family`)."""
+    rows = summary[summary["stack"].isin(("encoder", "decoder"))]
+    families = [stats.model_family(m, dict(model_types).get(m)) for m in rows["model"]]
+    return rows.assign(role=rows["stack"], model_family=families)
+
+
+def effects(summary: pd.DataFrame, model_types, seed: int = 0) -> list[stats.Effect]:
+    """Every verdict of notebook 08, decided under :data:`PLAN`: encoder minus decoder model families in median
+    symmetry and directionality over the swept models (:func:`rows_by_family`), and the stacks'
+    :func:`attnstruct.analyses.paper_comparison.role_effect`; none without an encoder and a decoder stack."""
+    rows = rows_by_family(summary, model_types)
+    if set(rows["role"]) != {"encoder", "decoder"}:
+        return []
+    by_family = pretrained_ordering.effects_by_family(rows, FAMILY_CLAIM, seed)
+    return PLAN.decide([*by_family, paper_comparison.role_effect(summary, "symmetry")])
+
+
+def smallest_p_by_claim(summary: pd.DataFrame, model_types) -> dict[str, float]:
+    """The smallest p each claim of :data:`PLAN` can reach with the swept models' families and stacks (empty without
+    a family of each role)."""
+    rows = rows_by_family(summary, model_types)
+    families = pretrained_ordering.families_per_role(rows)
+    stacks = [int((rows["role"] == r).sum()) for r in ("encoder", "decoder")]
+    if not all(families):
+        return {}
+    by_family = stats.smallest_two_sample_p(*families)
+    return {FAMILY_CLAIM.format(score=s): by_family for s in paper_comparison.SCORES} | {
+        pretrained_ordering.STACK_CLAIM: stats.smallest_two_sample_p(*stacks)
+    }
+
+
+# The sweep: its list, its outcome, its scores.
+
+
+def model_names(models, cache_dir=None) -> list[str]:
+    """The models to sweep: a zoo selection (``core``, ``all``: its names, which must have been fetched), ``paper``
+    or a list file (:func:`attnstruct.checkpoints.sweep.read_model_list`), or a list of ids and paths as given.
+
+    Raises ``RuntimeError`` naming the fetch command when a zoo model is not fetched."""
+    if isinstance(models, str) and models in ZOO_SELECTIONS:
+        return [e.name for e in pretrained_scores.fetched_entries(models, cache_dir)]
+    if isinstance(models, str):
+        return sweep.read_model_list(models)
+    return [str(m) for m in models]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a sweep did with its list: the ``models`` listed (counted), the ``device``, how many were ``scored`` now,
+    ``skipped`` (done before) and ``failed``."""
+
+    models: str
+    device: str
+    scored: str
+    skipped: str
+    failed: str
+
+
+def run_outcome(run: SweepResult, names, device) -> RunFacts:
+    """The facts of the sweep ``run`` of ``names`` on ``device``."""
+    return RunFacts(
+        models=prose.count(len(names), "model"),
+        device=str(device),
+        scored=str(len(run.scored)),
+        skipped=str(len(run.skipped)),
+        failed=str(len(run.failures)),
+    )
+
+
+def failures(run: SweepResult) -> pd.DataFrame:
+    """The models ``run`` could not score: ``model``, ``kind`` (what went wrong), ``reason`` (one line)."""
+    return pd.DataFrame(run.failures, columns=["model", "kind", "reason"])
+
+
+def load_scores(run: SweepResult, folder) -> xr.Dataset:
+    """The sweep's combined dataset (``sweep.nc``); ``RuntimeError`` pointing to ``folder``'s ``failures.csv`` when
+    no model could be scored."""
+    if run.path is None:
+        raise RuntimeError(f"no model could be scored; see {Path(folder) / 'failures.csv'}")
+    return results.load_dataset(run.path)
+
+
+# What the sweep found: the stacks by role, the pairs in the paper's order, the gaps to the authors' values.
+
+
+@dataclass(frozen=True)
+class RoleGroupFacts:
+    """One role's stacks (``stacks``, counted with the role's name): the median over them of their median
+    ``symmetry`` and ``directionality`` over layers, and each one's smallest and largest over the stacks (``..._low``,
+    ``..._high``, both given even when they are equal)."""
+
+    stacks: str
+    symmetry: str
+    symmetry_low: str
+    symmetry_high: str
+    directionality: str
+    directionality_low: str
+    directionality_high: str
+
+
+def role_groups(summary: pd.DataFrame) -> list[RoleGroupFacts]:
+    """The facts of :func:`attnstruct.analyses.paper_comparison.group_medians`, one per role with stacks (encoder,
+    then decoder)."""
+    facts = []
+    for stack, g in paper_comparison.group_medians(summary).set_index("stack").iterrows():
+        if g["n"]:
+            facts.append(
+                RoleGroupFacts(
+                    stacks=prose.count(int(g["n"]), f"{stack} stack"),
+                    symmetry=prose.signed(g["symmetry_median"]),
+                    symmetry_low=prose.signed(g["symmetry_min"]),
+                    symmetry_high=prose.signed(g["symmetry_max"]),
+                    directionality=prose.signed(g["directionality_median"]),
+                    directionality_low=prose.signed(g["directionality_min"]),
+                    directionality_high=prose.signed(g["directionality_max"]),
+                )
+            )
+    return facts
+
+
+@dataclass(frozen=True)
+class PairOrderFacts:
+    """The share of (encoder, decoder) stack pairs in which the encoder is ``more_symmetric`` and in which it is
+    ``less_column_dominant`` (higher directionality); ``has_pairs`` false without a stack of each role."""
+
+    has_pairs: bool
+    more_symmetric: str
+    less_column_dominant: str
+
+
+def pair_order(summary: pd.DataFrame) -> PairOrderFacts:
+    """The facts of :func:`attnstruct.analyses.paper_comparison.ordering_probability` of both scores."""
+    p_sym, p_dir = (paper_comparison.ordering_probability(summary, s) for s in paper_comparison.SCORES)
+    return PairOrderFacts(
+        has_pairs=p_sym == p_sym, more_symmetric=prose.percent(p_sym), less_column_dominant=prose.percent(p_dir)
+    )
+
+
+@dataclass(frozen=True)
+class PaperGapFacts:
+    """The ``stacks`` (counted) also reported by the authors ``with`` or ``without a known caveat`` (``caveat``: the
+    words), and the median absolute difference of ours from theirs in ``symmetry`` and ``directionality`` (three
+    decimals)."""
+
+    caveat: str
+    stacks: str
+    symmetry: str
+    directionality: str
+
+
+def paper_gaps(table: pd.DataFrame) -> list[PaperGapFacts]:
+    """The facts of :func:`attnstruct.analyses.paper_comparison.agreement`'s ``table``: the stacks without a known
+    caveat, then those with one, each group only when it has stacks; empty when no model is in the authors' list."""
+    facts = []
+    clean = table["caveats"] == ""
+    for caveat, part in (("without a known caveat", table[clean]), ("with a caveat", table[~clean])):
+        if len(part):
+            facts.append(
+                PaperGapFacts(
+                    caveat=caveat,
+                    stacks=prose.count(len(part), "stack"),
+                    symmetry=prose.number(part["diff_symmetry"].abs().median(), 3),
+                    directionality=prose.number(part["diff_directionality"].abs().median(), 3),
+                )
+            )
+    return facts
+
+
+@dataclass(frozen=True)
+class StackTestFacts:
+    """The test over stacks: whether it ran (``tested``: a stack of each role), its ``test`` sentence
+    (:meth:`attnstruct.stats.Effect.sentence`) and its ``reach``
+    (:func:`attnstruct.analyses.paper_comparison.describe_reach`)."""
+
+    tested: bool
+    test: str
+    reach: str
+
+
+def stack_test(summary: pd.DataFrame, effect: stats.Effect | None) -> StackTestFacts:
+    """The facts of the stacks' test, ``effect`` (decided under :data:`PLAN`; None: the stacks of ``summary``
+    untested, or :func:`attnstruct.analyses.paper_comparison.role_effect` of them when it can run)."""
+    effect = paper_comparison.role_effect(summary, "symmetry") if effect is None else effect
+    reach = paper_comparison.describe_reach(summary)
+    return StackTestFacts(tested=effect is not None, test="" if effect is None else effect.sentence(), reach=reach)
+
+
+# The point-by-point comparison with the authors' values.
+
+
+def caveat_group(caveats: str) -> str:
+    """The colour group of an authors' entry in the comparison figure: ``no known caveat``, the caveat itself for
+    the two extraction problems that shift many entries (grouped-query pairing, fused QKV), ``other caveat``."""
+    if not caveats:
+        return "no known caveat"
+    return caveats if caveats in ("gqa_head_pairing_suspect", "fused_qkv_branch_suspect") else "other caveat"
+
+
+def with_caveat_groups(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`attnstruct.analyses.paper_comparison.agreement`'s ``table`` with a ``caveat_group`` column
+    (:func:`caveat_group`)."""
+    return table.assign(caveat_group=[caveat_group(c) for c in table["caveats"]])
+
+
+@dataclass(frozen=True)
+class AgreementFacts:
+    """The ``stacks`` (counted) also scored by the paper, and the median absolute difference of ours from theirs in
+    ``symmetry`` and ``directionality`` (two decimals, as the figure's title states them)."""
+
+    stacks: str
+    symmetry: str
+    directionality: str
+
+
+def agreement_gaps(table: pd.DataFrame) -> AgreementFacts:
+    """The facts of :func:`attnstruct.analyses.paper_comparison.agreement`'s ``table``, every row."""
+    return AgreementFacts(
+        stacks=prose.count(len(table), "stack"),
+        symmetry=prose.number(table["diff_symmetry"].abs().median()),
+        directionality=prose.number(table["diff_directionality"].abs().median()),
+    )
+
+
+def results_dataset(ds: xr.Dataset, *, parameters: Mapping, failures: int, effects=()) -> xr.Dataset:
+    """Notebook 08's dataset: the sweep's scores ``ds`` with provenance attrs (``parameters``, the scored matrix as
+    the sweep recorded it, the number of models that failed, and under ``verdicts`` the table of ``effects``, JSON,
+    ``"{}"`` for none)."""
+    out = ds.copy()
+    out.attrs = results.provenance_attrs(
+        parameters=dict(parameters),
+        scored_matrix=ds.attrs["scored_matrix"],
+        failures=failures,
+        verdicts=stats.verdict_table(effects).to_json(orient="index") if len(effects) else "{}",
+    )
+    return out
