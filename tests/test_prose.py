@@ -1,5 +1,7 @@
 """The formatters that render numbers as words: one style for every sentence the notebooks and analyses print."""
 
+import pytest
+
 from attnstruct.report import prose
 
 
@@ -72,3 +74,15 @@ def test_a_template_field_the_record_lacks_is_a_key_error_naming_field_and_recor
     with pytest.raises(KeyError, match=r"'units', 'verdict'.*PairFacts") as raised:
         prose.fill("{series}: {units} {verdict} {units}", PairFacts("ettin"))
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "said"),
+    [(0.356, 0.344, "more symmetric than"), (0.1, 0.2, "less symmetric than"), (0.351, 0.349, "as symmetric as")],
+)
+def test_compared_says_more_or_less_only_of_numbers_that_differ_as_printed(a, b, said):
+    assert prose.compared(a, b) == said
+
+
+def test_compared_takes_its_own_words_and_digits():
+    assert prose.compared(0.351, 0.349, "more", "less", "as symmetric", digits=3) == "more"

@@ -48,7 +48,7 @@ import xarray as xr
 from .. import gradient as G
 from .. import results, stats, work
 from .._version import __version__
-from ..report.prose import count, listing, number, percent, signed, span
+from ..report.prose import compared, count, listing, number, percent, signed, span
 from ..scores import symmetry_score
 from ..tasks import toy_tasks
 from ..training import run_folder
@@ -804,12 +804,6 @@ def context_before_query(roles: xr.Dataset) -> PairShareFacts:
     return PairShareFacts(causal=shares["causal"], bidirectional=shares["bidirectional"])
 
 
-def _compared(a: float, b: float, more: str, less: str, same: str) -> str:
-    """``more`` when ``a`` beats ``b`` at two decimals, ``less`` when it trails, ``same`` when they round alike."""
-    a, b = round(float(a), 2), round(float(b), 2)
-    return more if a > b else less if a < b else same
-
-
 @dataclass(frozen=True)
 class TaskComparisonFacts:
     """Per ``task``: masked LM's symmetry (``masked``) against next-token prediction's (``causal``); ``relation``
@@ -831,8 +825,8 @@ def _by_task(values: xr.DataArray, **extra) -> list[TaskComparisonFacts]:
     facts = []
     for k, task in enumerate(values.task.values):
         bid, causal = (float(values.sel(task=task, objective=o)) for o in ("bidirectional", "causal"))
-        relation = _compared(bid, causal, "more symmetric than", "less symmetric than", "as symmetric as")
-        short = _compared(bid, causal, "more", "less", "as symmetric")
+        relation = compared(bid, causal, "more symmetric than", "less symmetric than", "as symmetric as")
+        short = compared(bid, causal, "more", "less", "as symmetric")
         facts.append(TaskComparisonFacts(str(task), signed(bid), signed(causal), relation, short, k == 0, **extra))
     return facts
 

@@ -667,11 +667,6 @@ class BesideAuthorsFacts:
     agree: str
 
 
-def _compared(a: float, b: float) -> str:
-    a, b = round(float(a), 2), round(float(b), 2)
-    return "more symmetric than" if a > b else "less symmetric than" if a < b else "as symmetric as"
-
-
 def beside_authors(ds: xr.Dataset, authors: pd.DataFrame, learned: bool = True) -> BesideAuthorsFacts:
     """The facts of our runs beside the authors' (:func:`attnstruct.reference.training_dynamics`), by mode."""
     ours = median_over_layers(ds, "symmetry").mean("seed").isel(step=-1)
@@ -685,8 +680,8 @@ def beside_authors(ds: xr.Dataset, authors: pd.DataFrame, learned: bool = True) 
     reason = no_finding(ds.sizes["seed"], learned) or ("" if has_both(ds) else "one objective")
     comparison = agree = ""
     if not reason:
-        comparison = _compared(ours.sel(objective=ENCODER), ours.sel(objective=DECODER))
-        theirs_compared = _compared(np.median(theirs["encoder"]), np.median(theirs["decoder"]))
+        comparison = prose.compared(ours.sel(objective=ENCODER), ours.sel(objective=DECODER))
+        theirs_compared = prose.compared(np.median(theirs["encoder"]), np.median(theirs["decoder"]))
         agree = "as" if comparison == theirs_compared else "unlike"
     return BesideAuthorsFacts(
         can_tell=not reason,

@@ -118,13 +118,6 @@ def reported_group_medians(reference: pd.DataFrame, family: str = "language", *,
     return group_medians(rows.assign(stack=rows["role"]))
 
 
-def _compared(a: float, b: float) -> str:
-    """How a symmetry ``a`` compares with ``b`` at the two decimals shown: ``more symmetric than``, ``less symmetric
-    than`` or ``as symmetric as``."""
-    a, b = round(float(a), 2), round(float(b), 2)
-    return "more symmetric than" if a > b else "less symmetric than" if a < b else "as symmetric as"
-
-
 @dataclass(frozen=True)
 class RolesFacts:
     """Our encoder stacks' median symmetry (median over stacks of their medians over layers) ``compared`` with the
@@ -152,7 +145,7 @@ def roles_beside_paper(summary: pd.DataFrame, reference: pd.DataFrame) -> RolesF
     present = "encoder" if np.isfinite(enc) else "decoder"
     return RolesFacts(
         both_roles=bool(np.isfinite(enc) and np.isfinite(dec)),
-        compared=_compared(enc, dec),
+        compared=prose.compared(enc, dec),
         encoders=prose.signed(enc),
         decoders=prose.signed(dec),
         stacks=prose.count(int(ours["n"].sum()), "stack"),

@@ -59,6 +59,20 @@ def listing(values: Iterable[float], digits: int = 2, fmt=signed) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1] if parts else "none"
 
 
+def compared(
+    a: float,
+    b: float,
+    more: str = "more symmetric than",
+    less: str = "less symmetric than",
+    same: str = "as symmetric as",
+    digits: int = 2,
+) -> str:
+    """How ``a`` compares with ``b`` at the ``digits`` a sentence prints: ``more`` when it is larger, ``less`` when
+    smaller, ``same`` when the two round alike (so a sentence never says "more" of two equal printed numbers)."""
+    a, b = round(float(a), digits), round(float(b), digits)
+    return more if a > b else less if a < b else same
+
+
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """``'1 seed'``, ``'3 seeds'``, ``'2 families'`` (a consonant and ``y``: ``ies``), or ``plural`` when given."""
     if n == 1:
