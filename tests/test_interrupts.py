@@ -202,16 +202,21 @@ write_atomically(pathlib.Path(results_dir, "{stem}.txt"), lambda tmp: pathlib.Pa
 """
 
 
+MAX_DELAY_S = 5.0  # Ctrl-C comes this long at most after the build folder appears
+PAUSE_S = 2.0  # per notebook: three of them outlast MAX_DELAY_S on any machine
+
+
 @pytest.fixture
 def tiny_project(tmp_path):
-    """A project root with three notebooks of a few short cells (each records its kernel's process id and writes a
-    result atomically) and a ``tiny`` profile: ``attnstruct reproduce`` runs it in a few seconds."""
+    """A project root with three notebooks of a few short cells (each records its kernel's process id, pauses
+    ``PAUSE_S`` and writes a result atomically) and a ``tiny`` profile: ``attnstruct reproduce`` runs it in longer
+    than ``MAX_DELAY_S``, so that Ctrl-C always lands while it runs, however fast the machine."""
     root = tmp_path / "project"
     (root / "notebooks").mkdir(parents=True)
     (root / "params").mkdir()
     for stem in NOTEBOOKS:
         (root / "notebooks" / f"{stem}.py").write_text(NOTEBOOK.replace("{stem}", stem))
-    (root / "params" / "tiny.yaml").write_text("".join(f"{stem}:\n  pause: 0.3\n" for stem in NOTEBOOKS))
+    (root / "params" / "tiny.yaml").write_text("".join(f"{stem}:\n  pause: {PAUSE_S}\n" for stem in NOTEBOOKS))
     return root
 
 
@@ -229,7 +234,7 @@ def _alive(pid: int) -> bool:
 def test_ctrl_c_stops_reproduce_between_whole_notebooks_in_one_line_with_130_and_no_kernel_left(tiny_project, seed):
     build = tiny_project / "build"
     argv = ("reproduce", "--root", str(tiny_project), "--profile", "tiny", "--build-dir", str(build))
-    delay = random.Random(seed).uniform(0.0, 5.0)
+    delay = random.Random(seed).uniform(0.0, MAX_DELAY_S)
     status, err = _interrupt(_start(*argv), (build / "notebooks").is_dir, delay)
     line = _one_interrupted_line(status, err, "attnstruct reproduce")
     done = int(line.split(" after ", 1)[1].split(" of ", 1)[0])
