@@ -68,44 +68,17 @@
 # * predict from the gradient's pairs (notebook 04) which objective drives $W_{qk}$ towards symmetry, and test the
 #   prediction on tiny runs.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "text-training"]
+# Every text-training setting can be set here or in a profile (`-p steps 1200`): the model's shape, the optimiser
+# and its schedule, the corpus and its tokenizer, how often to log and evaluate, the device. Their defaults are this
+# notebook's quick profile, declared once in `attnstruct.tasks.text_config.TextConfig`; `attnstruct train --help`
+# lists each with its meaning. This cell holds what only this notebook takes.
 objectives = ["mlm", "next-token"]  # masked LM (bidirectional) and next-token prediction (causal)
 seeds = [0, 1, 2, 3, 4]  # one run per objective and seed (5 seeds: the fewest a one-sided sign-flip test can use)
-steps = 600  # optimizer steps per run
-batch_size = 64  # sequences per step
-seq_len = 64  # tokens per sequence
-d_model = 64  # model width
-n_layers = 4  # Transformer layers
-n_heads = 4  # attention heads per layer
-dropout = 0.0  # BERT uses 0.1; off in the quick profile (short runs do not overfit)
-norm = "pre"  # "pre" LayerNorm (learns faster at this size; see docs/calibration.md) or "post" (BERT)
-lr = 0.002  # AdamW peak learning rate
-warmup = 100  # linear warm-up steps
-schedule = "linear"  # after warm-up: "linear" decay to 0 at the last step (the authors'), or "constant"
-weight_decay = 0.01  # AdamW weight decay (not on biases and LayerNorm)
-clip = 1.0  # gradient-norm clipping
-mask_rate = 0.15  # masked-LM selection rate (80% [MASK], 10% random, 10% kept)
-vocab_size = 500  # byte-level BPE vocabulary trained on the corpus (small: the runs learn context sooner)
-corpus = "shakespeare"  # the packaged plays, a UTF-8 text file, or what `attnstruct prepare-corpus` takes
-tokenizer = "bpe"  # "bpe" (vocab_size, trained on the corpus), a hub tokenizer id or a tokenizer.json
-corpus_config = None  # a hub dataset's config (corpus "hf://datasets/ORG/NAME" or a named corpus)
-corpus_split = None  # its split; None: train
-corpus_field = None  # the field holding the text; None: the named corpus's, else "text"
-max_tokens = None  # tokenise at most this many tokens of a prepared corpus; None: all
-preprocessing = "none"  # "as-authors": every character spaced, as the paper's script did (docs/paper-notes.md)
-val_fraction = 0.05  # held out for validation: the last share of every play, or of a prepared corpus's documents
-log_every = 25  # record scores and training loss every this many steps
-eval_every = 25  # validation loss every this many steps (notebook 06 reads these runs too)
-eval_batches = 4  # held-out batches per validation
-checkpoint_every = 300  # resumable checkpoints
 snapshot_every = 100  # keep the weights every this many steps as checkpoint folders (notebook 09 reads them)
 n_null_draws = 400  # untrained models drawn for each null distribution
 workers = 2  # runs trained side by side (processes)
 threads_per_worker = 1  # torch threads per process
-device = "cpu"  # "cpu", "cuda" or "auto"
-amp = False  # bfloat16 autocast on CUDA
-accumulate = 1  # micro-batches per step (gradient accumulation): batch_size sequences in accumulate parts
-compile = False  # torch.compile the model and its loss (worth it on a GPU)
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
 results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
 figures_dir = None  # where the figures go; None: figures/ of the work folder
@@ -132,6 +105,7 @@ configs = [
     for objective in objectives
     for seed in seeds
 ]  # every value is checked here: a bad parameter stops the notebook before any training
+settings = configs[0]  # what every run shares: the model's shape, the optimiser, the corpus, the device
 
 # %%
 authors_runs = two_objectives.authors_runs()
@@ -222,7 +196,7 @@ print(
 # the paper profile, read it before you commit a GPU to it.
 
 # %%
-step_timing = step_cost.measure(configs[0], device, data.vocab_size, data.mask_id, steps=1, warmup=1)
+step_timing = step_cost.measure(settings, settings.device, data.vocab_size, data.mask_id, steps=1, warmup=1)
 print("\n".join(step_cost.describe_cost(configs, step_timing, data.vocab_size, len(data.train), workers)))
 
 # %% tags=["slow"]
@@ -318,9 +292,9 @@ targets.round(3)
 # leaves the band shows structure that training put there.
 
 # %%
-shape = two_objectives.Shape(d_model, n_heads, n_layers)
+shape = two_objectives.Shape(settings.d_model, settings.n_heads, settings.n_layers)
 null = {score: shape.null(score, n_null_draws, seed=0) for score in text_runs.SCORES}
-one_layer = two_objectives.Shape(d_model, n_heads, 1)
+one_layer = two_objectives.Shape(settings.d_model, settings.n_heads, 1)
 null_layer = {score: one_layer.null(score, n_null_draws, seed=0) for score in null}
 
 # %% tags=["hide-input"]
@@ -363,12 +337,12 @@ _ = plotting.savefig(fig, figures_dir / "05_scores_over_training")
 fig, axes = plt.subplots(
     2, len(dataset.objective), figsize=(5 * len(dataset.objective), 6), sharex=True, sharey="row", squeeze=False
 )
-colors = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
+colors = plt.get_cmap("cividis")(np.linspace(0, 0.9, settings.n_layers))
 for column, objective in enumerate(dataset.objective.values):
     for row, score in enumerate(text_runs.SCORES):
         ax = axes[row, column]
         plotting.null_band(ax, null_layer[score], "one untrained layer")
-        for layer in range(n_layers):
+        for layer in range(settings.n_layers):
             ax.plot(
                 dataset.step,
                 dataset[score].sel(objective=objective, layer=layer).isel(seed=0),
@@ -533,7 +507,7 @@ if schedules.any:
 fig, axes = plt.subplots(
     2, len(dataset.objective), figsize=(3.2 * len(dataset.objective) + 1.2, 6), squeeze=False, layout="constrained"
 )
-annotate = max(n_layers, n_heads) <= 8  # the values are printed in the cells while they fit
+annotate = max(settings.n_layers, settings.n_heads) <= 8  # the values are printed in the cells while they fit
 for row, (score, cmap) in enumerate((("head_symmetry", "RdBu_r"), ("head_directionality", "PuOr_r"))):
     shown = two_objectives.final_heads(dataset, score)  # [objective, layer, head]: the values drawn in this row
     norm = CenteredNorm(vcenter=0.0, halfrange=max(0.01, float(np.abs(shown).max())))
@@ -545,8 +519,8 @@ for row, (score, cmap) in enumerate((("head_symmetry", "RdBu_r"), ("head_directi
             dark = abs(value) > 0.6 * norm.halfrange
             ax.text(head, layer, f"{value:+.2f}", ha="center", va="center", fontsize=8, color="w" if dark else "k")
         ax.set(title=f"{label(objective)}\n{score.removeprefix('head_')}", xlabel="head", ylabel="layer")
-        ax.set_xticks(range(n_heads))
-        ax.set_yticks(range(n_layers))
+        ax.set_xticks(range(settings.n_heads))
+        ax.set_yticks(range(settings.n_layers))
     fig.colorbar(image, ax=axes[row, :], shrink=0.8, label=f"{score.removeprefix('head_')} score")
 plotting.message_title(
     fig,

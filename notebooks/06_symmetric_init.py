@@ -66,48 +66,29 @@
 #   effect how large an effect the design could have missed;
 # * predict from the initial scale and the objective how long a symmetric start lasts, and test it on tiny runs.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "text-training"]
+# Every text-training setting can be set here or in a profile (`-p steps 600`), as in notebook 05: the model's shape,
+# the optimiser and its schedule, the corpus and its tokenizer, how often to log and evaluate, the device. Their
+# defaults are declared once in `attnstruct.tasks.text_config.TextConfig` (notebook 05's quick profile; `attnstruct
+# train --help` lists each with its meaning). This cell holds what only this notebook takes, then where its runs
+# depart from those defaults.
 inits = ["bert", "symmetric", "symmetric-matched", "default-scale"]  # the first is the baseline
 objectives = ["mlm"]  # trained from every start; "next-token" adds the decoder
 seeds = [0, 1, 2, 3, 4]  # each seed sets the batches of every arm, and the weights of all but the placebo
 placebo_offset = 100  # the placebo of seed s: the baseline with weights from seed s + placebo_offset, batches from s
-steps = 300  # optimizer steps per run
-batch_size = 64  # sequences per step
-seq_len = 64  # tokens per sequence
-d_model = 64  # model width
-n_layers = 2  # Transformer layers
-n_heads = 4  # attention heads per layer
-dropout = 0.0  # BERT uses 0.1; off in the quick profile
-norm = "pre"  # "pre" or "post" (BERT) LayerNorm
-lr = 0.003  # AdamW peak learning rate
-warmup = 50  # linear warm-up steps
-schedule = "linear"  # after warm-up: linear decay to 0 at the last step, or "constant"
-weight_decay = 0.01  # AdamW weight decay (not on biases and LayerNorm)
-clip = 1.0  # gradient-norm clipping
-mask_rate = 0.15  # masked-LM selection rate (80% [MASK], 10% random, 10% kept)
-vocab_size = 500  # byte-level BPE vocabulary
-corpus = "shakespeare"  # the packaged plays, a UTF-8 text file, or what `attnstruct prepare-corpus` takes
-tokenizer = "bpe"  # "bpe" (vocab_size, trained on the corpus), a hub tokenizer id or a tokenizer.json
-corpus_config = None  # a hub dataset's config (corpus "hf://datasets/ORG/NAME" or a named corpus)
-corpus_split = None  # its split; None: train
-corpus_field = None  # the field holding the text; None: the named corpus's, else "text"
-max_tokens = None  # tokenise at most this many tokens of a prepared corpus; None: all
-preprocessing = "none"  # "as-authors": every character spaced, as the paper's script did (docs/paper-notes.md)
-val_fraction = 0.05  # held out for validation: the last share of every play, or of a prepared corpus's documents
-log_every = 15  # scores and training loss every this many steps
-eval_every = 15  # validation loss every this many steps
-eval_batches = 4  # held-out batches per validation
-checkpoint_every = 150  # resumable checkpoints
 smoothing = 3  # evaluations in the trailing mean of the robust speed-up
 workers = 2  # runs trained side by side (processes)
 threads_per_worker = 1  # torch threads per process
-device = "cpu"  # "cpu", "cuda" or "auto"
-amp = False  # bfloat16 autocast on CUDA
-accumulate = 1  # micro-batches per step (gradient accumulation): batch_size sequences in accumulate parts
-compile = False  # torch.compile the model and its loss (worth it on a GPU)
 cache_dir = None  # attnstruct cache (corpus, tokenizer); None: the default
 results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
 figures_dir = None  # where the figures go; None: figures/ of the work folder
+steps = 300  # optimizer steps per run: half of notebook 05's
+n_layers = 2  # Transformer layers: half of notebook 05's
+lr = 0.003  # AdamW peak learning rate
+warmup = 50  # linear warm-up steps
+log_every = 15  # scores and training loss every this many steps
+eval_every = 15  # validation loss every this many steps
+checkpoint_every = 150  # resumable checkpoints
 
 # %%
 import matplotlib.pyplot as plt
@@ -133,6 +114,7 @@ configs = [
     for init in inits
     for seed in seeds
 ]
+settings = configs[0]  # what every run shares: the model's shape, the optimiser, the corpus, the device
 placebo_configs = [
     text_config.TextConfig.from_params(
         parameters, objective=objective, init="bert", seed=seed, init_seed=seed + placebo_offset
@@ -185,7 +167,7 @@ data = text.corpus_data(configs[0], cache_dir)  # the tokens every run trains on
 print(
     prose.fill(
         "PyTorch's default U(±1/√d) has std 1/√(3d) = {default_std} at d = {d_model}; BERT's is {bert_std}",
-        init_study.initial_scales(d_model),
+        init_study.initial_scales(settings.d_model),
     )
 )
 print(init_study.initial_state(configs, data.vocab_size).round(4).to_string())
@@ -204,7 +186,7 @@ print(init_study.initial_state(configs, data.vocab_size).round(4).to_string())
 # projection below runs to GPU-days; the verdicts need the seeds, so read the projection before choosing fewer.
 
 # %%
-step_timing = step_cost.measure(configs[0], device, data.vocab_size, data.mask_id, steps=1, warmup=1)
+step_timing = step_cost.measure(settings, settings.device, data.vocab_size, data.mask_id, steps=1, warmup=1)
 every_run = configs + placebo_configs
 print("\n".join(step_cost.describe_cost(every_run, step_timing, data.vocab_size, len(data.train), workers)))
 
@@ -313,7 +295,7 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 # An arm whose gain lies within the placebo's range has shown nothing that a different draw would not show as well.
 
 # %%
-table = init_study.speedups(runs, placebo, steps=steps, smoothing=smoothing)  # one row per arm and seed
+table = init_study.speedups(runs, placebo, steps=settings.steps, smoothing=smoothing)  # one row per arm and seed
 loss_effects = init_study.loss_effects(table, targets=targets)
 for effect in loss_effects:
     print(effect.sentence(3))

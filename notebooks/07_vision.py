@@ -58,38 +58,16 @@
 # * test a prediction seed by seed, and read a verdict of *cannot tell at this scale* as a statement about the
 #   number of seeds or about runs that did not learn, not about the theory.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "vision-training"]
+# Every vision-training setting can be set here or in a profile (`-p steps 2000`): the images, the patches and grey
+# levels, the model's shape, the optimiser and its schedule, how often to log and evaluate, the device. Their
+# defaults are this notebook's quick profile, declared once in `attnstruct.tasks.vision_config.VisionConfig`;
+# `attnstruct train --task vision --help` lists each with its meaning. This cell holds what only this notebook takes.
 objectives = ["classify", "classify-mean", "masked", "next-patch"]  # any of attnstruct.tasks.vision_config.OBJECTIVES
 seed = 0  # first seed; the runs use seed, seed + 1, ...
 n_seeds = 5  # runs per objective (5: the fewest a one-sided sign-flip test decides; section 6 prints the reach)
-steps = 800  # AdamW steps per run
-batch_size = 32  # images per step
-lr = 0.001  # peak learning rate (linear warm-up, cosine decay)
-warmup = 100  # warm-up steps
-schedule = "cosine"  # after warm-up: "cosine" decay to 0, "linear" decay to 0, or "constant"
-weight_decay = 0.05  # AdamW weight decay (not on biases, LayerNorms and special tokens)
-clip = 1.0  # gradient-norm clipping
-mask_rate = 0.4  # share of patches masked by the masked objective
-d_model = 64  # embedding width
-n_layers = 4  # Transformer blocks
-n_heads = 4  # attention heads per block
-ffn_mult = 4  # feed-forward width as a multiple of d_model
-norm = "pre"  # "pre" LayerNorm (as ViT, BEiT, iGPT) or "post"
-patch_size = 2  # patch side in pixels (1: pixels as tokens, as iGPT)
-levels = 4  # grey levels of the pixel targets (masked and next-patch objectives)
-dropout = 0.0  # dropout in the blocks
-log_every = 50  # record scores every this many steps
-eval_every = 250  # validation loss every this many steps
-checkpoint_every = 500  # resumable checkpoints (runs kept in a folder only)
-source = "sklearn-digits"  # images: "sklearn-digits" (scikit-learn's load_digits) or "synthetic-digits"
-n_images = 1797  # images rendered by the synthetic source (load_digits has 1797)
-val_fraction = 0.2  # share of the images held out for validation (a fixed split)
 n_null_draws = 400  # random models per null distribution (section 6)
 workers = 2  # runs trained side by side, one thread each
-device = "cpu"  # "cpu", "cuda" or "auto" (GPU runs are not bit-reproducible)
-amp = False  # bfloat16 autocast on CUDA
-accumulate = 1  # micro-batches per step (gradient accumulation): batch_size images in accumulate parts
-compile = False  # torch.compile the model and its loss (worth it on a GPU)
 local_models = []  # local vision checkpoints to score: folder paths, or [name, path] pairs
 results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
 figures_dir = None  # where the figures go; None: figures/ of the work folder
@@ -115,6 +93,7 @@ torch.set_num_threads(1)
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("07_vision", globals())  # recorded with the dataset
 objectives, configs = vision_study.plan_runs(parameters)  # every objective by every seed, in one order
+settings = configs[0]  # what every run shares: the images, the model's shape, the optimiser, the device
 COLORS, LABELS = vision_study.COLORS, vision_study.LABELS
 reported = paper_comparison.reported_vision(reference.reference_table())  # the authors' values
 prose.say(
@@ -146,9 +125,9 @@ prose.say(
 # and the order in which `next-patch` reads the patches: patch $t$ is predicted from the patches before it.
 
 # %%
-data = images.load_images(source, n_images, val_fraction)
+data = images.load_images(settings.source, settings.n_images, settings.val_fraction)
 print(f"{data.source}: {len(data.train_images)} training and {len(data.val_images)} validation images")
-example = vision_study.example_panels(data, patch_size, levels, mask_rate, seed)
+example = vision_study.example_panels(data, settings.patch_size, settings.levels, settings.mask_rate, seed)
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(2, 8, figsize=(12, 3.4))
@@ -172,7 +151,7 @@ for ax in axes.flat:
     ax.set_yticks([])
 for ax in axes[1][5:]:
     ax.axis("off")
-shown = vision_study.examples_shown(example, patch_size, levels)
+shown = vision_study.examples_shown(example, settings.patch_size, settings.levels)
 title = prose.fill(
     "{images}, and the first as the objectives see it: {patches} of {patch_size} pixels,\n"
     "{masked} of them masked, {levels} grey levels as targets, and the causal reading order",
@@ -270,7 +249,7 @@ model = vision.build_model(configs[0])
 print(
     f"sequence length {1 + configs[0].n_patches}, {count_parameters(model):,} parameters ({configs[0].objective} head)"
 )
-print(f"{len(configs)} runs: {', '.join(objectives)} x seeds {seed}..{seed + n_seeds - 1}, {steps} steps each")
+print(f"{len(configs)} runs: {', '.join(objectives)} x seeds {seed}..{seed + n_seeds - 1}, {settings.steps} steps each")
 start = time.perf_counter()
 runs = vision.train_many(configs, results_dir / "vision_runs", workers=workers)  # stored there, reused
 print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)")
@@ -302,7 +281,7 @@ print(f"trained in {time.perf_counter() - start:.0f} s with {workers} worker(s)"
 
 # %%
 summary = vision_study.final_summary(runs)  # per objective and seed: final scores, validation loss and accuracy
-learning = vision_study.learning_table(summary, vision_study.context_free_losses(data, objectives, levels))
+learning = vision_study.learning_table(summary, vision_study.context_free_losses(data, objectives, settings.levels))
 learned = vision_study.learned_objectives(learning)
 criterion = vision_study.learning_thresholds(learning)
 
@@ -314,7 +293,7 @@ for ax, objective in zip(axes, objectives):
         ax.plot(runs.step[1:], cell.train_loss.sel(seed=s)[1:], color=COLORS[objective], lw=0.8, alpha=0.6)
     val = cell.val_loss.dropna("step", how="all").mean("seed")
     ax.plot(val.step, val, "o-", color=COLORS[objective], label="validation, mean over seeds")
-    ax.axhline(vision_study.uniform_loss(objective, levels), color="0.4", ls="--", lw=1, label="uniform guess")
+    ax.axhline(vision_study.uniform_loss(objective, settings.levels), color="0.4", ls="--", lw=1, label="uniform guess")
     ax.axhline(criterion.context_free[objective], color="0.4", ls="-.", lw=1, label="context-free loss")
     ax.axhline(criterion.threshold[objective], color="0.2", ls=":", lw=1.2, label="learned below this")
     ax.set(xlabel="step", title=LABELS[objective])
@@ -343,7 +322,7 @@ plt.show()
 
 # %%
 lines = []
-for arm in vision_study.learning_by_objective(learning, levels):
+for arm in vision_study.learning_by_objective(learning, settings.levels):
     losses = ", ".join(
         prose.fill("{loss} (seed {seed}, {met})", run) for run in vision_study.seed_losses(learning, arm.objective)
     )
@@ -393,7 +372,7 @@ prose.say(
 # have moved.
 
 # %%
-pools = vision_study.null_pools(d_model, n_heads, n_layers, n_draws=n_null_draws, seed=seed)
+pools = vision_study.null_pools(settings.d_model, settings.n_heads, settings.n_layers, n_draws=n_null_draws, seed=seed)
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharex=True)
@@ -438,7 +417,7 @@ prose.show("Median symmetry over layers, mean over seeds:\n\n" + "\n".join(traje
 fig, axes = plt.subplots(
     2, len(objectives), figsize=(3.6 * len(objectives) + 1, 6.5), sharex=True, sharey="row", squeeze=False
 )
-shades = plt.get_cmap("cividis")(np.linspace(0, 0.9, n_layers))
+shades = plt.get_cmap("cividis")(np.linspace(0, 0.9, settings.n_layers))
 for column, objective in enumerate(objectives):
     for row, score in enumerate(vision_study.SCORES):
         ax = axes[row, column]
@@ -448,7 +427,7 @@ for column, objective in enumerate(objectives):
             curve = spread.sel(layer=layer)
             ax.plot(runs.step, curve["mean"], color=shades[layer], label=f"layer {layer}")
             x, y, bars = vision_study.bar_points(
-                runs.step, curve["low"], curve["mean"], curve["high"], int(layer), n_layers, n_bars=4
+                runs.step, curve["low"], curve["mean"], curve["high"], int(layer), settings.n_layers, n_bars=4
             )
             ax.errorbar(x, y, yerr=bars, fmt="o", ms=3, color=shades[layer], elinewidth=1, capsize=2)
         ax.set(title=f"{objective}: {score}", ylabel=f"{score} score" if column == 0 else None)
@@ -495,9 +474,9 @@ summary.round(3)
 # %%
 comparison = vision_study.compare_objectives(
     summary,
-    d_model=d_model,
-    n_heads=n_heads,
-    n_layers=n_layers,
+    d_model=settings.d_model,
+    n_heads=settings.n_heads,
+    n_layers=settings.n_layers,
     n_draws=n_null_draws,
     seed=seed,
     learned=learned,

@@ -10,7 +10,7 @@ import pytest
 import torch
 import xarray as xr
 
-from attnstruct import reference, stats
+from attnstruct import notebooks, reference, stats
 from attnstruct.analyses import nb07_vision as vision_study
 from attnstruct.analyses import paper_comparison
 from attnstruct.checkpoints import tables
@@ -335,8 +335,8 @@ def test_learning_facts_count_the_runs_and_their_gain():
 
 
 def test_plan_runs_orders_the_objectives_and_numbers_the_seeds():
-    parameters = {
-        **vision_config.VisionConfig().to_dict(),
+    parameters = {  # what notebook 07 records: its run settings and its own parameters
+        **notebooks.run_settings("vision-training"),
         "objectives": ["masked", "classify"],
         "n_seeds": 2,
         "seed": 3,

@@ -63,35 +63,51 @@ def _defaults(config_class) -> dict:
     return {f: getattr(config_class(), f) for f in config_class.field_names()}
 
 
-@pytest.mark.parametrize(
-    "notebook, config_class, plural",
-    [
-        ("05_training_dynamics", "tasks.text_config.TextConfig", {"objective": "objectives", "seed": "seeds"}),
-        ("07_vision", "tasks.vision_config.VisionConfig", {}),
-        ("04_gradient_structure", "tasks.toy_tasks.CopyTaskConfig", {}),
-    ],
-)
-def test_the_configuration_defaults_are_their_notebook_defaults(notebook, config_class, plural):
-    """A configuration's default for a field is the value the notebook declares for it (or the first of the
-    notebook's list, e.g. ``objectives``); fields the notebook does not set are named here, so none drifts."""
-    import importlib
+def test_the_copy_task_configuration_defaults_are_notebook_04s_defaults():
+    """A field's default is the value notebook 04 declares for it; the fields it does not set are named here."""
+    from attnstruct.tasks.toy_tasks import CopyTaskConfig
 
-    module, name = config_class.rsplit(".", 1)
-    cls = getattr(importlib.import_module(f"attnstruct.{module}"), name)
-    declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook)))
+    declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, "04")))
     unset = []
-    for field, default in _defaults(cls).items():
+    for field, default in _defaults(CopyTaskConfig).items():
         if field in declared:
-            assert declared[field] == default, f"{notebook}: {field} = {declared[field]!r}, {name} has {default!r}"
-        elif field in plural:
-            assert declared[plural[field]][0] == default, f"{notebook}: {plural[field]}[0] is not {name}.{field}"
+            assert declared[field] == default, f"04: {field} = {declared[field]!r}, CopyTaskConfig has {default!r}"
         else:
             unset.append(field)
-    expected_unset = {
-        "tasks.text_config.TextConfig": ["init", "init_seed", "init_from"],
-        "tasks.vision_config.VisionConfig": ["objective"],
-    }
-    assert unset == expected_unset.get(config_class, ["objective", "factorised", "optimizer"]), unset
+    assert unset == ["objective", "factorised", "optimizer"], unset
+
+
+@pytest.mark.parametrize("notebook", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
+def test_a_training_notebook_sets_only_the_run_settings_where_it_departs_from_their_declaration(notebook):
+    """The configuration declares the run settings once; a parameters cell that repeated a default would be a
+    second source of truth (05 and 07 are their configurations' defaults and repeat none)."""
+    nb = notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook))
+    (tag,) = [t for t in notebooks.parameters_cell(nb).metadata["tags"] if t in notebooks.RUN_SETTINGS_TAGS]
+    settings = notebooks.run_settings(tag)
+    own = notebooks.declared_parameters(_without_settings_tag(nb))
+    repeated = {name: value for name, value in own.items() if name in settings and settings[name] == value}
+    assert not repeated, f"{notebook} repeats the defaults {repeated}"
+    if notebook != "06_symmetric_init":
+        assert not set(own) & set(settings), sorted(set(own) & set(settings))
+
+
+def _without_settings_tag(nb):
+    cell = notebooks.parameters_cell(nb)
+    cell.metadata["tags"] = ["parameters"]
+    return nb
+
+
+def test_a_run_setting_no_cell_or_profile_sets_takes_its_default_and_is_recorded():
+    """06 assigns ``steps`` but not ``batch_size``: its recorded parameters hold both, the cell's and the default."""
+    from attnstruct.tasks import text_config
+
+    namespace = {**notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, "06")))}
+    for name in notebooks.run_settings("text-training"):
+        if name not in ("steps",):
+            namespace.pop(name)
+    recorded = notebooks.notebook_parameters("06_symmetric_init", namespace)
+    assert recorded["steps"] == 300 and recorded["batch_size"] == text_config.TextConfig.batch_size
+    assert "results_dir" not in recorded
 
 
 @pytest.mark.parametrize("notebook", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
@@ -101,7 +117,7 @@ def test_training_notebooks_declare_every_field_their_runs_take(notebook):
 
     cls = vision_config.VisionConfig if notebook == "07_vision" else text_config.TextConfig
     declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook)))
-    per_run = {"objective", "seed", "init", *cls.PER_RUN}
+    per_run = {*cls.RUN_KEYS, *cls.PER_RUN}
     assert set(cls.field_names()) - per_run <= set(declared), sorted(set(cls.field_names()) - per_run - set(declared))
 
 
@@ -185,6 +201,23 @@ def test_failing_notebook_names_notebook_and_cell(tmp_path, monkeypatch, capsys)
 
 
 @pytest.mark.notebook
+def test_a_run_setting_set_by_a_parameter_reaches_the_notebook_without_a_warning(tmp_path, monkeypatch, caplog):
+    """``steps`` is not assigned in the cell but declared by its tag: papermill injects it, and its "unknown
+    parameter" warning (which names only such settings, since undeclared names are refused first) is not shown."""
+    root = make_project(
+        tmp_path,
+        "from pathlib import Path\nPath(results_dir).mkdir(parents=True)\n"
+        "Path(results_dir, 'v.txt').write_text(str(steps))",
+    )
+    source = root / "notebooks" / "01_toy.py"
+    source.write_text(source.read_text().replace('tags=["parameters"]', 'tags=["parameters", "text-training"]'))
+    monkeypatch.chdir(root)
+    assert cli.main(["notebook", "01", "-p", "steps", "7", "--build-dir", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "results" / "v.txt").read_text() == "7"
+    assert not [r for r in caplog.records if "unknown parameter" in r.getMessage()]
+
+
+@pytest.mark.notebook
 def test_cli_one_notebook_with_parameters(tmp_path, monkeypatch, capsys):
     root = make_project(
         tmp_path,
@@ -254,7 +287,7 @@ def test_in_the_paper_profile_notebook_06_reuses_notebook_05s_runs_because_their
         name: notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, name)))
         for name in ("05_training_dynamics", "06_symmetric_init")
     }
-    fields = set(text_config.TextConfig.field_names()) - {"objective", "init", "seed", *text_config.TextConfig.PER_RUN}
+    fields = set(notebooks.run_settings("text-training"))
     assert declared["05_training_dynamics"]["seeds"] == declared["06_symmetric_init"]["seeds"]
     paper = notebooks.load_profile(ROOT, "paper")
     runs = {name: {**declared[name], **paper[name]} for name in declared}

@@ -59,6 +59,13 @@ def _quiet_once_interrupted(record: logging.LogRecord) -> bool:
     return not interrupts.requested()
 
 
+def _no_unknown_parameter_warning(record: logging.LogRecord) -> bool:
+    """A filter on papermill's logger: its "Passed unknown parameter" warning names a run setting that a parameters
+    cell takes by its tag without assigning it (:func:`attnstruct.notebooks.run_settings`); a name the notebook does
+    not declare at all is refused before the kernel starts (:func:`attnstruct.notebooks.check_parameters`)."""
+    return not record.getMessage().startswith("Passed unknown parameter")
+
+
 def execute_whole(nb, executed: Path, *, kernel_name: str, finish: Callable[[Path], None], **papermill_kwargs):
     """Execute ``nb`` with papermill into ``executed`` as described in the module docstring; raise
     :class:`papermill.exceptions.PapermillExecutionError` for a cell that raised, :class:`Interrupted` for Ctrl-C."""
@@ -104,6 +111,7 @@ def execute_whole(nb, executed: Path, *, kernel_name: str, finish: Callable[[Pat
     worker = threading.Thread(target=run, name=f"papermill {executed.stem}", daemon=True)
     papermill_log = logging.getLogger("papermill")
     papermill_log.addFilter(_quiet_once_interrupted)
+    papermill_log.addFilter(_no_unknown_parameter_warning)
     try:
         worker.start()
         interrupted_kernel = False
@@ -130,3 +138,4 @@ def execute_whole(nb, executed: Path, *, kernel_name: str, finish: Callable[[Pat
         raise
     finally:
         papermill_log.removeFilter(_quiet_once_interrupted)
+        papermill_log.removeFilter(_no_unknown_parameter_warning)

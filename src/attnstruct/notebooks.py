@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -135,19 +136,48 @@ def read_notebook(path: Path):
     return jupytext.read(path)
 
 
-def declared_parameters(nb) -> dict[str, Any]:
-    """Names and default values assigned in the cell tagged ``parameters`` (literals only)."""
+RUN_SETTINGS_TAGS = ("text-training", "vision-training")  # a parameters cell's second tag: the runs it trains
+
+
+def run_settings(tag: str) -> dict[str, Any]:
+    """The run settings a notebook whose parameters cell carries ``tag`` (one of :data:`RUN_SETTINGS_TAGS`) takes
+    beside its own: every field of the tag's configuration (:class:`attnstruct.tasks.text_config.TextConfig`,
+    :class:`attnstruct.tasks.vision_config.VisionConfig`) with its default, but those that tell runs apart
+    (``RUN_KEYS``) or are set run by run (``PER_RUN``). The configuration is their one declaration: its defaults
+    are the quick profile, and the cell sets only where the notebook departs from them."""
+    from .tasks import text_config, vision_config
+
+    config_class = {"text-training": text_config.TextConfig, "vision-training": vision_config.VisionConfig}[tag]
+    per_run = {*config_class.RUN_KEYS, *config_class.PER_RUN}
+    return {f.name: f.default for f in dataclasses.fields(config_class) if f.name not in per_run}
+
+
+def parameters_cell(nb):
+    """The one cell tagged ``parameters``."""
     cells = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     if len(cells) != 1:
         raise PipelineError(f"expected exactly one cell tagged 'parameters', found {len(cells)}")
+    return cells[0]
+
+
+def declared_parameters(nb) -> dict[str, Any]:
+    """Names and default values assigned in the cell tagged ``parameters`` (literals only), followed by the run
+    settings its second tag names (:func:`run_settings`) that the cell does not assign."""
+    cell = parameters_cell(nb)
     params = {}
-    for node in ast.parse(cells[0].source).body:
+    for node in ast.parse(cell.source).body:
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 if isinstance(target, ast.Name):
                     params[target.id] = ast.literal_eval(node.value)
-    return params
+    return params | {name: value for name, value in _settings_of(cell).items() if name not in params}
+
+
+def _settings_of(cell) -> dict[str, Any]:
+    """The run settings the parameters ``cell``'s tags name, with their defaults."""
+    tags = [tag for tag in cell.metadata.get("tags", []) if tag in RUN_SETTINGS_TAGS]
+    return {name: value for tag in tags for name, value in run_settings(tag).items()}
 
 
 _SCALARS = (  # a parameter's kind by its default: the type, the value it takes, a list's items (bool before int)
@@ -221,17 +251,20 @@ def check_parameter_types(name: str, parameters: dict[str, Any], declared: dict[
 
 def notebook_parameters(name: str, namespace: dict[str, Any], root: str | os.PathLike | None = None) -> dict:
     """The values in ``namespace`` (a notebook's ``globals()``) of every parameter that notebook ``name``
-    declares in its parameters cell, output folders left out: what its dataset records as ``parameters``.
+    declares (:func:`declared_parameters`), output folders left out: what its dataset records as ``parameters``.
+    A run setting its cell does not assign and no profile set takes its default (:func:`run_settings`).
 
     The names come from the notebook's source, so a parameter added to the cell is recorded without a second
     list to keep in step.
     """
     source = resolve_notebook(project_root(root), name)
-    names = [n for n in declared_parameters(read_notebook(source)) if n not in PATH_PARAMETERS]
-    missing = [n for n in names if n not in namespace]
+    nb = read_notebook(source)
+    settings = _settings_of(parameters_cell(nb))
+    declared = [n for n in declared_parameters(nb) if n not in PATH_PARAMETERS]
+    missing = [n for n in declared if n not in namespace and n not in settings]
     if missing:
         raise PipelineError(f"notebook {source.stem}: parameters {missing} are not defined in this namespace")
-    return {n: namespace[n] for n in names}
+    return {n: namespace[n] if n in namespace else settings[n] for n in declared}
 
 
 def _kernel_environment(build_dir: Path) -> None:

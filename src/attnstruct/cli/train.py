@@ -134,7 +134,7 @@ def _recorded_task(record: dict) -> str | None:
     for task in TASKS:
         config_class = _config_class(task)
         names = {f.name for f in fields(config_class)}
-        if set(record) <= names and record.get("objective") in config_class.OBJECTIVES:
+        if set(record) <= names and record.get("objective") in config_class.FIXED["objective"]:
             return task
     raise CommandError(f"the run folder records a run of no task of this attnstruct ({', '.join(TASKS)})")
 

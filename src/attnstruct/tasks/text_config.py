@@ -36,17 +36,15 @@ class TextConfig(RunConfig):
 
     KIND: ClassVar[str] = "training"
     TASK_MODULE: ClassVar[str] = "attnstruct.tasks.text"  # its batches and loss: in the run's reuse key
-    OBJECTIVES: ClassVar[tuple[str, ...]] = OBJECTIVES
     CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "init", "seed")
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES, "init": INITS}
     FIXED: ClassVar[dict[str, tuple[str, ...]]] = {
         **RunConfig.FIXED,
         "objective": OBJECTIVES,
         "init": INITS,
         "preprocessing": tuple(PREPROCESSING),
     }
-    PER_RUN: ClassVar[tuple[str, ...]] = (*RunConfig.PER_RUN, "init_seed", "init_from", *CORPUS_OPTIONS)
+    PER_RUN: ClassVar[tuple[str, ...]] = ("init_seed", "init_from")  # a placebo's weights, a continued run's start
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*RunConfig.OMITTED_AT_DEFAULT, *CORPUS_OPTIONS)
     LIMITS: ClassVar[dict[str, int]] = {
         **RunConfig.LIMITS,

@@ -27,9 +27,7 @@ class VisionConfig(RunConfig):
 
     KIND: ClassVar[str] = "vision training"
     TASK_MODULE: ClassVar[str] = "attnstruct.tasks.vision"  # its batches and loss: in the run's reuse key
-    OBJECTIVES: ClassVar[tuple[str, ...]] = OBJECTIVES
     CAUSAL: ClassVar[dict[str, bool]] = CAUSAL
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"objective": OBJECTIVES}
     FIXED: ClassVar[dict[str, tuple[str, ...]]] = {**RunConfig.FIXED, "objective": OBJECTIVES, "source": SOURCES}
 
     objective: str = "classify"

@@ -129,7 +129,7 @@ def combine(runs: Sequence[xr.Dataset], config_class) -> xr.Dataset:
     ``seed``) before ``step``, ``layer``, ``head``, and a coordinate ``causal`` along ``objective``.
 
     All runs must share the step grid and the model shape. The values of each key keep the order of
-    ``config_class.CHOICES`` (seeds ascending). The attrs keep the first run's provenance; ``runs`` (and
+    ``config_class.run_key_choices()`` (seeds ascending). The attrs keep the first run's provenance; ``runs`` (and
     ``parameters``) list every run's parameters (JSON), ``created`` is the latest run's.
     """
     if not runs:
@@ -141,7 +141,7 @@ def combine(runs: Sequence[xr.Dataset], config_class) -> xr.Dataset:
 
     keyed = [ds.expand_dims({key: [key_value(ds, key)] for key in keys}) for ds in runs]
     merged = xr.combine_by_coords([ds.drop_attrs() for ds in keyed], combine_attrs="drop")
-    for key, choices in config_class.CHOICES.items():
+    for key, choices in config_class.run_key_choices().items():
         if key in keys:
             merged = merged.sel({key: [value for value in choices if value in merged[key].values]})
     merged = merged.assign_coords(causal=("objective", [config_class.CAUSAL[o] for o in merged.objective.values]))

@@ -28,7 +28,7 @@ class RunConfig(Settings):
 
     The defaults are notebook 05's quick profile (a test checks it);
     :class:`attnstruct.tasks.vision_config.VisionConfig` overrides those that notebook 07 sets otherwise. Subclasses
-    name their objectives in ``OBJECTIVES``, which objectives attend causally in ``CAUSAL``, the fields that tell
+    name their objectives in ``FIXED["objective"]``, which attend causally in ``CAUSAL``, the fields that tell
     runs apart in ``RUN_KEYS``, check their own fields in :meth:`validate_task`, and name the module of the task's
     code (batches, loss) in ``TASK_MODULE``: it enters the run's reuse key
     (:func:`attnstruct.training.run_folder.code_modules`).
@@ -39,13 +39,10 @@ class RunConfig(Settings):
     """
 
     TASK_MODULE: ClassVar[str | None] = None  # the module of the task's code, when not the configuration's own
-    OBJECTIVES: ClassVar[tuple[str, ...]] = ()
-    CAUSAL: ClassVar[Mapping[str, bool]] = {}
+    CAUSAL: ClassVar[Mapping[str, bool]] = {}  # objective: does it attend causally
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "seed")
-    CHOICES: ClassVar[Mapping[str, tuple[str, ...]]] = {}  # the order of each run key's values in combined runs
     FIXED: ClassVar[Mapping[str, tuple[str, ...]]] = {"schedule": SCHEDULES, "norm": NORMS}  # the only values allowed
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("accumulate", "compile")
-    PER_RUN: ClassVar[tuple[str, ...]] = ("accumulate", "compile")  # a notebook need not declare them
     LIMITS: ClassVar[Mapping[str, int]] = {  # beyond any run (config.at_most); other integer fields: 2**62
         "steps": 10**9,
         "warmup": 10**9,
@@ -83,7 +80,7 @@ class RunConfig(Settings):
     compile: bool = False  # torch.compile the model and its loss
 
     def __post_init__(self):
-        one_of(self.objective, self.OBJECTIVES, "objective")
+        one_of(self.objective, self.FIXED["objective"], "objective")
         at_most(self, self.LIMITS)
         positive_integers(self, ("steps", "batch_size", "log_every", "eval_every", "checkpoint_every", "accumulate"))
         if self.batch_size % self.accumulate:
@@ -120,6 +117,12 @@ class RunConfig(Settings):
         record = super().to_dict()
         defaults = {f.name: f.default for f in fields(self)}
         return {k: v for k, v in record.items() if k not in self.OMITTED_AT_DEFAULT or v != defaults[k]}
+
+    @classmethod
+    def run_key_choices(cls) -> dict[str, tuple[str, ...]]:
+        """The values each run key with fixed choices takes (``objective``, ``init``), in the order combined runs
+        list them."""
+        return {key: cls.FIXED[key] for key in cls.RUN_KEYS if key in cls.FIXED}
 
     def validate_task(self) -> None:
         """The task's own checks (raise ValueError with one line)."""
