@@ -894,6 +894,32 @@ def test_registry_parameter_counts_equal_the_fetched_payloads(name):
     assert count_parameters(zoo.path(entry)) == entry.n_params
 
 
+BLOCKS = {
+    "dinov2-s14": 12,
+    "clip-vit-b16-vision": 12,
+    "swin-b-sdxl-detector": 24,
+    "albert-rxn": 1,  # one layer group shared by twelve layers
+    "rxnfp-pretrained": 12,
+    "rxnfp-ft": 12,
+    "rxnfp-ft-10k": 12,
+    "antiberty": 8,
+    "iglm": 4,
+    "iglm-s": 3,
+    "whisper-tiny-en": 12,  # 4 encoder, 4 decoder, 4 cross-attention
+}
+
+
+@pytest.mark.checkpoint
+@pytest.mark.parametrize("name", [name for name in ADDED if zoo.is_fetched(name)])
+def test_fetched_added_checkpoints_are_read_by_name(name):
+    """Checked on machines where they are fetched (`attnstruct fetch-models --set all`), as the `all` set's counts."""
+    from attnstruct.checkpoints.resolve import open_checkpoint
+
+    with open_checkpoint(name) as checkpoint:
+        blocks = list(checkpoint.blocks())
+    assert len(blocks) == BLOCKS[name] and checkpoint.model_type == zoo.resolve(name).model_type
+
+
 def test_registry_prose_cites_no_document():
     data = json.loads(zoo.REGISTRY_PATH.read_text(encoding="utf-8"))
     prose = [data["description"]] + [
