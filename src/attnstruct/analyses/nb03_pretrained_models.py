@@ -127,8 +127,11 @@ def checkpoint_list(models, local_models: Sequence = (), cache_dir=None) -> pd.D
 
 
 def read_blocks(checkpoints: pd.DataFrame) -> dict[str, list[AttentionBlock]]:
-    """Every checkpoint's attention blocks (:func:`attnstruct.checkpoints.extract.iter_blocks`), by model name."""
-    return {row.model: list(iter_blocks(row.path)) for row in checkpoints.itertuples()}
+    """Every checkpoint's attention blocks (:func:`attnstruct.checkpoints.extract.iter_blocks`, a registry's
+    ``model_type`` standing in where a folder's config names none), by model name."""
+    return {
+        row.model: list(iter_blocks(row.path, model_type=row.model_type or None)) for row in checkpoints.itertuples()
+    }
 
 
 def score_models(checkpoints: pd.DataFrame, blocks: Mapping[str, Sequence[AttentionBlock]]) -> xr.Dataset:

@@ -272,12 +272,13 @@ def combine(datasets: Sequence[xr.Dataset], **attrs) -> xr.Dataset:
     return combined
 
 
-def _opened(source, blocks):
-    """``open_checkpoint(source)``, or, with ``blocks`` given and ``source`` neither a model in memory nor a file or
-    folder, a checkpoint of those blocks that only names the source (nothing is looked up on a hub)."""
+def _opened(source, blocks, model_type: str = ""):
+    """``open_checkpoint(source, model_type=...)``, or, with ``blocks`` given and ``source`` neither a model in
+    memory nor a file or folder, a checkpoint of those blocks that only names the source (nothing is looked up on a
+    hub)."""
     if blocks is not None and not isinstance(source, torch.nn.Module) and not Path(str(source)).expanduser().exists():
         return contextlib.nullcontext(Checkpoint(name=str(source), kind="", blocks=lambda: iter(blocks)))
-    return open_checkpoint(source)
+    return open_checkpoint(source, model_type=model_type or None)
 
 
 def score_checkpoint(
@@ -299,7 +300,7 @@ def score_checkpoint(
     ``source``) replace what the checkpoint says, and ``model_type`` stands in where it says none, e.g. a packaged
     checkpoint read by path with its registry entry's values (as :func:`open_checkpoint` does by name).
     """
-    with _opened(source, blocks) as checkpoint:
+    with _opened(source, blocks, model_type) as checkpoint:
         table = score_blocks(
             blocks if blocks is not None else checkpoint.blocks(), per_head=True, precision="float64", device="cpu"
         )

@@ -61,27 +61,32 @@ class JsonConfig(SimpleNamespace):
         return None
 
 
-def _load_config(folder: Path) -> JsonConfig:
+def _load_config(folder: Path, model_type: str | None = None) -> JsonConfig:
+    """``folder/config.json`` as a :class:`JsonConfig`; ``model_type`` stands in for the one it does not name (a
+    packaged checkpoint's registry entry gives it), and one it names is kept."""
     path = folder / "config.json"
     if not path.is_file():
         raise ExtractionError(
             f"no config.json in {folder}: the model type and head counts are unknown", "unsupported architecture"
         )
-    return JsonConfig(**{str(key): value for key, value in read_json_object(path).items()})
+    config = JsonConfig(**{str(key): value for key, value in read_json_object(path).items()})
+    if model_type and config.model_type is None:
+        config.model_type = model_type
+    return config
 
 
 class SafetensorsSource:
     """A folder with ``model.safetensors`` (or shards with ``model.safetensors.index.json``), or one file.
 
-    Tensors are read one at a time; nothing else is loaded.
+    Tensors are read one at a time; nothing else is loaded. ``model_type``: as for :func:`_load_config`.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, model_type: str | None = None):
         from safetensors import safe_open
 
         path = Path(path)
         folder = path if path.is_dir() else path.parent
-        self.config = _load_config(folder)
+        self.config = _load_config(folder, model_type)
         self.description = str(path)
         if path.is_file():
             files = [path]
@@ -128,15 +133,16 @@ class TorchBinSource:
     (:class:`~attnstruct.checkpoints.remote_torch_bin.RemoteTorchBin` over a
     :class:`~attnstruct.checkpoints.local_reader.LocalFileReader`, ``reader``); its pickle is never run. A file
     in the legacy format (torch before 1.6) is loaded whole with ``torch.load(weights_only=True)``.
+    ``model_type``: as for :func:`_load_config`.
     """
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, model_type: str | None = None):
         from ..local_reader import LocalFileReader
         from ..remote_torch_bin import RemoteTorchBin
         from ..torch_zip import NotAZipArchive
 
         folder = Path(folder)
-        self.config = _load_config(folder)
+        self.config = _load_config(folder, model_type)
         self.description = str(folder)
         if (folder / "pytorch_model.bin.index.json").is_file():
             files = listed_files(folder, "pytorch_model.bin.index.json")
