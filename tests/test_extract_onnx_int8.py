@@ -264,3 +264,14 @@ def test_an_int8_projection_not_dequantised_as_quantize_dynamic_writes_it_is_ref
     with pytest.raises(ExtractionError, match="MatMul_quant") as caught:
         list(onnx_blocks(path, n_heads=2))
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per-channel", "per-tensor"])
+def test_an_int8_graph_counts_the_parameters_of_its_float_export(tmp_path, per_channel):
+    """Quantised weights (int8 ``MatMulInteger``/``ConvInteger`` weights, a dequantised embedding) count as the
+    parameters they replace; scales and zero points are not parameters."""
+    from attnstruct.checkpoints.extract.parameters import count_parameters
+
+    model, pixels = clip_vision()
+    path = quantised(model, pixels, tmp_path, per_channel)
+    assert count_parameters(path) == count_parameters(tmp_path / "float.onnx") > 18_000
