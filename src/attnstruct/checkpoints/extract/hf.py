@@ -207,7 +207,11 @@ def family_of(config) -> Family:
 
 
 def _config_value(config, key: str):
-    """``config.key``, following a dotted key into nested configs (objects or, from ``config.json``, dicts)."""
+    """``config.key``, following a dotted key into nested configs (objects or, from ``config.json``, dicts); a
+    config made with the dotted key itself as a name (a state_dict's ``family=``/``n_heads=``) answers it directly."""
+    direct = getattr(config, key, None)
+    if direct is not None:
+        return direct
     value = config
     for part in key.split("."):
         value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
