@@ -99,7 +99,6 @@ def _without_settings_tag(nb):
 
 def test_a_run_setting_no_cell_or_profile_sets_takes_its_default_and_is_recorded():
     """06 assigns ``steps`` but not ``batch_size``: its recorded parameters hold both, the cell's and the default."""
-    from attnstruct.tasks import text_config
 
     namespace = {**notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, "06")))}
     for name in notebooks.run_settings("text-training"):
@@ -113,7 +112,7 @@ def test_a_run_setting_no_cell_or_profile_sets_takes_its_default_and_is_recorded
 @pytest.mark.parametrize("notebook", ["05_training_dynamics", "06_symmetric_init", "07_vision"])
 def test_training_notebooks_declare_every_field_their_runs_take(notebook):
     """``from_params`` refuses a missing field at run time; this says so before anything runs."""
-    from attnstruct.tasks import text_config, vision_config
+    from attnstruct.tasks import vision_config
 
     cls = vision_config.VisionConfig if notebook == "07_vision" else text_config.TextConfig
     declared = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(ROOT, notebook)))
