@@ -360,7 +360,7 @@ def test_effect_line_dict_and_table():
     assert row["null_high"] == pytest.approx(0.095) and row["n_null"] == 41 and row["verdict"] == "holds"
     assert all(isinstance(v, (str, int, float)) for v in row.values())
     table = stats.verdict_table([plain, with_null])
-    assert list(table.index) == ["encoder minus decoder", "e"] and np.isnan(
+    assert list(table.index) == [plain.claim, with_null.claim] and np.isnan(
         table.loc["encoder minus decoder", "null_z"]
     )
 

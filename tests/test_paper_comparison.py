@@ -10,6 +10,7 @@ import pytest
 from attnstruct import stats
 from attnstruct.analyses import paper_comparison as pc
 from attnstruct.reference import reference_table
+from attnstruct.report import prose
 
 
 def summary_rows(rows):
@@ -184,7 +185,7 @@ def test_the_roles_beside_the_paper_compare_the_median_stacks_and_the_authors():
         }
     )
     facts = pc.roles_beside_paper(summary, reference_rows)
-    assert (facts.both_roles, facts.compared) == (True, "more symmetric than")
+    assert (facts.both_roles, facts.compared) == (True, prose.compared(1.0, 0.0))
     assert (facts.encoders, facts.decoders, facts.stacks) == ("+0.50", "+0.10", "3 stacks")
     assert (facts.paper_encoders, facts.paper_decoders) == ("+0.70", "+0.00")
 
