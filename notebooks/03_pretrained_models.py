@@ -68,7 +68,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnstruct import reference, results, work
+from attnstruct import reference, results, stats, work
 from attnstruct.analyses import nb03_pretrained_models as pretrained_study
 from attnstruct.analyses import paper_comparison
 from attnstruct.checkpoints.extract import iter_blocks
@@ -91,7 +91,17 @@ results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 # %%
 authors = reference.reference_table()
 reach = pretrained_study.smallest_p_by_claim(authors)
-prose.show(pretrained_study.PLAN.describe(reach))
+plan_reach = stats.plan_reach(pretrained_study.PLAN, reach)
+prose.say(
+    "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the smallest p "
+    "a primary claim can reach is {smallest}, below alpha = {alpha}: a verdict can be reached. With all {claims} "
+    "claims primary it would be {every}."
+    if plan_reach.reachable
+    else "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+    "smallest p a primary claim can reach is {smallest}, not below alpha = {alpha}: whatever the runs show, the "
+    "primary claims read *{verdict}*. With all {claims} claims primary it would be {every}.",
+    plan_reach,
+)
 prose.show(prose.markdown_table(pretrained_study.PLAN.table(reach)))
 
 # %% [markdown]
@@ -254,14 +264,29 @@ plt.show()
 # %%
 verdicts = pretrained_study.effects(table, authors)  # every verdict of this notebook, decided under its plan
 stacks = pretrained_study.stack_roles(table, effect=pretrained_study.stack_effect(table))
-prose.say(
-    "In this run the {encoders} ({encoder_names}) have median symmetry {encoder_median} (median over stacks; range "
-    "{encoder_span}) and the {decoders} ({decoder_names}) {decoder_median} (range {decoder_span}); an encoder stack "
-    "is the more symmetric in {share} of the {pairs} (encoder, decoder) pairs. As a test over stacks, {test}. {reach}"
-    if stacks.both_roles
-    else "{reach}",
-    stacks,
-)
+if stacks.both_roles:
+    design = paper_comparison.stack_reach(table)  # what the stacks can show at all
+    prose.show(
+        prose.fill(
+            "In this run the {encoders} ({encoder_names}) have median symmetry {encoder_median} (median over stacks; "
+            "range {encoder_span}) and the {decoders} ({decoder_names}) {decoder_median} (range {decoder_span}); an "
+            "encoder stack is the more symmetric in {share} of the {pairs} (encoder, decoder) pairs. As a test over "
+            "stacks, {test}.",
+            stacks,
+        )
+        + " "
+        + prose.fill(
+            "With {design}, the smallest p the {test} test can reach is {smallest}, below alpha = {alpha}: the design "
+            "can reach a verdict either way."
+            if design.reachable
+            else "With {design}, the smallest p the {test} test can reach is {smallest}, not below alpha = "
+            "{alpha}: the test reads *{verdict}* whatever the data show, since the design cannot reach a verdict; it "
+            "takes at least {needed}.",
+            design,
+        )
+    )
+else:
+    prose.show("Without an encoder and a decoder stack there is nothing to compare.")
 
 # %% [markdown]
 # Beside ours, the authors' own numbers for their language models, read from the reference table that ships

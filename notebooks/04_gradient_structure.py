@@ -99,7 +99,17 @@ OBJECTIVES = {"bidirectional": plotting.ENCODER_COLOR, "causal": plotting.DECODE
 
 # %%
 reach = plans.seed_reach(toys.PLAN, n_seeds)
-prose.show(toys.PLAN.describe(reach))
+plan_reach = stats.plan_reach(toys.PLAN, reach)
+prose.say(
+    "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the smallest p "
+    "a primary claim can reach is {smallest}, below alpha = {alpha}: a verdict can be reached. With all {claims} "
+    "claims primary it would be {every}."
+    if plan_reach.reachable
+    else "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+    "smallest p a primary claim can reach is {smallest}, not below alpha = {alpha}: whatever the runs show, the "
+    "primary claims read *{verdict}*. With all {claims} claims primary it would be {every}.",
+    plan_reach,
+)
 prose.show(prose.markdown_table(toys.PLAN.table(reach)))
 
 # %% [markdown]
@@ -533,9 +543,18 @@ prose.show(
 # numbers. With few seeds the test cannot reach a small p at all, however large the differences are:
 
 # %%
-prose.show(stats.describe_reach(n_seeds, what="each paired effect over these seeds"))
+design = stats.design_reach(n_seeds)
+prose.say(
+    "With {design}, the smallest p a one-sided {test} test can reach is {smallest}, below alpha = {alpha}: the "
+    "design can reach a verdict either way."
+    if design.reachable
+    else "With {design}, the smallest p a one-sided {test} test can reach is {smallest}, not below alpha = "
+    "{alpha}: each paired effect over these seeds reads *{verdict}* whatever the data show, since the design "
+    "cannot reach a verdict; it takes at least {needed}.",
+    design,
+)
 effects = toys.objective_effects(training, d_model=d_model, n_null=n_null, seed=seed)
-prose.show("\n".join(f"- {effect.sentence()}." for effect in effects.values()))
+prose.show("\n".join(f"- {prose.effect_line(effect)}." for effect in effects.values()))
 
 # %% [markdown]
 # Per task, the mean final symmetry of each objective (a description of the means, which alone decide nothing),

@@ -135,7 +135,17 @@ prose.say(
 # %%
 plan = two_objectives.PLAN
 reach = plans.seed_reach(plan, len(seeds))
-prose.show(plan.describe(reach))
+plan_reach = stats.plan_reach(plan, reach)
+prose.say(
+    "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the smallest p "
+    "a primary claim can reach is {smallest}, below alpha = {alpha}: a verdict can be reached. With all {claims} "
+    "claims primary it would be {every}."
+    if plan_reach.reachable
+    else "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+    "smallest p a primary claim can reach is {smallest}, not below alpha = {alpha}: whatever the runs show, the "
+    "primary claims read *{verdict}*. With all {claims} claims primary it would be {every}.",
+    plan_reach,
+)
 prose.show(prose.markdown_table(plan.table(reach)))
 
 # %% [markdown]
@@ -244,7 +254,16 @@ prose.say(
 )
 for run in text_runs.missed_targets(targets):
     prose.say("- {run} ended {distance} nats {side} the unigram entropy ({target} below asked)", run)
-prose.show(stats.describe_reach(dataset.sizes["seed"], what="every claim below"))
+design = stats.design_reach(dataset.sizes["seed"])
+prose.say(
+    "With {design}, the smallest p a one-sided {test} test can reach is {smallest}, below alpha = {alpha}: the "
+    "design can reach a verdict either way."
+    if design.reachable
+    else "With {design}, the smallest p a one-sided {test} test can reach is {smallest}, not below alpha = "
+    "{alpha}: every claim below reads *{verdict}* whatever the data show, since the design cannot reach a "
+    "verdict; it takes at least {needed}.",
+    design,
+)
 
 # %% [markdown]
 # The losses over training, mean over seeds: training loss (thin, every logged step), validation loss (dots, every
@@ -387,7 +406,7 @@ _ = plotting.savefig(fig, figures_dir / "05_scores_per_layer")
 transient = two_objectives.transient(dataset)
 decays = two_objectives.decay_effects(dataset, learned=learned)
 for effect in decays:
-    print(effect.sentence())
+    print(prose.effect_line(effect))
 prose.show(
     " ".join(
         prose.fill(
@@ -417,7 +436,7 @@ transient.round(3)
 # %%
 claims = two_objectives.paper_claims(dataset, shape, n_draws=n_null_draws, learned=learned)
 for effect in claims:
-    print(effect.sentence())
+    print(prose.effect_line(effect))
 
 # %%
 per_layer = two_objectives.per_layer_gap(dataset)

@@ -144,12 +144,27 @@ prose.say(
 # lower than the baseline. Every other claim is **secondary**, reported uncorrected and labelled so. The table
 # gives each claim's unit, statistic, test and null, and the smallest p its design can reach with this notebook's
 # seeds, before and after the correction (claims of arms or objectives not trained here are declared all the same,
-# and simply not tested).
+# and simply not tested). The sentence above the table counts the primary and secondary claims, gives the smallest p
+# a primary claim can reach after the correction, and what it would be were every claim primary.
 
 # %%
 plan = init_study.PLAN
 reach = plans.seed_reach(plan, len(seeds))
-prose.show(plan.describe(reach))
+plan_reach = stats.plan_reach(plan, reach)
+prose.show(
+    prose.fill(
+        "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+        "smallest p a primary claim can reach is {smallest}, ",
+        plan_reach,
+    )
+    + prose.fill(
+        "below alpha = {alpha}: a verdict can be reached."
+        if plan_reach.reachable
+        else "not below alpha = {alpha}: whatever the runs show, the primary claims read *{verdict}*.",
+        plan_reach,
+    )
+    + prose.fill(" With all {claims} claims primary it would be {every}.", plan_reach)
+)
 prose.show(prose.markdown_table(plan.table(reach)))
 
 # %% [markdown]
@@ -298,7 +313,7 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 table = init_study.speedups(runs, placebo, steps=settings.steps, smoothing=smoothing)  # one row per arm and seed
 loss_effects = init_study.loss_effects(table, targets=targets)
 for effect in loss_effects:
-    print(effect.sentence(3))
+    print(prose.effect_line(effect, 3))
 for arm in init_study.arm_verdicts(table, loss_effects, digits=3):
     verdict = prose.fill(
         "- **{init}** ({objective}): ends below the baseline of its seed"
@@ -330,7 +345,7 @@ init_study.speedup_summary(table)
 # %%
 speed_effects = init_study.speedup_effects(table, targets=targets)
 for effect in speed_effects:
-    print(effect.sentence())
+    print(prose.effect_line(effect))
 for arm in init_study.arm_verdicts(table, speed_effects):
     verdict = prose.fill(
         "- **{init}** ({objective}): reaches the baseline's final loss sooner than the placebo does"
@@ -389,14 +404,22 @@ plotting.message_title(
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "06_symmetry_over_training")
 
+# %% [markdown]
+# The table gives each arm's final median symmetry per seed. Under it, each treated arm's persistence is a paired
+# effect over seeds against the baseline of the same seed, and the paragraph ends with what this many seeds can
+# reach at all: a one-sided sign-flip test over $n$ seeds has $2^n$ equally likely sign patterns under the null, so
+# its p can never be smaller than $1/2^n$. When that floor is not below alpha, a persistence verdict reads *cannot
+# tell* because the design is too small, whatever the symmetry does.
+
 # %%
 init_study.persistence_table(runs).round(2)
 
 # %%
 persist = init_study.persistence_effects(runs, objectives[0], targets=targets)
 for effect in persist:
-    print(effect.sentence())
+    print(prose.effect_line(effect))
 persisting = init_study.persistence(runs, objectives[0])
+design = stats.design_reach(runs.sizes["seed"])
 prose.show(
     prose.fill(
         "**Persistence ({objective}):** after {steps} steps the median symmetry over layers ends at {ends} (mean over "
@@ -407,7 +430,14 @@ prose.show(
         prose.fill("{arm}: {estimate}, {verdict} ({reason}).", arm) for arm in init_study.persistence_verdicts(persist)
     )
     + " "
-    + stats.describe_reach(runs.sizes["seed"], what="each persistence verdict")
+    + prose.fill("With {design}, the smallest p a one-sided {test} test can reach is {smallest}, ", design)
+    + prose.fill(
+        "below alpha = {alpha}: the design can reach a verdict either way."
+        if design.reachable
+        else "not below alpha = {alpha}: each persistence verdict reads *{verdict}* whatever the data show, since the "
+        "design cannot reach a verdict; it takes at least {needed}.",
+        design,
+    )
 )
 
 # %% [markdown]

@@ -235,7 +235,17 @@ prose.show("**Predicted** (treated minus baseline, per seed):\n\n" + "\n".join(p
 
 # %%
 reach = plans.seed_reach(vision_study.PLAN, n_seeds)
-prose.show(vision_study.PLAN.describe(reach))
+plan_reach = stats.plan_reach(vision_study.PLAN, reach)
+prose.say(
+    "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the smallest p "
+    "a primary claim can reach is {smallest}, below alpha = {alpha}: a verdict can be reached. With all {claims} "
+    "claims primary it would be {every}."
+    if plan_reach.reachable
+    else "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+    "smallest p a primary claim can reach is {smallest}, not below alpha = {alpha}: whatever the runs show, the "
+    "primary claims read *{verdict}*. With all {claims} claims primary it would be {every}.",
+    plan_reach,
+)
 prose.show(prose.markdown_table(vision_study.PLAN.table(reach)))
 
 # %% [markdown]
@@ -517,9 +527,18 @@ for heading, score, place in (
 # not that the theory failed. The line below computes the floor for this notebook's seeds, and the verdicts follow.
 
 # %%
-prose.show(stats.describe_reach(comparison.n_seeds, alpha=comparison.alpha, what="every prediction"))
+design = stats.design_reach(comparison.n_seeds, alpha=comparison.alpha)
+prose.say(
+    "With {design}, the smallest p a one-sided {test} test can reach is {smallest}, below alpha = {alpha}: the "
+    "design can reach a verdict either way."
+    if design.reachable
+    else "With {design}, the smallest p a one-sided {test} test can reach is {smallest}, not below alpha = "
+    "{alpha}: every prediction reads *{verdict}* whatever the data show, since the design cannot reach "
+    "a verdict; it takes at least {needed}.",
+    design,
+)
 verdicts = vision_study.overall_verdict(comparison)
-statement = [f"- {effect.sentence()}" for effect in comparison.effects]
+statement = [f"- {prose.effect_line(effect)}" for effect in comparison.effects]
 statement += [f"- not tested: {reason}" for reason in comparison.untested]
 statement.append(
     prose.fill(

@@ -114,7 +114,17 @@ model_types = dict(zip(dataset.model.values, dataset.family.values))
 sweep_plan = sweep_study.PLAN
 reach = sweep_study.smallest_p_by_claim(summary, model_types)
 if reach:
-    prose.show(sweep_plan.describe(reach))
+    plan_reach = stats.plan_reach(sweep_plan, reach)
+    prose.say(
+        "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+        "smallest p a primary claim can reach is {smallest}, below alpha = {alpha}: a verdict can be reached. With "
+        "all {claims} claims primary it would be {every}."
+        if plan_reach.reachable
+        else "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+        "smallest p a primary claim can reach is {smallest}, not below alpha = {alpha}: whatever the runs show, the "
+        "primary claims read *{verdict}*. With all {claims} claims primary it would be {every}.",
+        plan_reach,
+    )
 prose.show(prose.markdown_table(sweep_plan.table(reach)))
 
 # %% [markdown]
@@ -197,10 +207,26 @@ if table.empty:
 # %%
 verdicts = sweep_study.effects(summary, model_types)  # every verdict of this notebook, under its plan
 stacks = sweep_study.stack_test(summary, effect=next((e for e in verdicts if e.unit == "stack"), None))
-prose.say("As a test over stacks, {test}. {reach}" if stacks.tested else "{reach}", stacks)
+if stacks.tested:
+    design = paper_comparison.stack_reach(summary)  # what the stacks can show at all
+    prose.show(
+        prose.fill("As a test over stacks, {test}.", stacks)
+        + " "
+        + prose.fill(
+            "With {design}, the smallest p the {test} test can reach is {smallest}, below alpha = {alpha}: the design "
+            "can reach a verdict either way."
+            if design.reachable
+            else "With {design}, the smallest p the {test} test can reach is {smallest}, not below alpha = "
+            "{alpha}: the test reads *{verdict}* whatever the data show, since the design cannot reach a verdict; it "
+            "takes at least {needed}.",
+            design,
+        )
+    )
+else:
+    prose.show("Without an encoder and a decoder stack there is nothing to compare.")
 for effect in verdicts:
     if effect.unit == "family":
-        print(effect.sentence())
+        print(prose.effect_line(effect))
 
 # %% [markdown]
 # ## 3. Point by point against the authors' values

@@ -213,7 +213,7 @@ needed
 # %%
 pair_effects = at_scale.pair_effects(ds, plan, n_draws=n_null_draws, learned=learned)
 for effect in pair_effects:
-    print(effect.sentence())
+    print(prose.effect_line(effect))
 
 # %% tags=["hide-input"]
 COLORS = {"encoder": plotting.ENCODER_COLOR, "decoder": plotting.DECODER_COLOR}
@@ -266,7 +266,7 @@ prose.say("Verdicts: {counts}.", at_scale.verdict_counts(pair_effects))
 # %%
 trajectory_effects = at_scale.trajectory_effects(ds, plan, n_draws=n_null_draws, learned=learned)
 for effect in trajectory_effects:
-    print(effect.sentence())
+    print(prose.effect_line(effect))
 
 # %% tags=["hide-input"]
 authors = at_scale.authors_runs_on_tokens(reference.training_dynamics())
@@ -327,7 +327,7 @@ prose.say("Verdicts at the last checkpoint: {counts}.", at_scale.verdict_counts(
 # %%
 cross_effects = at_scale.cross_effects(ds, plan, learned=learned)
 for effect in cross_effects:
-    print(effect.sentence())
+    print(prose.effect_line(effect))
 
 # %% tags=["hide-input"]
 crossing = at_scale.series_of(ds, "cross")

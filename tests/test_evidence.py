@@ -9,6 +9,7 @@ import xarray as xr
 
 from attnstruct import stats
 from attnstruct.analyses.null_ensembles import null_distribution
+from attnstruct.report import prose
 
 ALTERNATIVES = ("greater", "less", "two-sided")
 
@@ -267,16 +268,17 @@ def test_fewest_units_is_the_first_design_whose_smallest_p_is_below_alpha(alpha,
     assert stats.fewest_units(alpha, control=control, balanced=balanced) == n
 
 
-def test_the_reach_of_a_design_is_said_from_its_numbers():
-    three = stats.describe_reach(3, what="every claim below")
-    assert "3 seeds, the smallest p a one-sided sign-flip test can reach is 0.125, not below alpha = 0.05" in three
-    assert "every claim below reads *cannot tell at this scale*" in three and three.endswith("at least 5 seeds.")
-    assert stats.describe_reach(5).endswith("below alpha = 0.05: the design can reach a verdict either way.")
-    pairs = stats.describe_reach(3, control=5, control_unit="placebo pair")
-    assert pairs.startswith("With 3 seeds against 5 placebo pairs, the smallest p the permutation test can reach is")
-    assert "can reach a verdict" in pairs and stats.CANNOT_TELL in stats.describe_reach(2, control=2)
-    stacks = stats.describe_reach(2, control=2, balanced=True, unit="encoder stack", control_unit="decoder stack")
-    assert stacks.endswith("it takes at least 4 of each.")
+def test_the_reach_of_a_design_is_computed_from_its_numbers():
+    three = stats.design_reach(3)
+    assert (three.design, three.test, three.smallest, three.alpha) == ("3 seeds", "sign-flip", "0.125", "0.05")
+    assert (three.reachable, three.verdict, three.needed) == (False, stats.CANNOT_TELL, "5 seeds")
+    assert stats.design_reach(5).reachable and stats.design_reach(5).smallest == "0.0312"
+    pairs = stats.design_reach(3, control=5, control_unit="placebo pair")
+    assert (pairs.test, pairs.smallest, pairs.reachable) == ("permutation", "0.0179", True)
+    assert pairs.design == f"{prose.count(3, 'seed')} against {prose.count(5, 'placebo pair')}"
+    assert not stats.design_reach(2, control=2).reachable
+    stacks = stats.design_reach(2, control=2, balanced=True, unit="encoder stack", control_unit="decoder stack")
+    assert (stacks.smallest, stacks.needed) == ("0.167", "4 of each")
 
 
 def test_every_effect_records_the_smallest_p_its_test_could_reach():
@@ -295,7 +297,7 @@ def test_runs_that_did_not_learn_get_no_verdict():
         "the runs did not learn",
         False,
     )
-    assert "cannot tell at this scale: the runs did not learn" in gated.sentence()
+    assert f"{stats.CANNOT_TELL}: {stats.NOT_LEARNED}" in prose.effect_line(gated)
     assert stats.paired_effect([1.0], [0.0], claim="one", learned=False).reason == "the runs did not learn"
     assert stats.two_sample_effect(treated, baseline, claim="two", learned=False).reason == "the runs did not learn"
     interval = stats.Interval(1.0, 0.9, 1.1, 0.95, 6)
@@ -345,20 +347,20 @@ def test_per_unit_and_layer_aligns_on_labels():
         stats.per_unit_and_layer(treated, baseline.rename(seed="run"))
 
 
-def test_sentence_dict_and_table():
+def test_effect_line_dict_and_table():
     d = 1.0 + 0.1 * np.random.default_rng(4).normal(size=6)
     plain = stats.paired_effect(d, np.zeros(6), claim="encoder minus decoder")
-    assert plain.sentence().startswith(f"encoder minus decoder: {plain.estimate:+.2f} (95% CI [")
-    detectable = f"detectable from {plain.detectable:+.2f}"
-    assert f"n = 6 seeds, sign-flip p = 0.016; {detectable}; holds: " in plain.sentence()
-    assert "null" not in plain.sentence()
+    assert prose.effect_line(plain) == (
+        f"encoder minus decoder: {plain.estimate:+.2f} (95% CI [{plain.low:+.2f}, {plain.high:+.2f}], n = 6 seeds, "
+        f"sign-flip p = 0.016; detectable from {plain.detectable:+.2f}; holds: {plain.reason})"
+    )
     with_null = stats.paired_effect(d, np.zeros(6), claim="e", null_samples=np.linspace(-0.1, 0.1, 41))
-    assert "; null 95% range [-0.10, +0.10]; detectable from " in with_null.sentence()
+    assert "[-0.10, +0.10]" in prose.effect_line(with_null) and "[-0.10, +0.10]" not in prose.effect_line(plain)
     row = with_null.as_dict()
     assert row["null_high"] == pytest.approx(0.095) and row["n_null"] == 41 and row["verdict"] == "holds"
     assert all(isinstance(v, (str, int, float)) for v in row.values())
     table = stats.verdict_table([plain, with_null])
-    assert list(table.index) == ["encoder minus decoder", "e"] and np.isnan(
+    assert list(table.index) == [plain.claim, with_null.claim] and np.isnan(
         table.loc["encoder minus decoder", "null_z"]
     )
 
@@ -400,5 +402,5 @@ def test_bad_input_is_refused_with_the_parameter_named(call, name):
 def test_one_unit_gives_its_value_and_cannot_tell():
     effect = stats.paired_effect([0.7], [0.2], claim="gap")
     assert effect.n == 1 and effect.estimate == pytest.approx(0.5) and np.isnan(effect.low)
-    assert effect.verdict == "cannot tell at this scale" and "1 seed" in effect.sentence()
+    assert effect.verdict == "cannot tell at this scale" and "(n = 1 seed;" in prose.effect_line(effect)
     assert stats.two_sample_effect([0.5], [0.0], claim="s").verdict == "cannot tell at this scale"

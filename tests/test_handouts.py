@@ -18,6 +18,7 @@ import pytest
 import xarray as xr
 
 from attnstruct import notebooks, stats
+from attnstruct.report import prose
 from attnstruct.results import ENGINE
 from attnstruct.teaching import handout_contents as contents
 from attnstruct.teaching import handouts, quiz
@@ -132,7 +133,7 @@ def test_stored_effects_read_back_the_notebooks_verdicts():
     back = contents.stored_effects(ds)
     assert back["a minus b"].verdict == stats.HOLDS and back["a minus b"].null == null
     assert back["c minus d"].null is None and back["c minus d"].n == 2 and math.isnan(back["c minus d"].p_opposite)
-    assert back["a minus b"].sentence() == effect.sentence()
+    assert prose.effect_line(back["a minus b"]) == prose.effect_line(effect)
     assert contents.short(back["a minus b"]) == "+0.30 (95% CI [+0.10, +0.50], n = 5 seeds): holds"
     assert contents.stored_effects(xr.Dataset()) == {}
 

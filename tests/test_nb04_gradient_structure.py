@@ -12,6 +12,7 @@ import xarray as xr
 from attnstruct import gradient as G
 from attnstruct import results, stats
 from attnstruct.analyses import nb04_gradient_structure as toys
+from attnstruct.report import prose
 from attnstruct.tasks import toy_tasks
 
 TINY = dict(seed=0, n_seeds=2, vocab=16, seq_len=8, d_model=8, steps=4, batch=4, lr=0.01, sgd_lr=0.05)
@@ -416,7 +417,8 @@ def test_the_proxy_readings_set_the_proxy_effect_beside_the_wqk_effect():
     proxies, effects = toys.proxy_effects(training, seed=0), effects_of(training)
     copy, markov = toys.proxy_readings(training, proxies, effects)
     assert copy.level.startswith("masked LM +0.60 (+0.60)")
-    assert (copy.proxy, copy.wqk) == (proxies["copy"].sentence(), effects["copy", "W_qk", "symmetry"].sentence())
+    wqk = effects["copy", "W_qk", "symmetry"]
+    assert (copy.proxy, copy.wqk) == (prose.effect_line(proxies["copy"]), prose.effect_line(wqk))
     assert (copy.together, markov.together) == (stats.HOLDS, stats.CANNOT_TELL)
 
 

@@ -8,6 +8,7 @@ import xarray as xr
 
 from attnstruct import reference, stats
 from attnstruct.analyses import nb06_symmetric_init as init_study
+from attnstruct.analyses import text_runs
 from attnstruct.tasks import text_config
 
 
@@ -197,7 +198,7 @@ def test_the_arm_facts_give_each_verdict_beside_the_placebo():
     symmetric, matched = init_study.arm_verdicts(TABLE, init_study.loss_effects(TABLE), digits=3)
     assert (symmetric.init, symmetric.objective, symmetric.holds, symmetric.fails) == (
         "symmetric",
-        "encoder (masked LM)",
+        text_runs.label("mlm"),
         True,
         False,
     )

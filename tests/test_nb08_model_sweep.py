@@ -12,6 +12,7 @@ from attnstruct.analyses import nb08_model_sweep as sweep_study
 from attnstruct.analyses import paper_comparison, pretrained_ordering
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.sweep import SweepResult
+from attnstruct.report import prose
 
 
 def test_a_list_of_models_is_taken_as_given():
@@ -154,10 +155,9 @@ def test_the_agreement_gaps_are_the_median_absolute_differences_over_every_stack
     assert sweep_study.agreement_gaps(table) == sweep_study.AgreementFacts("3 stacks", "0.20", "0.40")
 
 
-def test_the_stack_test_is_the_effects_sentence_and_the_reach():
+def test_the_stack_test_is_the_effects_line():
     summary = summary_of([0.5, 0.45], [0.1, 0.05])
     facts = sweep_study.stack_test(summary, effect=None)
-    assert facts.tested and facts.test == paper_comparison.role_effect(summary).sentence()
-    assert facts.reach == paper_comparison.describe_reach(summary)
+    assert facts.tested and facts.test == prose.effect_line(paper_comparison.role_effect(summary))
     alone = sweep_study.stack_test(summary_of([0.5], []), effect=None)
     assert (alone.tested, alone.test) == (False, "")

@@ -83,7 +83,7 @@ def test_the_verdict_detectors_tell_a_name_from_a_claim():
     assert verdict_words_in_markdown("thresholds, `effect.verdict == 'holds'`") == []
     assert verdict_words_in_code('print(f"{x}: holds")\nwords = {"does not hold": 1}') == ["does not hold", "holds"]
     assert verdict_words_in_code("if e.verdict == stats.HOLDS:\n    pass") == ["HOLDS"]
-    assert verdict_words_in_code('print(effect.sentence(), "thresholds")') == []
+    assert verdict_words_in_code('print(prose.effect_line(effect), "thresholds")') == []
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

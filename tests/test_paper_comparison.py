@@ -10,6 +10,7 @@ import pytest
 from attnstruct import stats
 from attnstruct.analyses import paper_comparison as pc
 from attnstruct.reference import reference_table
+from attnstruct.report import prose
 
 
 def summary_rows(rows):
@@ -157,15 +158,14 @@ def test_role_effect_needs_a_stack_of_each_role():
     assert pc.role_effect(stacks([0.5, 0.4], [], cross=[0.1])) is None
 
 
-def test_describe_reach_says_what_the_stacks_can_show():
-    few = pc.describe_reach(stacks([0.5, 0.4], [0.1, 0.0]))
-    assert few == stats.describe_reach(
-        2, control=2, balanced=True, unit="encoder stack", control_unit="decoder stack", what="the test"
-    )
-    assert "2 encoder stacks against 2 decoder stacks" in few and "at least 4 of each" in few
-    many = pc.describe_reach(stacks([0.5] * 4, [0.1] * 5))
-    assert "can reach is 0.00794, below alpha = 0.05" in many
-    assert "nothing to compare" in pc.describe_reach(stacks([0.5], []))
+def test_stack_reach_is_the_balanced_reach_of_the_encoder_against_the_decoder_stacks():
+    few = pc.stack_reach(stacks([0.5, 0.4], [0.1, 0.0]))
+    assert few == stats.design_reach(2, control=2, balanced=True, unit="encoder stack", control_unit="decoder stack")
+    assert (few.reachable, few.needed) == (False, "4 of each")
+    many = pc.stack_reach(stacks([0.5] * 4, [0.1] * 5))
+    assert (many.smallest, many.reachable) == ("0.00794", True)
+    with pytest.raises(ValueError, match="an encoder and a decoder stack, got 1 and 0"):
+        pc.stack_reach(stacks([0.5], []))
 
 
 def test_the_roles_beside_the_paper_compare_the_median_stacks_and_the_authors():
@@ -185,7 +185,7 @@ def test_the_roles_beside_the_paper_compare_the_median_stacks_and_the_authors():
         }
     )
     facts = pc.roles_beside_paper(summary, reference_rows)
-    assert (facts.both_roles, facts.compared) == (True, "more symmetric than")
+    assert (facts.both_roles, facts.compared) == (True, prose.compared(1.0, 0.0))
     assert (facts.encoders, facts.decoders, facts.stacks) == ("+0.50", "+0.10", "3 stacks")
     assert (facts.paper_encoders, facts.paper_decoders) == ("+0.70", "+0.00")
 

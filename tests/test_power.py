@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from attnstruct import stats
+from attnstruct.report import prose
 from attnstruct.stats import power
 
 
@@ -59,8 +60,9 @@ def test_a_paired_effect_carries_its_spread_and_detectable_effect_and_prints_it(
     effect = stats.paired_effect(treated, baseline, claim="x")
     assert effect.spread == pytest.approx(np.std(treated, ddof=1))
     assert effect.detectable == pytest.approx(power.detectable_shift(6) * effect.spread)
-    assert f"detectable from {effect.detectable:+.2f}" in effect.sentence()
-    assert "no effect detectable" in stats.paired_effect(treated[:4], baseline[:4], claim="x").sentence()
+    assert f"; detectable from {effect.detectable:+.2f};" in prose.effect_line(effect)
+    four = stats.paired_effect(treated[:4], baseline[:4], claim="x")
+    assert np.isinf(four.detectable) and "; detectable from" not in prose.effect_line(four)
 
 
 def test_a_two_sample_effect_uses_the_pooled_spread():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from attnstruct import stats
+from attnstruct.report import prose
 
 
 def _holm_rejects(p, alpha):
@@ -72,7 +73,7 @@ def test_a_large_effect_holds_alone_but_not_among_three_claims_at_five_seeds():
     assert alone.verdict == stats.HOLDS and alone.p_adjusted == pytest.approx(1 / 32)
     (among,) = _plan(3).decide([large])
     assert among.verdict == stats.CANNOT_TELL and among.family == "primary, Holm over 3 claims"
-    assert "0.0938" in among.reason and "primary, Holm over 3 claims)" in among.sentence()
+    assert "0.0938" in among.reason and prose.effect_line(among).endswith(f"; {among.family})")
     assert among.p_value == pytest.approx(1 / 32) and among.p_adjusted == pytest.approx(3 / 32)
 
 
@@ -83,14 +84,15 @@ def test_at_seven_seeds_a_large_effect_holds_no_effect_cannot_tell_and_the_flip_
     assert [e.claim for e in decided] == ["claim 0", "claim 1", "claim 2"]
     raw = np.array([e.p_value for e in effects])
     assert [e.p_adjusted for e in decided] == pytest.approx(stats.holm(raw))
-    assert "adjusted" in decided[0].sentence()
+    assert f"adjusted {decided[0].p_adjusted:.3f}" in prose.effect_line(decided[0])
 
 
 def test_a_secondary_claim_is_not_corrected_and_says_so():
     plan = _plan(3, secondary=1)
     (secondary,) = plan.decide([_effect("extra 0", 5, 2.0)])
     assert secondary.verdict == stats.HOLDS and secondary.family == "secondary, uncorrected"
-    assert secondary.reason == _effect("extra 0", 5, 2.0).reason and "uncorrected)" in secondary.sentence()
+    assert secondary.reason == _effect("extra 0", 5, 2.0).reason
+    assert prose.effect_line(secondary).endswith(f"; {secondary.family})")
     assert secondary.p_adjusted == secondary.p_value
     assert plan.table().loc["extra 0", "correction"] == "none (secondary)"
 
@@ -123,12 +125,18 @@ def test_holm_never_rejects_more_than_bonferroni_allows_per_step(m):
         assert np.all(adjusted >= np.array(p)) and min(adjusted) == pytest.approx(min(1, m * min(p)))
 
 
-def test_the_plan_says_what_its_design_can_reach():
+def test_the_plan_computes_what_its_design_can_reach():
     plan = _plan(1, secondary=2)
-    at_five = plan.describe({name: stats.smallest_p(5) for name in ("claim 0", "extra 0", "extra 1")})
-    assert at_five.startswith("1 primary claim, corrected by Holm's method, and 2 secondary claims")
-    assert "can reach is 0.0312, below alpha = 0.05" in at_five and "it would be 0.0938" in at_five
-    at_four = _plan(3).describe({f"claim {i}": stats.smallest_p(4) for i in range(3)})
-    assert "0.188, not below alpha = 0.05" in at_four and "*cannot tell at this scale*" in at_four
+    at_five = stats.plan_reach(plan, {name: stats.smallest_p(5) for name in ("claim 0", "extra 0", "extra 1")})
+    assert (at_five.primary, at_five.secondary, at_five.has_primary) == ("1 primary claim", "2 secondary claims", True)
+    assert (at_five.smallest, at_five.alpha, at_five.reachable, at_five.claims, at_five.every) == (
+        "0.0312",
+        "0.05",
+        True,
+        "3",
+        "0.0938",
+    )
+    at_four = stats.plan_reach(_plan(3), {f"claim {i}": stats.smallest_p(4) for i in range(3)})
+    assert (at_four.smallest, at_four.reachable, at_four.verdict) == ("0.188", False, stats.CANNOT_TELL)
     with pytest.raises(KeyError, match="missing"):
-        plan.describe({"extra 0": 0.1})
+        stats.plan_reach(plan, {"extra 0": 0.1})

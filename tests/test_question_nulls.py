@@ -165,4 +165,4 @@ def test_a_design_of_two_families_cannot_reach_a_verdict_and_says_so_in_families
         two.assign(symmetry=[0.5, 0.6, 0.1, 0.0]), "symmetry", treated="encoder", control="decoder", claim="x"
     )
     assert effect.verdict == stats.CANNOT_TELL and "with 2 families the smallest attainable p is 0.167" in effect.reason
-    assert "n = 2 families" in effect.sentence()
+    assert effect.n == 2 and effect.unit == "family"

@@ -16,6 +16,7 @@ import importlib
 import re
 import string
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -268,3 +269,128 @@ def test_a_template_that_is_not_a_literal_is_reported():
     source = HEADER + 'scored = demo.scored_demo()\ntemplate = "{checkpoints}"\nprose.say(template, scored)\n'
     (problem,) = template_problems(source)
     assert "not a string literal" in problem
+
+
+# ------------------------------------------------------------------ tests check facts, not wording (issue 37)
+# Words that are facts, not wording: the verdicts of stats.decide and the reason "the runs did not learn".
+FACT_WORDS = {"holds", "does not hold", "cannot tell at this scale", "the runs did not learn"}
+ENGLISH_WORDS = 3  # a fragment of at least three words made of letters is English prose
+MAX_ENGLISH_FRAGMENTS = 40
+# Test files left out, each group for a reason: the issue counts the text the package writes for a reader of a
+# result (facts fields that hold sentences, sentences, titles, Markdown, plan descriptions, effect lines).
+NOT_RESULT_TEXT = {
+    # error messages (one line naming the problem, which the project requires), of the CLI and of exceptions
+    "test_errors.py",
+    "test_results.py",
+    "test_parameters.py",
+    "test_score_cli.py",
+    "test_prepare_corpus.py",
+    "test_interrupts.py",
+    "test_hostile_corpora.py",
+    "test_hostile_hub.py",
+    "test_hostile_runs.py",
+    # what a service did: hub requests, retries, quotas, costs, a sweep's progress (status lines, not results)
+    "test_hub_client.py",
+    "test_hub_quota.py",
+    "test_hub_costs.py",
+    "test_standin_hub.py",
+    "test_sweep.py",
+    "test_budget.py",
+    "test_zoo.py",
+    "test_train_cli.py",
+    "test_notebooks.py",
+    # help text, docs, README, the Makefile and the book/course machinery around the notebooks
+    "test_help.py",
+    "test_readme_examples.py",
+    "test_tiers.py",
+    "test_book.py",
+    "test_course.py",
+    "test_pages.py",
+    "test_exercises.py",
+    # the shared formatters themselves, run on the test's own made-up templates and values: the words are the test's
+    "test_prose.py",
+}
+# An assertion is left out too when the text it checks is an error or help (its other side names one), or one of the
+# fields the issue itself calls facts in words: an effect's verdict and reason (stats.decide, or a no-finding reason),
+# its claim (the plan's key for it) and its family (the plan's label for it).
+FACT_FIELDS = re.compile(r"(\.|\b)(reason|claims?|family|verdict)\b|\bdecide\(")
+ERROR_OR_HELP = re.compile(
+    r"\b(str\(|\w*err\w*|\w*exc\w*|raises|warn\w*|help|usage|capsys|caplog|problem\w*|message)", re.I
+)
+
+
+def _literal_texts(node: ast.expr) -> list[str]:
+    """The string literals of ``node`` (an f-string by its literal parts; a tuple, list or set by its elements)."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [text for element in node.elts for text in _literal_texts(element)]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [" ".join(v.value for v in node.values if isinstance(v, ast.Constant))]
+    return []
+
+
+def _is_english(text: str) -> bool:
+    """At least :data:`ENGLISH_WORDS` words of letters between spaces (a path, a name or code has fewer), and not a
+    fact word."""
+    words = [token for token in text.split() if re.fullmatch(r"[(\"'*]*[A-Za-z][A-Za-z'-]*[.,;:!?)\"'*]*", token)]
+    return len(words) >= ENGLISH_WORDS and text.strip() not in FACT_WORDS
+
+
+def _compared(node: ast.expr) -> list[tuple[str, ast.expr]]:
+    """(literal, what it is compared with) of a comparison by ==, !=, in, not in, or of a startswith/endswith."""
+    if isinstance(node, ast.Compare) and all(isinstance(o, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for o in node.ops):
+        sides = [node.left, *node.comparators]
+        return [
+            (text, other)
+            for i, side in enumerate(sides)
+            for text in _literal_texts(side)
+            for other in sides[:i] + sides[i + 1 :]
+        ]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("startswith", "endswith")
+        and node.args
+    ):
+        return [(text, node.func.value) for text in _literal_texts(node.args[0])]
+    return []
+
+
+def english_fragment_assertions(folder) -> list[str]:
+    """``file:line`` of every ``assert`` of ``folder/*.py`` (but :data:`NOT_RESULT_TEXT`) that compares an English
+    fragment (:func:`_is_english`) with text the package writes, by ==, !=, in, not in, startswith or endswith,
+    unless what it is compared with is an error or help text (:data:`ERROR_OR_HELP`) or a fact field in words
+    (:data:`FACT_FIELDS`)."""
+    found = []
+    for path in sorted(Path(folder).glob("*.py")):
+        if path.name in NOT_RESULT_TEXT:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Assert) and any(
+                _is_english(text)
+                and not ERROR_OR_HELP.search(ast.unparse(other))
+                and not FACT_FIELDS.search(ast.unparse(other))
+                for part in ast.walk(node.test)
+                for text, other in _compared(part)
+            ):
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_few_assertions_pin_english_fragments():
+    found = english_fragment_assertions(ROOT / "tests")
+    assert len(found) < MAX_ENGLISH_FRAGMENTS, f"{len(found)} assertions compare English fragments: {found}"
+
+
+def test_the_count_sees_an_english_fragment_but_not_a_fact_word_or_an_error(tmp_path):
+    (tmp_path / "test_demo.py").write_text(
+        "def test_a():\n"
+        '    assert "the encoder ends more symmetric" in facts.sentence\n'
+        '    assert facts.verdict == "cannot tell at this scale"\n'
+        '    assert "needs a licence here" in str(error)\n'
+        '    assert facts.count == "4 checkpoints"\n'
+        '    assert line.startswith("the stacks cannot reach")\n'
+        '    assert effect.reason == "with 2 seeds the smallest attainable p is 0.25"\n'
+    )
+    assert english_fragment_assertions(tmp_path) == ["test_demo.py:2", "test_demo.py:6"]

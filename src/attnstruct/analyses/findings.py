@@ -26,6 +26,7 @@ from pathlib import Path
 import xarray as xr
 
 from .. import results, stats
+from ..report import prose
 from . import nb05_training_dynamics, nb07_vision, paper_comparison, pretrained_scores, text_runs
 
 ALPHA = 0.05
@@ -84,7 +85,7 @@ def effect_outcome(effect: stats.Effect, alpha: float = ALPHA) -> Outcome:
             f"p < {alpha:g}: its smallest p is {effect.smallest:.3g})"
         )
         met = holds_but_for_the_p_value(effect, alpha)
-    return Outcome(effect.claim, met, f"{effect.sentence()}; {expected}")
+    return Outcome(effect.claim, met, f"{prose.effect_line(effect)}; {expected}")
 
 
 def training_symmetry_gap(ds: xr.Dataset) -> Outcome:

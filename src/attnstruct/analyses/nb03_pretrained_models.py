@@ -547,8 +547,8 @@ def results_dataset(
 class FamiliesFacts:
     """The test by model family on the authors' rows of ``group``: the ``rows`` without a caveat that enter and the
     rows with a caveat ``left_out``, the ``encoder_families`` and ``decoder_families`` they form (counts) with their
-    ``encoder_names`` and ``decoder_names``, and ``tests``: each family effect's sentence
-    (:meth:`attnstruct.stats.Effect.sentence`)."""
+    ``encoder_names`` and ``decoder_names``, and ``tests``: each family effect's line
+    (:func:`attnstruct.report.prose.effect_line`)."""
 
     group: str
     rows: str
@@ -574,7 +574,7 @@ def families(reference: pd.DataFrame, decided: Sequence[stats.Effect], group: st
         encoder_names=", ".join(names["encoder"]),
         decoder_families=prose.count(len(names["decoder"]), "decoder family"),
         decoder_names=", ".join(names["decoder"]),
-        tests=" ".join(f"{e.sentence()}." for e in decided if e.unit == "family"),
+        tests=" ".join(f"{prose.effect_line(e)}." for e in decided if e.unit == "family"),
     )
 
 
@@ -637,9 +637,9 @@ class StackRolesFacts:
     ``encoder_names`` and ``decoder_names``, the median over stacks of their median symmetries (``encoder_median``,
     ``decoder_median``) and its range (``encoder_span``, ``decoder_span``), the ``share`` of the ``pairs`` (encoder,
     decoder) in which the encoder is the more symmetric; then the ``test`` over stacks (its
-    :meth:`attnstruct.stats.Effect.sentence`) and its ``reach``
-    (:func:`attnstruct.analyses.paper_comparison.describe_reach`). Without a stack of each role (``both_roles``
-    false) only ``reach`` is filled."""
+    :func:`attnstruct.report.prose.effect_line`; what the stacks can reach at all is
+    :func:`attnstruct.analyses.paper_comparison.stack_reach`). Without a stack of each role (``both_roles`` false)
+    the other fields are empty."""
 
     both_roles: bool
     encoders: str
@@ -653,7 +653,6 @@ class StackRolesFacts:
     share: str
     pairs: str
     test: str
-    reach: str
 
 
 def stack_roles(summary: pd.DataFrame, effect: stats.Effect | None = None) -> StackRolesFacts:
@@ -662,10 +661,9 @@ def stack_roles(summary: pd.DataFrame, effect: stats.Effect | None = None) -> St
     :func:`attnstruct.analyses.paper_comparison.role_effect`."""
     own = summary[summary["stack"].isin(("encoder", "decoder"))]
     groups = paper_comparison.group_medians(own).set_index("stack")
-    reach = paper_comparison.describe_reach(own)
     both = bool(groups.loc["encoder", "n"] and groups.loc["decoder", "n"])
     if not both:
-        return StackRolesFacts(False, *[""] * 11, reach)
+        return StackRolesFacts(False, *[""] * 11)
     effect = paper_comparison.role_effect(own, "symmetry") if effect is None else effect
     values = {s: own.loc[own["stack"] == s] for s in ("encoder", "decoder")}
     return StackRolesFacts(
@@ -680,8 +678,7 @@ def stack_roles(summary: pd.DataFrame, effect: stats.Effect | None = None) -> St
         decoder_span=prose.span(values["decoder"]["symmetry_median"]),
         share=prose.percent(paper_comparison.ordering_probability(own, "symmetry")),
         pairs=str(int(groups.loc["encoder", "n"] * groups.loc["decoder", "n"])),
-        test=effect.sentence(),
-        reach=reach,
+        test=prose.effect_line(effect),
     )
 
 

@@ -48,7 +48,7 @@ import xarray as xr
 from .. import gradient as G
 from .. import results, stats, work
 from .._version import __version__
-from ..report.prose import compared, count, listing, number, percent, signed, span
+from ..report.prose import compared, count, effect_line, listing, number, percent, signed, span
 from ..scores import symmetry_score
 from ..tasks import toy_tasks
 from ..training import run_folder
@@ -778,7 +778,7 @@ def proxy_readings(
         level = "; ".join(f"{OBJECTIVE_NAMES[str(o)]} {signed(np.median(v))} ({span(v)})" for o, v in values.items())
         wqk = effects[task, "W_qk", "symmetry"]
         together = stats.overall([proxy, wqk])
-        facts.append(ProxyFacts(str(task), level, proxy.sentence(), wqk.sentence(), str(together)))
+        facts.append(ProxyFacts(str(task), level, effect_line(proxy), effect_line(wqk), str(together)))
     return facts
 
 

@@ -531,7 +531,7 @@ def initial_scales(d_model: int) -> ScaleFacts:
 @dataclass(frozen=True)
 class ArmVerdictFacts:
     """One treated ``init``'s verdict on an ``objective`` (the effect's own line,
-    :meth:`attnstruct.stats.Effect.sentence`, gives its evidence): whether it ``holds`` or ``fails`` (neither:
+    :func:`attnstruct.report.prose.effect_line`, gives its evidence): whether it ``holds`` or ``fails`` (neither:
     cannot tell), the mean paired difference ``estimate``; the placebo's final-loss gains over the baseline
     (``placebo_gains``: mean [min, max]); the robust speed-ups of the arm and the placebo (``robust``,
     ``placebo_robust``) and the paper's metric of both (``paper``, ``placebo_paper``), each as :func:`spread`."""

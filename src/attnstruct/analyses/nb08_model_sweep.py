@@ -220,21 +220,19 @@ def paper_gaps(table: pd.DataFrame) -> list[PaperGapFacts]:
 
 @dataclass(frozen=True)
 class StackTestFacts:
-    """The test over stacks: whether it ran (``tested``: a stack of each role), its ``test`` sentence
-    (:meth:`attnstruct.stats.Effect.sentence`) and its ``reach``
-    (:func:`attnstruct.analyses.paper_comparison.describe_reach`)."""
+    """The test over stacks: whether it ran (``tested``: a stack of each role) and its ``test`` line
+    (:func:`attnstruct.report.prose.effect_line`); what the stacks can reach at all is
+    :func:`attnstruct.analyses.paper_comparison.stack_reach`."""
 
     tested: bool
     test: str
-    reach: str
 
 
 def stack_test(summary: pd.DataFrame, effect: stats.Effect | None) -> StackTestFacts:
     """The facts of the stacks' test, ``effect`` (decided under :data:`PLAN`; None: the stacks of ``summary``
     untested, or :func:`attnstruct.analyses.paper_comparison.role_effect` of them when it can run)."""
     effect = paper_comparison.role_effect(summary, "symmetry") if effect is None else effect
-    reach = paper_comparison.describe_reach(summary)
-    return StackTestFacts(tested=effect is not None, test="" if effect is None else effect.sentence(), reach=reach)
+    return StackTestFacts(tested=effect is not None, test="" if effect is None else prose.effect_line(effect))
 
 
 # The point-by-point comparison with the authors' values.

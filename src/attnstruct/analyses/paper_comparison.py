@@ -11,7 +11,7 @@ rows by role, the numbers notebook 03 quotes beside its own (:func:`group_median
 the facts record of both, which the title of the main figure of notebooks 03 and 08 states.
 
 Whether encoder stacks are more symmetric than decoder stacks is a test, :func:`role_effect` (the one rule of
-:mod:`attnstruct.stats`, with :func:`describe_reach` saying what the stacks of a run can show at all);
+:mod:`attnstruct.stats`, with :func:`stack_reach` saying what the stacks of a run can show at all);
 :func:`ordering_probability`, the share of (encoder, decoder) pairs in the paper's order, only describes them.
 """
 
@@ -193,15 +193,15 @@ def role_effect(summary: pd.DataFrame, score: str = "symmetry", *, alpha: float 
     return stats.two_sample_effect(encoders, decoders, claim=claim, unit="stack", alpha=alpha, seed=seed)
 
 
-def describe_reach(summary: pd.DataFrame, alpha: float = ALPHA) -> str:
-    """What the stacks of ``summary`` can show (:func:`attnstruct.stats.describe_reach` of the encoder stacks against
+def stack_reach(summary: pd.DataFrame, alpha: float = ALPHA) -> stats.DesignReach:
+    """What the stacks of ``summary`` can show (:func:`attnstruct.stats.design_reach` of the encoder stacks against
     the decoder stacks): the permutation test's smallest attainable p against ``alpha``, and how many stacks of each
-    role it takes to go below it."""
+    role it takes to go below it. ``ValueError`` without a stack of each role: there is nothing to compare."""
     n, m = (len(v) for v in role_values(summary))
     if not n or not m:
-        return "Without an encoder and a decoder stack there is nothing to compare."
-    return stats.describe_reach(
-        n, control=m, balanced=True, alpha=alpha, unit="encoder stack", control_unit="decoder stack", what="the test"
+        raise ValueError(f"the stacks' reach needs an encoder and a decoder stack, got {n} and {m}")
+    return stats.design_reach(
+        n, control=m, balanced=True, alpha=alpha, unit="encoder stack", control_unit="decoder stack"
     )
 
 

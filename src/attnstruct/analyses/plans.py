@@ -43,5 +43,5 @@ def plan_of(notebook: str) -> stats.Plan:
 
 def seed_reach(plan: stats.Plan, n_seeds: int) -> dict[str, float]:
     """Claim -> the smallest p a one-sided sign-flip test of ``n_seeds`` seeds can reach, for every claim of
-    ``plan``: what :meth:`attnstruct.stats.Plan.describe` and :meth:`attnstruct.stats.Plan.table` read."""
+    ``plan``: what :func:`attnstruct.stats.plan_reach` and :meth:`attnstruct.stats.Plan.table` read."""
     return {claim.name: stats.smallest_p(n_seeds) for claim in plan.claims}

@@ -14,7 +14,7 @@ Every function takes a combined dataset of runs (:func:`attnstruct.training.proc
    all of them having learned (:func:`learned`).
 2. **The design can reach a verdict.** With ``n`` seeds a one-sided sign-flip test cannot give a p below
    ``1 / 2**n``, and a permutation test of ``n`` against ``m`` units not below ``1 / C(n + m, n)``. When that is
-   not below ``alpha`` no outcome could be significant, whatever the runs show: :func:`attnstruct.stats.describe_reach`
+   not below ``alpha`` no outcome could be significant, whatever the runs show: :func:`attnstruct.stats.design_reach`
    says so, computed from the number of seeds, and a figure of such runs states no finding (:func:`no_finding`).
 
 What the notebooks say of the learning gate comes from here as facts records (:func:`loss_target_facts`,

@@ -82,6 +82,34 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {plural}"
 
 
+def effect_line(effect, digits: int = 2) -> str:
+    """The one compact line of an effect (an :class:`attnstruct.stats.Effect`, read by its fields): claim, estimate,
+    interval, n, test and p (with the corrected p when a plan changed it), the null's 95% range and the smallest
+    detectable effect when known, verdict and reason, and the claim's family under a plan. An effect of one unit has
+    no interval and no test: its value, n, verdict and reason."""
+    f = f"+.{digits}f"
+    family = f"; {effect.family}" if effect.family else ""
+    if effect.n == 1:
+        return f"{effect.claim}: {effect.estimate:{f}} (n = 1 {effect.unit}; {effect.verdict}: {effect.reason}{family})"
+    p = "p < 0.001" if effect.p_value < 0.001 else f"p = {effect.p_value:.3f}"
+    if np.isfinite(effect.p_adjusted) and effect.p_adjusted != effect.p_value:
+        p += f", adjusted {effect.p_adjusted:.3f}"
+    null = effect.null
+    null = "" if null is None else f"; null 95% range [{null.null_low:{f}}, {null.null_high:{f}}]"
+    reach = ""
+    if not np.isnan(effect.detectable):
+        reach = (
+            f"; detectable from {effect.detectable:{f}}"
+            if np.isfinite(effect.detectable)
+            else "; no effect detectable at this n"
+        )
+    return (
+        f"{effect.claim}: {effect.estimate:{f}} ({effect.level:.0%} CI [{effect.low:{f}}, {effect.high:{f}}], "
+        f"n = {count(effect.n, effect.unit)}, {effect.test} {p}{null}{reach}; "
+        f"{effect.verdict}: {effect.reason}{family})"
+    )
+
+
 def markdown_table(frame, digits: int = 3) -> str:
     """``frame`` (a ``pandas.DataFrame``) as a Markdown table with its index as the first column, every cell in full
     (a float to ``digits`` significant digits, NaN as an empty cell, a boolean as yes or no, ``|`` escaped)."""

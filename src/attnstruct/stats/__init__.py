@@ -29,7 +29,7 @@ from .nulls import (
     peak_minus_final,
 )
 from .power import POWER, detectable_effect, detectable_shift, sign_flip_power
-from .preregistration import Claim, Plan, holm
+from .preregistration import Claim, Plan, PlanReach, holm, plan_reach
 from .resampling import (
     ALTERNATIVES,
     EXACT_SIGN_FLIP_N,
@@ -48,9 +48,10 @@ from .verdicts import (
     HOLDS,
     NOT_LEARNED,
     VERDICTS,
+    DesignReach,
     Effect,
     decide,
-    describe_reach,
+    design_reach,
     ordering,
     overall,
     paired_effect,
@@ -77,6 +78,8 @@ __all__ = [
     "Claim",
     "Effect",
     "Plan",
+    "PlanReach",
+    "plan_reach",
     "Interval",
     "NullComparison",
     "bootstrap_interval",
@@ -87,7 +90,8 @@ __all__ = [
     "family_values",
     "holm",
     "model_family",
-    "describe_reach",
+    "DesignReach",
+    "design_reach",
     "median_null",
     "null_median_over_layers",
     "null_of_the_mean",

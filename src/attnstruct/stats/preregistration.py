@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..report.prose import count
 from .resampling import Interval, _check
-from .verdicts import Effect, decide
+from .verdicts import CANNOT_TELL, Effect, decide
 
 ROLES = ("primary", "secondary")
 
@@ -122,34 +122,6 @@ class Plan:
             rows.append(row | {"smallest p": low, "after correction": after, "reachable": bool(after < self.alpha)})
         return pd.DataFrame(rows).set_index("claim")
 
-    def describe(self, smallest: Mapping[str, float]) -> str:
-        """What the design can reach, in words: how many claims are primary (corrected) and secondary (not); whether
-        the primary claims' smallest attainable p after the correction (``smallest``: claim -> the design's own,
-        every primary claim named) lies below alpha; and what it would be were every claim primary."""
-        primary = self.primary
-        missing = sorted(c.name for c in primary if c.name not in smallest)
-        if missing:
-            raise KeyError(f"smallest must give every primary claim of the plan of {self.notebook}; missing {missing}")
-        n_secondary = len(self.claims) - len(primary)
-        head = (
-            f"{count(len(primary), 'primary claim')}, corrected by Holm's method, and "
-            f"{count(n_secondary, 'secondary claim')}, reported uncorrected."
-        )
-        if not primary:
-            return head
-        after = min(self.smallest_after_correction(c.name, smallest[c.name]) for c in primary)
-        reach = (
-            f"below alpha = {self.alpha:g}: a verdict can be reached"
-            if after < self.alpha
-            else f"not below alpha = {self.alpha:g}: whatever the runs show, the primary claims read *cannot tell "
-            "at this scale*"
-        )
-        every = min(1.0, len(self.claims) * min(float(smallest.get(c.name, 1.0)) for c in self.claims))
-        return (
-            f"{head} After the correction the smallest p a primary claim can reach is {after:.3g}, {reach}. "
-            f"With all {len(self.claims)} claims primary it would be {every:.3g}."
-        )
-
     def decide(self, effects: Sequence[Effect]) -> list[Effect]:
         """The verdicts of ``effects`` under the plan, in their order.
 
@@ -159,8 +131,8 @@ class Plan:
         :func:`~attnstruct.stats.verdicts.decide` with those values, keeping its interval, null and ``learned``, and
         its smallest detectable effect is that of a test at ``alpha / m`` (Holm's first step). A
         secondary effect keeps its p and verdict. Each returned effect carries ``p_adjusted`` and its ``family``
-        (*primary, Holm over m claims* or *secondary, uncorrected*), which its sentence prints; an effect of one unit
-        (no test) keeps its verdict.
+        (*primary, Holm over m claims* or *secondary, uncorrected*), which its line prints
+        (:func:`attnstruct.report.prose.effect_line`); an effect of one unit (no test) keeps its verdict.
         """
         effects = list(effects)
         names = [e.claim for e in effects]
@@ -201,3 +173,46 @@ class Plan:
             elif i not in tested:
                 out[i] = replace(e, family=family)
         return out
+
+
+@dataclass(frozen=True)
+class PlanReach:
+    """What a plan's design can reach: its ``primary`` claims (corrected by Holm's method) and ``secondary`` ones
+    (uncorrected), counted (``"1 primary claim"``); whether it has a primary claim (``has_primary``); the smallest p a
+    primary claim can reach after the correction (``smallest``) against ``alpha``, whether it is below
+    (``reachable``), the ``verdict`` the primary claims read when it is not; and that smallest p were every one of the
+    ``claims`` primary (``every``). Without a primary claim the p fields are empty."""
+
+    primary: str
+    secondary: str
+    has_primary: bool
+    smallest: str
+    alpha: str
+    reachable: bool
+    verdict: str
+    claims: str
+    every: str
+
+
+def plan_reach(plan: Plan, smallest: Mapping[str, float]) -> PlanReach:
+    """The reach of ``plan``'s design, ``smallest`` giving each claim's smallest attainable p before the correction
+    (every primary claim named; ``KeyError`` otherwise): the smallest over the primary claims after
+    :meth:`Plan.smallest_after_correction`, and what it would be with every claim primary (a claim not in ``smallest``
+    counting as 1)."""
+    primary = plan.primary
+    missing = sorted(c.name for c in primary if c.name not in smallest)
+    if missing:
+        raise KeyError(f"smallest must give every primary claim of the plan of {plan.notebook}; missing {missing}")
+    after = min((plan.smallest_after_correction(c.name, smallest[c.name]) for c in primary), default=math.nan)
+    every = min(1.0, len(plan.claims) * min(float(smallest.get(c.name, 1.0)) for c in plan.claims))
+    return PlanReach(
+        primary=count(len(primary), "primary claim"),
+        secondary=count(len(plan.claims) - len(primary), "secondary claim"),
+        has_primary=bool(primary),
+        smallest=f"{after:.3g}" if primary else "",
+        alpha=f"{plan.alpha:g}",
+        reachable=bool(after < plan.alpha),
+        verdict=CANNOT_TELL,
+        claims=str(len(plan.claims)),
+        every=f"{every:.3g}" if primary else "",
+    )

@@ -94,28 +94,6 @@ class Effect:
             null_edge=edge,
         )
 
-    def sentence(self, digits: int = 2) -> str:
-        """One line: estimate, interval, n, p, the null's 95% range (if any), verdict and reason."""
-        f = f"+.{digits}f"
-        family = f"; {self.family}" if self.family else ""
-        if self.n == 1:
-            return f"{self.claim}: {self.estimate:{f}} (n = 1 {self.unit}; {self.verdict}: {self.reason}{family})"
-        p = "p < 0.001" if self.p_value < 0.001 else f"p = {self.p_value:.3f}"
-        if np.isfinite(self.p_adjusted) and self.p_adjusted != self.p_value:
-            p += f", adjusted {self.p_adjusted:.3f}"
-        null = "" if self.null is None else f"; null 95% range [{self.null.null_low:{f}}, {self.null.null_high:{f}}]"
-        reach = ""
-        if not np.isnan(self.detectable):
-            reach = (
-                f"; detectable from {self.detectable:{f}}"
-                if np.isfinite(self.detectable)
-                else "; no effect detectable at this n"
-            )
-        return (
-            f"{self.claim}: {self.estimate:{f}} ({self.level:.0%} CI [{self.low:{f}}, {self.high:{f}}], "
-            f"n = {count(self.n, self.unit)}, {self.test} {p}{null}{reach}; {self.verdict}: {self.reason}{family})"
-        )
-
     def as_dict(self) -> dict:
         """Plain values; the null's fields as ``null_value`` .. ``null_median`` (NaN if none) and ``n_null`` (0)."""
         out = {k: v for k, v in asdict(self).items() if k != "null"}
@@ -317,7 +295,25 @@ def two_sample_effect(
     return replace(effect, detectable=effect.detectable_at(alpha))
 
 
-def describe_reach(
+@dataclass(frozen=True)
+class DesignReach:
+    """Can a design reach a verdict at all (rule 1 of :func:`decide`)? Its ``design`` (``"3 seeds"``, ``"2 encoder
+    stacks against 2 decoder stacks"``), its ``test`` (``"sign-flip"``: one-sided, of paired units; ``"permutation"``:
+    of two groups), the ``smallest`` p that test can reach and ``alpha`` (both formatted), whether the smallest p is
+    below alpha (``reachable``), the ``verdict`` every claim of the design reads when it is not, and how many units it
+    takes to go below alpha (``needed``: ``"5 seeds"``, ``"6 of each"`` for a balanced design; empty when no design of
+    at most 64 units does, which happens only for a fixed, small control group)."""
+
+    design: str
+    test: str
+    smallest: str
+    alpha: str
+    reachable: bool
+    verdict: str
+    needed: str
+
+
+def design_reach(
     n: int,
     *,
     control: int | None = None,
@@ -325,30 +321,25 @@ def describe_reach(
     alpha: float = 0.05,
     unit: str = "seed",
     control_unit: str | None = None,
-    what: str = "each verdict",
-) -> str:
-    """Can a design of ``n`` units reach a verdict at all (rule 1 of :func:`decide`)? One sentence: the smallest p its
-    test can reach (a one-sided sign-flip test of ``n`` paired units; with ``control``, a permutation test of ``n``
-    against ``control`` units), against ``alpha``; when it is not below, that ``what`` reads *cannot tell at this
-    scale* whatever the data show, and how many units it would take (:func:`~attnstruct.stats.resampling.
-    fewest_units`, of each group with ``balanced``)."""
+) -> DesignReach:
+    """The reach of a design of ``n`` units: the smallest p its test can reach (a one-sided sign-flip test of ``n``
+    paired units; with ``control``, a permutation test of ``n`` against ``control`` units) against ``alpha``, and how
+    many units it would take (:func:`~attnstruct.stats.resampling.fewest_units`, of each group with ``balanced``)."""
     _check(alpha=alpha)
     if control is None:
-        design, test, smallest = count(n, unit), "a one-sided sign-flip test", smallest_p(n)
+        design, test, smallest = count(n, unit), "sign-flip", smallest_p(n)
     else:
         design = f"{count(n, unit)} against {count(control, control_unit or unit)}"
-        test, smallest = "the permutation test", smallest_two_sample_p(n, control)
-    start = f"With {design}, the smallest p {test} can reach is {smallest:.3g}"
-    if smallest < alpha:
-        return f"{start}, below alpha = {alpha:g}: the design can reach a verdict either way."
+        test, smallest = "permutation", smallest_two_sample_p(n, control)
     needed = fewest_units(alpha, control=control, balanced=balanced)
-    if needed is None:
-        more = ""
-    else:
-        more = f"; it takes at least {needed} of each" if balanced else f"; it takes at least {count(needed, unit)}"
-    return (
-        f"{start}, not below alpha = {alpha:g}: {what} reads *{CANNOT_TELL}* whatever the data show, since the "
-        f"design cannot reach a verdict{more}."
+    return DesignReach(
+        design=design,
+        test=test,
+        smallest=f"{smallest:.3g}",
+        alpha=f"{alpha:g}",
+        reachable=bool(smallest < alpha),
+        verdict=CANNOT_TELL,
+        needed="" if needed is None else f"{needed} of each" if balanced else count(needed, unit),
     )
 
 
