@@ -376,9 +376,10 @@ prose.show(
     f"The update summed over {summed_over} at initialisation:\n\n"
     + "\n".join(
         prose.fill(
-            "- {task} task, {objective}: symmetry {with_self} with the self-pairs ({with_self_place}) and "
-            "{without_self} without them ({without_self_place}); directionality {directionality} "
-            "({directionality_place}).",
+            "- {task} task, {objective}: symmetry {with_self} with the self-pairs ({with_self_side} the null's 95% "
+            "range, percentile {with_self_percentile}) and {without_self} without them ({without_self_side} it, "
+            "percentile {without_self_percentile}); directionality {directionality} ({directionality_side} its null's "
+            "95% range, percentile {directionality_percentile}).",
             cell,
         )
         for cell in toys.accumulated_against_null(accumulated, nulls)
@@ -510,12 +511,15 @@ prose.show(
     f"Final scores of $W_{{qk}}$ ({prose.count(n_seeds, 'seed')}), against the null of one random $W_{{qk}}$:\n\n"
     + "\n".join(
         prose.fill(
-            "- {task} task, {objective}, {parameterisation}: symmetry {symmetry} ({symmetry_place}); directionality "
-            "{directionality} ({directionality_place})."
+            "- {task} task, {objective}, {parameterisation}: symmetry {symmetry} (of {seeds}: {symmetry_above} above "
+            "the null's 95% range, {symmetry_below} below, {symmetry_inside} inside); directionality {directionality} "
+            "({directionality_above} above its null's range, {directionality_below} below, {directionality_inside} "
+            "inside)."
             if final.learned
-            else "- {task} task, {objective}, {parameterisation}: symmetry {symmetry} ({symmetry_place}); "
-            "directionality {directionality} ({directionality_place}). These runs did not all meet the learning "
-            "criterion.",
+            else "- {task} task, {objective}, {parameterisation}: symmetry {symmetry} (of {seeds}: {symmetry_above} "
+            "above the null's 95% range, {symmetry_below} below, {symmetry_inside} inside); directionality "
+            "{directionality} ({directionality_above} above its null's range, {directionality_below} below, "
+            "{directionality_inside} inside). These runs did not all meet the learning criterion.",
             final,
         )
         for final in toys.final_scores(training, nulls, learning)

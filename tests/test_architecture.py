@@ -192,3 +192,36 @@ def test_tasks_catch_no_checkpoint_error_type():
         )
     ]
     assert not naming, naming
+
+
+NOTEBOOK_MODULE = re.compile(r"attnstruct\.analyses\.(nb\d\d)_\w+$")
+
+
+def _notebook_imports(path: Path) -> set[str]:
+    """The ``analyses.nbNN_*`` modules a notebook source imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if NOTEBOOK_MODULE.match(name)}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py")), ids=lambda p: p.stem)
+def test_a_notebook_imports_one_analysis_module_and_it_is_its_own(path):
+    own = [name for name in MODULES if name.startswith(f"attnstruct.analyses.nb{path.stem[:2]}_")]
+    assert len(own) == 1, f"analyses/ holds {own} for {path.stem}: one module per notebook"
+    assert _notebook_imports(path) == set(own), f"{path.stem} imports {sorted(_notebook_imports(path))}"
+
+
+def test_no_notebooks_analysis_module_imports_another_notebooks():
+    crossing = {
+        (module, target)
+        for module, targets in import_graph().items()
+        if NOTEBOOK_MODULE.match(module)
+        for target in targets
+        if NOTEBOOK_MODULE.match(target) and NOTEBOOK_MODULE.match(target)[1] != NOTEBOOK_MODULE.match(module)[1]
+    }
+    assert not crossing, sorted(crossing)

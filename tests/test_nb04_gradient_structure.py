@@ -306,16 +306,17 @@ def test_the_proxy_effect_compares_each_runs_median_over_training():
 POOL = np.arange(1000) / 1000  # 95% range: 0.025 to 0.975
 
 
-def test_null_position_says_inside_above_or_below_with_the_percentile():
-    assert toys.null_position(0.5, POOL) == "inside the null's 95% range, percentile 50"
-    assert toys.null_position(2.0, POOL) == "above the null's 95% range, percentile 100"
-    assert toys.null_position(-1.0, POOL) == "below the null's 95% range, percentile 0"
+def test_null_side_says_inside_above_or_below_with_the_percentile():
+    assert toys.null_side(0.5, POOL) == ("inside", "50")
+    assert toys.null_side(2.0, POOL) == ("above", "100")
+    assert toys.null_side(-1.0, POOL) == ("below", "0")
 
 
-def test_null_positions_count_the_values_on_each_side():
-    text = toys.null_positions([2.0, 3.0, -1.0, 0.5], POOL)
-    assert text == "4 values: 2 above the null's 95% range, 1 below it, 1 inside it"
-    assert toys.null_positions([0.5], POOL) == toys.null_position(0.5, POOL)
+def test_null_sides_count_the_values_on_each_side():
+    assert toys.null_sides([2.0, 3.0, -1.0, 0.5], POOL) == ("2", "1", "1")
+    assert toys.null_sides([0.5], POOL) == ("0", "0", "1")
+    with pytest.raises(ValueError, match="must not be empty"):
+        toys.null_sides([], POOL)
 
 
 def test_the_null_ranges_are_the_central_95_percent_of_each_score():
@@ -386,8 +387,8 @@ def test_the_accumulated_facts_read_the_last_sum_with_and_without_the_self_pairs
     nulls = xr.Dataset({"null_symmetry": ("null_draw", POOL), "null_directionality": ("null_draw", POOL - 0.5)})
     cell = next(c for c in toys.accumulated_against_null(ds, nulls) if (c.task, c.objective) == ("copy", "causal"))
     assert (cell.with_self, cell.without_self, cell.directionality) == ("+0.90", "+0.30", "+0.40")
-    assert cell.with_self_place == "inside the null's 95% range, percentile 90"
-    assert cell.without_self_place == "inside the null's 95% range, percentile 30"
+    assert (cell.with_self_side, cell.with_self_percentile) == ("inside", "90")
+    assert (cell.without_self_side, cell.without_self_percentile) == ("inside", "30")
 
 
 def test_the_final_scores_place_each_cell_and_mark_runs_that_did_not_learn():
@@ -399,7 +400,7 @@ def test_the_final_scores_place_each_cell_and_mark_runs_that_did_not_learn():
     }
     copy = facts["copy", "bidirectional", "W_qk"]
     assert copy.symmetry == "+2.00 and +0.50" and copy.learned
-    assert copy.symmetry_place == "2 values: 1 above the null's 95% range, 0 below it, 1 inside it"
+    assert (copy.seeds, copy.symmetry_above, copy.symmetry_below, copy.symmetry_inside) == ("2 seeds", "1", "0", "1")
     assert not facts["markov", "causal", "W_qk"].learned
 
 

@@ -443,27 +443,21 @@ def proxy_effects(training: xr.Dataset, *, seed: int, margin: float = LEARNING_M
     return dict(zip(effects, PLAN.decide(list(effects.values()))))
 
 
-def null_position(value: float, pool) -> str:
-    """Where one value sits in the null sample ``pool``: ``inside the null's 95% range, percentile 40`` or
-    ``above (below) the null's 95% range, percentile 99``."""
+def null_side(value: float, pool) -> tuple[str, str]:
+    """Where one value sits in the null sample ``pool``: ``("inside" | "above" | "below", percentile)``, the side
+    of the null's central 95% range and the value's percentile in the null (``"40"``)."""
     c = stats.compare_with_null(value, pool)
-    place = "inside" if not c.outside else "above" if c.value > c.null_high else "below"
-    return f"{place} the null's 95% range, percentile {c.percentile:.0f}"
+    side = "inside" if not c.outside else "above" if c.value > c.null_high else "below"
+    return side, f"{c.percentile:.0f}"
 
 
-def null_positions(values, pool) -> str:
-    """Where several values sit in the null sample ``pool``: ``3 values: 2 above the null's 95% range, 0 below it,
-    1 inside it`` (one value: :func:`null_position`)."""
+def null_sides(values, pool) -> tuple[str, str, str]:
+    """How many of ``values`` sit above, below and inside the null sample ``pool``'s central 95% range, as counts."""
     values = np.ravel(np.asarray(values, dtype=float))
     if len(values) == 0:
         raise ValueError("values must not be empty")
-    if len(values) == 1:
-        return null_position(values[0], pool)
-    comparisons = [stats.compare_with_null(v, pool) for v in values]
-    above = sum(c.outside and c.value > c.null_high for c in comparisons)
-    below = sum(c.outside and c.value < c.null_low for c in comparisons)
-    inside = len(values) - above - below
-    return f"{len(values)} values: {above} above the null's 95% range, {below} below it, {inside} inside it"
+    sides = [null_side(v, pool)[0] for v in values]
+    return tuple(str(sides.count(side)) for side in ("above", "below", "inside"))
 
 
 @dataclass(frozen=True)
@@ -608,16 +602,20 @@ def example_sequences(vocab: int, seq_len: int, zipf: float, seed: int) -> list[
 @dataclass(frozen=True)
 class AccumulatedFacts:
     """Per task and objective, the summed update after all its sequences: its symmetry with and without the
-    self-pairs and its directionality, each with its place in the null of one random ``W_qk``."""
+    self-pairs and its directionality, each with its place in the null of one random ``W_qk`` (:func:`null_side`:
+    ``*_side`` inside, above or below the null's central 95% range; ``*_percentile`` its percentile there)."""
 
     task: str
     objective: str
     with_self: str
-    with_self_place: str
+    with_self_side: str
+    with_self_percentile: str
     without_self: str
-    without_self_place: str
+    without_self_side: str
+    without_self_percentile: str
     directionality: str
-    directionality_place: str
+    directionality_side: str
+    directionality_percentile: str
 
 
 def accumulated_against_null(accumulated: xr.Dataset, nulls: xr.Dataset) -> list[AccumulatedFacts]:
@@ -631,14 +629,14 @@ def accumulated_against_null(accumulated: xr.Dataset, nulls: xr.Dataset) -> list
             direction = float(cell.accumulated_directionality)
             facts.append(
                 AccumulatedFacts(
-                    task=str(task),
-                    objective=str(objective),
-                    with_self=signed(with_self),
-                    with_self_place=null_position(with_self, nulls.null_symmetry),
-                    without_self=signed(without),
-                    without_self_place=null_position(without, nulls.null_symmetry),
-                    directionality=signed(direction),
-                    directionality_place=null_position(direction, nulls.null_directionality),
+                    str(task),
+                    str(objective),
+                    signed(with_self),
+                    *null_side(with_self, nulls.null_symmetry),
+                    signed(without),
+                    *null_side(without, nulls.null_symmetry),
+                    signed(direction),
+                    *null_side(direction, nulls.null_directionality),
                 )
             )
     return facts
@@ -679,16 +677,22 @@ def learning_summary(table: pd.DataFrame, margin: float = LEARNING_MARGIN) -> Le
 
 @dataclass(frozen=True)
 class FinalScoresFacts:
-    """Per task, objective and parameterisation: the final scores of ``W_qk`` over seeds and where they sit in the
-    null of one random ``W_qk``; ``learned``: every one of these runs met the learning criterion."""
+    """Per task, objective and parameterisation: the final scores of ``W_qk`` over ``seeds`` and how many of them sit
+    above, below and inside the null of one random ``W_qk`` (:func:`null_sides`); ``learned``: every one of these
+    runs met the learning criterion."""
 
     task: str
     objective: str
     parameterisation: str
+    seeds: str
     symmetry: str
-    symmetry_place: str
+    symmetry_above: str
+    symmetry_below: str
+    symmetry_inside: str
     directionality: str
-    directionality_place: str
+    directionality_above: str
+    directionality_below: str
+    directionality_inside: str
     learned: bool
 
 
@@ -702,12 +706,13 @@ def final_scores(training: xr.Dataset, nulls: xr.Dataset, table: pd.DataFrame) -
                 values = {score: final[score].sel(where).values for score in SCORES}
                 facts.append(
                     FinalScoresFacts(
-                        **where,
-                        symmetry=listing(values["symmetry"]),
-                        symmetry_place=null_positions(values["symmetry"], nulls["null_symmetry"]),
-                        directionality=listing(values["directionality"]),
-                        directionality_place=null_positions(values["directionality"], nulls["null_directionality"]),
-                        learned=runs_learned(table, **where),
+                        *where.values(),
+                        count(len(values["symmetry"]), "seed"),
+                        listing(values["symmetry"]),
+                        *null_sides(values["symmetry"], nulls["null_symmetry"]),
+                        listing(values["directionality"]),
+                        *null_sides(values["directionality"], nulls["null_directionality"]),
+                        runs_learned(table, **where),
                     )
                 )
     return facts
