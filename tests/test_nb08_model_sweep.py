@@ -87,7 +87,9 @@ def test_the_sweep_counts_families_of_encoder_only_and_decoder_only_models_and_d
         ("t5", "cross", "encoder-decoder", 0.90),
         ("vit", "encoder", "vision encoder", 0.30),
     ]
-    summary = pd.DataFrame(rows, columns=["model", "stack", "role", "symmetry_median"]).assign(directionality_median=0.0)
+    summary = pd.DataFrame(rows, columns=["model", "stack", "role", "symmetry_median"]).assign(
+        directionality_median=0.0
+    )
     types = {"bert-a": "bert", "bert-b": "bert", "roberta": "roberta", "gpt2": "gpt2", "t5": "t5", "vit": "vit"}
     table = sweep_study.rows_by_family(summary, types)
     assert list(table.model_family) == ["bert", "bert", "roberta", "gpt2", "llama", "llama"]
@@ -105,7 +107,8 @@ def test_the_family_design_names_the_families_and_what_their_test_can_reach():
     roles = ["encoder"] * 3 + ["decoder"] * 3
     summary = pd.DataFrame({"model": [m for m, _ in rows], "stack": roles, "role": roles, "symmetry_median": 0.0})
     design = sweep_study.family_design(summary, dict(rows))
-    assert design.tested and (design.encoders, design.decoders) == ("albert, bert and mpnet", "gemma3, llama and qwen2")
+    listed = [prose.listing(n, fmt=lambda v, _: v) for n in (["albert", "bert", "mpnet"], ["gemma3", "llama", "qwen2"])]
+    assert design.tested and [design.encoders, design.decoders] == listed
     assert design.smallest == "0.05" and not design.reachable and design.test == "permutation"
     more = pd.concat([summary, summary.iloc[[3]].assign(model="i")])
     assert sweep_study.family_design(more, dict(rows) | {"i": "gpt2"}).reachable
@@ -124,7 +127,7 @@ def test_the_non_commercial_checkpoints_are_added_only_when_fetched(monkeypatch)
 
 def test_the_licence_use_names_the_non_commercial_checkpoints_of_a_sweep():
     used = sweep_study.licence_use(["minilm-l6", "iglm", "org/model", "swin-b-sdxl-detector"])
-    assert used.non_commercial and used.models == "iglm and swin-b-sdxl-detector"
+    assert used.non_commercial and used.models == prose.listing(["iglm", "swin-b-sdxl-detector"], fmt=lambda v, _: v)
     assert not sweep_study.licence_use(["minilm-l6", "org/model"]).non_commercial
     summary = pd.DataFrame({"model": ["iglm", "minilm-l6", "org/model"]})
     assert sweep_study.with_licences(summary)["non_commercial"].tolist() == [True, False, False]
