@@ -51,9 +51,7 @@
 # * judge a population median against the null of random layers.
 
 # %% tags=["parameters"]
-models = (
-    "permissive"  # a zoo selection (core, permissive, non-commercial, all), "paper" (needs hub access), a file, a list
-)
+models = "permissive"  # zoo selection (core, permissive, non-commercial, all), "paper" (hub), a list file, a list
 also_if_fetched = "non-commercial"  # a zoo selection added where fetched (never fetched here); "": none
 device = "auto"  # auto (CUDA when there is one), cpu or cuda
 per_head = False  # also store every head's scores
