@@ -71,6 +71,7 @@ class Family:
     model_types: tuple[str, ...]
     stacks: tuple[StackSpec, ...]
     shared_layers: bool = False
+    vision: bool = False  # a vision transformer: its encoder is a "vision encoder" (tables.role_of)
 
 
 def _linear(stack, causal, prefix, q, k, **kw):
@@ -282,11 +283,13 @@ FAMILIES = (
                 "(?:key|k_proj)",
             ),
         ),
+        vision=True,
     ),
     Family(
         "CLIP vision",
         ("clip_vision_model",),
         (_linear("encoder", False, rf"encoder\.layers\.{L}\.self_attn", "q_proj", "k_proj"),),
+        vision=True,
     ),
     Family(
         "CLIP vision",
@@ -301,6 +304,7 @@ FAMILIES = (
                 heads=("vision_config.num_attention_heads",),
             ),
         ),
+        vision=True,
     ),
     Family(
         "Swin",
@@ -319,6 +323,7 @@ FAMILIES = (
                 extras=("relative_position", "windows"),
             ),
         ),
+        vision=True,
     ),
     Family(
         "Wav2Vec2",
