@@ -710,4 +710,4 @@ def test_the_finetune_facts_describe_the_changes_against_the_heads_spread():
 def test_the_finetune_status_names_the_missing_checkpoints_and_their_fetch_command(tmp_path):
     status = study.finetune_status(["rxnfp-pretrained", "rxnfp-ft"], cache_dir=tmp_path)
     assert not status.fetched and status.base == "rxnfp-pretrained" and status.tuned == "rxnfp-ft"
-    assert status.command == "attnstruct fetch-models rxnfp-pretrained rxnfp-ft"
+    assert status.command.split() == ["attnstruct", "fetch-models", "rxnfp-pretrained", "rxnfp-ft"]

@@ -244,11 +244,11 @@ def score_vision(vision: pd.DataFrame, blocks: Mapping[str, Sequence[AttentionBl
     )
 
 
-def vision_layers(ds: xr.Dataset) -> pd.DataFrame:
-    """One row per vision ``model`` and ``layer`` of :func:`score_vision`'s dataset: ``relative_depth``, the layer
-    matrix's ``symmetry`` and ``directionality`` and ``non_commercial``."""
+def vision_layers(ds: xr.Dataset | None) -> pd.DataFrame:
+    """One row per vision ``model`` and ``layer`` of :func:`score_vision`'s dataset (None: no row): ``relative_depth``,
+    the layer matrix's ``symmetry`` and ``directionality`` and ``non_commercial``."""
     rows = []
-    for model in ds.model.values:
+    for model in [] if ds is None else ds.model.values:
         cell = ds.sel(model=model, stack="encoder")
         for layer in cell.layer.values[np.isfinite(cell.symmetry.values)]:
             at = cell.sel(layer=layer)
