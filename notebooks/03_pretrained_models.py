@@ -27,7 +27,7 @@
 # read in section 10 beside notebook 07's own vision runs and the paper's vision values. Section 11 compares a
 # pretrained chemistry encoder (rxnfp, BERT) with two fine-tunes of it when they are fetched.
 # `attnstruct fetch-models --set permissive` fetches every checkpoint with a permissive licence (MPNet-base,
-# MiniLM-L3 (ONNX), Gemma-3-270M, `Qwen2.5-Coder-0.5B` and more); run this notebook with `-p models all`
+# MiniLM-L3 (ONNX), Gemma-3-270M, `Qwen2.5-Coder-0.5B` and more); run this notebook with `-p models '[all]'`
 # afterwards. Any local Hugging Face folder, `.gguf`, `.onnx` or CTranslate2 folder can be added with the
 # `local_models` parameter.
 #
@@ -52,9 +52,11 @@
 #   directionality, and tell when a heat map cannot show it;
 # * pair query heads with their key heads under grouped-query attention, and explain what the wrong pairing
 #   does to the scores.
+# * read a pretrained vision transformer's layers beside notebook 07's small trained ones, and describe how far
+#   fine-tuning moves a pretrained model's scores against a yardstick you can compute.
 
 # %% tags=["parameters"]
-models = ["core", "dinov2-s14", "clip-vit-b16-vision"]  # zoo selection: "core", "all", or a list of names and sets
+models = ["core", "dinov2-s14", "clip-vit-b16-vision"]  # zoo names and selections ("core", "permissive", "all")
 finetune_models = ["rxnfp-pretrained", "rxnfp-ft", "rxnfp-ft-10k"]  # a pretrained checkpoint, then its fine-tunes
 local_models = []  # extra checkpoints as [name, path] or [name, path, role]; a role given must match the blocks'
 cache_dir = None  # zoo cache folder; None means ATTNSTRUCT_CACHE or ~/.cache/attnstruct
@@ -877,13 +879,21 @@ print("W_qk with query head h on key head h // (H / n_kv): matches attnstruct's 
 #   at all.
 # * Grouped-query attention pairs query head $h$ with key head $h // (H / n_{kv})$; the pairing $h \bmod n_{kv}$
 #   multiplies heads that never worked together and pushes the layer matrix towards an unstructured one.
+# * Real vision transformers are read the same way, layer by layer, and can be set beside the small ones notebook 07
+#   trains and the paper's vision values; a windowed model (Swin) is scored on the matrix its windows share.
+# * A change of score needs a yardstick: without two models of one shape trained independently, the spread over the
+#   heads of one layer says how large a change is against how much heads trained together differ, a description and
+#   not a test.
 
 # %% [markdown]
 # ## Knobs to try
 #
-# * `models = "all"` (after `attnstruct fetch-models --set all`): four more checkpoints, among them two
-#   decoders with shared key heads (Gemma-3 with one, Qwen2.5 with groups), so the encoder/decoder ordering
-#   rests on more stacks and section 9 has more to compare.
+# * `models = ["permissive"]` (after `attnstruct fetch-models --set permissive`): every checkpoint with a permissive
+#   licence, among them two decoders with shared key heads (Gemma-3 with one, Qwen2.5 with groups), so the
+#   encoder/decoder ordering rests on more stacks and section 9 has more to compare; `["all"]` adds the
+#   non-commercial ones (`--set all`; their licences are listed by `attnstruct fetch-models --list`).
+# * `finetune_models = ["rxnfp-pretrained", "rxnfp-ft-10k"]`: one fine-tune only; any packaged base followed by
+#   fine-tunes of it of the same shape works the same way.
 # * `heatmap_layer = 0` (or any layer index): the example matrices come from the layers of that index (still
 #   the ones nearest each role's median among them); compare how the structure changes with depth. `heatmap_size` up shows more of
 #   the matrix.
