@@ -77,7 +77,7 @@ import torch
 
 from attnstruct import reference, results, stats, work
 from attnstruct.analyses import nb03_pretrained_models as pretrained_study
-from attnstruct.analyses import paper_comparison
+from attnstruct.analyses import paper_comparison, pretrained_vision
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.report import plotting, prose
 
@@ -140,7 +140,7 @@ prose.show(prose.markdown_table(pretrained_study.PLAN.table(reach)))
 # fetched (`attnstruct fetch-models swin-b-sdxl-detector`).
 
 # %%
-checkpoints, vision = pretrained_study.split_vision(
+checkpoints, vision = pretrained_vision.split_vision(
     pretrained_study.checkpoint_list(models, local_models, cache_dir), cache_dir
 )
 checkpoints
@@ -622,11 +622,11 @@ gqa.round(3)
 
 # %%
 vision_blocks = pretrained_study.read_blocks(vision)
-vision_scores = pretrained_study.score_vision(vision, vision_blocks)
-vision_layers = pretrained_study.vision_layers(vision_scores)
-runs_07 = pretrained_study.notebook_07_layers(results_dir)
+vision_scores = pretrained_vision.score_vision(vision, vision_blocks)
+vision_layers = pretrained_vision.vision_layers(vision_scores)
+runs_07 = pretrained_vision.notebook_07_layers(results_dir)
 paper_vision = paper_comparison.reported_vision(authors)
-seen = pretrained_study.vision_facts(vision_layers, runs_07, paper_vision)
+seen = pretrained_vision.vision_facts(vision_layers, runs_07, paper_vision)
 vision
 
 # %% tags=["hide-input"]
