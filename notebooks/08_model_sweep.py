@@ -22,7 +22,11 @@
 # Notebook 03 looked closely at a few checkpoints. This one is the population view: it scores a whole list
 # of models with `attnstruct sweep` and draws them together. The list is a parameter:
 #
-# * `core` or `all`: the packaged checkpoints of the model zoo, offline (the quick profile);
+# * a selection of the packaged checkpoints of the model zoo, offline: `permissive` (the quick profile: every packaged
+#   checkpoint whose licence allows any use, text encoders and decoders, Whisper in two sizes and two vision
+#   transformers), `core` (three of them, the course profile), `non-commercial` or `all`. The checkpoints of the
+#   non-commercial set (licences that forbid commercial use) are added when they were fetched
+#   (`also_if_fetched`), never fetched here, and every table, figure and dataset that uses one says so;
 # * `paper`: the authors' list of about 150 hub models, resolved by hub id. Only the query/key bytes of each
 #   safetensors repository are fetched, so this needs hub access but not the models' full weights; on a
 #   GPU machine it is the paper profile (`make reproduce PROFILE=paper`);
@@ -47,7 +51,8 @@
 # * judge a population median against the null of random layers.
 
 # %% tags=["parameters"]
-models = "core"  # "core" or "all" (packaged zoo), "paper" (authors' list, needs hub access), a list file, or a list
+models = "permissive"  # zoo selection (core, permissive, non-commercial, all), "paper" (hub), a list file, a list
+also_if_fetched = "non-commercial"  # a zoo selection added where fetched (never fetched here); "": none
 device = "auto"  # auto (CUDA when there is one), cpu or cuda
 per_head = False  # also store every head's scores
 workers = 2  # models scored at once
@@ -79,32 +84,44 @@ sweep_dir = results_dir / "08_model_sweep"
 # dataset that notebooks 03 and 07 build too (`attnstruct.checkpoints.tables.model_dataset`). Its role comes
 # from the stacks of its attention blocks by one rule: cross-attention, or both an encoder and a decoder
 # self-attention stack, make an *encoder-decoder*; causal decoder self-attention alone a *decoder*;
-# bidirectional encoder self-attention alone an *encoder*. Below the count of what was scored, a table lists the
-# models that could not be, each with the kind of failure and its reason in one line.
+# bidirectional encoder self-attention alone an *encoder*, or a *vision encoder* for a vision transformer (ViT,
+# DINOv2, CLIP's vision tower, Swin), which the paper draws apart from its language models and which stays a group of
+# its own here. Below the count of what was scored, a table lists the models that could not be, each with the kind
+# of failure and its reason in one line.
 
 # %%
 where = resolve_device(device)
-names = sweep_study.model_names(models)
+names = sweep_study.model_names(models, also_if_fetched=also_if_fetched)
 run = sweep.run_sweep(names, sweep_dir, device=where, per_head=per_head, workers=workers, progress=True)
 outcome = sweep_study.run_outcome(run, names, where)
 prose.say("{models} on {device}: {scored} scored now, {skipped} done before, {failed} failed.", outcome)
+licences = sweep_study.licence_use(names)
+if licences.non_commercial:
+    prose.say(
+        "**Non-commercial licence:** {models} may not be used commercially; the tables, figures and dataset below "
+        "that use them say so.",
+        licences,
+    )
 sweep_study.failures(run)
 
 # %% [markdown]
 # The summary has one row per model and stack: its role and family, whether its attention is `self` or
 # `cross` and whether it is rotary (notebook 03, section 2, explains both caveats), its parameter count and
-# number of layers, and the median and quartiles over layers of both scores, the paper's per-model statistic.
+# number of layers, the median and quartiles over layers of both scores, the paper's per-model statistic, and
+# whether the model's licence forbids commercial use (`non_commercial`).
 
 # %%
 dataset = sweep_study.load_scores(run, sweep_dir)
 summary = pretrained_scores.stack_summary(dataset)
-summary.round(3)
+sweep_study.with_licences(summary).round(3)
 
 # %% [markdown]
 # **The analysis plan.** The sweep's claim is the paper's: encoder stacks are more symmetric than decoder stacks.
 # Checkpoints come in families (the sizes and fine-tunes of one model), so the **primary** claim counts one unit
 # per model family (each model's family is its `model_type`), the median of a family's stacks of each role, and
-# compares the encoder families with the decoder families by a permutation test, corrected by Holm's method over
+# compares the families of encoder-only models with those of decoder-only models, as the paper's language figure
+# does (encoder-decoder models and vision encoders are not units of it), by a permutation test, corrected by Holm's
+# method over
 # the primary family. Two **secondary** claims are reported uncorrected: the same on directionality, and the
 # comparison with one unit per stack. The table says, for the models of this sweep, the smallest p each test can
 # reach; the verdicts are in section 2.
@@ -126,6 +143,18 @@ if reach:
         plan_reach,
     )
 prose.show(prose.markdown_table(sweep_plan.table(reach)))
+families = sweep_study.family_design(summary, model_types)
+if families.tested:
+    prose.say(
+        "The primary claim counts the families of the encoder-only models ({encoders}) against those of the "
+        "decoder-only models ({decoders}): with {design}, the smallest p the {test} test can reach is {smallest}, "
+        "below alpha = {alpha}, so this sweep can decide it either way."
+        if families.reachable
+        else "The primary claim counts the families of the encoder-only models ({encoders}) against those of the "
+        "decoder-only models ({decoders}): with {design}, the smallest p the {test} test can reach is {smallest}, not "
+        "below alpha = {alpha}, so it reads *{verdict}* whatever the scores; it takes {needed}.",
+        families,
+    )
 
 # %% [markdown]
 # ## 2. The paper's main figure, with every scored model
@@ -133,9 +162,9 @@ prose.show(prose.markdown_table(sweep_plan.table(reach)))
 # Median over layers with interquartile bars, against the number of parameters (counted as
 # `model.num_parameters()` counts them, from the checkpoint's headers). Encoder stacks (bidirectional
 # self-attention) in navy, decoder stacks (causal self-attention) in purple; an encoder-decoder model gives
-# one point per stack, the two drawn slightly apart. Small pale dots are the values **reported by Saponati et
-# al. (2025)** for their models without a known problem, open circles their entries with a known extraction
-# problem (the caveats of section 3), all drawn for comparison; they are not our measurements. With a few
+# one point per stack, the two drawn slightly apart; vision encoders in amber, a group of their own. Small pale
+# dots are the values **reported by Saponati et al. (2025)** for their models without a known problem, open
+# circles their entries with a known extraction problem (the caveats of section 3), all drawn for comparison; they are not our measurements. With a few
 # models each of ours has its own marker and legend entry; with many, one marker per role. The function is the
 # one notebook 03 uses (`plotting.main_figure`), there without the caveat rows.
 
@@ -152,6 +181,8 @@ title = prose.fill(
     else "{present} in this sweep: median symmetry {present_median}",
     roles,
 )
+if licences.non_commercial:
+    title += prose.fill(" (with non-commercial checkpoints: {models})", licences)
 plotting.message_title(fig, title, y=1.04)
 plotting.savefig(fig, figures_dir / "08_population")
 plt.show()
@@ -295,7 +326,7 @@ dataset
 # ### Exercise 08.1: the more symmetric role, against the null
 #
 # From `dataset` (the sweep's scores over `(model, stack, layer)`), compute for each role, `encoder` and
-# `decoder` (leave out `cross`), the median over its stacks of each stack's median symmetry over layers: one
+# `decoder` (leave out `cross`, and the models whose `role` is `vision encoder`), the median over its stacks of each stack's median symmetry over layers: one
 # number per role, the statistic behind the paper's figure. Set `ex_larger` to the role with the larger value
 # and `ex_value` to that value. Predict first which role it will be.
 #
@@ -304,13 +335,15 @@ dataset
 # and $4$ heads. A random layer's symmetry spreads less, and sits closer to 0, the wider the layer (notebook
 # 02), and every model of the zoo is wider (notebook 03's table), so this range is wider than theirs: a value
 # outside it lies outside their nulls too. Set `ex_outside` to `True` or `False`. Hints: a stack without layers
-# is all NaN in `dataset`; `DataArray.to_dataframe()` and `groupby` or `median(skipna=True)` help.
+# is all NaN in `dataset`; `DataArray.to_dataframe()` keeps each model's `role` as a column; `groupby` or
+# `median(skipna=True)` help.
 
 # %% nbgrader={"grade": false, "grade_id": "ex-08-1", "locked": false, "schema_version": 3, "solution": true}
 ex_null = stats.null_median_over_layers("symmetry", 64, 4, 1, n_draws=400, seed=0)  # [400] random layers
 ### BEGIN SOLUTION
 ex_frame = dataset["symmetry"].to_dataframe().reset_index().dropna(subset=["symmetry"])
-ex_per_stack = ex_frame[ex_frame["stack"] != "cross"].groupby(["model", "stack"])["symmetry"].median()
+ex_frame = ex_frame[(ex_frame["stack"] != "cross") & (ex_frame["role"] != "vision encoder")]
+ex_per_stack = ex_frame.groupby(["model", "stack"])["symmetry"].median()
 ex_per_role = ex_per_stack.groupby(level="stack").median()
 ex_larger, ex_value = ex_per_role.idxmax(), float(ex_per_role.max())
 ex_low, ex_high = np.quantile(ex_null, [0.025, 0.975])
@@ -347,8 +380,9 @@ print(
 # %% [markdown]
 # ## Knobs to try
 #
-# * `models = "all"` (after `attnstruct fetch-models --set all`): seven zoo models instead of three, more points
-#   per role, and more of them in the authors' list to compare with.
+# * `models = "core"`: the three checkpoints of the course profile, in seconds; `models = "all"` (after
+#   `attnstruct fetch-models --set all`, which fetches the non-commercial set too): all eighteen.
+# * `also_if_fetched = ""`: only the permissive checkpoints, even where the non-commercial ones are fetched.
 # * `models = "paper"` on a machine with hub access (and `device = "cuda"` if it has a GPU): the authors' list
 #   of about 150 models; the first run fetches only the query/key bytes, a rerun resumes.
 # * `models = ["minilm-l6", "whisper-base"]` (or a text file of hub ids and paths): a sweep of your own list.

@@ -2,7 +2,8 @@
 
 ``CASES[name]`` gives a config factory, an input factory and what the attention check must neutralise:
 rotary models run with all positions equal (the rotation is then the identity), relative position biases
-are zeroed, QK-norm is applied to the extracted projections (its gains drawn at random, so that a gain applied to
+are zeroed (Swin's too; its shifted windows' mask remains, and the check leaves masked entries out), QK-norm is
+applied to the extracted projections (its gains drawn at random, so that a gain applied to
 the wrong head fails).
 """
 
@@ -48,6 +49,10 @@ ETTIN = dict(
 )
 QK_NORM = ("q_norm", "k_norm")
 SEQ = 6
+CLIP_TEXT = dict(COMMON, **TOKENS)
+# Swin: 8 x 8 patches in windows of 4 x 4 (stage 0: four windows, its second block shifted), then 4 x 4 patches in
+# one window; d_model 16 with 2 heads, then 32 with 4.
+SWIN = dict(image_size=32, patch_size=4, embed_dim=16, depths=[2, 2], num_heads=[2, 4], window_size=4, mlp_ratio=2.0)
 
 
 def text(batch=2, seq=SEQ):
@@ -70,6 +75,9 @@ class Case:
     gains: tuple[str, ...] = ()  # parameter name fragments to draw at random (QK-norm gains, constant at init)
     qk_norm: bool = False
     kwargs: dict = field(default_factory=dict)
+    probs_from_modules: bool = (
+        False  # each block's probabilities from its attention module (Swin's outputs keep one per stage)
+    )
 
 
 CASES = {
@@ -156,6 +164,19 @@ CASES = {
     "deit": Case(lambda: T.DeiTConfig(**VISION), inputs=lambda: {"pixel_values": torch.randn(2, 3, 16, 16)}),
     "beit": Case(lambda: T.BeitConfig(**VISION), inputs=lambda: {"pixel_values": torch.randn(2, 3, 16, 16)}),
     "dinov2": Case(lambda: T.Dinov2Config(**VISION), inputs=lambda: {"pixel_values": torch.randn(2, 3, 16, 16)}),
+    "clip_vision_model": Case(
+        lambda: T.CLIPVisionConfig(**VISION), inputs=lambda: {"pixel_values": torch.randn(2, 3, 16, 16)}
+    ),
+    "clip": Case(
+        lambda: T.CLIPConfig(vision_config=VISION, text_config=CLIP_TEXT, projection_dim=16),
+        inputs=lambda: {"pixel_values": torch.randn(2, 3, 16, 16), **text()},
+    ),
+    "swin": Case(
+        lambda: T.SwinConfig(**SWIN),
+        inputs=lambda: {"pixel_values": torch.randn(2, 3, 32, 32)},
+        zero=("relative_position_bias_table",),
+        probs_from_modules=True,
+    ),
     "hubert": Case(lambda: T.HubertConfig(**AUDIO), inputs=lambda: {"input_values": torch.randn(2, 64)}),
     "wav2vec2": Case(lambda: T.Wav2Vec2Config(**AUDIO), inputs=lambda: {"input_values": torch.randn(2, 64)}),
 }

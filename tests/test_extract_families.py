@@ -36,6 +36,10 @@ def capture_attention_inputs(model, blocks: list[AttentionBlock]):
 
 
 def model_attentions(out, stack: str, layer: int) -> torch.Tensor:
+    if getattr(out, "module_attentions", None) is not None:
+        return out.module_attentions[layer]
+    if getattr(out, "vision_model_output", None) is not None:  # CLIP: only its vision tower is read
+        return out.vision_model_output.attentions[layer]
     if stack == "cross":
         return out.cross_attentions[layer]
     if getattr(out, "decoder_attentions", None) is not None:
@@ -99,14 +103,25 @@ def extracted(model):
     return list(hf.hf_blocks(hf.ModuleSource(model)))
 
 
-def run(model, name):
+def run(model, name, blocks=None):
+    """The model's output on its case's inputs; with ``probs_from_modules``, ``module_attentions`` added: the
+    probabilities each block's attention module returned (in ``blocks``' order)."""
     case = CASES[name]
     inputs = case.inputs()
     if case.rotary:
         first = next(iter(inputs.values()))
         inputs["position_ids"] = torch.zeros(first.shape[:2], dtype=torch.long)
+    probs, handles = [], []
+    for block in blocks if case.probs_from_modules else ():
+        attention = model.get_submodule(block.source_name.removesuffix(".weight").rsplit(".", 1)[0])
+        handles.append(attention.register_forward_hook(lambda module, args, output: probs.append(output[1])))
     with torch.no_grad():
-        return model(**inputs, output_attentions=True)
+        out = model(**inputs, output_attentions=True)
+    for handle in handles:
+        handle.remove()
+    if case.probs_from_modules:
+        out.module_attentions = probs
+    return out
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -114,7 +129,7 @@ def test_extraction_reproduces_the_models_attention(name):
     model = build(name)
     blocks = extracted(model)
     captured, handles = capture_attention_inputs(model, blocks)
-    out = run(model, name)
+    out = run(model, name, blocks)
     for handle in handles:
         handle.remove()
     stacks = {b.stack for b in blocks}
@@ -278,6 +293,57 @@ def test_gpt_neox_partial_rotary():
         assert rotated < 1e-4 and plain > 1e-2, (block.layer, rotated, plain)
 
 
+def test_swin_blocks_by_stage_with_their_relative_position_bias_and_windows(tmp_path):
+    """Swin's (stage, block) pairs are layers 0..3, each with its stage's heads and width, in memory and on disk
+    (transformers 4.x names ``attention.self.query``), and carry ``relative_position`` and ``windows``: with a random
+    relative position bias table the model's attention is its bias added to the extracted logits, and not the logits
+    alone; the shifted block's windows mask pairs that the others do not."""
+    model = build("swin")
+    with torch.no_grad():
+        for stage in model.encoder.layers:
+            for block in stage.blocks:
+                block.attention.relative_position_bias.relative_position_bias_table.normal_(0, 1)
+    model.save_pretrained(tmp_path)
+    for blocks in (extracted(model), list(iter_blocks(tmp_path))):
+        assert [(b.layer, b.n_heads, b.w_q.shape[-1]) for b in blocks] == [
+            (0, 2, 16),
+            (1, 2, 16),
+            (2, 4, 32),
+            (3, 4, 32),
+        ]
+        assert all(b.extras[:2] == ("relative_position", "windows") for b in blocks)
+    blocks = extracted(model)
+    captured, handles = capture_attention_inputs(model, blocks)
+    out = run(model, "swin", blocks)
+    for handle in handles:
+        handle.remove()
+    attentions = [block.attention for stage in model.encoder.layers for block in stage.blocks]
+    for block, attention, probs in zip(blocks, attentions, out.module_attentions, strict=True):
+        x, y = captured[(block.stack, block.layer)]
+        logits = our_logits(block, x, y)
+        bias = attention.relative_position_bias().double() / attention.scaling
+        _, with_bias = fit_residual(logits + bias, probs)
+        _, without = fit_residual(logits, probs)
+        assert with_bias < 1e-4 and without > 1e-2, (block.layer, with_bias, without)
+    masked = [bool((probs < 1e-12).any()) for probs in out.module_attentions]
+    assert masked == [False, True, False, False]
+
+
+@pytest.mark.parametrize("name", ["clip", "clip_vision_model"])
+def test_clip_reads_the_vision_tower_alone(name, tmp_path):
+    """CLIP's vision tower (``clip_vision_model``, or the vision half of ``clip``, its head count in
+    ``vision_config``) gives one encoder block per layer with the tower's own weights, in memory and on disk; the text
+    tower of ``clip`` is not read."""
+    model = build(name)
+    model.save_pretrained(tmp_path)
+    tower = model.vision_model if name == "clip" else model
+    for blocks in (extracted(model), list(iter_blocks(tmp_path))):
+        assert [(b.stack, b.layer, b.causal) for b in blocks] == [("encoder", i, False) for i in range(LAYERS)]
+        for block, layer in zip(blocks, tower.encoder.layers, strict=True):
+            assert torch.equal(block.w_q, layer.self_attn.q_proj.weight.detach().view(H, D // H, D))
+            assert torch.equal(block.w_k, layer.self_attn.k_proj.weight.detach().view(H, D // H, D))
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attnstruct_snapshot(causal, tmp_path):
     """A snapshot of the project's Transformer, ``config.json`` (``model_type`` ``attnstruct-encoder`` or
@@ -351,12 +417,12 @@ def test_reader_errors(tmp_path):
     with pytest.raises(ExtractionError, match="truncated"):
         list(hf.hf_blocks(hf.SafetensorsSource(tmp_path / "cut")))
     config = model.config.to_dict()
-    config["model_type"] = "swin"
-    unsupported = tmp_path / "swin"
+    config["model_type"] = "xlnet"
+    unsupported = tmp_path / "xlnet"
     unsupported.mkdir()
     (unsupported / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ExtractionError, match="^unsupported architecture: 'swin'; supported model types: .*bert"):
-        hf.family_of(type("C", (), {"model_type": "swin"})())
+    with pytest.raises(ExtractionError, match="^unsupported architecture: 'xlnet'; supported model types: .*bert"):
+        hf.family_of(type("C", (), {"model_type": "xlnet"})())
     with torch.no_grad():
         model.encoder.layer[1].attention.self.key.weight[0, 0] = float("nan")
     with pytest.raises(ExtractionError, match="NaN"):

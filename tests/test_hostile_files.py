@@ -183,7 +183,7 @@ CONFIGS = {
     "config/nested-past-the-parser": with_config("[" * 100_000 + "]" * 100_000),
     "config/not-utf-8": with_config(b'{"model_type": "bert\xff"}'),
     "config/model-type-a-list": with_config({**BERT, "model_type": ["bert"]}),
-    "config/model-type-unknown": with_config({**BERT, "model_type": "swin"}),
+    "config/model-type-unknown": with_config({**BERT, "model_type": "xlnet"}),
     "config/model-type-missing": with_config({"num_attention_heads": H}),
     **{
         f"config/heads-{label}": with_config({**BERT, "num_attention_heads": heads})

@@ -72,6 +72,15 @@ def test_a_state_dict_with_a_family_and_head_count_scores_as_the_model(bert):
     pd.testing.assert_frame_equal(got.drop(columns="model"), expected)
 
 
+def test_a_clip_state_dict_with_a_family_and_head_count_scores_its_vision_tower_as_the_model():
+    """``clip`` keeps its vision tower's head count in a nested config (``vision_config``): ``n_heads=`` stands in
+    for it."""
+    clip = build("clip")
+    expected = at.score(clip).table.drop(columns="model")
+    got = at.score(clip.state_dict(), family="clip", n_heads=4, name="tiny").table
+    pd.testing.assert_frame_equal(got.drop(columns="model"), expected)
+
+
 def test_a_state_dict_without_config_or_family_is_one_line_naming_what_is_missing(bert):
     for call in (lambda s: at.score(s), lambda s: score_model(s)):
         with pytest.raises(ExtractionError) as err:

@@ -550,3 +550,63 @@ def test_the_encoder_decoder_medians_are_per_self_attention_stack_with_cross_apa
     cross = xr.concat([ds, ds.sel(stack=["decoder"]).assign_coords(stack=["cross"])], dim="stack")
     facts = study.encoder_decoder_medians(cross, "both")
     assert (facts.medians, facts.has_cross, facts.cross) == ("encoder +0.40, decoder +0.10", True, "+0.10")
+
+
+# The fine-tune pair.
+
+
+def encoder_blocks(n_layers: int, seed: int, d_model: int = 16, n_heads: int = 4) -> list[AttentionBlock]:
+    """Random bidirectional blocks, one per layer."""
+    gen = torch.Generator().manual_seed(seed)
+    shape = (n_heads, d_model // n_heads, d_model)
+    return [
+        AttentionBlock("encoder", i, torch.randn(*shape, generator=gen), torch.randn(*shape, generator=gen), False, 4)
+        for i in range(n_layers)
+    ]
+
+
+def finetune_dataset():
+    """A base and two fine-tunes of it: the first moves every weight a little, the second not at all."""
+    base = encoder_blocks(3, 0)
+    nudged = [AttentionBlock("encoder", b.layer, b.w_q + 0.3 * torch.randn_like(b.w_q), b.w_k, False, 4) for b in base]
+    scored = [
+        tables.score_checkpoint(f"/{name}", name=name, blocks=blocks)
+        for name, blocks in (("base", base), ("moved", nudged), ("same", base))
+    ]
+    return tables.combine(scored)
+
+
+def test_the_finetune_changes_are_each_layers_score_minus_the_bases_beside_the_heads_spread():
+    ds = finetune_dataset()
+    changes = study.finetune_changes(ds, "base")
+    assert list(zip(changes["model"], changes["layer"])) == [("moved", i) for i in range(3)] + [
+        ("same", i) for i in range(3)
+    ]
+    moved = changes[changes["model"] == "moved"].iloc[1]
+    before, after = ds.sel(stack="encoder", layer=1).sel(model="base"), ds.sel(stack="encoder", layer=1, model="moved")
+    assert moved["symmetry_change"] == pytest.approx(float(after.symmetry - before.symmetry))
+    assert moved["symmetry_head_spread"] == pytest.approx(float(np.std(before.head_symmetry.values)))
+    assert moved["symmetry_head_change"] == pytest.approx(
+        float(np.median(np.abs(after.head_symmetry.values - before.head_symmetry.values)))
+    )
+    same = changes[changes["model"] == "same"]
+    assert (same["symmetry_change"] == 0).all() and (same["directionality_head_change"] == 0).all()
+
+
+def test_the_finetune_facts_describe_the_changes_against_the_heads_spread():
+    changes = study.finetune_changes(finetune_dataset(), "base")
+    moved, same = study.finetune_facts(changes, "base")
+    rows = changes[changes["model"] == "moved"]
+    largest = rows["symmetry_change"].iloc[int(np.argmax(rows["symmetry_change"].abs().values))]
+    assert moved.model == "moved" and moved.base == "base" and moved.layers == "3 layers"
+    assert moved.symmetry_largest == prose.signed(largest, 3)
+    assert moved.symmetry_median == prose.number(rows["symmetry_change"].abs().median(), 3)
+    beyond = int((rows["symmetry_change"].abs() > rows["symmetry_head_spread"]).sum())
+    assert moved.symmetry_beyond == f"{beyond} of 3"
+    assert same.symmetry_median == prose.number(0.0, 3) and same.directionality_beyond == "0 of 3"
+
+
+def test_the_finetune_status_names_the_missing_checkpoints_and_their_fetch_command(tmp_path):
+    status = study.finetune_status(["rxnfp-pretrained", "rxnfp-ft"], cache_dir=tmp_path)
+    assert not status.fetched and status.base == "rxnfp-pretrained" and status.tuned == "rxnfp-ft"
+    assert status.command.split() == ["attnstruct", "fetch-models", "rxnfp-pretrained", "rxnfp-ft"]

@@ -74,38 +74,63 @@ def test_the_results_dataset_keeps_the_scores_and_records_the_run():
     )
 
 
-def test_the_sweep_counts_families_by_model_type_and_decides_under_its_plan():
+def test_the_sweep_counts_families_of_encoder_only_and_decoder_only_models_and_decides_under_its_plan():
     rows = [
-        ("bert-a", "encoder", 0.50),
-        ("bert-b", "encoder", 0.55),
-        ("roberta", "encoder", 0.45),
-        ("gpt2", "decoder", 0.05),
-        ("llama-a", "decoder", 0.10),
-        ("llama-b", "decoder", 0.12),
-        ("t5", "encoder", 0.40),
-        ("t5", "decoder", 0.08),
-        ("t5", "cross", 0.90),
+        ("bert-a", "encoder", "encoder", 0.50),
+        ("bert-b", "encoder", "encoder", 0.55),
+        ("roberta", "encoder", "encoder", 0.45),
+        ("gpt2", "decoder", "decoder", 0.05),
+        ("llama-a", "decoder", "decoder", 0.10),
+        ("llama-b", "decoder", "decoder", 0.12),
+        ("t5", "encoder", "encoder-decoder", 0.40),
+        ("t5", "decoder", "encoder-decoder", 0.08),
+        ("t5", "cross", "encoder-decoder", 0.90),
+        ("vit", "encoder", "vision encoder", 0.30),
     ]
-    summary = pd.DataFrame(rows, columns=["model", "stack", "symmetry_median"]).assign(directionality_median=0.0)
-    types = {"bert-a": "bert", "bert-b": "bert", "roberta": "roberta", "gpt2": "gpt2", "t5": "t5"}
+    summary = pd.DataFrame(rows, columns=["model", "stack", "role", "symmetry_median"]).assign(
+        directionality_median=0.0
+    )
+    types = {"bert-a": "bert", "bert-b": "bert", "roberta": "roberta", "gpt2": "gpt2", "t5": "t5", "vit": "vit"}
     table = sweep_study.rows_by_family(summary, types)
-    assert "cross" not in set(table["stack"]) and list(table.model_family) == [
-        "bert",
-        "bert",
-        "roberta",
-        "gpt2",
-        "llama",
-        "llama",
-        "t5",
-        "t5",
-    ]
+    assert list(table.model_family) == ["bert", "bert", "roberta", "gpt2", "llama", "llama"]
     decided = sweep_study.effects(summary, types)
     assert [e.claim for e in decided] == [c.name for c in sweep_study.PLAN.claims]
-    assert decided[0].unit == "family" and decided[0].n == 3 and decided[2].unit == "stack" and decided[2].n == 4
+    assert decided[0].unit == "family" and decided[0].n == 2 and decided[2].unit == "stack" and decided[2].n == 4
     reach = sweep_study.smallest_p_by_claim(summary, types)
-    assert reach[decided[0].claim] == stats.smallest_two_sample_p(3, 3) == decided[0].smallest
+    assert reach[decided[0].claim] == stats.smallest_two_sample_p(2, 2) == decided[0].smallest
     assert reach[pretrained_ordering.STACK_CLAIM] == stats.smallest_two_sample_p(4, 4)
     assert sweep_study.effects(summary[summary["stack"] == "encoder"], types) == []
+
+
+def test_the_family_design_names_the_families_and_what_their_test_can_reach():
+    rows = [("b", "bert"), ("m", "mpnet"), ("a", "albert"), ("l", "llama"), ("q", "qwen2"), ("g", "gemma3")]
+    roles = ["encoder"] * 3 + ["decoder"] * 3
+    summary = pd.DataFrame({"model": [m for m, _ in rows], "stack": roles, "role": roles, "symmetry_median": 0.0})
+    design = sweep_study.family_design(summary, dict(rows))
+    listed = [prose.listing(n, fmt=lambda v, _: v) for n in (["albert", "bert", "mpnet"], ["gemma3", "llama", "qwen2"])]
+    assert design.tested and [design.encoders, design.decoders] == listed
+    assert design.smallest == "0.05" and not design.reachable and design.test == "permutation"
+    more = pd.concat([summary, summary.iloc[[3]].assign(model="i")])
+    assert sweep_study.family_design(more, dict(rows) | {"i": "gpt2"}).reachable
+    assert not sweep_study.family_design(summary.iloc[:3], dict(rows)).tested
+
+
+def test_the_non_commercial_checkpoints_are_added_only_when_fetched(monkeypatch):
+    from attnstruct.checkpoints import zoo
+
+    monkeypatch.setattr(zoo, "is_fetched", lambda name, cache=None: name != "iglm-s")
+    permissive = [e.name for e in zoo.entries("permissive")]
+    names = sweep_study.model_names("permissive", also_if_fetched="non-commercial")
+    assert names == [*permissive, "swin-b-sdxl-detector", "iglm"]
+    assert sweep_study.model_names("core", also_if_fetched=None) == [e.name for e in zoo.entries("core")]
+
+
+def test_the_licence_use_names_the_non_commercial_checkpoints_of_a_sweep():
+    used = sweep_study.licence_use(["minilm-l6", "iglm", "org/model", "swin-b-sdxl-detector"])
+    assert used.non_commercial and used.models == prose.listing(["iglm", "swin-b-sdxl-detector"], fmt=lambda v, _: v)
+    assert not sweep_study.licence_use(["minilm-l6", "org/model"]).non_commercial
+    summary = pd.DataFrame({"model": ["iglm", "minilm-l6", "org/model"]})
+    assert sweep_study.with_licences(summary)["non_commercial"].tolist() == [True, False, False]
 
 
 def summary_of(encoders, decoders, directionality=0.0):

@@ -205,3 +205,15 @@ def test_with_one_role_the_roles_beside_the_paper_give_its_stacks_median():
     summary = pd.DataFrame({"stack": ["decoder"], "symmetry_median": [0.2], "directionality_median": [0.0]})
     facts = pc.roles_beside_paper(summary, REFERENCE)
     assert (facts.both_roles, facts.present, facts.present_median) == (False, "1 decoder stack", "+0.20")
+
+
+def test_vision_encoder_stacks_are_a_group_of_their_own_not_encoders():
+    summary = summary_rows([("e", "encoder", 0.5, 0.0), ("d", "decoder", 0.1, -0.5), ("v", "encoder", 0.2, 0.0)])
+    summary.loc[2, "role"] = "vision encoder"
+    groups = pc.group_medians(summary).set_index("stack")
+    assert list(groups.index) == ["encoder", "decoder"] and groups.loc["encoder", "n"] == 1
+    assert groups.loc["encoder", "symmetry_median"] == 0.5
+    assert [len(v) for v in pc.role_values(summary)] == [1, 1] and pc.ordering_probability(summary) == 1.0
+    every = pc.group_medians(summary, groups=pc.GROUPS).set_index("stack")
+    assert list(every.index) == ["encoder", "decoder", "vision encoder"]
+    assert every.loc["vision encoder", "n"] == 1 and every.loc["vision encoder", "symmetry_median"] == 0.2

@@ -175,6 +175,21 @@ def test_the_main_figure_with_one_marker_per_role_has_one_legend_entry_per_role(
     plt.close(fig)
 
 
+def test_the_main_figure_draws_vision_encoder_stacks_in_their_own_colour():
+    import pandas as pd
+
+    summary, reference = main_figure_inputs()
+    vision = summary.iloc[[0]].assign(model="v", role="vision encoder", n_params=3e6)
+    fig = plotting.main_figure(pd.concat([summary, vision]), reference, markers_per_model=False)
+    main = plotting.MAIN_ROLES
+    colours = [c.lines[0].get_color() for c in fig.axes[0].containers]
+    assert colours.count(plotting.VISION_COLOR) == 1 and colours.count(plotting.ENCODER_COLOR) == 2
+    assert plotting.VISION_COLOR not in (plotting.ENCODER_COLOR, plotting.DECODER_COLOR, plotting.CROSS_COLOR)
+    labels = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert [label.split(" (")[0] for label in labels[:3]] == [f"{group} stacks" for group in (*main, plotting.VISION)]
+    plt.close(fig)
+
+
 def test_message_title_is_the_figures_suptitle():
     fig, _ = plt.subplots()
     text = plotting.message_title(fig, "Encoders are more symmetric")

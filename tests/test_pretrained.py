@@ -57,6 +57,18 @@ def test_combine_and_stack_summary():
     assert table.symmetry_q25[1] == pytest.approx(np.percentile(values, 25))
 
 
+def test_the_role_of_a_vision_familys_encoder_stack_is_vision_encoder():
+    assert tables.role_of(["encoder"], vision=True) == "vision encoder"
+    assert tables.role_of(["encoder"]) == "encoder"
+    assert tables.role_of(["encoder", "decoder"], vision=True) == "encoder-decoder"
+
+
+@pytest.mark.parametrize("model_type", ["vit", "swin"])
+def test_a_vision_transformer_scored_is_a_vision_encoder(model_type):
+    ds = tables.score_checkpoint(build(model_type), name=model_type, role="vision encoder")
+    assert ds.role.item() == "vision encoder" and list(ds["stack"].values) == ["encoder"]
+
+
 def test_count_parameters_of_a_saved_model(tmp_path):
     from attnstruct.checkpoints.extract import count_parameters
 
@@ -76,7 +88,7 @@ def test_local_checkpoints_are_scored(tmp_path):
     transformers.ViTModel(config).save_pretrained(tmp_path / "tiny-vit")
     scored = tables.score_local_checkpoints([str(tmp_path / "tiny-vit"), ["named", tmp_path / "tiny-vit"]])
     assert list(scored.model.values) == ["tiny-vit", "named"]
-    assert list(scored.role.values) == ["encoder", "encoder"]
+    assert list(scored.role.values) == ["vision encoder", "vision encoder"]
     assert scored.symmetry.sel(stack="encoder").notnull().all()
     assert tables.score_local_checkpoints([]) is None
     with pytest.raises(ValueError, match="same name"):

@@ -90,14 +90,14 @@ def test_errors_exit_2_with_one_line(bert_dir, tmp_path, capsys):
     assert ".csv or .nc" in one_error_line(capsys)
     assert not (tmp_path / "s.txt").exists()
 
-    swin = tmp_path / "swin"
-    swin.mkdir()
+    unknown = tmp_path / "xlnet"
+    unknown.mkdir()
     config = json.loads((folder / "config.json").read_text())
-    (swin / "config.json").write_text(json.dumps({**config, "model_type": "swin"}))
-    (swin / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
-    assert cli.main(["score", str(swin)]) == 2
+    (unknown / "config.json").write_text(json.dumps({**config, "model_type": "xlnet"}))
+    (unknown / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    assert cli.main(["score", str(unknown)]) == 2
     err = one_error_line(capsys)
-    assert "unsupported architecture" in err and "swin" in err and "llama" in err
+    assert "unsupported architecture" in err and "xlnet" in err and "llama" in err
 
     cut = tmp_path / "cut"
     cut.mkdir()

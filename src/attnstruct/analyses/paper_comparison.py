@@ -13,6 +13,8 @@ the facts record of both, which the title of the main figure of notebooks 03 and
 Whether encoder stacks are more symmetric than decoder stacks is a test, :func:`role_effect` (the one rule of
 :mod:`attnstruct.stats`, with :func:`stack_reach` saying what the stacks of a run can show at all);
 :func:`ordering_probability`, the share of (encoder, decoder) pairs in the paper's order, only describes them.
+Every one of them reads the ``encoder`` and ``decoder`` groups of :func:`stack_groups`: a vision transformer's stack
+(role ``vision encoder``) is a group of its own, never pooled with the text and audio encoders.
 """
 
 from __future__ import annotations
@@ -91,13 +93,32 @@ def largest_disagreements(table: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     return out.assign(explanation=explanation).reset_index(drop=True)
 
 
-def group_medians(summary: pd.DataFrame) -> pd.DataFrame:
-    """Per stack (``encoder``, ``decoder``; cross-attention left out): how many model stacks, and the median,
-    minimum and maximum of their median scores."""
+VISION = "vision encoder"  # the role of a vision transformer (attnstruct.checkpoints.tables.role_of)
+GROUPS = ("encoder", "decoder", VISION)  # the groups of self-attention stacks, in the order they are stated
+
+
+def stack_groups(summary: pd.DataFrame) -> pd.Series:
+    """The group of each stack of ``summary``: ``vision encoder`` for the stacks of a model of that ``role`` (a
+    vision transformer), else its ``stack`` (``encoder``, ``decoder``, ``cross``). The paper draws its vision models
+    apart from its language models, so every comparison of encoders with decoders here reads the ``encoder`` and
+    ``decoder`` groups, text and audio stacks, and a vision encoder's stack is in neither."""
+    if "role" not in summary.columns:
+        return summary["stack"]
+    return summary["stack"].where(summary["role"] != VISION, VISION)
+
+
+def _of_group(summary: pd.DataFrame, group: str) -> pd.DataFrame:
+    return summary[stack_groups(summary) == group]
+
+
+def group_medians(summary: pd.DataFrame, groups=("encoder", "decoder")) -> pd.DataFrame:
+    """Per group of stacks (:func:`stack_groups`; ``groups``: ``encoder`` and ``decoder`` unless asked for
+    :data:`GROUPS`; cross-attention left out), named ``stack``: how many model stacks, and the median, minimum and
+    maximum of their median scores."""
     rows = []
-    for stack in ("encoder", "decoder"):
-        part = summary[summary["stack"] == stack]
-        row = {"stack": stack, "n": len(part)}
+    for group in groups:
+        part = _of_group(summary, group)
+        row = {"stack": group, "n": len(part)}
         for s in SCORES:
             values = part[f"{s}_median"]
             row |= {f"{s}_median": values.median(), f"{s}_min": values.min(), f"{s}_max": values.max()}
@@ -160,8 +181,7 @@ def ordering_probability(summary: pd.DataFrame, score: str = "symmetry") -> floa
     """Fraction of (encoder stack, decoder stack) pairs in which the encoder's median ``score`` is the larger
     (ties count half); NaN without both. A description of the stacks scored, not a test: the test of the same
     ordering is :func:`role_effect`."""
-    enc = summary.loc[summary["stack"] == "encoder", f"{score}_median"].to_numpy()
-    dec = summary.loc[summary["stack"] == "decoder", f"{score}_median"].to_numpy()
+    enc, dec = (_of_group(summary, s)[f"{score}_median"].to_numpy() for s in ("encoder", "decoder"))
     if not len(enc) or not len(dec):
         return float("nan")
     diff = enc[:, None] - dec[None, :]
@@ -173,8 +193,8 @@ ALPHA = 0.05
 
 def role_values(summary: pd.DataFrame, score: str = "symmetry") -> tuple[np.ndarray, np.ndarray]:
     """The median ``score`` over layers of each encoder and each decoder self-attention stack of ``summary``
-    (cross-attention left out): two arrays, one value per stack."""
-    return tuple(summary.loc[summary["stack"] == s, f"{score}_median"].to_numpy(float) for s in ("encoder", "decoder"))
+    (cross-attention and vision encoders left out, :func:`stack_groups`): two arrays, one value per stack."""
+    return tuple(_of_group(summary, s)[f"{score}_median"].to_numpy(float) for s in ("encoder", "decoder"))
 
 
 def role_effect(summary: pd.DataFrame, score: str = "symmetry", *, alpha: float = ALPHA, seed: int = 0):

@@ -80,28 +80,31 @@ def _torch_bin_folder(path: Path) -> bool:
     return (path / "pytorch_model.bin").is_file() or (path / "pytorch_model.bin.index.json").is_file()
 
 
-def _local(name: str, path: Path, kind: str, n_heads: int | None, n_params: int | None) -> Checkpoint:
+def _local(
+    name: str, path: Path, kind: str, n_heads: int | None, n_params: int | None, model_type: str | None = None
+) -> Checkpoint:
+    """A checkpoint on disk; ``model_type`` stands in where its ``config.json`` names none (``iter_blocks``)."""
     if _torch_bin_folder(path) and kind == "local":
-        return _local_torch_bin(name, path)
+        return _local_torch_bin(name, path, model_type)
     if n_params is None:
         with contextlib.suppress(Exception):
             n_params = count_parameters(path)
     return Checkpoint(
         name=name,
         kind=kind,
-        blocks=lambda: iter_blocks(path, n_heads=n_heads),
+        blocks=lambda: iter_blocks(path, n_heads=n_heads, model_type=model_type),
         n_blocks=count_blocks(path),
-        model_type=_model_type(path),
+        model_type=_model_type(path) or model_type or "",
         n_params=n_params,
         location=str(path),
     )
 
 
-def _local_torch_bin(name: str, path: Path) -> Checkpoint:
+def _local_torch_bin(name: str, path: Path, model_type: str | None = None) -> Checkpoint:
     """A local ``pytorch_model.bin`` folder read by byte ranges from disk, as a hub repository is read: the blocks,
     the parameter count from the pickled index, and the bytes read (``bytes_fetched``), counted as they would be
     over the network."""
-    source = TorchBinSource(path)
+    source = TorchBinSource(path, model_type)
     n_params = source.n_params()
     if n_params is None:  # a legacy file: counted as any local checkpoint is, a failure leaving it unknown
         with contextlib.suppress(Exception):
@@ -111,7 +114,7 @@ def _local_torch_bin(name: str, path: Path) -> Checkpoint:
         kind="local",
         blocks=lambda: hf_blocks(source),
         n_blocks=sum(len(layers) for _, layers in stack_layers(source)),
-        model_type=_model_type(path),
+        model_type=_model_type(path) or model_type or "",
         n_params=n_params,
         location=str(path),
         bytes_fetched=lambda: source.reader.bytes_fetched,
@@ -128,9 +131,8 @@ def _zoo(name: str, n_heads: int | None) -> Checkpoint | None:
         raise ExtractionError(
             f"packaged checkpoint {name} {zoo.why_not_fetched(name)}; run: attnstruct fetch-models {name}", "not found"
         )
-    checkpoint = _local(name, zoo.path(name), "zoo", n_heads, registry[name].n_params)
-    checkpoint.model_type = checkpoint.model_type or registry[name].model_type
-    return checkpoint
+    entry = registry[name]
+    return _local(name, zoo.path(name), "zoo", n_heads, entry.n_params, entry.model_type)
 
 
 def _module(model: torch.nn.Module) -> Checkpoint:
@@ -192,8 +194,12 @@ def names_hub_model(source) -> bool:
 
 
 @contextlib.contextmanager
-def open_checkpoint(source, *, n_heads: int | None = None, settings=None, workers: int = 4) -> Iterator[Checkpoint]:
-    """Open ``source`` (module docstring); network threads of a hub model are closed on exit.
+def open_checkpoint(
+    source, *, n_heads: int | None = None, model_type: str | None = None, settings=None, workers: int = 4
+) -> Iterator[Checkpoint]:
+    """Open ``source`` (module docstring); network threads of a hub model are closed on exit. ``model_type``
+    stands in for the one a local folder's ``config.json`` does not name (a packaged checkpoint's comes from its
+    registry entry).
 
     Raises :class:`~attnstruct.checkpoints.extract.ExtractionError` (one line) for a missing file, an unfetched packaged
     checkpoint, a hub model that cannot be had, or an unsupported architecture.
@@ -210,7 +216,7 @@ def open_checkpoint(source, *, n_heads: int | None = None, settings=None, worker
     text = str(source)
     path = Path(text).expanduser()
     if path.exists():
-        yield _local(text, path, "local", n_heads, None)
+        yield _local(text, path, "local", n_heads, None, model_type)
         return
     packaged = _zoo(text, n_heads)
     if packaged is not None:

@@ -36,7 +36,7 @@ SCHEMA = {
     "stack": (("stack",), "str", "encoder, decoder or cross (in that order)"),
     "layer": (("layer",), "int64", "layer number within the stack"),
     "head": (("head",), "int64", "head number (--per-head)"),
-    "role": (("model",), "str", "encoder, decoder or encoder-decoder, from the stacks"),
+    "role": (("model",), "str", "encoder, decoder, encoder-decoder or vision encoder, from the stacks and family"),
     "family": (("model",), "str", "the model's own type, its config's model_type (whisper, qwen3)"),
     "reader": (("model",), "str", "the code that read its weights (BART, LLaMA, TransformerLens)"),
     "n_params": (("model",), "float64", "parameter count; NaN: unknown"),

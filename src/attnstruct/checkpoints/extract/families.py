@@ -24,6 +24,17 @@ or mean and variance for LayerNorm) and its gains: the bilinear form is that of 
 ModernBERT's encoder fuses ``Wqkv``; its decoder form (``modernbert-decoder``, Ettin's decoders) keeps separate
 ``attn.q_proj`` and ``attn.k_proj`` ``[H d_head, d_model]``, in memory and on disk alike.
 
+CLIP's vision tower (``clip_vision_model``, and the vision half of a whole ``clip`` model, whose head count is in its
+``vision_config``; the text tower is not read) keeps ``encoder.layers.N.self_attn.{q,k}_proj``, with a
+``vision_model.`` prefix in checkpoints written by transformers 4.x.
+
+Swin numbers its attention blocks by stage and block: ``encoder.layers.S.blocks.B.attention.self.{query,key}`` on disk
+(transformers 4.x) and ``...attention.{q,k}_proj`` in memory (5.x). A pattern with the groups ``stage`` and ``block``
+instead of ``layer`` gives the blocks as layers ``0..n-1`` in (stage, block) order, each with its stage's width and its
+stage's entry of the head-count list ``num_heads``. Its logits add a learned relative position bias and are taken
+inside (every other block, shifted) local windows: the extras ``relative_position`` and ``windows``, what the score of
+``W_qk`` leaves out.
+
 The project's own Transformer (:class:`attnstruct.training.model.LanguageModel`, model types ``attnstruct-encoder``
 and ``attnstruct-decoder``, exported as ``config.json`` and ``pytorch_model.bin``) keeps ``nn.Linear`` weights
 ``encoder.blocks.{L}.attention.{query,key}.weight`` ``[d_model, d_model]`` with biases; the model type sets whether
@@ -35,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 L = r"(?P<layer>\d+)"
+STAGE_BLOCK = r"(?P<stage>\d+)\.blocks\.(?P<block>\d+)"  # Swin: ``layers.{stage}.blocks.{block}``
 P = r"(?:^|\.)"  # start of a name or of a dotted component
 
 
@@ -49,6 +61,8 @@ class StackSpec:
     kv_heads: tuple[str, ...] = ("num_key_value_heads",)
     extras: tuple[str, ...] = ()
     qk_norm: tuple[str, ...] = ()
+    # ``heads`` (and ``kv_heads``) name config keys; a dotted key reads a nested config (``vision_config.num_...``),
+    # and a key holding a list gives one head count per stage (patterns with the group ``stage``)
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,7 @@ class Family:
     model_types: tuple[str, ...]
     stacks: tuple[StackSpec, ...]
     shared_layers: bool = False
+    vision: bool = False  # a vision transformer: its encoder is a "vision encoder" (tables.role_of)
 
 
 def _linear(stack, causal, prefix, q, k, **kw):
@@ -268,6 +283,47 @@ FAMILIES = (
                 "(?:key|k_proj)",
             ),
         ),
+        vision=True,
+    ),
+    Family(
+        "CLIP vision",
+        ("clip_vision_model",),
+        (_linear("encoder", False, rf"encoder\.layers\.{L}\.self_attn", "q_proj", "k_proj"),),
+        vision=True,
+    ),
+    Family(
+        "CLIP vision",
+        ("clip",),
+        (
+            _linear(
+                "encoder",
+                False,
+                rf"vision_model\.encoder\.layers\.{L}\.self_attn",
+                "q_proj",
+                "k_proj",
+                heads=("vision_config.num_attention_heads",),
+            ),
+        ),
+        vision=True,
+    ),
+    Family(
+        "Swin",
+        ("swin",),
+        (
+            _linear(
+                "encoder",
+                False,
+                (
+                    rf"layers\.{STAGE_BLOCK}\.attention\.self",  # transformers 4.x names (checkpoints on disk)
+                    rf"layers\.{STAGE_BLOCK}\.attention",  # 5.x modules in memory
+                ),
+                "(?:query|q_proj)",
+                "(?:key|k_proj)",
+                heads=("num_heads",),
+                extras=("relative_position", "windows"),
+            ),
+        ),
+        vision=True,
     ),
     Family(
         "Wav2Vec2",

