@@ -109,7 +109,12 @@ def test_single_head_nulls_are_the_single_head_draws_of_the_package_null():
     for score in stats.SCORES:
         expected = stats.null_median_over_layers(score, 8, n_heads=1, n_layers=1, n_draws=20, seed=3)
         np.testing.assert_array_equal(nulls[f"null_{score}"].values, expected)
-    assert list(nulls.null_draw.values) == list(range(20))
+    assert list(nulls.null_draw.values) == list(range(20)) and nulls.sizes["null_draw_or_transpose"] == 40
+
+
+def test_the_null_of_a_directionality_difference_is_centred_at_zero_exactly():
+    null = toys.null_of_the_difference("directionality", 8, 50, 4, 0)
+    assert np.median(null) == 0.0 and np.array_equal(np.sort(null), np.sort(-null))
 
 
 def test_the_null_of_the_difference_is_the_mean_of_differences_of_two_independent_pools():

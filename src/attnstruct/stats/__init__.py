@@ -27,6 +27,7 @@ from .nulls import (
     null_of_the_mean_by_unit,
     paired_null,
     peak_minus_final,
+    symmetrised,
 )
 from .power import POWER, detectable_effect, detectable_shift, sign_flip_power
 from .preregistration import Claim, Plan, PlanReach, holm, plan_reach
@@ -100,6 +101,7 @@ __all__ = [
     "overall",
     "paired_effect",
     "paired_null",
+    "symmetrised",
     "decay_null",
     "decay_trend",
     "peak_minus_final",
