@@ -747,14 +747,16 @@ def orderings(training: xr.Dataset, effects: Mapping[tuple[str, str, str], stats
 
 @dataclass(frozen=True)
 class OverallFacts:
-    """The ``verdict`` of one prediction read over every task and parameterisation."""
+    """The summary ``verdict``: that of the plan's ``primary`` claim after Holm's correction."""
 
     verdict: str
+    primary: str
 
 
-def every_task_ordering(effects: Mapping[tuple[str, str, str], stats.Effect]) -> OverallFacts:
-    """:func:`attnstruct.stats.overall` of every symmetry effect of :func:`objective_effects`."""
-    return OverallFacts(str(stats.overall([e for (_, _, s), e in effects.items() if s == "symmetry"])))
+def primary_summary(effects: Mapping[tuple[str, str, str], stats.Effect]) -> OverallFacts:
+    """:func:`attnstruct.stats.primary_verdict` of :func:`objective_effects` (decided under :data:`PLAN`): the
+    summary follows the primary claim, :data:`PRIMARY`; the other tasks and parameterisations are secondary."""
+    return OverallFacts(str(stats.primary_verdict(list(effects.values()))), PRIMARY)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ Decision rule (:func:`decide`), ``s`` the predicted sign (+1: treated minus base
    includes 0, as one touching 0 does; p not below alpha; not beyond the null's range).
 
 Several effects read together (:func:`overall`): *holds* when every one holds, *does not hold* when any does not,
-else *cannot tell at this scale*.
+else *cannot tell at this scale*. A notebook's summary of a plan is :func:`primary_verdict`, the overall verdict of
+its primary claims after Holm's correction.
 """
 
 from __future__ import annotations
@@ -350,6 +351,14 @@ def overall(effects: Sequence[Effect]) -> str:
     if verdicts == {HOLDS}:
         return HOLDS
     return DOES_NOT_HOLD if DOES_NOT_HOLD in verdicts else CANNOT_TELL
+
+
+def primary_verdict(effects: Sequence[Effect]) -> str:
+    """The summary verdict of effects decided under a plan (:meth:`attnstruct.stats.preregistration.Plan.decide`):
+    :func:`overall` of the primary claims' effects (``family`` *primary, ...*), each decided after Holm's correction,
+    so that a notebook's summary line never contradicts its plan's primary verdict; *cannot tell at this scale* when
+    no primary claim was tested. The secondary claims are reported beside it, not summarised into it."""
+    return overall([e for e in effects if e.family.startswith("primary")])
 
 
 def ordering(
