@@ -8,7 +8,8 @@
 * :mod:`.plans`: a notebook's pre-registered claims (unit, statistic, test, null, primary or secondary) and Holm's
   correction over its primary claims;
 * :mod:`.families`: the pretrained population with one unit per model family;
-* :mod:`.power`: the smallest effect a design detects, printed beside each verdict.
+* :mod:`.power`: the smallest effect a design detects, printed beside each verdict;
+* :mod:`.student_t`: Student's t interval of a mean, printed beside the bootstrap's at small ``n``.
 
 The names a notebook or an analysis uses are importable from here: ``from attnstruct import stats;
 stats.paired_effect(...)``.
@@ -43,6 +44,7 @@ from .resampling import (
     smallest_two_sample_p,
     two_sample_permutation_test,
 )
+from .student_t import t_interval, t_quantile
 from .verdicts import (
     CANNOT_TELL,
     DOES_NOT_HOLD,
@@ -101,6 +103,8 @@ __all__ = [
     "ordering",
     "overall",
     "primary_verdict",
+    "t_interval",
+    "t_quantile",
     "paired_effect",
     "paired_null",
     "symmetrised",
