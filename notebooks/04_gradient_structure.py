@@ -563,10 +563,11 @@ prose.show("\n".join(f"- {prose.effect_line(effect)}." for effect in effects.val
 # %% [markdown]
 # Per task, the mean final symmetry of each objective (a description of the means, which alone decide nothing),
 # and the symmetry prediction read for both parameterisations together (`stats.overall`: *holds* only when each
-# effect does, *does not hold* when one effect clearly goes the other way):
+# effect does, *does not hold* when one effect clearly goes the other way). The summary is the plan's primary claim
+# after Holm's correction (`stats.primary_verdict`); the other tasks and parameterisations are secondary:
 
 # %%
-every_task = toys.every_task_ordering(effects)
+summary = toys.primary_summary(effects)
 prose.show(
     "\n".join(
         prose.fill(
@@ -576,7 +577,7 @@ prose.show(
         )
         for ordering in toys.orderings(training, effects)
     )
-    + prose.fill("\n\nThe same prediction over every task and parameterisation: *{verdict}*.", every_task)
+    + prose.fill("\n\nIn summary, the plan's primary claim ({primary}) after Holm's correction: *{verdict}*.", summary)
 )
 
 # %% [markdown]

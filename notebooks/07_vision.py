@@ -542,11 +542,12 @@ statement = [f"- {prose.effect_line(effect)}" for effect in comparison.effects]
 statement += [f"- not tested: {reason}" for reason in comparison.untested]
 statement.append(
     prose.fill(
-        "\n**Overall: {verdict}** ({held} of {tested} tested predictions hold, {failed} do not, {undecided} cannot be "
-        "told at this scale, {unlearned} of them because the runs did not learn)."
+        "\n**Overall, the primary prediction ({primary}) after Holm's correction: {verdict}** ({held} of {tested} "
+        "tested predictions hold, {failed} do not, {undecided} cannot be told at this scale, {unlearned} of them "
+        "because the runs did not learn)."
         if verdicts.any_unlearned
-        else "\n**Overall: {verdict}** ({held} of {tested} tested predictions hold, {failed} do not, {undecided} "
-        "cannot be told at this scale).",
+        else "\n**Overall, the primary prediction ({primary}) after Holm's correction: {verdict}** ({held} of "
+        "{tested} tested predictions hold, {failed} do not, {undecided} cannot be told at this scale).",
         verdicts,
     )
 )

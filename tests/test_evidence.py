@@ -146,7 +146,10 @@ def test_an_effect_inside_the_null_range_cannot_be_told():
 
 def test_decide_reasons():
     inside = stats.Interval(0.5, 0.0, 1.0, 0.95, 6)  # touching 0 counts as including it
-    assert stats.decide(inside, 0.01) == ("cannot tell at this scale", "the 95% interval [+0.00, +1.00] includes 0")
+    assert stats.decide(inside, 0.01) == (
+        "cannot tell at this scale",
+        "the 95% bootstrap interval [+0.00, +1.00] includes 0",
+    )
     clear = stats.Interval(0.5, 0.2, 0.8, 0.95, 6)
     assert stats.decide(clear, 0.2) == ("cannot tell at this scale", "p = 0.200 is not below 0.05")
     assert stats.decide(clear, 0.01, min_n=8)[1] == "with 6 seeds, fewer than the 8 required"
@@ -169,10 +172,12 @@ def test_compare_with_null():
 def test_null_median_over_layers_is_built_from_the_null_ensemble():
     ds = null_distribution([16], [2], n_draws=12, seed=3).sel(ensemble="factors H=2, layer", d_model=16)
     for score in ("symmetry", "directionality"):
+        drawn = len(stats.null_median_over_layers(score, 16, 2, 1, n_draws=12, seed=3)) // 12  # 2: with transposes
         single = stats.null_median_over_layers(score, 16, 2, 1, n_draws=12, seed=3)
-        np.testing.assert_array_equal(single, ds[score].values)
+        np.testing.assert_array_equal(single[:12], ds[score].values)
         grouped = stats.null_median_over_layers(score, 16, 2, 3, n_draws=4, seed=3)
-        np.testing.assert_array_equal(grouped, np.median(ds[score].values.reshape(4, 3), axis=1))
+        np.testing.assert_array_equal(grouped[:4], np.median(ds[score].values.reshape(4, 3), axis=1))
+        assert len(grouped) == 4 * drawn
 
 
 def test_null_median_over_layers_shape_seed_and_spread():
@@ -351,8 +356,9 @@ def test_effect_line_dict_and_table():
     d = 1.0 + 0.1 * np.random.default_rng(4).normal(size=6)
     plain = stats.paired_effect(d, np.zeros(6), claim="encoder minus decoder")
     assert prose.effect_line(plain) == (
-        f"encoder minus decoder: {plain.estimate:+.2f} (95% CI [{plain.low:+.2f}, {plain.high:+.2f}], n = 6 seeds, "
-        f"sign-flip p = 0.016; detectable from {plain.detectable:+.2f}; holds: {plain.reason})"
+        f"encoder minus decoder: {plain.estimate:+.2f} (95% intervals [bootstrap {plain.low:+.2f}, {plain.high:+.2f}; "
+        f"t {plain.t_low:+.2f}, {plain.t_high:+.2f}], n = 6 seeds, sign-flip p = 0.016; detectable from "
+        f"{plain.detectable:+.2f}; holds: {plain.reason})"
     )
     with_null = stats.paired_effect(d, np.zeros(6), claim="e", null_samples=np.linspace(-0.1, 0.1, 41))
     assert "[-0.10, +0.10]" in prose.effect_line(with_null) and "[-0.10, +0.10]" not in prose.effect_line(plain)

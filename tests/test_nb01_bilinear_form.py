@@ -54,6 +54,12 @@ def test_examples_are_placed_in_the_gaussian_null():
         bilinear_study.place_examples({"a": torch.eye(3), "b": torch.eye(4)}, 10, 0)
 
 
+def test_the_gaussian_null_of_directionality_holds_each_matrix_and_its_transpose():
+    placed = bilinear_study.place_examples(bilinear_study.example_matrices(dim=12, seed=0), null_draws=50, seed=0)
+    rows = placed.xs("directionality", level="score")
+    assert rows.loc["symmetric", "value"] == 0.0 and rows.loc["symmetric", "percentile"] == 50.0, "0 is its centre"
+
+
 def test_layers_are_placed_as_compare_with_null_places_them(bert):
     _, layer_scores = bilinear_study.head_and_layer_scores(bert[0])
     placed = bilinear_study.place_layers(layer_scores, d_model=16, n_heads=2, null_draws=40, seed=0)

@@ -172,7 +172,8 @@ def test_null_comparison_against_brute_force(layer_draws):
     assert (medians.std(axis=1) > 0).all()  # both nulls have a spread at this width
     for index in (5, 7):
         for s, score in enumerate(("symmetry", "directionality")):
-            expected = brute_force_comparison(table.loc[index, f"{score}_median"], medians[s])
+            null = medians[s] if score == "symmetry" else np.concatenate([medians[s], -medians[s]])  # transposes
+            expected = brute_force_comparison(table.loc[index, f"{score}_median"], null)
             row = got.loc[index]
             assert row[f"{score}_percentile"] == pytest.approx(expected[0])
             assert row[f"{score}_z"] == pytest.approx(expected[1])

@@ -12,6 +12,7 @@ import xarray as xr
 
 from attnstruct import stats
 from attnstruct.analyses import local_series
+from attnstruct.analyses import nb05_training_dynamics as two_objectives
 from attnstruct.analyses import nb09_dynamics_at_scale as at_scale
 from attnstruct.checkpoints import series
 
@@ -162,6 +163,37 @@ def test_a_trajectory_is_judged_at_each_seeds_last_checkpoint_against_an_untrain
     ds, _ = at_scale.checkpoint_scores(entries, sweep)
     (effect,) = at_scale.trajectory_effects(ds, at_scale.declared_plan(entries), n_draws=50)
     assert "directionality" in effect.claim and effect.verdict == stats.HOLDS
+
+
+def decoder_finals_case(finals):
+    """A decoder trajectory whose last checkpoints have median directionality ``finals`` (one per seed)."""
+    rows, medians = [], {}
+    for seed, final in enumerate(finals):
+        for step, value in ((0, 0.0), (1000, -final)):
+            model = f"decoder-s{seed}@step{step}"
+            medians[model] = (value, 64, 4, 4)
+            rows.append(entry(model, "trajectory", "decoder run", "decoder", f"seed {seed}", seed, "", step, step))
+    return pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)), fake_sweep(medians)
+
+
+def test_notebooks_05_and_09_reach_one_verdict_on_the_same_decoders_for_any_generator_seed():
+    entries, sweep = decoder_finals_case([-0.45, -0.51, -0.60, -0.07, -0.28])  # the issue's per-seed values
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    last = at_scale.last_checkpoints(ds, "decoder run")
+    per_seed = xr.DataArray(at_scale.median_over_layers(last, "directionality").values, dims="seed")
+    for seed in range(20):
+        (at_09,) = at_scale.trajectory_effects(ds, at_scale.declared_plan(entries), n_draws=200, seed=seed)
+        at_05 = two_objectives.against_null_effect(
+            per_seed,
+            claim="decoder",
+            score="directionality",
+            shape=two_objectives.Shape(64, 4, 4),
+            predicted_sign=-1,
+            n_draws=400,
+            seed=seed,
+        )
+        assert (at_05.estimate, at_05.verdict) == (at_09.estimate, at_09.verdict), seed
+        assert at_05.null.null_median == 0.0 and at_09.null.null_median == 0.0
 
 
 def cross_case(change: float, role: str, units: int = 6):

@@ -166,3 +166,27 @@ def test_a_design_of_two_families_cannot_reach_a_verdict_and_says_so_in_families
     )
     assert effect.verdict == stats.CANNOT_TELL and "with 2 families the smallest attainable p is 0.167" in effect.reason
     assert effect.n == 2 and effect.unit == "family"
+
+
+@pytest.mark.parametrize("n_layers", [1, 3])
+def test_a_directionality_null_over_layers_holds_each_draw_and_its_transpose(n_layers):
+    null = stats.null_median_over_layers("directionality", 16, 2, n_layers, n_draws=30, seed=4)
+    drawn = null[: len(null) // 2]
+    assert len(null) == 60 and np.array_equal(null[30:], -drawn) and np.median(null) == 0.0
+
+
+def test_the_resampled_directionality_null_is_centred_at_zero_exactly():
+    null = stats.median_null("directionality", 16, 2, 6, n_draws=40, layer_draws=30, seed=5)
+    assert np.array_equal(np.sort(null), np.sort(-null)) and np.median(null) == 0.0
+
+
+def test_a_symmetry_null_is_not_mirrored():
+    null = stats.null_median_over_layers("symmetry", 16, 2, 3, n_draws=30, seed=4)
+    assert len(null) == 30 and np.median(null) > 0
+
+
+def test_the_symmetrised_null_of_a_mean_has_mirrored_quantiles():
+    pool = stats.null_median_over_layers("directionality", 16, 2, 3, n_draws=30, seed=4)
+    null = stats.symmetrised(stats.null_of_the_mean(pool, 5, seed=2))
+    low, high = np.quantile(null, [0.025, 0.975])
+    assert np.median(null) == 0.0 and low == pytest.approx(-high, abs=1e-15)

@@ -133,13 +133,15 @@ def _placements(scored: dict, nulls: dict, key: str) -> pd.DataFrame:
 
 def place_examples(matrices: dict, null_draws: int, seed: int) -> pd.DataFrame:
     """Each matrix's two scores among ``null_draws`` i.i.d. Gaussian matrices of its size (the ``gaussian``
-    ensemble of :func:`attnstruct.analyses.null_ensembles.null_distribution` with ``seed``), indexed by ``(example,
-    score)``: ``value``, ``percentile``, ``null_low``, ``null_high`` (the null's 95% range) and ``outside``."""
+    ensemble of :func:`attnstruct.analyses.null_ensembles.null_distribution` with ``seed``; for directionality
+    those matrices and their transposes, :func:`attnstruct.stats.symmetrised`), indexed by ``(example, score)``:
+    ``value``, ``percentile``, ``null_low``, ``null_high`` (the null's 95% range) and ``outside``."""
     dims = {m.shape[0] for m in matrices.values()}
     if len(dims) != 1:
         raise ValueError(f"the examples must share one size, got {sorted(dims)}")
     null = null_distribution(sorted(dims), [1], null_draws, seed).sel(ensemble="gaussian")
     nulls = {score: null[score].values[0] for score in SCORE_NAMES}
+    nulls["directionality"] = stats.symmetrised(nulls["directionality"])  # each matrix and its transpose
     return _placements({kind: scores(m) for kind, m in matrices.items()}, nulls, "example")
 
 

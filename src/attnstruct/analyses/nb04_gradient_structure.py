@@ -62,28 +62,29 @@ ACCUMULATED = ("symmetry", "directionality", "symmetry_without_self", "direction
 
 
 def single_head_nulls(d_model: int, n_null: int, seed: int) -> xr.Dataset:
-    """``null_symmetry`` and ``null_directionality`` ``[null_draw]``: the scores of ``n_null`` random single-head
-    ``W_qk = W_q^T W_k`` of width ``d_model`` (:func:`attnstruct.stats.null_median_over_layers`, one head, one
-    layer), what a toy model's ``W_qk`` is read against."""
+    """``null_symmetry`` ``[null_draw]`` and ``null_directionality`` ``[null_draw_or_transpose]``: the scores of
+    ``n_null`` random single-head ``W_qk = W_q^T W_k`` of width ``d_model``
+    (:func:`attnstruct.stats.null_median_over_layers`, one head, one layer), what a toy model's ``W_qk`` is read
+    against; directionality's ``2 n_null`` values are those draws and their transposes, centred at 0 exactly."""
+    pools = {score: stats.null_median_over_layers(score, d_model, 1, 1, n_draws=n_null, seed=seed) for score in SCORES}
     return xr.Dataset(
         {
-            f"null_{score}": (
-                "null_draw",
-                stats.null_median_over_layers(score, d_model, 1, 1, n_draws=n_null, seed=seed),
-            )
-            for score in SCORES
+            "null_symmetry": ("null_draw", pools["symmetry"]),
+            "null_directionality": ("null_draw_or_transpose", pools["directionality"]),
         },
-        coords={"null_draw": np.arange(n_null)},
+        coords={"null_draw": np.arange(n_null), "null_draw_or_transpose": np.arange(2 * n_null)},
     )
 
 
 def null_of_the_difference(score: str, d_model: int, n_null: int, n_seeds: int, seed: int) -> np.ndarray:
     """The null of a mean over ``n_seeds`` of (one random ``W_qk``'s ``score`` minus another's):
     :func:`attnstruct.stats.null_of_the_mean` of :func:`single_head_nulls`' draws minus independent draws
-    (``seed + 1``). What a paired effect between two objectives is read against."""
+    (``seed + 1``), for directionality with each sample's negation (:func:`attnstruct.stats.symmetrised`). What a
+    paired effect between two objectives is read against."""
     pool = stats.null_median_over_layers(score, d_model, 1, 1, n_draws=n_null, seed=seed)
     minus = stats.null_median_over_layers(score, d_model, 1, 1, n_draws=n_null, seed=seed + 1)
-    return stats.null_of_the_mean(pool, n_seeds, minus=minus, seed=seed)
+    null = stats.null_of_the_mean(pool, n_seeds, minus=minus, seed=seed)
+    return stats.symmetrised(null) if score == "directionality" else null
 
 
 def autograd_check(seed: int) -> dict[str, float]:
@@ -746,14 +747,16 @@ def orderings(training: xr.Dataset, effects: Mapping[tuple[str, str, str], stats
 
 @dataclass(frozen=True)
 class OverallFacts:
-    """The ``verdict`` of one prediction read over every task and parameterisation."""
+    """The summary ``verdict``: that of the plan's ``primary`` claim after Holm's correction."""
 
     verdict: str
+    primary: str
 
 
-def every_task_ordering(effects: Mapping[tuple[str, str, str], stats.Effect]) -> OverallFacts:
-    """:func:`attnstruct.stats.overall` of every symmetry effect of :func:`objective_effects`."""
-    return OverallFacts(str(stats.overall([e for (_, _, s), e in effects.items() if s == "symmetry"])))
+def primary_summary(effects: Mapping[tuple[str, str, str], stats.Effect]) -> OverallFacts:
+    """:func:`attnstruct.stats.primary_verdict` of :func:`objective_effects` (decided under :data:`PLAN`): the
+    summary follows the primary claim, :data:`PRIMARY`; the other tasks and parameterisations are secondary."""
+    return OverallFacts(str(stats.primary_verdict(list(effects.values()))), PRIMARY)
 
 
 @dataclass(frozen=True)

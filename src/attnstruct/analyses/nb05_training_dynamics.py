@@ -175,16 +175,19 @@ def against_null_effect(
     learned: bool = True,
 ) -> stats.Effect:
     """A model's score per seed (``[seed]``) against an untrained model of ``shape``: the mean difference from the
-    null's median, against the null of that mean over as many untrained models; gated on ``learned``."""
+    null's median, against the null of that mean over as many untrained models; gated on ``learned``. For
+    directionality both nulls hold each draw and its transpose (:func:`attnstruct.stats.symmetrised`): the centre
+    is 0 exactly."""
     null = shape.null(score, n_draws, seed)
     centre = float(np.median(null))
     values = _per_seed(values)
+    of_the_mean = stats.null_of_the_mean(null, len(values), seed=seed) - centre
     return stats.paired_effect(
         values,
         np.full_like(values, centre),
         claim=claim,
         predicted_sign=predicted_sign,
-        null_samples=stats.null_of_the_mean(null, len(values), seed=seed) - centre,
+        null_samples=stats.symmetrised(of_the_mean) if score == "directionality" else of_the_mean,
         seed=seed,
         learned=learned,
     )

@@ -282,7 +282,8 @@ def null_table(summary: pd.DataFrame, pools: Mapping) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The runs against :data:`PREDICTIONS`: the overall verdict (:func:`attnstruct.stats.overall`), one effect per
+    """The runs against :data:`PREDICTIONS`: the overall verdict (:func:`attnstruct.stats.primary_verdict`, that of
+    the plan's primary claim after Holm's correction), one effect per
     testable prediction, the per-objective null table (:func:`null_table`), the predictions left untested (objective
     or seed missing), the number of seeds, the level ``alpha`` and whether each objective's runs learned."""
 
@@ -343,9 +344,10 @@ def compare_objectives(
     the null swaps the two objectives within seeds (:func:`attnstruct.stats.paired_null`); ``learned=False`` unless
     both objectives' runs learned (``learned``: objective -> bool, :func:`learned_objectives`; ``None`` takes every
     run as learned). The effects are decided under :data:`PLAN` (:data:`PRIMARY` primary, the others secondary).
-    Overall: :func:`attnstruct.stats.overall` of the effects ("cannot tell at this scale" when none could be tested:
-    an objective missing, or fewer than 2 seeds). The null pools of random layers (:func:`null_pools`) describe each
-    run in :func:`null_table`.
+    Overall: :func:`attnstruct.stats.primary_verdict` of the decided effects, the verdict of :data:`PRIMARY` after
+    Holm's correction ("cannot tell at this scale" when it could not be tested: an objective missing, or fewer than
+    2 seeds); the secondary predictions are reported beside it. The null pools of random layers (:func:`null_pools`)
+    describe each run in :func:`null_table`.
     """
     pools = null_pools(d_model, n_heads, n_layers, n_draws=n_draws, seed=seed)
     present = set(summary.objective)
@@ -379,7 +381,8 @@ def compare_objectives(
         )
     n_seeds = int(summary.groupby("objective").seed.nunique().min()) if len(summary) else 0
     effects = replace(PLAN, alpha=alpha).decide(effects) if effects else effects
-    return Comparison(stats.overall(effects), effects, null_table(summary, pools), untested, n_seeds, alpha, learned)
+    summary_verdict = stats.primary_verdict(effects)
+    return Comparison(summary_verdict, effects, null_table(summary, pools), untested, n_seeds, alpha, learned)
 
 
 def predictions_resting_on(
@@ -964,11 +967,12 @@ def against_null(nulls: pd.DataFrame, score: str = "symmetry", place: str = "med
 
 @dataclass(frozen=True)
 class OverallFacts:
-    """The overall ``verdict`` (:func:`attnstruct.stats.overall`) and the counts of the ``tested`` predictions that
-    ``held``, ``failed`` and are ``undecided`` (cannot tell at this scale), ``unlearned`` of those because the runs
-    did not learn (``any_unlearned``)."""
+    """The overall ``verdict`` (:func:`attnstruct.stats.primary_verdict`: that of the ``primary`` prediction after
+    Holm's correction) and the counts of the ``tested`` predictions that ``held``, ``failed`` and are ``undecided``
+    (cannot tell at this scale), ``unlearned`` of those because the runs did not learn (``any_unlearned``)."""
 
     verdict: str
+    primary: str
     tested: str
     held: str
     failed: str
@@ -984,6 +988,7 @@ def overall_verdict(comparison: Comparison) -> OverallFacts:
     unlearned = sum(e.reason == stats.NOT_LEARNED for e in comparison.effects)
     return OverallFacts(
         verdict=comparison.overall,
+        primary=PRIMARY,
         tested=str(len(verdicts)),
         held=str(held),
         failed=str(failed),

@@ -250,6 +250,7 @@ def pair_effects(
                 pools = [untrained_null(score, shape_of(pairs, i), n_draws, seed) for i in rows["encoder"]]
                 minus = [untrained_null(score, shape_of(pairs, i), n_draws, seed + 1) for i in rows["decoder"]]
                 null = stats.null_of_the_mean_by_unit(pools, minus, seed=seed)
+                null = stats.symmetrised(null) if score == "directionality" else null
             effects.append(
                 stats.paired_effect(
                     encoder,
@@ -290,13 +291,14 @@ def trajectory_effects(
         null = untrained_null(score, shape_of(last, 0), n_draws, seed)
         centre = float(np.median(null))
         values = median_over_layers(last, score).values
+        of_the_mean = stats.null_of_the_mean(null, len(values), seed=seed) - centre
         effects.append(
             stats.paired_effect(
                 values,
                 np.full_like(values, centre),
                 claim=TRAJECTORY_CLAIM.format(series=series, score=score),
                 predicted_sign=SIGN[role],
-                null_samples=stats.null_of_the_mean(null, len(values), seed=seed) - centre,
+                null_samples=stats.symmetrised(of_the_mean) if score == "directionality" else of_the_mean,
                 seed=seed,
                 learned=True if learned is None else bool(learned.get(series, True)),
             )

@@ -84,7 +84,8 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 def effect_line(effect, digits: int = 2) -> str:
     """The one compact line of an effect (an :class:`attnstruct.stats.Effect`, read by its fields): claim, estimate,
-    interval, n, test and p (with the corrected p when a plan changed it), the null's 95% range and the smallest
+    its intervals, each named (the bootstrap's, which the verdict reads, and Student's t beside it when known), n,
+    test and p (with the corrected p when a plan changed it), the null's 95% range and the smallest
     detectable effect when known, verdict and reason, and the claim's family under a plan. An effect of one unit has
     no interval and no test: its value, n, verdict and reason."""
     f = f"+.{digits}f"
@@ -103,8 +104,14 @@ def effect_line(effect, digits: int = 2) -> str:
             if np.isfinite(effect.detectable)
             else "; no effect detectable at this n"
         )
+    interval = f"{effect.level:.0%} bootstrap interval [{effect.low:{f}}, {effect.high:{f}}]"
+    if np.isfinite(getattr(effect, "t_low", np.nan)):
+        interval = (
+            f"{effect.level:.0%} intervals [bootstrap {effect.low:{f}}, {effect.high:{f}}; "
+            f"t {effect.t_low:{f}}, {effect.t_high:{f}}]"
+        )
     return (
-        f"{effect.claim}: {effect.estimate:{f}} ({effect.level:.0%} CI [{effect.low:{f}}, {effect.high:{f}}], "
+        f"{effect.claim}: {effect.estimate:{f}} ({interval}, "
         f"n = {count(effect.n, effect.unit)}, {effect.test} {p}{null}{reach}; "
         f"{effect.verdict}: {effect.reason}{family})"
     )

@@ -8,7 +8,8 @@
 * :mod:`.plans`: a notebook's pre-registered claims (unit, statistic, test, null, primary or secondary) and Holm's
   correction over its primary claims;
 * :mod:`.families`: the pretrained population with one unit per model family;
-* :mod:`.power`: the smallest effect a design detects, printed beside each verdict.
+* :mod:`.power`: the smallest effect a design detects, printed beside each verdict;
+* :mod:`.student_t`: Student's t interval of a mean, printed beside the bootstrap's at small ``n``.
 
 The names a notebook or an analysis uses are importable from here: ``from attnstruct import stats;
 stats.paired_effect(...)``.
@@ -27,6 +28,7 @@ from .nulls import (
     null_of_the_mean_by_unit,
     paired_null,
     peak_minus_final,
+    symmetrised,
 )
 from .power import POWER, detectable_effect, detectable_shift, sign_flip_power
 from .preregistration import Claim, Plan, PlanReach, holm, plan_reach
@@ -42,6 +44,7 @@ from .resampling import (
     smallest_two_sample_p,
     two_sample_permutation_test,
 )
+from .student_t import t_interval, t_quantile
 from .verdicts import (
     CANNOT_TELL,
     DOES_NOT_HOLD,
@@ -56,6 +59,7 @@ from .verdicts import (
     overall,
     paired_effect,
     per_unit_and_layer,
+    primary_verdict,
     single_unit,
     two_sample_effect,
     verdict_table,
@@ -98,8 +102,12 @@ __all__ = [
     "null_of_the_mean_by_unit",
     "ordering",
     "overall",
+    "primary_verdict",
+    "t_interval",
+    "t_quantile",
     "paired_effect",
     "paired_null",
+    "symmetrised",
     "decay_null",
     "decay_trend",
     "peak_minus_final",

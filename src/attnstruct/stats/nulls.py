@@ -3,6 +3,10 @@
 * :func:`null_median_over_layers`: the median score over ``n_layers`` independent random layers of one shape
   (``sum_h W_q[h]^T W_k[h]`` with Gaussian factors, :func:`attnstruct.random_matrices.random_factors`), the
   statistic the paper reports for a model; :func:`median_null` the same at a bounded cost for deep stacks.
+* :func:`symmetrised`: a null of directionality, each draw with its transpose. Transposing a matrix negates its
+  directionality and keeps its symmetry, and ``W_q``, ``W_k`` are exchangeable without structure, so every null of
+  directionality (a median over layers, a mean over units, a difference of two) is symmetric about 0: its draws
+  are pooled with their negations, which centres it at 0 exactly instead of at a Monte Carlo error.
 * :func:`null_of_the_mean`: the null of a mean over ``n`` units, of one pool or of the difference of two. A verdict
   on a mean over ``n`` seeds is read against this, never against the null of one seed's value, which is about
   ``sqrt(n)`` times as wide.
@@ -48,6 +52,14 @@ class NullComparison:
         return self.value < self.null_low or self.value > self.null_high
 
 
+def symmetrised(samples) -> np.ndarray:
+    """``[2 k]``: ``samples`` ``[k]`` (draws of a null of directionality) followed by their negations, the same
+    draws with every matrix transposed (``dir(M^T) = -dir(M)``). Its median is 0 and its quantiles mirror each other
+    (``q(p) = -q(1 - p)``) exactly."""
+    draws = finite_vector(samples, "samples", min_n=1)
+    return np.concatenate([draws, -draws])
+
+
 def compare_with_null(value: float, null_samples) -> NullComparison:
     """``value`` against ``null_samples`` ``[k]`` (finite, ``k >= 2``).
 
@@ -78,7 +90,8 @@ def _layer_draws(d_model: int, n_heads: int, n_draws: int, seed: int) -> np.ndar
 def null_median_over_layers(
     score: str, d_model: int, n_heads: int, n_layers: int, *, n_draws: int = 400, seed: int = 0
 ) -> np.ndarray:
-    """``[n_draws]`` samples of the median ``score`` over ``n_layers`` independent random layers.
+    """``[n_draws]`` samples of the median ``score`` over ``n_layers`` independent random layers; for directionality
+    ``[2 n_draws]``, those draws followed by the same layers transposed (:func:`symmetrised`).
 
     A layer is a draw of :func:`attnstruct.analyses.null_ensembles.null_distribution`'s ensemble ``f"factors
     H={n_heads}, layer"`` (``sum_h W_q[h]^T W_k[h]``, Gaussian factors): the draws of ``null_distribution([d_model],
@@ -99,7 +112,8 @@ def null_median_over_layers(
     if d_model % n_heads:
         raise ValueError(f"d_model ({d_model}) must be a multiple of n_heads ({n_heads})")
     draws = _layer_draws(int(d_model), int(n_heads), int(n_draws * n_layers), int(seed))[SCORES.index(score)]
-    return np.median(draws.reshape(int(n_draws), int(n_layers)), axis=1)
+    medians = np.median(draws.reshape(int(n_draws), int(n_layers)), axis=1)
+    return symmetrised(medians) if score == "directionality" else medians
 
 
 @functools.lru_cache(maxsize=64)
@@ -107,7 +121,8 @@ def median_null(
     score: str, d_model: int, n_heads: int, n_layers: int, *, n_draws: int = 200, layer_draws: int = 200, seed: int = 0
 ) -> np.ndarray:
     """``[n_draws]`` samples of the median ``score`` over ``n_layers`` random layers of width ``d_model`` with
-    ``n_heads`` heads (read-only, cached per argument tuple).
+    ``n_heads`` heads (read-only, cached per argument tuple); for directionality ``[2 n_draws]``, each sample with
+    the same layers transposed (:func:`symmetrised`), so that its centre is 0 exactly.
 
     A random layer is a draw of :func:`attnstruct.null_median_over_layers`'s ensemble (``sum_h W_q[h]^T
     W_k[h]`` with independent Gaussian factors, ``d_head = d_model / n_heads``). If ``n_draws * n_layers <=
@@ -121,9 +136,10 @@ def median_null(
     if n_draws * n_layers <= layer_draws:
         out = null_median_over_layers(score, d_model, n_heads, n_layers, n_draws=n_draws, seed=seed)
     else:
-        pool = null_median_over_layers(score, d_model, n_heads, 1, n_draws=layer_draws, seed=seed)
+        pool = null_median_over_layers(score, d_model, n_heads, 1, n_draws=layer_draws, seed=seed)[:layer_draws]
         picks = np.random.default_rng([seed, d_model, n_heads, n_layers]).integers(0, layer_draws, (n_draws, n_layers))
         out = np.median(pool[picks], axis=1)
+        out = symmetrised(out) if score == "directionality" else out
     out = np.array(out, dtype=float)
     out.flags.writeable = False
     return out

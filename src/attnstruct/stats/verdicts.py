@@ -18,7 +18,8 @@ Decision rule (:func:`decide`), ``s`` the predicted sign (+1: treated minus base
    includes 0, as one touching 0 does; p not below alpha; not beyond the null's range).
 
 Several effects read together (:func:`overall`): *holds* when every one holds, *does not hold* when any does not,
-else *cannot tell at this scale*.
+else *cannot tell at this scale*. A notebook's summary of a plan is :func:`primary_verdict`, the overall verdict of
+its primary claims after Holm's correction.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .resampling import (
     smallest_two_sample_p,
     two_sample_permutation_test,
 )
+from .student_t import t_interval
 
 VERDICTS = ("holds", "does not hold", "cannot tell at this scale")
 HOLDS, DOES_NOT_HOLD, CANNOT_TELL = VERDICTS
@@ -54,9 +56,10 @@ NOT_LEARNED = "the runs did not learn"
 
 @dataclass(frozen=True)
 class Effect:
-    """One claim's evidence: interval over ``n`` units, ``test``'s p-value and the smallest p it could reach, null
-    comparison, whether the runs learned, verdict and reason; under a plan (:mod:`attnstruct.stats.preregistration`),
-    the corrected p-value and the claim's family."""
+    """One claim's evidence: bootstrap interval (``low``, ``high``; the one :func:`decide` reads) and, for paired
+    units, Student's t interval (``t_low``, ``t_high``) over ``n`` units, ``test``'s p-value and the smallest p it
+    could reach, null comparison, whether the runs learned, verdict and reason; under a plan
+    (:mod:`attnstruct.stats.preregistration`), the corrected p-value and the claim's family."""
 
     claim: str
     unit: str
@@ -79,6 +82,8 @@ class Effect:
     spread: float = math.nan  # the standard deviation of the per-unit values (paired differences; pooled groups)
     n_control: int = 0  # the control group's units of a two-sample test (0: a paired test)
     detectable: float = math.nan  # the smallest effect the design detects with 80% power (stats.power); NaN: none
+    t_low: float = math.nan  # Student's t interval at ``level`` beside the bootstrap's (stats.student_t); NaN: none
+    t_high: float = math.nan
 
     def detectable_at(self, alpha: float) -> float:
         """:func:`attnstruct.stats.power.detectable_effect` of this effect's design at level ``alpha``."""
@@ -133,7 +138,7 @@ def decide(
     if smallest >= alpha:
         return cannot, f"with {count(n, unit)} the smallest attainable p is {smallest:.3g}"
     near, far = sorted((predicted_sign * interval.low, predicted_sign * interval.high))
-    what, p = f"the {interval.level:.0%} interval", f"p = {p_value:.3f}"
+    what, p = f"the {interval.level:.0%} bootstrap interval", f"p = {p_value:.3f}"
     if near > 0 and p_value < alpha:
         edge = 0.0 if null is None else null.null_high if predicted_sign > 0 else null.null_low
         if null is None or predicted_sign * (null.value - edge) > 0:
@@ -164,7 +169,8 @@ def paired_effect(
     seed: int = 0,
     learned: bool = True,
 ) -> Effect:
-    """Effect of ``treated - baseline`` (both ``[n]``, paired by unit): bootstrap interval of the mean difference,
+    """Effect of ``treated - baseline`` (both ``[n]``, paired by unit): bootstrap interval of the mean difference
+    (what the verdict reads) and Student's t interval beside it (:func:`attnstruct.stats.student_t.t_interval`),
     sign-flip p in the predicted and the opposite direction, ``null_samples`` (the mean difference over ``n``
     units without structure, :func:`attnstruct.stats.nulls.null_of_the_mean`) compared with the estimate, and the
     verdict of :func:`decide` (``learned``: its rule 0)."""
@@ -197,7 +203,8 @@ def paired_effect(
         p_opposite=p_opp,
         spread=float(np.std(d, ddof=1)),
     )
-    return replace(effect, detectable=effect.detectable_at(alpha))
+    t = t_interval(d, level=interval.level)
+    return replace(effect, detectable=effect.detectable_at(alpha), t_low=t.low, t_high=t.high)
 
 
 def single_unit(
@@ -350,6 +357,14 @@ def overall(effects: Sequence[Effect]) -> str:
     if verdicts == {HOLDS}:
         return HOLDS
     return DOES_NOT_HOLD if DOES_NOT_HOLD in verdicts else CANNOT_TELL
+
+
+def primary_verdict(effects: Sequence[Effect]) -> str:
+    """The summary verdict of effects decided under a plan (:meth:`attnstruct.stats.preregistration.Plan.decide`):
+    :func:`overall` of the primary claims' effects (``family`` *primary, ...*), each decided after Holm's correction,
+    so that a notebook's summary line never contradicts its plan's primary verdict; *cannot tell at this scale* when
+    no primary claim was tested. The secondary claims are reported beside it, not summarised into it."""
+    return overall([e for e in effects if e.family.startswith("primary")])
 
 
 def ordering(
