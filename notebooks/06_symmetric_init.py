@@ -45,10 +45,17 @@
 # the same one. Each seed gives one placebo, compared with the baseline of its seed and with nothing else, so the
 # pairs are disjoint.
 #
-# **The primary statistic** is the one a reader can picture: at the last step, the baseline's validation loss
-# minus the arm's, paired by seed. Under no effect of the start, the two runs of a seed are exchangeable and the
-# sign of their difference is a coin flip: a sign-flip test. The paper's own metric, how much sooner a run reaches
-# the baseline's final loss, is reported as a secondary claim against the placebo of the same seed.
+# **Every arm against the placebo of its seed.** The baseline is one draw of the start. If it drew lucky, every arm
+# compared with it looks worse by the same amount; if not, better. So every claim reads an arm against the placebo
+# of the same seed instead: under no effect of the arm, the arm and the placebo are two runs of one seed's batches
+# from two independent draws of the start, the sign of their difference is a coin flip, and the sign-flip test is
+# exact. The mean of the baseline and the placebo would halve the noise of the control, but an arm minus the mean
+# of two runs is symmetric about zero under no effect only if the losses themselves are, so the test would no
+# longer be exact. The baseline minus the placebo is printed beside each verdict: the size of the luck of a draw.
+#
+# **The primary statistic** is the one a reader can picture: at the last step, the placebo's validation loss
+# minus the arm's, paired by seed. The paper's own metric, how much sooner a run reaches the baseline's final loss,
+# is reported as a secondary claim against the placebo of the same seed.
 #
 # **Scale.** The quick profile trains this notebook's own small model (two layers, a few hundred steps), so that
 # five seeds of four arms and the placebo fit on two CPU cores; it is not notebook 05's model. The paper profile
@@ -138,8 +145,8 @@ prose.say(
 # %% [markdown]
 # ## The analysis plan, declared before the runs
 #
-# This notebook reads three kinds of claim for each arm: its final validation loss against the baseline's, its
-# speed-up against the placebo's, and whether the initial symmetry persists to the end. They form one declared
+# This notebook reads three kinds of claim for each arm, each against the placebo of the same seed: its final
+# validation loss, its speed-up, and whether the initial symmetry persists to the end. They form one declared
 # family. The **primary** claim is the paper's, on the primary statistic: a symmetric start ends masked-LM training
 # lower than the baseline. Every other claim is **secondary**, reported uncorrected and labelled so. The table
 # gives each claim's unit, statistic, test and null, and the smallest p its design can reach with this notebook's
@@ -298,16 +305,15 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 # %% [markdown]
 # ## The primary statistic: the final validation loss
 #
-# For each arm and seed: the baseline's validation loss at the last step minus the arm's (positive: the arm ends
-# lower). The test flips the signs of the seeds' differences; the placebo's differences beside it show how far a
-# change of starting weights alone moves the final loss. Each line also gives the smallest mean difference the
+# For each arm and seed: the placebo's validation loss at the last step minus the arm's (positive: the arm ends
+# lower). The test flips the signs of the seeds' differences. Each line also gives the smallest mean difference the
 # design would detect in four experiments out of five (`attnstruct.stats.power`), from the seeds' own spread and
 # after the correction: a verdict of *cannot tell* rules out effects about that large, and says nothing about
 # smaller ones.
 #
-# Under those lines, one item per arm puts the verdict in words and sets the arm's mean gain beside the gains of the
-# placebo of the same seeds: the baseline from other weights, whose gain is what a new draw of the start alone gives.
-# An arm whose gain lies within the placebo's range has shown nothing that a different draw would not show as well.
+# Under those lines, one item per arm puts the verdict in words and sets the arm's mean gain over the placebo beside
+# the baseline's gain over the same placebos: two draws of the same start, whose difference is what a new draw alone
+# gives. An arm whose gain lies within that range has shown nothing that a different draw would not show as well.
 
 # %%
 table = init_study.speedups(runs, placebo, steps=settings.steps, smoothing=smoothing)  # one row per arm and seed
@@ -316,14 +322,19 @@ for effect in loss_effects:
     print(prose.effect_line(effect, 3))
 for arm in init_study.arm_verdicts(table, loss_effects, digits=3):
     verdict = prose.fill(
-        "- **{init}** ({objective}): ends below the baseline of its seed"
+        "- **{init}** ({objective}): ends below the placebo of its seed"
         if arm.holds
-        else "- **{init}** ({objective}): ends above the baseline of its seed"
+        else "- **{init}** ({objective}): ends above the placebo of its seed"
         if arm.fails
-        else "- **{init}** ({objective}): cannot be told apart from the baseline at the end",
+        else "- **{init}** ({objective}): cannot be told apart from the placebo at the end",
         arm,
     )
-    prose.show(verdict + prose.fill(" (mean gain {estimate}; the placebo from other weights: {placebo_gains}).", arm))
+    prose.show(
+        verdict
+        + prose.fill(
+            " (mean gain over the placebo {estimate}; the baseline's over the same placebos: {baseline_gains}).", arm
+        )
+    )
 
 # %%
 init_study.speedup_summary(table)
@@ -371,8 +382,8 @@ for arm in init_study.arm_verdicts(table, speed_effects):
 # start is +1; bidirectional training favours symmetric updates, autoregressive training does not, so the question
 # is how fast training erodes it.
 #
-# The test below asks, for the first objective, whether each arm still ends above the baseline, paired by seed:
-# each seed's final median symmetry of the arm minus the baseline's of the same seed.
+# The test below asks, for the first objective, whether each arm still ends above the placebo, paired by seed:
+# each seed's final median symmetry of the arm minus the placebo's of the same seed.
 
 # %%
 medians = text_runs.median_over_layers(runs, "symmetry")  # [objective, init, seed, step]
@@ -406,7 +417,7 @@ _ = plotting.savefig(fig, figures_dir / "06_symmetry_over_training")
 
 # %% [markdown]
 # The table gives each arm's final median symmetry per seed. Under it, each treated arm's persistence is a paired
-# effect over seeds against the baseline of the same seed, and the paragraph ends with what this many seeds can
+# effect over seeds against the placebo of the same seed, and the paragraph ends with what this many seeds can
 # reach at all: a one-sided sign-flip test over $n$ seeds has $2^n$ equally likely sign patterns under the null, so
 # its p can never be smaller than $1/2^n$. When that floor is not below alpha, a persistence verdict reads *cannot
 # tell* because the design is too small, whatever the symmetry does.
@@ -415,7 +426,7 @@ _ = plotting.savefig(fig, figures_dir / "06_symmetry_over_training")
 init_study.persistence_table(runs).round(2)
 
 # %%
-persist = init_study.persistence_effects(runs, objectives[0], targets=targets)
+persist = init_study.persistence_effects(runs, placebo, objectives[0], targets=targets)
 for effect in persist:
     print(prose.effect_line(effect))
 persisting = init_study.persistence(runs, objectives[0])
@@ -444,8 +455,9 @@ prose.show(
 # ## The dataset
 #
 # Every arm's runs (dims `objective`, `init`, `seed`, `step`, `layer`, `head`), the placebo's losses
-# (`placebo_val_loss`, `placebo_train_loss`), and per treated arm and seed the final-loss gain over the baseline
-# and both speed-ups (`final_loss_gain`, `robust_speedup`, `paper_speedup`, and the placebo's under `placebo_`);
+# (`placebo_val_loss`, `placebo_train_loss`), and per treated arm and seed the final-loss gain over the placebo and
+# over the baseline and both speed-ups (`final_loss_gain_over_placebo`, `final_loss_gain`, `robust_speedup`,
+# `paper_speedup`, and the placebo's under `placebo_`);
 # attrs carry the provenance, under `loss_targets_met` whether every run learned, and under `verdicts` every claim
 # above.
 

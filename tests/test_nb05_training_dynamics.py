@@ -372,3 +372,69 @@ def test_the_schedules_are_described_value_by_value(tmp_path):
 
 def test_without_calibration_runs_the_facts_say_so():
     assert not two_objectives.schedules_compared(pd.DataFrame()).any
+
+
+def layer_zero_gap(gap_zero: float, gap_rest, n_seeds: int = 5) -> xr.Dataset:
+    """Runs of four layers whose final encoder-minus-decoder symmetry is ``gap_zero`` in layer 0 and ``gap_rest[s]``
+    in the other layers of seed ``s`` (a little spread over layers)."""
+    sym = np.zeros((2, n_seeds, 2, 4))
+    sym[0, :, 1, 0] = gap_zero
+    sym[0, :, 1, 1:] = np.asarray(gap_rest, dtype=float)[:, None] + np.array([-0.01, 0.0, 0.02])
+    dims = ("objective", "seed", "step", "layer")
+    coords = {"objective": ["mlm", "next-token"], "seed": np.arange(n_seeds), "step": [0, 10], "layer": range(4)}
+    return xr.Dataset({"symmetry": (dims, sym), "directionality": (dims, np.zeros_like(sym))}, coords=coords)
+
+
+def test_the_gap_without_layer_zero_is_a_secondary_claim_on_the_other_layers_median():
+    rest = [0.05, -0.02, 0.04, -0.01, 0.03]
+    ds = layer_zero_gap(0.5, rest)
+    (effect,) = two_objectives.gap_without_layer_zero(ds)
+    final = ds.symmetry.isel(step=-1)
+    brute = [
+        np.median(final.sel(objective="mlm", seed=s).values[1:])
+        - np.median(final.sel(objective="next-token", seed=s).values[1:])
+        for s in range(5)
+    ]
+    assert effect.estimate == pytest.approx(np.mean(brute)) and effect.n == 5
+    assert effect.family == "secondary, uncorrected" and effect.verdict == stats.CANNOT_TELL
+    assert effect.claim in {c.name for c in two_objectives.PLAN.claims}
+    primary = two_objectives.objective_effects(ds, SHAPE, n_draws=50)[0]
+    assert primary.estimate == pytest.approx(np.mean([np.median([0.5, r - 0.01, r, r + 0.02]) for r in rest]))
+
+
+def test_the_gap_without_layer_zero_needs_both_objectives_two_layers_and_learned_runs():
+    ds = layer_zero_gap(0.5, [0.3, 0.31, 0.32, 0.33, 0.34])
+    assert two_objectives.gap_without_layer_zero(ds)[0].verdict == stats.HOLDS
+    assert two_objectives.gap_without_layer_zero(ds.sel(objective=["mlm"])) == []
+    assert two_objectives.gap_without_layer_zero(ds.sel(layer=[0])) == []
+    (gated,) = two_objectives.gap_without_layer_zero(ds, learned={"mlm": True, "next-token": False})
+    assert gated.reason == stats.NOT_LEARNED
+
+
+def test_the_layer_gap_facts_give_the_gap_without_layer_zero_and_its_negative_seeds():
+    gap = two_objectives.layer_gap(layer_zero_gap(0.5, [0.05, -0.02, 0.04, -0.01, 0.03]))
+    assert gap.beyond_first and gap.without_first == prose.signed(np.mean([0.05, -0.02, 0.04, -0.01, 0.03]))
+    assert gap.negative_without_first == "2 of 5 seeds"
+    assert not two_objectives.layer_gap(layer_zero_gap(0.5, [0.1] * 5).sel(layer=[0])).beyond_first
+
+
+def _window_fall(values, fraction=1 / 3) -> float:
+    peak = int(np.argmax(values))
+    after = list(values[peak + 1 :])
+    if not after:
+        return 0.0
+    k = max(1, int(len(after) * fraction))
+    return float(np.mean(after[:k]) - np.mean(after[-k:]))
+
+
+def test_the_decay_claim_is_the_early_minus_the_late_third_after_the_peak_paired_by_seed():
+    ds = decaying(0.2, seed=3)
+    ds["symmetry"].loc[{"objective": "mlm", "seed": 2, "step": 200}] = 0.5  # one late bump in one seed
+    effects = two_objectives.decay_effects(ds)
+    for effect, objective in zip(effects, ("mlm", "next-token")):
+        medians = ds.symmetry.sel(objective=objective).median("layer").transpose("seed", "step").values
+        assert effect.estimate == pytest.approx(np.mean([_window_fall(row) for row in medians]))
+        assert effect.test == "sign-flip" and effect.null is None
+    claims = {c.name: c for c in two_objectives.PLAN.claims}
+    declared = [claims[e.claim].statistic for e in effects]
+    assert all("first third" in text and "last third" in text for text in declared)

@@ -142,8 +142,8 @@ TABLE = table_of(
 def test_the_final_loss_gain_is_the_primary_claim_and_is_decided_by_a_paired_sign_flip_test():
     effects = init_study.loss_effects(TABLE)
     assert [e.claim for e in effects] == [
-        "mlm: final validation loss, bert minus symmetric",
-        "mlm: final validation loss, bert minus symmetric-matched",
+        "mlm: final validation loss, placebo minus symmetric",
+        "mlm: final validation loss, placebo minus symmetric-matched",
     ]
     assert [e.verdict for e in effects] == ["holds", "cannot tell at this scale"]
     assert effects[0].estimate == pytest.approx(0.046) and effects[0].p_value == pytest.approx(1 / 32)
@@ -202,7 +202,7 @@ def test_the_arm_facts_give_each_verdict_beside_the_placebo():
         True,
         False,
     )
-    assert not (matched.holds or matched.fails) and symmetric.placebo_gains == "+0.000 [+0.000, +0.000]"
+    assert not (matched.holds or matched.fails) and symmetric.baseline_gains == "+0.000 [+0.000, +0.000]"
     speeds = init_study.arm_verdicts(TABLE, init_study.speedup_effects(TABLE))
     assert speeds[0].holds and speeds[0].robust == "50% [45%, 55%]"
     with pytest.raises(ValueError, match="1 effects for 2"):
@@ -339,37 +339,89 @@ def targets(met: dict) -> pd.DataFrame:
     return pd.DataFrame({"met": [met.get(k[1:], True) for k in keys]}, index=index)
 
 
+def placebo_ending(end: float, n_seeds: int = 5) -> xr.Dataset:
+    """Placebo runs (:func:`as_placebo`) whose final median symmetry over layers is ``end`` plus noise per seed."""
+    return init_study.as_placebo(starts({"bert": end}, n_seeds=n_seeds, noise=0.02))
+
+
 def test_a_symmetric_start_that_persists_holds_and_one_that_is_lost_does_not():
-    kept = init_study.persistence_effects(starts({"bert": 0.1, "symmetric": 0.8}), "mlm")
-    lost = init_study.persistence_effects(starts({"bert": 0.5, "symmetric": 0.1}), "mlm")
-    assert [e.claim for e in kept] == ["symmetric minus bert, final median symmetry (mlm)"]
+    kept = init_study.persistence_effects(starts({"bert": 0.1, "symmetric": 0.8}), placebo_ending(0.1), "mlm")
+    lost = init_study.persistence_effects(starts({"bert": 0.5, "symmetric": 0.1}), placebo_ending(0.5), "mlm")
+    assert [e.claim for e in kept] == ["symmetric minus placebo, final median symmetry (mlm)"]
     assert kept[0].verdict == stats.HOLDS and kept[0].estimate == pytest.approx(0.7, abs=0.05)
     assert lost[0].verdict == stats.DOES_NOT_HOLD
 
 
 def test_persistence_of_runs_that_did_not_learn_is_not_judged():
     ds = starts({"bert": 0.1, "symmetric": 0.8})
-    (effect,) = init_study.persistence_effects(ds, "mlm", targets=targets({("symmetric", 2): False}))
+    (effect,) = init_study.persistence_effects(
+        ds, placebo_ending(0.1), "mlm", targets=targets({("symmetric", 2): False})
+    )
     assert effect.verdict == stats.CANNOT_TELL and effect.reason == stats.NOT_LEARNED
 
 
 def test_persistence_is_gated_only_on_the_seeds_it_compares():
     ds = starts({"bert": 0.1, "symmetric": 0.8})
-    (effect,) = init_study.persistence_effects(ds, "mlm", targets=targets({("bert", 6): False}))
+    (effect,) = init_study.persistence_effects(ds, placebo_ending(0.1), "mlm", targets=targets({("bert", 6): False}))
     assert effect.verdict == stats.HOLDS
 
 
 def test_the_persistence_facts_state_the_ends_and_each_verdict():
     ds = starts({"bert": 0.1, "symmetric": 0.8}, n_seeds=3, noise=0.0)
-    effects = init_study.persistence_effects(ds, "mlm")
+    placebo = init_study.as_placebo(starts({"bert": 0.1}, n_seeds=3, noise=0.0))
+    effects = init_study.persistence_effects(ds, placebo, "mlm")
     assert init_study.persistence(ds, "mlm") == init_study.PersistenceFacts(
         "encoder (masked LM)", "30", "+0.10 (bert), +0.80 (symmetric)"
     )
     (arm,) = init_study.persistence_verdicts(effects)
-    assert (arm.arm, arm.estimate, arm.verdict) == ("symmetric minus bert", "+0.70", stats.CANNOT_TELL)
+    assert (arm.arm, arm.estimate, arm.verdict) == ("symmetric minus placebo", "+0.70", stats.CANNOT_TELL)
 
 
 def test_the_persistence_table_is_the_mean_final_median_per_objective_and_init():
     table = init_study.persistence_table(starts({"bert": 0.1, "symmetric": 0.8}, noise=0.0))
     assert list(table.columns) == ["bert", "symmetric"] and list(table.index) == ["mlm"]
     np.testing.assert_allclose(table.to_numpy(), [[0.1, 0.8]])
+
+
+def lucky_baseline_table() -> pd.DataFrame:
+    """One objective, five seeds: the baseline drew lucky (final loss 2.90), the placebo did not (3.00 +- 0.01);
+    ``symmetric-matched`` ends where the placebo does, ``symmetric`` 0.05 below it."""
+    placebo = [3.00, 3.01, 2.99, 3.00, 3.01]
+    matched = [3.00, 2.99, 3.00, 3.01, 3.00]
+    symmetric = [p - 0.05 for p in placebo]
+    rows = [
+        ("mlm", init, s, 0.0, 0.0, final[s], 2.90)
+        for init, final in (("symmetric", symmetric), ("symmetric-matched", matched), ("placebo", placebo))
+        for s in range(5)
+    ]
+    return pd.DataFrame(rows, columns=init_study.COLUMNS)
+
+
+def test_every_final_loss_is_read_against_the_placebo_of_its_seed_not_a_lucky_baseline():
+    table = lucky_baseline_table()
+    symmetric, matched = init_study.loss_effects(table)
+    assert symmetric.verdict == stats.HOLDS and symmetric.estimate == pytest.approx(0.05)
+    placebo, arm = (table[table.init == i].final_loss.to_numpy() for i in ("placebo", "symmetric-matched"))
+    assert matched.estimate == pytest.approx(np.mean(placebo - arm)) and matched.verdict == stats.CANNOT_TELL
+    (facts,) = init_study.arm_verdicts(table[table.init != "symmetric"], [matched], digits=2)
+    assert facts.baseline_gains == "+0.102 [+0.090, +0.110]"  # the baseline's luck, beside the arm's estimate
+
+
+def test_persistence_is_read_against_the_placebo_of_its_seed_not_a_lucky_baseline():
+    treated = starts({"bert": 0.10, "symmetric": 0.45})
+    (effect,) = init_study.persistence_effects(treated, placebo_ending(0.50), "mlm")
+    assert effect.verdict == stats.DOES_NOT_HOLD and effect.estimate == pytest.approx(-0.05, abs=0.03)
+
+
+def test_the_dataset_holds_the_final_loss_gain_over_the_placebo_per_arm_and_seed():
+    runs = runs_of({"symmetric": [(2, 1.9)] * 4, "symmetric-matched": SAME}).assign_attrs(
+        scored_matrix="W", runs='[{"seed": 0}]'
+    )
+    placebo = placebo_of([(3, 1.8)] * 4).assign_attrs(runs='[{"seed": 1}]')
+    table = init_study.speedups(runs, placebo, steps=1000, smoothing=1)
+    out = init_study.result_dataset(runs, placebo, table, effects=[], parameters={}, unigram_entropy=5.0, learned=True)
+    gain = curve(3, 1.8)[-1] - curve(2, 1.9)[-1]
+    np.testing.assert_allclose(
+        out.final_loss_gain_over_placebo.sel(objective="mlm", treated_init="symmetric"), [gain] * 4
+    )
+    assert "long_name" in out.final_loss_gain_over_placebo.attrs

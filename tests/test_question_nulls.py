@@ -1,5 +1,5 @@
-"""The null of each question: paired runs (labels exchangeable within a seed), "falls after its peak" (the records
-after the peak in any order), and the pretrained population by family; each against brute force and on known
+"""The null of each question: paired runs (labels exchangeable within a seed), "falls after its peak" (the early
+minus the late window after the peak), and the pretrained population by family; each against brute force and on known
 answers."""
 
 import itertools
@@ -37,51 +37,45 @@ def test_a_large_paired_difference_lies_beyond_its_null_and_none_does_not():
     assert 2.5 < stats.compare_with_null(none.mean(), stats.paired_null(none)).percentile < 97.5
 
 
-def _kendall_fall(values) -> float:
-    """Minus Kendall's tau of ``values`` against their position, by its definition: over every pair i < j."""
-    pairs = list(itertools.combinations(range(len(values)), 2))
-    return -sum(np.sign(values[j] - values[i]) for i, j in pairs) / len(pairs) if pairs else 0.0
+def _window_contrast(row, fraction) -> float:
+    """Early-window mean minus late-window mean of the records after the peak of ``row``, by a loop."""
+    peak = max(range(len(row)), key=lambda t: (row[t], -t))  # the first step of the highest value
+    after = [row[t] for t in range(peak + 1, len(row))]
+    if not after:
+        return 0.0
+    k = max(1, int(len(after) * fraction))
+    early, late = after[:k], after[len(after) - k :]
+    return sum(early) / k - sum(late) / k
 
 
-def test_the_decay_trend_is_minus_kendalls_tau_after_the_peak():
-    x = np.random.default_rng(5).normal(size=(4, 7))
-    for row, trend in zip(x, stats.decay_trend(x)):
-        after = row[int(np.argmax(row)) + 1 :]
-        assert trend == pytest.approx(_kendall_fall(after))
-    assert list(stats.decay_trend([[0, 3, 2, 1], [0, 1, 2, 3], [0, 3, 1, 2]])) == pytest.approx([1, 0, -1])
-    peaks_last = [[0.0, 1.0, 2.0], [0.0, 3.0, 1.0]]  # no record, then one record, after the peak
-    assert list(stats.decay_trend(peaks_last)) == [0, 0] and list(stats.decay_null(peaks_last)) == [0]
+def test_the_decay_contrast_is_the_early_minus_the_late_window_after_each_peak():
+    x = np.random.default_rng(5).normal(size=(6, 11))
+    x[1, -1] = 9.0  # the peak last: nothing after it
+    x[2, -2] = 9.0  # one record after the peak: the two windows are that record
+    for fraction in (1 / 3, 1 / 4, 1 / 2):
+        brute = [_window_contrast(list(row), fraction) for row in x]
+        assert list(stats.decay_contrast(x, fraction=fraction)) == pytest.approx(brute)
+    assert list(stats.decay_contrast([[0, 3, 2, 1, 1, 1, 0, 1]])) == pytest.approx([1.5 - 0.5])
 
 
-def test_the_decay_null_is_every_order_of_the_records_after_each_peak():
-    x = np.array([[0.0, 2.0, 1.5, 0.2, 0.9, 1.1], [0.1, 0.3, 1.0, 0.4, 0.8, 0.6]])
-    tails = [row[int(np.argmax(row)) + 1 :] for row in x]
-    brute = [
-        np.mean([_kendall_fall(np.array(a)), _kendall_fall(np.array(b))])
-        for a in itertools.permutations(tails[0])
-        for b in itertools.permutations(tails[1])
-    ]
-    null = stats.decay_null(x)
-    assert len(null) == 24 * 6 and np.allclose(np.sort(null), np.sort(brute))
+def test_one_late_bump_moves_the_decay_contrast_by_its_share_of_the_window_only():
+    falls = np.concatenate([np.linspace(0, 1, 5), np.linspace(1, 0, 13)[1:]])
+    bumped = falls.copy()
+    bumped[-1] = 0.5  # a last record well above the ones before it
+    clean, with_bump = stats.decay_contrast([falls, bumped])
+    assert with_bump > 0 and clean - with_bump == pytest.approx(0.5 / 4)
 
 
-def test_the_decay_null_by_monte_carlo_agrees_with_the_exact_one():
-    x = np.random.default_rng(6).normal(size=(2, 7))
-    x[:, 0] = 5.0  # the peak first: six records after it, 720 orders each
-    exact, drawn = stats.decay_null(x, exact=True), stats.decay_null(x, exact=False, n_samples=20_000, seed=1)
-    assert len(exact) == 720**2 and len(drawn) == 20_000
-    assert np.quantile(drawn, [0.025, 0.975]) == pytest.approx(np.quantile(exact, [0.025, 0.975]), abs=0.03)
-
-
-def test_a_fall_that_levels_off_beats_the_decay_null_and_a_rise_that_stays_does_not():
+def test_a_fall_that_levels_off_holds_by_sign_flip_and_a_rise_that_stays_does_not():
     steps = np.linspace(0, 1, 25)
     rng = np.random.default_rng(7)
     shape = np.where(steps < 0.1, 6 * steps, 0.6 * np.exp(-8 * (steps - 0.1)) + 0.12)
     falls = shape + rng.normal(0, 0.005, (5, 25))
     stays = np.minimum(steps, 0.3) + rng.normal(0, 0.005, (5, 25))
-    for trajectories, expect_beyond in ((falls, True), (stays, False)):
-        comparison = stats.compare_with_null(stats.decay_trend(trajectories).mean(), stats.decay_null(trajectories))
-        assert bool(comparison.percentile > 97.5) is expect_beyond, comparison
+    for trajectories, verdict in ((falls, stats.HOLDS), (stays, stats.CANNOT_TELL)):
+        contrast = stats.decay_contrast(trajectories)
+        effect = stats.paired_effect(contrast, np.zeros_like(contrast), claim="falls")
+        assert effect.verdict == verdict, effect
     assert (stats.peak_minus_final(stays) >= 0).all()
 
 
@@ -89,9 +83,11 @@ def test_the_trajectory_nulls_refuse_a_trajectory_of_one_step():
     with pytest.raises(ValueError, match="trajectories"):
         stats.peak_minus_final([[1.0]])
     with pytest.raises(ValueError, match="trajectories"):
-        stats.decay_null([1.0, 2.0])
+        stats.decay_contrast([1.0, 2.0])
     with pytest.raises(ValueError, match="trajectories"):
-        stats.decay_trend([[np.nan, 1.0]])
+        stats.decay_contrast([[np.nan, 1.0]])
+    with pytest.raises(ValueError, match="fraction"):
+        stats.decay_contrast([[1.0, 2.0]], fraction=0.6)
 
 
 @pytest.mark.parametrize(
@@ -148,10 +144,7 @@ def test_the_family_effect_counts_families_not_checkpoints():
         stats.family_effect(population, "symmetry", treated="encoder", control="vision", claim="x")
 
 
-def test_no_effect_stays_inside_the_peak_and_family_nulls():
-    noise = np.random.default_rng(8).normal(size=(5, 20))
-    comparison = stats.compare_with_null(stats.decay_trend(noise).mean(), stats.decay_null(noise))
-    assert 2.5 < comparison.percentile < 97.5
+def test_no_effect_stays_inside_the_family_null():
     rng = np.random.default_rng(9)
     same = pd.DataFrame({"family": [f"f{i}" for i in range(12)], "role": ["encoder", "decoder"] * 6})
     same["symmetry"] = rng.normal(0.3, 0.1, 12)

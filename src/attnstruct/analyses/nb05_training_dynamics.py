@@ -43,16 +43,20 @@ ENCODER, DECODER = "mlm", "next-token"
 
 _SEED_PAIRED = "sign-flip over seeds, paired (both runs of a seed start from the same weights)"
 _SWAPPED = "the two objectives' labels exchangeable within a seed (stats.paired_null)"
+GAP_WITHOUT_LAYER_ZERO = "encoder minus decoder, final median symmetry without layer 0"
+
+
+DECAY_WINDOW = 1 / 3  # each window of the decay contrast: this share of the records after the peak
 
 
 def _decay(objective: str) -> stats.Claim:
     return stats.Claim(
-        f"{objective}: median symmetry falls after its peak",
+        f"{objective}: median symmetry, early minus late after its peak",
         "seed",
-        "minus Kendall's tau of the median symmetry over layers against the step, over the records after the "
-        "run's peak, mean over seeds",
-        "sign-flip over seeds, and beyond the null's 95% range",
-        "the records after each run's peak in any order (stats.decay_null)",
+        "median symmetry over layers, over the records after the run's peak: the mean of the first third of them "
+        "minus the mean of the last third (stats.decay_contrast), mean over seeds",
+        "sign-flip over seeds",
+        "no fall after the peak: each seed's contrast as likely negative as positive",
         role="secondary",
     )
 
@@ -71,6 +75,15 @@ PLAN = stats.Plan(
             "encoder minus decoder, final median directionality",
             "seed",
             "median over layers of the final directionality, encoder minus decoder of one seed, mean over seeds",
+            _SEED_PAIRED,
+            _SWAPPED,
+            role="secondary",
+        ),
+        stats.Claim(
+            GAP_WITHOUT_LAYER_ZERO,
+            "seed",
+            "median over the layers after layer 0 of the final symmetry, encoder minus decoder of one seed, mean over "
+            "seeds",
             _SEED_PAIRED,
             _SWAPPED,
             role="secondary",
@@ -254,29 +267,53 @@ def paper_claims(
     return objective_effects(ds, shape, n_draws=n_draws, learned=learned) if has_both(ds) else []
 
 
+def gap_without_layer_zero(
+    ds: xr.Dataset,
+    *,
+    encoder: str = ENCODER,
+    decoder: str = DECODER,
+    seed: int = 0,
+    learned: Mapping[str, bool] | None = None,
+) -> list[stats.Effect]:
+    """The primary claim's gap once more without the first layer (a secondary claim of :data:`PLAN`): per seed the
+    encoder's median final symmetry over the layers after layer 0 minus the decoder's, paired, against the null of
+    swapping the objectives within a seed; gated on both objectives' runs having learned (``learned``, None: all
+    did). None when an objective was not trained or the model has one layer."""
+    if not has_both(ds, encoder, decoder) or ds.sizes["layer"] < 2:
+        return []
+    final = final_median(ds.sortby("layer").isel(layer=slice(1, None)), "symmetry")
+    treated = final.sel(objective=encoder)
+    treated, baseline = _per_seed(treated), _per_seed(final.sel(objective=decoder).sel(seed=treated.seed))
+    ok = learned is None or (bool(learned[encoder]) and bool(learned[decoder]))
+    effect = stats.paired_effect(
+        treated,
+        baseline,
+        claim=GAP_WITHOUT_LAYER_ZERO,
+        null_samples=stats.paired_null(treated - baseline, seed=seed),
+        seed=seed,
+        learned=ok,
+    )
+    return PLAN.decide([effect])
+
+
 def decay_effects(
     ds: xr.Dataset, objectives=None, seed: int = 0, learned: Mapping[str, bool] | None = None
 ) -> list[stats.Effect]:
-    """Per objective: does the median symmetry fall after its peak? Each seed's downward trend after the peak
-    (:func:`attnstruct.stats.decay_trend`) is read against the median of its null, the same records in any order
-    (:func:`attnstruct.stats.decay_null`), and the mean excess against that null of the mean; secondary claims of
-    :data:`PLAN`, gated on ``learned[objective]`` (None: every objective learned)."""
+    """Per objective: does the median symmetry fall after its peak? Each seed's early-window mean minus late-window
+    mean of its records after the peak (:func:`attnstruct.stats.decay_contrast`, windows of :data:`DECAY_WINDOW`
+    of those records), read by a sign-flip test over seeds; secondary claims of :data:`PLAN`, gated on
+    ``learned[objective]`` (None: every objective learned)."""
     median = ds["symmetry"].median("layer")
     effects = []
     for objective in objectives or [str(o) for o in ds.objective.values]:
         runs = median.sel(objective=objective).sortby("seed").transpose("seed", "step").dropna("step", how="any")
-        trajectories = np.asarray(runs.values, dtype=float)
-        null = stats.decay_null(trajectories, seed=seed)
-        centre = float(np.median(null))
+        contrast = stats.decay_contrast(np.asarray(runs.values, dtype=float), fraction=DECAY_WINDOW)
         effects.append(
             stats.paired_effect(
-                stats.decay_trend(trajectories),
-                np.full(len(trajectories), centre),
+                contrast,
+                np.zeros_like(contrast),
                 seed=seed,
-                claim=f"{objective}: median symmetry falls after its peak",
-                null_samples=null - centre
-                if len(null) > 1
-                else None,  # one draw: no run has two records after its peak
+                claim=_decay(objective).name,
                 learned=True if learned is None else bool(learned[objective]),
             )
         )
@@ -501,26 +538,39 @@ def transients(table: pd.DataFrame) -> list[TransientFacts]:
 @dataclass(frozen=True)
 class LayerGapFacts:
     """Encoder minus decoder final symmetry, when both objectives were trained (``both_trained``): of the medians
-    over layers, ``mean`` over ``seeds``; per layer, mean over seeds (``layers``: ``layer 0 +0.12, layer 1 ...``)."""
+    over layers, ``mean`` over ``seeds``; per layer, mean over seeds (``layers``: ``layer 0 +0.12, layer 1 ...``);
+    with more than one layer (``beyond_first``), of the medians over the layers after layer 0, the mean over seeds
+    (``without_first``) and in how many seeds it is below 0 (``negative_without_first``: ``2 of 5 seeds``)."""
 
     both_trained: bool
     mean: str
     seeds: str
     layers: str
+    beyond_first: bool
+    without_first: str
+    negative_without_first: str
 
 
 def layer_gap(ds: xr.Dataset) -> LayerGapFacts:
     """The facts of the encoder-decoder gap of final symmetry (:func:`per_layer_gap`)."""
     if not has_both(ds):
-        return LayerGapFacts(False, "", "", "")
+        return LayerGapFacts(False, "", "", "", False, "", "")
     medians = final_median(ds, "symmetry")
     gap = (medians.sel(objective=ENCODER) - medians.sel(objective=DECODER)).values
     by_layer = per_layer_gap(ds).mean(axis=0)
+    beyond_first = ds.sizes["layer"] > 1
+    rest = np.zeros(0)
+    if beyond_first:
+        rest_medians = final_median(ds.sortby("layer").isel(layer=slice(1, None)), "symmetry")
+        rest = (rest_medians.sel(objective=ENCODER) - rest_medians.sel(objective=DECODER)).values
     return LayerGapFacts(
         both_trained=True,
         mean=prose.signed(float(gap.mean())),
         seeds=prose.count(len(gap), "seed"),
         layers=", ".join(f"layer {int(layer)} {prose.signed(v)}" for layer, v in by_layer.items()),
+        beyond_first=beyond_first,
+        without_first=prose.signed(float(rest.mean())) if beyond_first else "",
+        negative_without_first=f"{int((rest < 0).sum())} of {prose.count(len(rest), 'seed')}" if beyond_first else "",
     )
 
 

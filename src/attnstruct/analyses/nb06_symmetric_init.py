@@ -6,7 +6,15 @@ batches, since a run's batches are a function of ``(seed, step)``; only the init
 the same one: a run that differs from the baseline in nothing but the draw of its start. Each seed gives one
 disjoint pair per arm (the arm against the baseline of its seed), so the units are exchangeable.
 
-* **Primary statistic** (:func:`loss_effects`): the baseline's final validation loss minus the arm's, paired by
+**Every arm against the placebo.** Each claim reads an arm against the placebo of its seed, not the baseline: the
+baseline is one draw of the start, and a baseline that drew lucky (or not) moves every arm's difference at once;
+the placebo is a second, independent draw, and under no effect the arm and the placebo of a seed are two runs of
+one design from two draws, so their difference is symmetric about 0 and the sign-flip test is exact (the mean of
+the baseline and the placebo would halve the control's draw noise, but an arm minus a mean of two runs is not
+symmetric under no effect unless the losses are). The baseline minus the placebo is reported beside each verdict:
+the size of the luck of a draw.
+
+* **Primary statistic** (:func:`loss_effects`): the placebo's final validation loss minus the arm's, paired by
   seed, read by a sign-flip test (under no effect, the two runs of a seed are exchangeable).
 * **Secondary** (:func:`speedup_effects`): the crossing time below, the arm's speed-up minus the placebo's of the
   same seed, paired by seed; a run that never reaches the level counts as no speed-up (0).
@@ -14,7 +22,7 @@ disjoint pair per arm (the arm against the baseline of its seed), so the units a
   symmetric (positive semi-definite) at step 0, so every head scores +1 (:func:`initial_state` measures it on the
   models, with the weight scales that tell the initialisations apart). Training keeps it so only while the gradients
   of ``W_q`` and ``W_k`` agree: per treated initialisation, does the final median symmetry over layers still lie
-  above the baseline's, paired by seed?
+  above the placebo's, paired by seed?
 
 All go through the notebook's declared :data:`PLAN`, gated on every run behind them having learned
 (:mod:`attnstruct.analyses.text_runs`).
@@ -54,11 +62,15 @@ from .text_runs import final_median, label, no_finding
 
 # ---------------------------------------------------------------------------------------------- the plan
 
-LOSS_CLAIM = "{objective}: final validation loss, bert minus {init}"
+LOSS_CLAIM = "{objective}: final validation loss, placebo minus {init}"
 SPEEDUP_CLAIM = "{objective}: speed-up of {init} minus the placebo's"
-PERSISTENCE_CLAIM = "{init} minus bert, final median symmetry ({objective})"
+PERSISTENCE_CLAIM = "{init} minus placebo, final median symmetry ({objective})"
 _06_OBJECTIVES, _06_INITS = ("mlm", "next-token"), ("symmetric", "symmetric-matched", "default-scale")
 _SAME_BATCHES = "the runs of a seed see the same batches from different starts"
+_AGAINST_PLACEBO = (
+    "the initialisation and the placebo (the baseline from other weights, same batches) exchangeable within a seed; "
+    "the baseline minus the placebo shows the spread of a new draw of the start alone"
+)
 
 PLAN = stats.Plan(
     "06_symmetric_init",
@@ -66,11 +78,10 @@ PLAN = stats.Plan(
         stats.Claim(
             LOSS_CLAIM.format(objective=objective, init=init),
             "seed",
-            "validation loss at the last step on the fixed held-out windows, the baseline minus the initialisation of "
-            "one seed, mean over seeds",
+            "validation loss at the last step on the fixed held-out windows, the placebo minus the initialisation "
+            "of one seed, mean over seeds",
             f"sign-flip over seeds, paired ({_SAME_BATCHES})",
-            "the baseline and the initialisation exchangeable within a seed; the placebo (the baseline from other "
-            "weights, same batches) shows the spread of a change of start alone",
+            _AGAINST_PLACEBO,
             role="primary" if (objective, init) == ("mlm", "symmetric") else "secondary",
         )
         for objective in _06_OBJECTIVES
@@ -93,10 +104,9 @@ PLAN = stats.Plan(
         stats.Claim(
             PERSISTENCE_CLAIM.format(objective=objective, init=init),
             "seed",
-            "median symmetry over layers at the end, the initialisation minus the baseline of one seed, mean over "
-            "seeds",
-            "sign-flip over seeds, paired",
-            "none beyond the test: the two runs of a seed start from different weights",
+            "median symmetry over layers at the end, the initialisation minus the placebo of one seed, mean over seeds",
+            f"sign-flip over seeds, paired ({_SAME_BATCHES})",
+            _AGAINST_PLACEBO,
             role="secondary",
         )
         for objective in _06_OBJECTIVES
@@ -195,24 +205,32 @@ def _arms(table: pd.DataFrame):
             yield str(objective), str(init), arm.sort_values("seed"), control
 
 
+def _paired_arms(table: pd.DataFrame):
+    """:func:`_arms`, refusing an arm whose seeds are not the placebo's."""
+    for objective, init, arm, control in _arms(table):
+        if list(arm["seed"]) != list(control["seed"]):
+            raise ValueError(f"{init} ({objective}) and the placebo do not have the same seeds")
+        yield objective, init, arm, control
+
+
 def _gate(targets: pd.DataFrame | None, objective: str, init: str) -> bool:
     return targets is None or text_runs.learned(targets, objective=objective, init=[init, BASELINE, PLACEBO])
 
 
 def loss_effects(table: pd.DataFrame, *, targets: pd.DataFrame | None = None, seed: int = 0) -> list[stats.Effect]:
     """The primary statistic, per objective and treated initialisation of :func:`speedups`' ``table``: the
-    baseline's final validation loss minus the arm's, paired by seed (predicted positive: the arm ends lower),
+    placebo's final validation loss minus the arm's, paired by seed (predicted positive: the arm ends lower),
     :func:`attnstruct.stats.paired_effect`; gated on the arm, the baseline and the placebo having learned
     (``targets``, :func:`attnstruct.analyses.text_runs.loss_targets`; None: all learned); decided under the plan."""
     effects = [
         stats.paired_effect(
-            arm["baseline_final_loss"].to_numpy(float),
+            control["final_loss"].to_numpy(float),
             arm["final_loss"].to_numpy(float),
             claim=LOSS_CLAIM.format(objective=objective, init=init),
             seed=seed,
             learned=_gate(targets, objective, init),
         )
-        for objective, init, arm, _ in _arms(table)
+        for objective, init, arm, control in _paired_arms(table)
     ]
     return PLAN.decide(effects) if effects else effects
 
@@ -224,9 +242,7 @@ def speedup_effects(
     the placebo's of the same seed, paired by seed (a speed-up never reached counts as 0), predicted positive;
     gated and decided as :func:`loss_effects`."""
     effects = []
-    for objective, init, arm, control in _arms(table):
-        if list(arm["seed"]) != list(control["seed"]):
-            raise ValueError(f"{init} ({objective}) and the placebo do not have the same seeds")
+    for objective, init, arm, control in _paired_arms(table):
         treated, placebo = (np.nan_to_num(rows[column].to_numpy(float), nan=0.0) for rows in (arm, control))
         effects.append(
             stats.paired_effect(
@@ -324,6 +340,13 @@ def _gains(rows: pd.DataFrame) -> np.ndarray:
     return (rows["baseline_final_loss"] - rows["final_loss"]).to_numpy(float)
 
 
+def _placebo_gains(rows: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """The placebo's final loss minus each row's, the placebo of the row's objective and seed."""
+    placebo = table[table["init"] == PLACEBO].set_index(["objective", "seed"])["final_loss"]
+    keys = pd.MultiIndex.from_arrays([rows["objective"], rows["seed"]])
+    return placebo.reindex(keys).to_numpy(float) - rows["final_loss"].to_numpy(float)
+
+
 def _range(values) -> str:
     values = np.asarray(values, dtype=float)
     return f"{prose.signed(np.mean(values), 3)} [{prose.signed(values.min(), 3)}, {prose.signed(values.max(), 3)}]"
@@ -339,6 +362,7 @@ def speedup_summary(table: pd.DataFrame) -> pd.DataFrame:
                 "objective": objective,
                 "init": init,
                 "final loss, baseline minus arm: mean [min, max]": _range(_gains(group)),
+                "final loss, placebo minus arm: mean [min, max]": _range(_placebo_gains(group, table)),
                 "robust speed-up, median [min, max]": spread(group["robust"]),
                 "paper's metric on our runs": spread(group["paper"]),
             }
@@ -382,22 +406,29 @@ def persistence_table(treated: xr.Dataset) -> pd.DataFrame:
 
 
 def persistence_effects(
-    treated: xr.Dataset, objective: str, *, targets: pd.DataFrame | None = None, seed: int = 0
+    treated: xr.Dataset,
+    placebo: xr.Dataset,
+    objective: str,
+    *,
+    targets: pd.DataFrame | None = None,
+    seed: int = 0,
 ) -> list[stats.Effect]:
-    """Per treated initialisation: its final median symmetry over layers minus the baseline's, paired by seed
-    (predicted positive: the start's symmetry persists), gated on both initialisations' runs of these seeds
-    having learned (``targets``, :func:`attnstruct.analyses.text_runs.loss_targets`; None: all learned); secondary
-    claims of the notebook's plan (:data:`attnstruct.analyses.plans.SYMMETRIC_INIT`)."""
+    """Per treated initialisation: its final median symmetry over layers minus the placebo's of the same seed
+    (``placebo``: :func:`as_placebo` runs with ``symmetry``), paired by seed (predicted positive: the start's
+    symmetry persists), gated on the initialisation's, the baseline's and the placebo's runs of these seeds having
+    learned (``targets``, :func:`attnstruct.analyses.text_runs.loss_targets`; None: all learned); secondary claims
+    of :data:`PLAN`."""
     final = final_median(treated, "symmetry").sel(objective=objective)
     seeds = [int(s) for s in treated.seed.values]
+    control = final_median(placebo, "symmetry").sel(objective=objective, init=PLACEBO).sel(seed=seeds)
     effects = [
         stats.paired_effect(
             final.sel(init=init).values,
-            final.sel(init=BASELINE).values,
+            control.values,
             claim=PERSISTENCE_CLAIM.format(init=init, objective=objective),
             seed=seed,
             learned=targets is None
-            or text_runs.learned(targets, objective=objective, init=[str(init), BASELINE], seed=seeds),
+            or text_runs.learned(targets, objective=objective, init=[str(init), BASELINE, PLACEBO], seed=seeds),
         )
         for init in treated.init.values
         if init != BASELINE
@@ -422,18 +453,23 @@ LONG_NAMES = {
     "final_loss_gain": "the baseline's final validation loss minus the arm's, same seed",
     "placebo_robust_speedup": "the robust speed-up of the placebo (the baseline from other weights, same batches)",
     "placebo_final_loss_gain": "the baseline's final validation loss minus the placebo's, same seed",
+    "final_loss_gain_over_placebo": "the placebo's final validation loss minus the arm's, same seed",
 }
 
 
 def speedup_variables(table: pd.DataFrame, runs: xr.Dataset) -> xr.Dataset:
     """:func:`speedups`' table as variables over ``runs``' objectives and seeds: ``robust_speedup``,
-    ``paper_speedup`` and ``final_loss_gain`` ``[objective, treated_init, seed]`` of the treated initialisations,
+    ``paper_speedup``, ``final_loss_gain`` and ``final_loss_gain_over_placebo`` ``[objective, treated_init, seed]``
+    of the treated initialisations,
     and the placebo's ``placebo_robust_speedup``, ``placebo_paper_speedup``, ``placebo_final_loss_gain``
     ``[objective, seed]``."""
     objectives = [str(o) for o in runs.objective.values]
     inits = [str(i) for i in runs.init.values if i != BASELINE]
     seeds = [int(s) for s in runs.seed.values]
-    indexed = table.assign(final_loss_gain=table["baseline_final_loss"] - table["final_loss"])
+    indexed = table.assign(
+        final_loss_gain=table["baseline_final_loss"] - table["final_loss"],
+        final_loss_gain_over_placebo=_placebo_gains(table, table),
+    )
     indexed = indexed.rename(columns={"robust": "robust_speedup", "paper": "paper_speedup"})
     indexed = indexed.set_index(["objective", "init", "seed"])
     out = xr.Dataset(coords={"objective": objectives, "treated_init": inits, "seed": seeds})
@@ -443,6 +479,12 @@ def speedup_variables(table: pd.DataFrame, runs: xr.Dataset) -> xr.Dataset:
         out[name] = (("objective", "treated_init", "seed"), values.reshape(len(objectives), len(inits), -1))
         placebo = indexed[name].reindex(pd.MultiIndex.from_product([objectives, [PLACEBO], seeds]))
         out[f"placebo_{name}"] = (("objective", "seed"), placebo.to_numpy(dtype=float).reshape(len(objectives), -1))
+    cells = pd.MultiIndex.from_product([objectives, inits, seeds])
+    values = indexed["final_loss_gain_over_placebo"].reindex(cells).to_numpy(dtype=float)
+    out["final_loss_gain_over_placebo"] = (
+        ("objective", "treated_init", "seed"),
+        values.reshape(len(objectives), len(inits), -1),
+    )
     for name, long_name in LONG_NAMES.items():
         out[name].attrs["long_name"] = long_name
     return out
@@ -532,16 +574,17 @@ def initial_scales(d_model: int) -> ScaleFacts:
 class ArmVerdictFacts:
     """One treated ``init``'s verdict on an ``objective`` (the effect's own line,
     :func:`attnstruct.report.prose.effect_line`, gives its evidence): whether it ``holds`` or ``fails`` (neither:
-    cannot tell), the mean paired difference ``estimate``; the placebo's final-loss gains over the baseline
-    (``placebo_gains``: mean [min, max]); the robust speed-ups of the arm and the placebo (``robust``,
-    ``placebo_robust``) and the paper's metric of both (``paper``, ``placebo_paper``), each as :func:`spread`."""
+    cannot tell), the mean paired difference ``estimate``; the baseline's final-loss gains over the placebo of the
+    same seed (``baseline_gains``: mean [min, max], the luck of one draw of the start); the robust speed-ups of the
+    arm and the placebo (``robust``, ``placebo_robust``) and the paper's metric of both (``paper``,
+    ``placebo_paper``), each as :func:`spread`."""
 
     init: str
     objective: str
     holds: bool
     fails: bool
     estimate: str
-    placebo_gains: str
+    baseline_gains: str
     robust: str
     placebo_robust: str
     paper: str
@@ -561,7 +604,7 @@ def arm_verdicts(table: pd.DataFrame, effects: Sequence[stats.Effect], digits: i
             holds=effect.verdict == stats.HOLDS,
             fails=effect.verdict == stats.DOES_NOT_HOLD,
             estimate=prose.signed(effect.estimate, digits),
-            placebo_gains=_range(_gains(control)),
+            baseline_gains=_range(control["final_loss"].to_numpy(float) - arm["baseline_final_loss"].to_numpy(float)),
             robust=spread(arm["robust"]),
             placebo_robust=spread(control["robust"]),
             paper=spread(arm["paper"]),

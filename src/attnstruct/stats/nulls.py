@@ -13,8 +13,9 @@
 * :func:`null_of_the_mean_by_unit`: the same when each unit has a null of its own (units of different shapes).
 * :func:`paired_null`: the null of a mean paired difference when the two labels are exchangeable within a unit (runs
   that share their initialisation).
-* :func:`decay_null`: the null of "peaks, then decays" (:func:`decay_trend`, the downward trend of the records after
-  the peak): those records in any order.
+* :func:`decay_contrast`: the statistic of "peaks, then decays", the early minus the late window of the records
+  after the peak, read by a sign-flip over units (no null of its own: those records are autocorrelated, so their
+  orders are not equally likely).
 * :func:`compare_with_null`: where a value sits in a null sample (percentile, ``z``, the 95% range).
 """
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,53 +222,23 @@ def peak_minus_final(trajectories) -> np.ndarray:
     return x.max(axis=1) - x[:, -1]
 
 
-def _after_peak(row: np.ndarray) -> np.ndarray:
-    return row[int(np.argmax(row)) + 1 :]
+def decay_contrast(trajectories, *, fraction: float = 1 / 3) -> np.ndarray:
+    """How far each trajectory fell after its peak: the mean of the early window of its records after the peak step
+    minus the mean of the late window, ``trajectories`` ``[n_units, n_steps]`` (finite, ``n_steps >= 2``).
 
-
-def _falling(orders: np.ndarray) -> np.ndarray:
-    """Minus Kendall's tau of each row of ``orders`` ``[k, m]`` against its position: the share of later-lower pairs
-    minus the share of later-higher ones, in [-1, 1] (0 for ``m < 2``)."""
-    m = orders.shape[1]
-    if m < 2:
-        return np.zeros(len(orders))
-    i, j = np.triu_indices(m, 1)
-    return -np.sign(orders[:, j] - orders[:, i]).sum(1) / len(i)
-
-
-def decay_trend(trajectories) -> np.ndarray:
-    """How steadily each trajectory fell after its peak: minus Kendall's tau of its records after the peak step
-    against time, ``trajectories`` ``[n_units, n_steps]`` (finite, ``n_steps >= 2``), each in [-1, 1].
-
-    +1 when every later record lies below every earlier one, 0 without a trend, and 0 when fewer than two records
-    follow the peak. Unlike peak minus final, which is ``>= 0`` whatever the dynamics, it has a null to be read
-    against (:func:`decay_null`), and a fall that levels off still reads as a fall.
+    With ``m`` records after the peak (the first step of the highest value), each window holds the first and the
+    last ``max(1, floor(m * fraction))`` of them, ``0 < fraction <= 1/2``, so the windows never overlap but for
+    ``m = 1``; the contrast is 0 when no record follows the peak. Positive: the run fell. Read by a sign-flip test
+    over units, paired: unlike a rank statistic that treats the records after the peak as exchangeable (they are
+    autocorrelated), it assumes only that units are independent, and one late bump moves it by its share of the
+    late window, not by a share of every pair of records.
     """
     peak_minus_final(trajectories)  # validates the shape and values
-    return np.array([_falling(_after_peak(row)[None, :])[0] for row in np.asarray(trajectories, dtype=float)])
-
-
-def decay_null(trajectories, *, n_samples: int = 4000, seed: int = 0, exact: bool | None = None) -> np.ndarray:
-    """The null of the mean over units of :func:`decay_trend` when nothing changes after the peak: ``[k]`` draws.
-
-    Null hypothesis: after its peak, each trajectory has no trend, so its records after the peak step are
-    exchangeable; given where the peak is and which values follow it, every order of them is equally likely (the
-    conditional permutation distribution). All combinations of orders, each once, when ``exact`` (default: when
-    there are at most 100,000), else ``n_samples`` draws of one random order per unit from
-    ``np.random.default_rng(seed)``.
-    """
-    peak_minus_final(trajectories)  # validates the shape and values
-    tails = [_after_peak(row) for row in np.asarray(trajectories, dtype=float)]
-    if exact is None:
-        exact = float(np.prod([math.factorial(len(tail)) for tail in tails], dtype=float)) <= 100_000
-    if exact:
-        per_unit = [
-            _falling(np.array(list(itertools.permutations(tail)))) if len(tail) > 1 else np.zeros(1) for tail in tails
-        ]
-        picks = np.array(list(itertools.product(*(range(len(v)) for v in per_unit))))
-        return np.stack([v[picks[:, u]] for u, v in enumerate(per_unit)], axis=1).mean(axis=1)
-    if int(n_samples) != n_samples or n_samples < 2:
-        raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}")
-    rng = np.random.default_rng(seed)
-    draws = [_falling(rng.permuted(np.tile(tail, (int(n_samples), 1)), axis=1)) for tail in tails]
-    return np.stack(draws, axis=1).mean(axis=1)
+    if not 0 < fraction <= 0.5:
+        raise ValueError(f"fraction must lie in (0, 1/2], got {fraction!r}")
+    contrasts = []
+    for row in np.asarray(trajectories, dtype=float):
+        after = row[int(np.argmax(row)) + 1 :]
+        k = max(1, int(len(after) * fraction))
+        contrasts.append(after[:k].mean() - after[-k:].mean() if len(after) else 0.0)
+    return np.array(contrasts)
