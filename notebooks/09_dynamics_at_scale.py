@@ -159,7 +159,7 @@ prose.show(prose.markdown_table(plan.table()))
 pairs_source = at_scale.pairs_source(entries)
 if pairs_source.rereads_05:
     prose.say(
-        "The pairs of **{series}** are notebook 05's own runs, read with its statistic and null: their verdict below "
+        "The **{series}** are notebook 05's own runs, read with its statistic and null: their verdict below "
         "checks this notebook's code path against 05's and is no second confirmation.",
         pairs_source,
     )
