@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -198,3 +199,78 @@ def test_a_training_finding_on_runs_that_did_not_learn_is_not_met():
     finding = next(f for f in findings.FINDINGS if f.notebook == "05_training_dynamics")
     outcome = finding.measure(training_runs(0.5, learned=False))
     assert not outcome.met and "the runs did not learn" in outcome.line
+
+
+# ---------------------------------------------------------------------------------------------- the headline family
+
+
+def brute_force_holm(p_values, alpha):
+    """Holm's step-down procedure as stated: sort the p-values, reject the k-th smallest (from k = 1) while it is at
+    most alpha / (m - k + 1), stop at the first that is not."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = set()
+    for k, i in enumerate(order, start=1):
+        if p_values[i] > alpha / (len(p_values) - k + 1):
+            break
+        rejected.add(i)
+    return rejected
+
+
+@pytest.mark.parametrize("draw", range(30))
+def test_the_family_rejects_what_holms_step_down_procedure_rejects(draw):
+    rng = np.random.default_rng(draw)
+    p = rng.choice([1 / 32, 1 / 256, 2e-5, 0.004, 0.02, 0.3, rng.uniform(0, 0.1)], size=len(findings.HEADLINES))
+    table = findings.family_table({h.notebook: v for h, v in zip(findings.HEADLINES, p)})
+    for alpha in (0.01, 0.05, 0.1):
+        survivors = {i for i, a in enumerate(table["adjusted"]) if a < alpha}
+        assert survivors == brute_force_holm(list(p), alpha * (1 - 1e-12)), (p, alpha)
+
+
+def test_five_seeds_cannot_survive_the_family_and_eight_can():
+    seeds_5 = {h.notebook: (None if h.seeds is None else 5) for h in findings.HEADLINES if h.offline}
+    seeds_8 = {nb: (None if n is None else 8) for nb, n in seeds_5.items()}
+    at_5, at_8 = findings.family_reach(seeds_5), findings.family_reach(seeds_8)
+    seed_based = [nb for nb, n in seeds_5.items() if n is not None]
+    assert seed_based and all(at_5[nb] >= findings.ALPHA for nb in seed_based)  # 1/32 > 0.05/7
+    assert all(at_8[nb] < findings.ALPHA for nb in seed_based)  # 1/256 < 0.05/7
+
+
+def test_each_headline_is_the_primary_claim_of_its_notebooks_plan():
+    from attnstruct.analyses import nb09_dynamics_at_scale, plans
+    from attnstruct.checkpoints import series
+
+    hub = nb09_dynamics_at_scale.declared_plan(pd.DataFrame(series.entries([], ["ettin"], [])))
+    for h in findings.HEADLINES:
+        plan = hub if h.notebook == "09_dynamics_at_scale" else plans.plan_of(h.notebook)
+        assert h.claim in [c.name for c in plan.primary], h.notebook
+    assert {h.notebook for h in findings.HEADLINES} == set(plans.PLANS)
+
+
+def test_offline_notebook_09_adds_no_headline_and_05_is_counted_once():
+    same = {"p_value": 1 / 32}
+    verdicts = {
+        "05_training_dynamics": {"encoder minus decoder, final median symmetry": same},
+        "09_dynamics_at_scale": {"local pairs: encoder minus decoder, median symmetry": same},
+    }
+    p = findings.headline_p_values(verdicts)
+    assert p == {"05_training_dynamics": 1 / 32}
+    table = findings.family_table(p)
+    assert table["p"].notna().sum() == 1 and np.isnan(table.loc["09_dynamics_at_scale", "p"])
+
+
+def test_the_readme_findings_table_is_the_one_generated_from_the_design():
+    readme = (ROOT / "README.md").read_text()
+    assert findings.readme_table(ROOT) in readme, "regenerate it: python -m attnstruct.analyses.findings"
+
+
+@pytest.mark.findings
+def test_the_headline_family_on_the_quick_profile():
+    verdicts = findings.build_verdicts(BUILD / "results")
+    if not verdicts:
+        pytest.skip("no dataset of a headline: run `make reproduce` first")
+    table = findings.family_table(findings.headline_p_values(verdicts))
+    print(table.to_string())
+    reach = findings.family_reach({h.notebook: findings.quick_units(h, ROOT) for h in findings.HEADLINES if h.offline})
+    for h in findings.HEADLINES:
+        if findings.quick_units(h, ROOT) is not None:  # a seed design that cannot survive does not
+            assert reach[h.notebook] < findings.ALPHA or not table.loc[h.notebook, "survives"], h.notebook

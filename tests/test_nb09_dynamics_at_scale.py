@@ -73,7 +73,7 @@ def seed_pairs_case(gaps):
     for seed, gap in enumerate(gaps):
         for role, value in (("encoder", 0.2 + gap), ("decoder", 0.2)):
             medians[f"{role}-{seed}"] = (value, 64, 4, 4)
-            rows.append(entry(f"{role}-{seed}", "pair", "local pairs", role, f"seed {seed}", seed))
+            rows.append(entry(f"{role}-{seed}", "pair", "seeded pairs", role, f"seed {seed}", seed))
     return pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)), fake_sweep(medians)
 
 
@@ -127,7 +127,7 @@ def test_six_seeds_with_a_large_gap_hold_and_the_flip_does_not_hold():
     ds, _ = at_scale.checkpoint_scores(flipped, flipped_sweep)
     plan = at_scale.declared_plan(flipped)
     assert at_scale.pair_effects(ds, plan, n_draws=20)[0].verdict == stats.DOES_NOT_HOLD
-    unlearned = at_scale.pair_effects(ds, plan, n_draws=20, learned={"local pairs": False})[0]
+    unlearned = at_scale.pair_effects(ds, plan, n_draws=20, learned={"seeded pairs": False})[0]
     assert unlearned.verdict == stats.CANNOT_TELL and unlearned.reason == stats.NOT_LEARNED
 
 
@@ -220,11 +220,11 @@ def test_continued_training_reads_after_minus_before_in_the_direction_of_the_new
 
 def test_bytes_needed_counts_each_model_once_and_the_share_of_its_files():
     entries, sweep = seed_pairs_case([0.1, 0.2])
-    doubled = pd.concat([entries, entries.assign(kind="trajectory", series="local pairs")], ignore_index=True)
+    doubled = pd.concat([entries, entries.assign(kind="trajectory", series="seeded pairs")], ignore_index=True)
     ds, _ = at_scale.checkpoint_scores(doubled, sweep)
     table = at_scale.bytes_needed(ds, {m: 10_000 for m in entries["model"]})
-    assert table.loc["local pairs", "checkpoints"] == 4 and table.loc["local pairs", "bytes"] == 4000
-    assert table.loc["local pairs", "share of files"] == pytest.approx(0.1)
+    assert table.loc["seeded pairs", "checkpoints"] == 4 and table.loc["seeded pairs", "bytes"] == 4000
+    assert table.loc["seeded pairs", "share of files"] == pytest.approx(0.1)
     read = at_scale.bytes_read(table)
     assert (read.checkpoints, read.share, read.share_known) == ("4 checkpoints", "10.0%", True)
     assert (read.total, read.per_checkpoint) == ("4.0 kB", "1.0 kB")
@@ -234,7 +234,7 @@ def test_the_pair_facts_count_the_units_where_the_encoder_is_more_symmetric():
     entries, sweep = seed_pairs_case([0.3, 0.25, 0.35, -0.1, 0.28, 0.32])
     ds, _ = at_scale.checkpoint_scores(entries, sweep)
     (pair,) = at_scale.pairs(ds)
-    assert (pair.series, pair.more, pair.total, pair.units) == ("local pairs", "5", "6", "6 seeds")
+    assert (pair.series, pair.more, pair.total, pair.units) == ("seeded pairs", "5", "6", "6 seeds")
     assert pair.gap == "-0.10 to +0.35"
 
 
@@ -243,7 +243,7 @@ def test_the_primary_facts_name_each_primary_claim_with_its_verdict_and_units():
     ds, _ = at_scale.checkpoint_scores(entries, sweep)
     effects = at_scale.pair_effects(ds, at_scale.declared_plan(entries), n_draws=20)
     (primary,) = at_scale.primary_verdicts(effects)
-    assert primary.claim == "local pairs: encoder minus decoder, median symmetry"
+    assert primary.claim == "seeded pairs: encoder minus decoder, median symmetry"
     assert primary.verdict == effects[0].verdict and primary.n == "6"
     assert at_scale.verdict_counts([]).counts == "no claim tested"
     assert at_scale.verdict_counts(effects).counts == ", ".join(f"1 {e.verdict}" for e in effects)
@@ -332,8 +332,20 @@ def test_the_local_series_plan_is_the_one_its_entries_declare():
 
     assert plans.plan_of("09_dynamics_at_scale") is at_scale.PLAN
     names = [claim.name for claim in at_scale.PLAN.claims]
-    assert names[0] == "local pairs: encoder minus decoder, median symmetry" and len(names) == 6
-    assert [c.name for c in at_scale.PLAN.primary] == names[:1]
+    assert names[0] == "local pairs: encoder minus decoder, median symmetry"
+    assert set(names) == {claim.name for claim in at_scale.declared_plan(local_series.plan_entries()).claims}
+
+
+def test_offline_the_pairs_that_re_read_notebook_05s_runs_are_not_a_primary_claim():
+    """Offline, the local pairs are notebook 05's final encoders and decoders read with 05's statistic and null: a
+    check of the code path, counted once, in 05."""
+    claim = at_scale.PLAN.claim("local pairs: encoder minus decoder, median symmetry")
+    assert claim.role == "secondary" and "notebook 05" in claim.null
+    entries, sweep = seed_pairs_case([0.3, 0.25, 0.35, 0.3, 0.28, 0.32])
+    local = entries.assign(series=local_series.PAIRS)
+    ds, _ = at_scale.checkpoint_scores(local, sweep)
+    symmetry, _ = at_scale.pair_effects(ds, at_scale.declared_plan(local), n_draws=20)
+    assert symmetry.family == "secondary, uncorrected" and at_scale.primary_verdicts([symmetry]) == []
 
 
 @pytest.mark.checkpoint  # the packaged plays
@@ -371,3 +383,72 @@ def test_a_trajectory_leaves_out_checkpoints_byte_identical_to_a_later_one_of_th
     facts = at_scale.scored(ds, missing)
     assert (facts.any_copies, facts.copies, facts.digests_known, facts.all_scored) == (True, "1 checkpoint", True, True)
     assert facts.left_out == "`encoder-s0@step100` (as `encoder-s0@step1000`)"
+
+
+def continuation_case(other: float, same: float, seeds: int = 6):
+    """Notebook 05's decoders of ``seeds`` seeds continued as encoders (median symmetry up by ``other`` + a spread)
+    and as decoders, the control (up by ``same``), from the same snapshots."""
+    rows, medians = [], {}
+    series_of_kind = {"cross": "local decoder continued as encoder", "control": "local decoder continued as decoder"}
+    for seed in range(seeds):
+        medians[f"start-{seed}"] = (0.1, 64, 4, 4)
+        for kind, change, role in (("cross", other, "encoder"), ("control", same, "decoder")):
+            medians[f"{kind}-{seed}"] = (0.1 + change + 0.01 * seed, 64, 4, 4)
+            name = series_of_kind[kind]
+            rows.append(entry(f"start-{seed}", kind, name, role, f"seed {seed}", seed, stage="before"))
+            rows.append(entry(f"{kind}-{seed}", kind, name, role, f"seed {seed}", seed, stage="after"))
+    return pd.DataFrame(rows, columns=list(series.ENTRY_COLUMNS)), fake_sweep(medians)
+
+
+def test_the_local_plan_declares_each_continuation_against_its_same_objective_control():
+    contrasts = [c for c in at_scale.PLAN.claims if "continued as" in c.name and "minus" in c.name.split(":")[0]]
+    assert sorted(c.name for c in contrasts) == sorted(
+        at_scale.CONTRAST_CLAIM.format(series=s, control=local_series.control_of(s))
+        for s in ("local decoder continued as encoder", "local encoder continued as decoder")
+    )
+    assert all(c.role == "secondary" and c.unit == "seed" and "sign-flip" in c.test for c in contrasts)
+
+
+@pytest.mark.parametrize(
+    "other, same, verdict",
+    [
+        (0.3, 0.05, stats.HOLDS),  # the objective moves symmetry beyond the restart alone
+        (0.05, 0.3, stats.DOES_NOT_HOLD),  # the restart alone moves it more
+    ],
+)
+def test_the_contrast_is_the_change_under_the_other_objective_minus_under_the_same(other, same, verdict):
+    entries, sweep = continuation_case(other, same)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (contrast,) = at_scale.contrast_effects(ds, at_scale.declared_plan(entries))
+    assert contrast.verdict == verdict and contrast.n == 6 and contrast.alternative == "greater"
+    assert contrast.estimate == pytest.approx(other - same, abs=1e-3)
+
+
+def test_a_restart_that_moves_both_arms_alike_is_no_effect_of_the_objective():
+    """Both arms gain the same symmetry after the warm-up: continued training alone holds, the contrast does not."""
+    entries, sweep = continuation_case(0.2, 0.2)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    plan = at_scale.declared_plan(entries)
+    (alone,) = at_scale.cross_effects(ds, plan)
+    (contrast,) = at_scale.contrast_effects(ds, plan)
+    assert alone.verdict == stats.HOLDS and contrast.verdict != stats.HOLDS
+    assert abs(contrast.estimate) < 1e-3
+
+
+def test_the_contrast_facts_count_the_seeds_where_the_other_objective_moved_further():
+    entries, sweep = continuation_case(0.3, 0.05, seeds=5)
+    ds, _ = at_scale.checkpoint_scores(entries, sweep)
+    (facts,) = at_scale.contrasts(ds)
+    assert (facts.series, facts.control, facts.further, facts.units) == (
+        "local decoder continued as encoder",
+        "local decoder continued as decoder",
+        "5",
+        "5 seeds",
+    )
+    assert facts.contrast == "+0.25" and facts.direction == "rose"
+
+
+def test_the_pairs_source_says_when_the_pairs_re_read_notebook_05():
+    assert at_scale.pairs_source(local_series.plan_entries()).rereads_05
+    entries, _ = pairs_case(0.1)
+    assert at_scale.pairs_source(entries) == at_scale.PairsSourceFacts(False, "ettin")

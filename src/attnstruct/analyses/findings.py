@@ -14,18 +14,30 @@ Every finding is an :class:`attnstruct.stats.Effect`, and expects the strongest 
   on the predicted side of 0 and the estimate beyond the null's 95% range on that side. The notebook's verdict is
   then "cannot tell at this scale" whatever the data (3 seeds: p >= 0.125; 2 stacks against 2: p >= 1/6), so only
   the direction can flip.
+
+The **companion-wide family** (:data:`HEADLINES`): one headline claim per notebook with a plan, its plan's primary
+claim (09's: the matched pairs of Ettin, read from the hub; offline, 09's pairs re-read notebook 05's runs, so 09 adds
+no headline and 05's is counted once). Their p-values are Holm-corrected together across notebooks
+(:func:`family_table`), the claims not tested in a build counting with p = 1: the family is the declared one.
+:func:`family_reach` says from the design alone (the units of each notebook's quick profile) which headline could
+survive that correction at all: Holm's adjusted p-values only grow with any p, so a claim survives at best when every
+claim reaches its smallest p. A family design (03, 08: model families, a permutation test whose smallest p depends
+on the families read) is set at p = 0 there, the most favourable to the others. README's findings table is
+:func:`readme_table`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import xarray as xr
 
-from .. import results, stats
+from .. import notebooks, results, stats
 from ..report import prose
 from . import nb05_training_dynamics, nb07_vision, paper_comparison, pretrained_scores, text_runs
 
@@ -143,3 +155,131 @@ FINDINGS = (
     ),
     Finding("03_pretrained_models", "encoder minus decoder stacks, median symmetry over layers", pretrained_ordering),
 )
+
+
+# ---------------------------------------------------------------------------------------------- the headline family
+
+
+@dataclass(frozen=True)
+class Headline:
+    """One notebook's headline claim: the ``claim`` its dataset's ``verdicts`` name, its ``unit``, and where its
+    design's number of units is a notebook parameter (``seeds``: that parameter, a list of seeds or a count), else
+    None (a family design, whose units are the model families read). ``offline`` is false for a claim the quick
+    profile cannot test (it needs the hub), with ``instead`` saying why."""
+
+    notebook: str
+    claim: str
+    unit: str
+    seeds: str | None
+    offline: bool = True
+    instead: str = ""
+
+
+HEADLINES = (
+    Headline("03_pretrained_models",
+             "encoder minus decoder model families, median symmetry (the authors' language models)", "model family",
+             None),
+    Headline("04_gradient_structure", "copy task, W_qk: final symmetry, bidirectional minus causal", "seed", "n_seeds"),
+    Headline("05_training_dynamics", "encoder minus decoder, final median symmetry", "seed", "seeds"),
+    Headline("06_symmetric_init", "mlm: final validation loss, bert minus symmetric", "seed", "seeds"),
+    Headline("07_vision", "masked minus next-patch, symmetry (median over layers)", "seed", "n_seeds"),
+    Headline("08_model_sweep", "encoder minus decoder model families, median symmetry (the models swept)",
+             "model family", None),
+    Headline("09_dynamics_at_scale", "ettin: encoder minus decoder, median symmetry", "size", None, offline=False,
+             instead="offline, 09's pairs are 05's runs read again: counted once, in 05"),
+)  # fmt: skip
+"""The companion's headline claims, one per notebook with a plan, each its plan's primary claim."""
+
+
+def quick_units(headline: Headline, root: str | Path | None = None) -> int | None:
+    """The number of seeds of ``headline``'s design at the quick profile (its notebook's parameters cell), or None
+    (a family design, or a claim the quick profile does not test)."""
+    if headline.seeds is None or not headline.offline:
+        return None
+    source = notebooks.resolve_notebook(notebooks.project_root(root), headline.notebook)
+    value = notebooks.declared_parameters(notebooks.read_notebook(source))[headline.seeds]
+    return len(value) if isinstance(value, (list, tuple)) else int(value)
+
+
+def family_reach(units: Mapping[str, int | None], alpha: float = ALPHA) -> dict[str, float]:
+    """Notebook -> the smallest Holm-adjusted p its headline can reach across :data:`HEADLINES` (module docstring):
+    a seed design of ``n`` units at ``1 / 2**n``, a family design (``None``) at 0, a notebook missing from ``units``
+    at 1 (not tested)."""
+    smallest = []
+    for h in HEADLINES:
+        if h.notebook not in units:
+            smallest.append(1.0)
+        else:
+            n = units[h.notebook]
+            smallest.append(0.0 if n is None else stats.smallest_p(n))
+    return dict(zip((h.notebook for h in HEADLINES), stats.holm(smallest), strict=True))
+
+
+def family_table(p_values: Mapping[str, float]) -> pd.DataFrame:
+    """One row per headline of :data:`HEADLINES`, indexed by notebook: its claim, its ``p`` (NaN where the build did
+    not test it), and ``adjusted``, Holm's correction across the family, an untested claim counting with p = 1."""
+    p = [float(p_values.get(h.notebook, math.nan)) for h in HEADLINES]
+    adjusted = stats.holm([1.0 if math.isnan(v) else v for v in p])
+    rows = [
+        {"notebook": h.notebook, "claim": h.claim, "p": v, "adjusted": a, "survives": bool(a < ALPHA)}
+        for h, v, a in zip(HEADLINES, p, adjusted, strict=True)
+    ]
+    return pd.DataFrame(rows).set_index("notebook")
+
+
+def headline_p_values(verdicts: Mapping[str, Mapping[str, Mapping]]) -> dict[str, float]:
+    """Notebook -> its headline's p (uncorrected within the notebook), from each notebook's ``verdicts`` table
+    (claim -> row, as the datasets store it). A notebook whose verdicts lack its headline, as 09 offline, whose pairs
+    are 05's (its ``local pairs`` claim is not its headline), adds nothing: 05's claim is counted once."""
+    out = {}
+    for h in HEADLINES:
+        row = verdicts.get(h.notebook, {}).get(h.claim)
+        if row is not None and row.get("p_value") is not None:
+            out[h.notebook] = float(row["p_value"])
+    return out
+
+
+def build_verdicts(results_dir: str | Path) -> dict[str, dict]:
+    """Notebook -> its dataset's ``verdicts`` (claim -> row), for the datasets of :data:`HEADLINES` in
+    ``results_dir`` that exist."""
+    out = {}
+    for h in HEADLINES:
+        path = Path(results_dir) / f"{h.notebook}.nc"
+        if path.is_file():
+            out[h.notebook] = json.loads(results.load_dataset(path).attrs.get("verdicts", "{}"))
+    return out
+
+
+def readme_table(root: str | Path | None = None, alpha: float = ALPHA, more_seeds: int = 8) -> str:
+    """README's findings table (Markdown): per headline, its design at the quick profile, the smallest p it can reach
+    there, the smallest after Holm across the family (:func:`family_reach`), whether it can survive, and whether it
+    could with ``more_seeds`` seeds per seed design."""
+    quick = {h.notebook: quick_units(h, root) for h in HEADLINES if h.offline}
+    more = {nb: (None if n is None else more_seeds) for nb, n in quick.items()}
+    at_quick, at_more = family_reach(quick, alpha), family_reach(more, alpha)
+    rows = []
+    for h in HEADLINES:
+        n = quick.get(h.notebook)
+        if not h.offline:
+            design, smallest = f"not in the quick profile ({h.instead})", ""
+        elif n is None:
+            design, smallest = "model families, permutation", "depends on the families read"
+        else:
+            design, smallest = f"{prose.count(n, h.unit)}, sign-flip", f"1/{2**n}"
+        tested = h.offline
+        rows.append(
+            {
+                "notebook": f"`{h.notebook}`",
+                "headline claim": h.claim,
+                "design at the quick profile": design,
+                "smallest p": smallest,
+                f"smallest after Holm over {len(HEADLINES)}": f"{at_quick[h.notebook]:.3g}" if tested and n else "",
+                "can survive": ("yes" if at_quick[h.notebook] < alpha else "no") if tested and n else "",
+                f"with {more_seeds} seeds": ("yes" if at_more[h.notebook] < alpha else "no") if tested and n else "",
+            }
+        )
+    return prose.markdown_table(pd.DataFrame(rows).set_index("notebook"))
+
+
+if __name__ == "__main__":  # README's findings table: python -m attnstruct.analyses.findings
+    print(readme_table())

@@ -22,6 +22,12 @@ weights were copied (EleutherAI/pythia#205, #206, allenai/OLMo#915), which would
 * **cross-objective continued training** (:func:`cross_effects`): after minus before, median symmetry, predicted
   positive when the model is trained on as an encoder and negative as a decoder, against the labels ``before`` and
   ``after`` swapped within units (secondary).
+* **the objective against the restart** (:func:`contrast_effects`, the local series only): a continued run restarts
+  its learning rate, which moves the scores whatever the objective (notebook 05's early transient), so each
+  continuation with the other objective is read against its control, the same snapshot continued with its own
+  objective (same warm-up and steps): the change under the other objective minus the change under the same one,
+  paired by seed, predicted positive for a run continued as an encoder and negative as a decoder, against the signs
+  of the seeds' differences flipped (secondary).
 
 Every verdict comes from :func:`attnstruct.stats.paired_effect` through the plan; a series whose runs did not learn
 (``learned``) is not judged. :data:`PLAN` is the plan of the local series (:mod:`.local_series`, the quick profile).
@@ -54,6 +60,7 @@ SIGN = {"encoder": +1, "decoder": -1}
 PAIR_CLAIM = "{series}: encoder minus decoder, median {score}"
 TRAJECTORY_CLAIM = "{series}: final median {score} minus an untrained layer's"
 CROSS_CLAIM = "{series}: median symmetry after minus before"
+CONTRAST_CLAIM = "{series} minus {control}: change of median symmetry"
 TRAJECTORY_SCORE = {"encoder": "symmetry", "decoder": "directionality"}
 SHAPE = ("d_model", "n_heads", "n_layers")
 COPIES = "left_out_copies"  # the attr of checkpoint_scores' dataset: {left-out model: the later model it copies}
@@ -150,18 +157,25 @@ def unit_kind(units: Sequence[str]) -> str:
 
 def declared_plan(entries: pd.DataFrame, notebook: str = "09_dynamics_at_scale") -> stats.Plan:
     """The declared claims of the series in ``entries``: each matched-pair series' symmetry is primary (Holm over
-    them), everything else secondary (module docstring)."""
+    them), everything else secondary (module docstring). The local series' pairs
+    (:data:`attnstruct.analyses.local_series.PAIRS`) are notebook 05's final runs read with 05's statistic and null:
+    their claim is 05's primary claim read again, a check of the code path and not new evidence, so it is secondary
+    here and counted once, in 05."""
     claims = []
     for series in series_of(entries, "pair"):
         units = unit_kind(entries.loc[entries["series"] == series, "unit"])
-        for score, role in (("symmetry", "primary"), ("directionality", "secondary")):
+        rereads_05 = series == local_series.PAIRS
+        for score, role in (("symmetry", "secondary" if rereads_05 else "primary"), ("directionality", "secondary")):
             claims.append(
                 stats.Claim(
                     PAIR_CLAIM.format(series=series, score=score),
                     units,
                     f"median over layers of {score}, the encoder minus the decoder of one {units}, mean over {units}s",
                     f"sign-flip over {units}s, paired",
-                    "the objectives' labels swapped within each seed (both start from its weights)"
+                    "notebook 05's own values and null, read again (its primary claim, counted there): the objectives' "
+                    "labels swapped within each seed"
+                    if rereads_05
+                    else "the objectives' labels swapped within each seed (both start from its weights)"
                     if units == "seed"
                     else "untrained stacks of each pair's two shapes (stats.null_of_the_mean_by_unit)",
                     role=role,
@@ -193,6 +207,21 @@ def declared_plan(entries: pd.DataFrame, notebook: str = "09_dynamics_at_scale")
                 role="secondary",
             )
         )
+    controls = set(series_of(entries, "control"))
+    for series in series_of(entries, "cross"):
+        control = local_series.control_of(series)
+        if control in controls:
+            claims.append(
+                stats.Claim(
+                    CONTRAST_CLAIM.format(series=series, control=control),
+                    "seed",
+                    "median symmetry over layers, after minus before under the other objective minus after minus "
+                    "before under the same objective (same start, warm-up and steps), mean over seeds",
+                    "sign-flip over seeds, paired",
+                    "the two continuations' labels swapped within each seed (stats.paired_null)",
+                    role="secondary",
+                )
+            )
     return stats.Plan(notebook, tuple(claims))
 
 
@@ -207,6 +236,8 @@ def smallest_p_by_claim(ds: xr.Dataset, declared: stats.Plan) -> dict[str, float
             n = len(set(entries_of(ds, kind, series)["unit"].values))
             for score in SCORES:
                 units[template.format(series=series, score=score)] = n
+            if kind == "cross" and local_series.control_of(series) in series_of(ds, "control"):
+                units[CONTRAST_CLAIM.format(series=series, control=local_series.control_of(series))] = n
     return {claim.name: stats.smallest_p(max(1, units.get(claim.name, 1))) for claim in declared.claims}
 
 
@@ -306,10 +337,10 @@ def trajectory_effects(
     return declared.decide(effects)
 
 
-def before_and_after(ds: xr.Dataset, series: str) -> pd.DataFrame:
-    """Per unit of cross-objective ``series``: median symmetry ``before``, ``after`` and ``change`` (after minus
-    before), indexed by unit."""
-    runs = entries_of(ds, "cross", series)
+def before_and_after(ds: xr.Dataset, series: str, kind: str = "cross") -> pd.DataFrame:
+    """Per unit of continued ``series`` (of ``kind`` ``cross``, or ``control``): median symmetry ``before``,
+    ``after`` and ``change`` (after minus before), indexed by unit."""
+    runs = entries_of(ds, kind, series)
     frame = pd.DataFrame(
         {
             "unit": runs["unit"].values,
@@ -341,6 +372,49 @@ def cross_effects(
                 null_samples=stats.paired_null(change, seed=seed) if len(change) > 1 else None,
                 seed=seed,
                 learned=True if learned is None else bool(learned.get(series, True)),
+            )
+        )
+    return declared.decide(effects)
+
+
+def contrasted(ds: xr.Dataset) -> list[tuple[str, str]]:
+    """``(series, control)`` of every continued series of ``ds`` whose control (the same start continued with its own
+    objective, :func:`attnstruct.analyses.local_series.control_of`) it holds."""
+    controls = series_of(ds, "control")
+    return [(s, local_series.control_of(s)) for s in series_of(ds, "cross") if local_series.control_of(s) in controls]
+
+
+def change_against_control(ds: xr.Dataset, series: str, control: str) -> pd.DataFrame:
+    """Per unit present in both: the ``change`` of median symmetry under the other objective (``series``) and under
+    the same one (``control``, ``same``), and ``contrast``, the first minus the second, indexed by unit."""
+    other = before_and_after(ds, series)["change"]
+    same = before_and_after(ds, control, kind="control")["change"]
+    table = pd.concat({"change": other, "same": same}, axis=1, join="inner")
+    return table.assign(contrast=table["change"] - table["same"])
+
+
+def contrast_effects(
+    ds: xr.Dataset, declared: stats.Plan, *, seed: int = 0, learned: Mapping[str, bool] | None = None
+) -> list[stats.Effect]:
+    """The objective against the restart (module docstring): per continued series with a control, the change under
+    the other objective minus the change under the same one, paired by seed, predicted in the direction of the new
+    objective, decided under ``declared``; judged only where both series' runs learned."""
+    effects = []
+    for series, control in contrasted(ds):
+        table = change_against_control(ds, series, control)
+        role = str(entries_of(ds, "cross", series)["role"].values[0])
+        contrast = table["contrast"].to_numpy()
+        both_learned = learned is None or (bool(learned.get(series, True)) and bool(learned.get(control, True)))
+        effects.append(
+            stats.paired_effect(
+                table["change"].to_numpy(),
+                table["same"].to_numpy(),
+                claim=CONTRAST_CLAIM.format(series=series, control=control),
+                unit=unit_kind(table.index),
+                predicted_sign=SIGN[role],
+                null_samples=stats.paired_null(contrast, seed=seed) if len(contrast) > 1 else None,
+                seed=seed,
+                learned=both_learned,
             )
         )
     return declared.decide(effects)
@@ -628,6 +702,57 @@ def crosses(ds: xr.Dataset) -> list[CrossFacts]:
             )
         )
     return facts
+
+
+@dataclasses.dataclass(frozen=True)
+class ContrastFacts:
+    """One continued series against its ``control`` (the same start continued with its own objective): in ``further``
+    of its ``units`` the symmetry moved further in the predicted ``direction`` (``rose`` as an encoder, ``fell`` as a
+    decoder) under the other objective than under the same one; ``contrast``, the mean over units of the change under
+    the other objective minus that under the same one, and ``same_change``, the control's mean change."""
+
+    series: str
+    control: str
+    direction: str
+    further: str
+    units: str
+    contrast: str
+    same_change: str
+
+
+def contrasts(ds: xr.Dataset) -> list[ContrastFacts]:
+    """The facts of every continued series of ``ds`` read against its control."""
+    facts = []
+    for series, control in contrasted(ds):
+        table = change_against_control(ds, series, control)
+        sign = SIGN[str(entries_of(ds, "cross", series)["role"].values[0])]
+        facts.append(
+            ContrastFacts(
+                series=series,
+                control=control,
+                direction="rose" if sign > 0 else "fell",
+                further=str(int((np.sign(table["contrast"]) == sign).sum())),
+                units=prose.count(len(table), unit_kind(table.index)),
+                contrast=prose.signed(float(table["contrast"].mean())),
+                same_change=prose.signed(float(table["same"].mean())),
+            )
+        )
+    return facts
+
+
+@dataclasses.dataclass(frozen=True)
+class PairsSourceFacts:
+    """Where the matched pairs come from: ``rereads_05`` when they are notebook 05's own runs (the local series, whose
+    pair claim is 05's primary claim read again), and the pair ``series`` (listed)."""
+
+    rereads_05: bool
+    series: str
+
+
+def pairs_source(entries: pd.DataFrame) -> PairsSourceFacts:
+    """The facts of the pair series of ``entries``."""
+    names = series_of(entries, "pair")
+    return PairsSourceFacts(rereads_05=local_series.PAIRS in names, series=", ".join(names))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ import pandas as pd
 
 # One row per use of a checkpoint: a model can be in several (a final snapshot is a pair member and a "before").
 ENTRY_COLUMNS = ("model", "kind", "series", "role", "unit", "seed", "stage", "step", "tokens")
-KINDS = ("trajectory", "pair", "cross")
+KINDS = ("trajectory", "pair", "cross", "control")  # control: a local run continued with its own objective
 ETTIN_SIZES = ("17m", "32m", "68m", "150m", "400m", "1b")
 
 
