@@ -181,7 +181,7 @@ HEADLINES = (
              None),
     Headline("04_gradient_structure", "copy task, W_qk: final symmetry, bidirectional minus causal", "seed", "n_seeds"),
     Headline("05_training_dynamics", "encoder minus decoder, final median symmetry", "seed", "seeds"),
-    Headline("06_symmetric_init", "mlm: final validation loss, bert minus symmetric", "seed", "seeds"),
+    Headline("06_symmetric_init", "mlm: final validation loss, placebo minus symmetric", "seed", "seeds"),
     Headline("07_vision", "masked minus next-patch, symmetry (median over layers)", "seed", "n_seeds"),
     Headline("08_model_sweep", "encoder minus decoder model families, median symmetry (the models swept)",
              "model family", None),
