@@ -75,7 +75,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from attnstruct import reference, results, stats, work
+from attnstruct import notebooks, reference, results, stats, work
 from attnstruct.analyses import nb03_pretrained_models as pretrained_study
 from attnstruct.analyses import paper_comparison, pretrained_vision
 from attnstruct.checkpoints.extract import iter_blocks
@@ -748,18 +748,7 @@ if finetune.fetched:
 # path.
 
 # %%
-parameters = dict(
-    models=models,
-    local_models=local_models,
-    cache_dir=cache_dir,
-    heatmap_layer=heatmap_layer,
-    heatmap_size=heatmap_size,
-    quant_model=quant_model,
-    quant_types=quant_types,
-    null_draws=null_draws,
-    null_layer_draws=null_layer_draws,
-    null_seed=null_seed,
-)
+parameters = notebooks.notebook_parameters("03_pretrained_models", globals())  # recorded with the dataset
 dataset = pretrained_study.results_dataset(
     dataset, table, parameters=parameters, checkpoints=checkpoints, effects=verdicts
 )

@@ -64,7 +64,7 @@ figures_dir = None  # where the figures go; None: figures/ of the work folder
 import matplotlib.pyplot as plt
 import numpy as np
 
-from attnstruct import reference, results, stats, work
+from attnstruct import notebooks, reference, results, stats, work
 from attnstruct.analyses import nb08_model_sweep as sweep_study
 from attnstruct.analyses import paper_comparison, pretrained_scores
 from attnstruct.checkpoints import sweep
@@ -311,7 +311,7 @@ worst[
 # one of notebook 03's dataset, so that the two can be read by the same code.
 
 # %%
-parameters = dict(models=models, device=device, per_head=per_head, workers=workers, n_disagreements=n_disagreements)
+parameters = notebooks.notebook_parameters("08_model_sweep", globals())  # recorded with the dataset
 dataset = sweep_study.results_dataset(dataset, parameters=parameters, failures=len(run.failures), effects=verdicts)
 results.save_dataset(dataset, results_dir / "08_model_sweep.nc")
 dataset

@@ -125,12 +125,16 @@ def within_deadline(policy: RetryPolicy, work: Callable[[Progress], T]) -> T:
     raise value
 
 
-def transport_failure(err: Exception) -> Retryable | None:
-    """The retryable failure of a transport error of the HTTP client (None for one not worth retrying)."""
+def transport_failure(err: Exception, timeout: float, received: int = 0) -> Retryable | None:
+    """The retryable failure of a transport error of the HTTP client (None for one not worth retrying). The client's
+    own timeout (``timeout`` seconds without a byte) races the attempt's deadline, which says the same in the same
+    words when nothing came (:func:`within_deadline`)."""
     import httpx2
 
     if isinstance(err, httpx2.TimeoutException):
-        return Retryable("timeout", f"no answer in time ({one_line(err)})")
+        if not received:
+            return Retryable("timeout", f"no answer within {timeout:g} s")
+        return Retryable("timeout", f"no byte for {timeout:g} s after {received} bytes")
     if isinstance(err, httpx2.ConnectError):
         return Retryable("unreachable", one_line(err))
     if isinstance(err, (httpx2.NetworkError, httpx2.RemoteProtocolError)):
@@ -276,7 +280,7 @@ def fetch(
         with _opened(url, token, headers, timeout, what, progress, route) as response:
             return read(response, progress)
     except (httpx2.HTTPError, httpx2.InvalidURL) as err:
-        failure = transport_failure(err)
+        failure = transport_failure(err, timeout, progress.received)
         if failure is None:
             raise hub_error(err, what) from None
         raise failure from None
