@@ -265,3 +265,56 @@ def test_a_message_title_takes_at_most_two_lines_however_long():
     assert len(lines) <= plotting.TITLE_LINES and all(len(line) <= width for line in lines), lines
     assert title.get_fontsize() >= plotting.TITLE_MIN_POINTS and lines[0].startswith("word word")
     plt.close(fig)
+
+
+def titled(suptitle: str, *, y: float = 0.98, axes_title: str = "") -> plt.Figure:
+    """Two panels with ``axes_title`` over the first and a suptitle at height ``y`` (figure fraction)."""
+    plotting.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+    axes[0].set_title(axes_title)
+    fig.suptitle(suptitle, y=y)
+    return fig
+
+
+def test_savefig_records_the_titles_and_panels_beside_the_figure(tmp_path):
+    fig = titled("a title", axes_title="left panel")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    layout = plotting.read_layout(tmp_path / "fig.png")
+    assert [(t["text"], t["lines"]) for t in layout["titles"]] == [("a title", 1), ("left panel", 1)]
+    assert len(layout["panels"]) == 2
+    assert plotting.title_faults(layout) == []
+
+
+def test_a_suptitle_printed_over_a_panel_is_a_fault(tmp_path):
+    fig = titled("a title set low", y=0.5)
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert plotting.title_faults(plotting.read_layout(tmp_path / "fig.png")) == [
+        "title 'a title set low' overlaps panel 1 of 2",
+        "title 'a title set low' overlaps panel 2 of 2",
+    ]
+
+
+def test_a_title_of_more_than_two_lines_is_a_fault(tmp_path):
+    fig = titled("", axes_title="one\ntwo\nthree")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert plotting.title_faults(plotting.read_layout(tmp_path / "fig.png")) == ["title 'one two three' has 3 lines"]
+
+
+@pytest.mark.parametrize("words", [4, 40])
+def test_a_message_title_sits_clear_of_the_panels_whatever_its_lines(tmp_path, words):
+    plotting.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(6, 2.5))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+        ax.set_title("panel")
+    plotting.message_title(fig, " ".join(["symmetry"] * words))
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    layout = plotting.read_layout(tmp_path / "fig.png")
+    assert layout["titles"][0]["lines"] == (1 if words == 4 else 2)
+    assert plotting.title_faults(layout) == []

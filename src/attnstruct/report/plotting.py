@@ -8,6 +8,7 @@ same data writes identical files.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,7 +58,11 @@ def set_style(context: str = "paper", font_scale: float = 1.2) -> None:
 
 def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
     """Save ``fig`` as ``path`` with each suffix in ``formats``, with fixed metadata, each file written atomically
-    (:func:`attnstruct.results.write_atomically`); returns the files written."""
+    (:func:`attnstruct.results.write_atomically`); returns the files written.
+
+    Beside them, ``<path>.layout.json`` records where the figure's titles and panels lie (:func:`figure_layout`),
+    measured on the figure object as it was saved: a PNG cannot be measured again, and a test reads the record
+    (:func:`read_layout`, :func:`title_faults`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -67,7 +72,73 @@ def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[s
         target = path.with_suffix(f".{fmt}")
         write_atomically(target, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=_METADATA[fmt]))
         written.append(target)
+    record = json.dumps(figure_layout(fig), indent=1, sort_keys=True) + "\n"
+    write_atomically(layout_path(path), lambda tmp: Path(tmp).write_text(record))
     return written
+
+
+def layout_path(figure: str | os.PathLike) -> Path:
+    """The layout record beside the figure ``figure`` (any of its files, or its path without a suffix)."""
+    figure = Path(figure)
+    return figure.with_name(f"{figure.name.split('.')[0]}.layout.json")
+
+
+def _box(bbox) -> list[float]:
+    return [round(float(v), 2) for v in (bbox.x0, bbox.y0, bbox.x1, bbox.y1)]
+
+
+def figure_layout(fig: mpl.figure.Figure) -> dict:
+    """Where the titles and panels of ``fig`` lie once drawn, in display pixels (origin bottom left).
+
+    ``titles``: the suptitle, then each axes' title, each as ``text``, ``lines`` (its number of lines) and ``box``
+    (``[x0, y0, x1, y1]``), empty titles left out. ``panels``: per visible axes (colour bars included), the box of
+    everything it draws (ticks, labels, legend) except its own title, then each figure legend's box."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    texts = [fig._suptitle] + [ax.title for ax in fig.axes if ax.get_visible()]
+    titles = [
+        {"text": t.get_text(), "lines": t.get_text().count("\n") + 1, "box": _box(t.get_window_extent(renderer))}
+        for t in texts
+        if t is not None and t.get_visible() and t.get_text().strip()
+    ]
+    panels = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        shown = ax.title.get_visible()
+        ax.title.set_visible(False)
+        bbox = ax.get_tightbbox(renderer)
+        ax.title.set_visible(shown)
+        if bbox is not None:
+            panels.append(_box(bbox))
+    panels += [_box(legend.get_window_extent(renderer)) for legend in fig.legends]
+    return {"titles": titles, "panels": panels}
+
+
+def read_layout(figure: str | os.PathLike) -> dict:
+    """The layout record that :func:`savefig` wrote beside ``figure``."""
+    return json.loads(layout_path(figure).read_text())
+
+
+OVERLAP_PIXELS = 1.0  # boxes that share less than this in either direction only touch
+
+
+def title_faults(layout: dict) -> list[str]:
+    """What is wrong with the titles of a figure's ``layout`` (:func:`figure_layout`): a title of more than
+    :data:`TITLE_LINES` lines, and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways);
+    one line each, empty when the titles can be read."""
+    faults = []
+    panels = layout["panels"]
+    for title in layout["titles"]:
+        name = " ".join(title["text"].split())
+        name = name if len(name) <= 60 else name[:57] + "..."
+        if title["lines"] > TITLE_LINES:
+            faults.append(f"title {name!r} has {title['lines']} lines")
+        x0, y0, x1, y1 = title["box"]
+        for i, (a0, b0, a1, b1) in enumerate(panels, 1):
+            if min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS:
+                faults.append(f"title {name!r} overlaps panel {i} of {len(panels)}")
+    return faults
 
 
 def matrix_heatmap(
@@ -271,6 +342,7 @@ def title_width(fig: mpl.figure.Figure, fontsize: float) -> int:
 
 TITLE_LINES = 2  # a message title's most lines: above a small plot, a longer one would dwarf it
 TITLE_MIN_POINTS = 8.0  # the smallest font a message title shrinks to before it is shortened
+TITLE_GAP_POINTS = 6.0  # between a message title's last line and the figure's top edge
 
 
 def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
@@ -280,12 +352,14 @@ def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
 
     Each line of ``text`` longer than the figure is wide (:func:`title_width`) is wrapped at word boundaries, so a
     title never widens the saved image; a title that would take more than :data:`TITLE_LINES` lines is set in a
-    smaller font (down to :data:`TITLE_MIN_POINTS`), and one that still would is cut at a word, ending in "…"."""
+    smaller font (down to :data:`TITLE_MIN_POINTS`), and one that still would is cut at a word, ending in "…".
+    The title stands on the figure's top edge, its lines stacked upwards, clear of every panel whatever their
+    number (``y`` and ``va`` in ``kwargs`` are ignored)."""
     import textwrap
 
     from matplotlib.font_manager import FontProperties
 
-    kwargs = {"fontsize": "large"} | kwargs
+    kwargs = {"fontsize": "large"} | {k: v for k, v in kwargs.items() if k not in ("y", "va", "verticalalignment")}
     size = FontProperties(size=kwargs["fontsize"]).get_size_in_points()
 
     def wrapped(points: float) -> list[str]:
@@ -299,7 +373,16 @@ def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
     if len(lines) > TITLE_LINES:
         rest = " ".join(lines[TITLE_LINES - 1 :])
         lines = [*lines[: TITLE_LINES - 1], textwrap.shorten(rest, title_width(fig, size), placeholder=" …")]
-    return fig.suptitle("\n".join(lines), fontweight="bold", **(kwargs | {"fontsize": size}))
+    # Placed from its line count: its bottom line sits TITLE_GAP_POINTS above the figure's top edge and the rest
+    # stack upwards, so no panel, tick label or axes title inside the figure can be under it however many lines
+    # it takes; kept out of the layout engines (tight, constrained), which would otherwise reserve room for it
+    # inside. The saved file (bbox "tight") and the notebook's inline image grow upwards to hold it.
+    gap = TITLE_GAP_POINTS / 72 / fig.get_figheight()
+    title = fig.suptitle(
+        "\n".join(lines), **(kwargs | {"fontsize": size, "fontweight": "bold"}), y=1 + gap, va="bottom"
+    )
+    title.set_in_layout(False)
+    return title
 
 
 def median_and_range(ax: mpl.axes.Axes, values, color: str, style: str = "-", label: str | None = None) -> None:
