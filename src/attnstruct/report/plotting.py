@@ -90,27 +90,34 @@ def _box(bbox) -> list[float]:
 def figure_layout(fig: mpl.figure.Figure) -> dict:
     """Where the titles and panels of ``fig`` lie once drawn, in display pixels (origin bottom left).
 
-    ``titles``: the suptitle, then each axes' title, each as ``text``, ``lines`` (its number of lines) and ``box``
-    (``[x0, y0, x1, y1]``), empty titles left out. ``panels``: per visible axes (colour bars included), the box of
-    everything it draws (ticks, labels, legend) except its own title, then each figure legend's box."""
+    ``titles``: the suptitle (``panel`` None), then each axes' title (``panel``: the index of its axes in
+    ``panels``), each as ``text``, ``lines`` (its number of lines) and ``box`` (``[x0, y0, x1, y1]``), empty titles
+    left out. ``panels``: per visible axes (colour bars included), the box of everything it draws (ticks, labels,
+    legend) except its own title, then each figure legend's box."""
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
-    texts = [fig._suptitle] + [ax.title for ax in fig.axes if ax.get_visible()]
-    titles = [
-        {"text": t.get_text(), "lines": t.get_text().count("\n") + 1, "box": _box(t.get_window_extent(renderer))}
-        for t in texts
-        if t is not None and t.get_visible() and t.get_text().strip()
-    ]
+
+    def entry(text, panel):
+        words = text.get_text()
+        return {"text": words, "lines": words.count("\n") + 1, "box": _box(text.get_window_extent(renderer))} | {
+            "panel": panel
+        }
+
+    def shown(text) -> bool:
+        return text is not None and text.get_visible() and bool(text.get_text().strip())
+
+    titles = [entry(fig._suptitle, None)] if shown(fig._suptitle) else []
     panels = []
-    for ax in fig.axes:
-        if not ax.get_visible():
-            continue
-        shown = ax.title.get_visible()
+    for ax in (ax for ax in fig.axes if ax.get_visible()):
+        visible = ax.title.get_visible()
         ax.title.set_visible(False)
         bbox = ax.get_tightbbox(renderer)
-        ax.title.set_visible(shown)
-        if bbox is not None:
-            panels.append(_box(bbox))
+        ax.title.set_visible(visible)
+        if bbox is None:
+            continue
+        if shown(ax.title):
+            titles.append(entry(ax.title, len(panels)))
+        panels.append(_box(bbox))
     panels += [_box(legend.get_window_extent(renderer)) for legend in fig.legends]
     return {"titles": titles, "panels": panels}
 
@@ -124,16 +131,23 @@ OVERLAP_PIXELS = 1.0  # boxes that share less than this in either direction only
 
 
 def title_faults(layout: dict) -> list[str]:
-    """What is wrong with the titles of a figure's ``layout`` (:func:`figure_layout`): a title of more than
-    :data:`TITLE_LINES` lines, and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways);
-    one line each, empty when the titles can be read."""
+    """What keeps the titles of a figure's ``layout`` (:func:`figure_layout`) from being read, one line each (empty
+    when they can be): a title of more than :data:`TITLE_LINES` lines; a panel's title that stacks more than
+    ``TITLE_LINES + 1`` lines over its panel with the figure title (which says the message; a panel's title under
+    it names the panel); a title cut short (ending in "…", as :func:`message_title` cuts one that
+    does not fit); and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways)."""
     faults = []
     panels = layout["panels"]
+    above = max((t["lines"] for t in layout["titles"] if t["panel"] is None), default=0)
     for title in layout["titles"]:
         name = " ".join(title["text"].split())
         name = name if len(name) <= 60 else name[:57] + "..."
         if title["lines"] > TITLE_LINES:
             faults.append(f"title {name!r} has {title['lines']} lines")
+        elif title["panel"] is not None and above and above + title["lines"] > TITLE_LINES + 1:
+            faults.append(f"title {name!r} has {title['lines']} lines under a figure title of {above}")
+        if title["text"].rstrip().endswith("…"):
+            faults.append(f"title {name!r} is cut short")
         x0, y0, x1, y1 = title["box"]
         for i, (a0, b0, a1, b1) in enumerate(panels, 1):
             if min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS:
