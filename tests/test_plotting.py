@@ -340,3 +340,19 @@ def test_a_title_cut_short_is_a_fault(tmp_path):
     plt.close(fig)
     (fault,) = plotting.title_faults(plotting.read_layout(tmp_path / "fig.png"))
     assert fault.endswith("is cut short")
+
+
+def test_a_title_left_out_of_the_saved_image_is_a_fault(tmp_path):
+    fig = titled("above the image", y=1.2)
+    fig._suptitle.set_in_layout(False)  # bbox "tight" then crops it away
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert plotting.title_faults(plotting.read_layout(tmp_path / "fig.png")) == [
+        "title 'above the image' lies outside the saved image"
+    ]
+
+
+def test_robust_limits_leave_out_a_spike_and_keep_zero():
+    values = np.r_[np.linspace(0.01, 0.02, 99), 5.0]  # one spike
+    low, high = plotting.robust_limits(values)
+    assert low == 0.0 and 0.02 <= high < 0.1

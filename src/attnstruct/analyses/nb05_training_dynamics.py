@@ -447,7 +447,7 @@ def scores_over_training(ds: xr.Dataset, learned: bool = True) -> ScoresFacts:
     """The facts of the runs' symmetry and directionality over training."""
     finals = {s: final_median(ds, s).mean("seed") for s in SCORES}  # the verdicts' statistic, seed by seed
     roles = {o: label(o).split(" (")[0] for o in ds.objective.values}
-    ends = ";\n".join(
+    ends = "; ".join(
         f"{s} " + ", ".join(f"{prose.signed(finals[s].sel(objective=o))} ({role})" for o, role in roles.items())
         for s in SCORES
     )

@@ -107,19 +107,18 @@ def figure_layout(fig: mpl.figure.Figure) -> dict:
         return text is not None and text.get_visible() and bool(text.get_text().strip())
 
     titles = [entry(fig._suptitle, None)] if shown(fig._suptitle) else []
+    drawn = [ax for ax in fig.axes if ax.get_visible() and ax.get_tightbbox(renderer) is not None]
+    titles += [entry(ax.title, i) for i, ax in enumerate(drawn) if shown(ax.title)]  # measured before any is hidden
+    image = fig.get_tightbbox(renderer).transformed(mpl.transforms.Affine2D().scale(fig.dpi))
     panels = []
-    for ax in (ax for ax in fig.axes if ax.get_visible()):
+    for ax in drawn:
         visible = ax.title.get_visible()
         ax.title.set_visible(False)
-        bbox = ax.get_tightbbox(renderer)
+        panels.append(_box(ax.get_tightbbox(renderer)))
         ax.title.set_visible(visible)
-        if bbox is None:
-            continue
-        if shown(ax.title):
-            titles.append(entry(ax.title, len(panels)))
-        panels.append(_box(bbox))
+    fig.draw_without_rendering()  # the titles back where they were drawn
     panels += [_box(legend.get_window_extent(renderer)) for legend in fig.legends]
-    return {"titles": titles, "panels": panels}
+    return {"titles": titles, "panels": panels, "image": _box(image)}
 
 
 def read_layout(figure: str | os.PathLike) -> dict:
@@ -135,7 +134,8 @@ def title_faults(layout: dict) -> list[str]:
     when they can be): a title of more than :data:`TITLE_LINES` lines; a panel's title that stacks more than
     ``TITLE_LINES + 1`` lines over its panel with the figure title (which says the message; a panel's title under
     it names the panel); a title cut short (ending in "…", as :func:`message_title` cuts one that
-    does not fit); and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways)."""
+    does not fit); a title outside the saved image (``image``: the figure's tight box, what bbox "tight" saves);
+    and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways)."""
     faults = []
     panels = layout["panels"]
     above = max((t["lines"] for t in layout["titles"] if t["panel"] is None), default=0)
@@ -149,6 +149,14 @@ def title_faults(layout: dict) -> list[str]:
         if title["text"].rstrip().endswith("…"):
             faults.append(f"title {name!r} is cut short")
         x0, y0, x1, y1 = title["box"]
+        left, bottom, right, top = layout["image"]
+        if (
+            x0 < left - OVERLAP_PIXELS
+            or y0 < bottom - OVERLAP_PIXELS
+            or x1 > right + OVERLAP_PIXELS
+            or y1 > top + OVERLAP_PIXELS
+        ):
+            faults.append(f"title {name!r} lies outside the saved image")
         for i, (a0, b0, a1, b1) in enumerate(panels, 1):
             if min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS:
                 faults.append(f"title {name!r} overlaps panel {i} of {len(panels)}")
@@ -295,6 +303,16 @@ def robust_limit(m, percentile: float = 99.0) -> float:
     return float(np.percentile(np.abs(np.asarray(m, dtype=float)), percentile)) or 1.0
 
 
+def robust_limits(values, percentile: float = 95.0, pad: float = 0.25) -> tuple[float, float]:
+    """Axis limits for ``values`` (any shape, NaN ignored) that a few spikes cannot set: the central ``percentile``
+    range widened by ``pad`` of its width each side, always including 0 (the reference line)."""
+    v = np.asarray(values, dtype=float)
+    low, high = np.nanpercentile(v, [(100 - percentile) / 2, (100 + percentile) / 2])
+    low, high = min(float(low), 0.0), max(float(high), 0.0)
+    width = (high - low) or 1.0
+    return (low - pad * width if low < 0 else 0.0), (high + pad * width if high > 0 else 0.0)
+
+
 def mirror_pairs(ax: mpl.axes.Axes, m, *, color: str, label: str, max_points: int = 20_000, seed: int = 0):
     """Each off-diagonal entry ``M[i, j]`` (``i < j``) against its mirror ``M[j, i]``, both divided by the standard
     deviation of the off-diagonal entries; ``m``: ``[d, d]``.
@@ -356,7 +374,7 @@ def title_width(fig: mpl.figure.Figure, fontsize: float) -> int:
 
 TITLE_LINES = 2  # a message title's most lines: above a small plot, a longer one would dwarf it
 TITLE_MIN_POINTS = 8.0  # the smallest font a message title shrinks to before it is shortened
-TITLE_GAP_POINTS = 6.0  # between a message title's last line and the figure's top edge
+TITLE_GAP_POINTS = 6.0  # between a message title's last line and the panels under it
 
 
 def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
@@ -367,8 +385,9 @@ def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
     Each line of ``text`` longer than the figure is wide (:func:`title_width`) is wrapped at word boundaries, so a
     title never widens the saved image; a title that would take more than :data:`TITLE_LINES` lines is set in a
     smaller font (down to :data:`TITLE_MIN_POINTS`), and one that still would is cut at a word, ending in "…".
-    The title stands on the figure's top edge, its lines stacked upwards, clear of every panel whatever their
-    number (``y`` and ``va`` in ``kwargs`` are ignored)."""
+    The title sits at the top of the figure and the panels below it: a layout engine (constrained, or a later
+    ``fig.tight_layout()``) makes room for it; without one the top margin is set from the title's height, its
+    lines (``y`` and ``va`` in ``kwargs`` are ignored)."""
     import textwrap
 
     from matplotlib.font_manager import FontProperties
@@ -387,16 +406,26 @@ def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
     if len(lines) > TITLE_LINES:
         rest = " ".join(lines[TITLE_LINES - 1 :])
         lines = [*lines[: TITLE_LINES - 1], textwrap.shorten(rest, title_width(fig, size), placeholder=" …")]
-    # Placed from its line count: its bottom line sits TITLE_GAP_POINTS above the figure's top edge and the rest
-    # stack upwards, so no panel, tick label or axes title inside the figure can be under it however many lines
-    # it takes; kept out of the layout engines (tight, constrained), which would otherwise reserve room for it
-    # inside. The saved file (bbox "tight") and the notebook's inline image grow upwards to hold it.
-    gap = TITLE_GAP_POINTS / 72 / fig.get_figheight()
-    title = fig.suptitle(
-        "\n".join(lines), **(kwargs | {"fontsize": size, "fontweight": "bold"}), y=1 + gap, va="bottom"
-    )
-    title.set_in_layout(False)
+    title = fig.suptitle("\n".join(lines), **(kwargs | {"fontsize": size, "fontweight": "bold"}))
+    if fig.get_layout_engine() is None:  # constrained and tight layout make room for a suptitle themselves
+        _make_room_under(fig, title)
     return title
+
+
+def _make_room_under(fig: mpl.figure.Figure, title: mpl.text.Text, tries: int = 3) -> None:
+    """Lower the top of ``fig``'s subplot grid until everything its panels draw ends :data:`TITLE_GAP_POINTS`
+    below ``title``: the top margin follows the title's height, that is its number of lines."""
+    gap = TITLE_GAP_POINTS * fig.dpi / 72
+    height = fig.get_figheight() * fig.dpi
+    for _ in range(tries):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
+        reach = max((box.y1 for box in boxes if box is not None), default=0.0)
+        overlap = reach + gap - title.get_window_extent(renderer).y0
+        if overlap <= 0:
+            return
+        fig.subplots_adjust(top=fig.subplotpars.top - overlap / height)
 
 
 def median_and_range(ax: mpl.axes.Axes, values, color: str, style: str = "-", label: str | None = None) -> None:
