@@ -356,3 +356,12 @@ def test_robust_limits_leave_out_a_spike_and_keep_zero():
     values = np.r_[np.linspace(0.01, 0.02, 99), 5.0]  # one spike
     low, high = plotting.robust_limits(values)
     assert low == 0.0 and 0.02 <= high < 0.1
+
+
+def test_a_figure_title_over_a_panels_title_is_a_fault(tmp_path):
+    fig = titled("a title set on the panel's", y=0.92, axes_title="the panel's title")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert 'title "a title set on the panel\'s" overlaps the title of panel 1' in plotting.title_faults(
+        plotting.read_layout(tmp_path / "fig.png")
+    )

@@ -126,7 +126,9 @@ def read_layout(figure: str | os.PathLike) -> dict:
     return json.loads(layout_path(figure).read_text())
 
 
-OVERLAP_PIXELS = 1.0  # boxes that share less than this in either direction only touch
+# Boxes that share less than this (pixels at 100 dpi) in either direction only touch: a text's box includes its
+# font's ascent and descent, white space above and below the glyphs.
+OVERLAP_PIXELS = 3.0
 
 
 def title_faults(layout: dict) -> list[str]:
@@ -135,7 +137,8 @@ def title_faults(layout: dict) -> list[str]:
     ``TITLE_LINES + 1`` lines over its panel with the figure title (which says the message; a panel's title under
     it names the panel); a title cut short (ending in "…", as :func:`message_title` cuts one that
     does not fit); a title outside the saved image (``image``: the figure's tight box, what bbox "tight" saves);
-    and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways)."""
+    and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways), and for the figure's
+    title each panel's title it overlaps."""
     faults = []
     panels = layout["panels"]
     above = max((t["lines"] for t in layout["titles"] if t["panel"] is None), default=0)
@@ -160,6 +163,11 @@ def title_faults(layout: dict) -> list[str]:
         for i, (a0, b0, a1, b1) in enumerate(panels, 1):
             if min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS:
                 faults.append(f"title {name!r} overlaps panel {i} of {len(panels)}")
+        if title["panel"] is None:  # the figure's title also clears the panels' titles
+            for other in (t for t in layout["titles"] if t["panel"] is not None):
+                a0, b0, a1, b1 = other["box"]
+                if min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS:
+                    faults.append(f"title {name!r} overlaps the title of panel {other['panel'] + 1}")
     return faults
 
 
