@@ -425,7 +425,7 @@ if encoder is None:
     for ax in axes[0]:
         ax.axis("off")
 else:
-    label = f"{encoder.model}, encoder layer {encoder.layer}\n"
+    label = f"{encoder.model} layer {encoder.layer}, "
     image = plotting.symmetric_and_skew(axes[0], encoder.matrix, size=heatmap_size, label=label)
     fig.colorbar(image, ax=list(axes[0]), fraction=0.03, pad=0.02, extend="both")
 for col, example in enumerate(examples):

@@ -537,14 +537,15 @@ for row, (score, cmap) in enumerate((("head_symmetry", "RdBu_r"), ("head_directi
         for (layer, head), value in np.ndenumerate(values) if annotate else ():
             dark = abs(value) > 0.6 * norm.halfrange
             ax.text(head, layer, f"{value:+.2f}", ha="center", va="center", fontsize=8, color="w" if dark else "k")
-        ax.set(title=f"{label(objective)}\n{score.removeprefix('head_')}", xlabel="head", ylabel="layer")
+        ax.set(xlabel="head", ylabel="layer")
+        ax.set_title(f"{label(objective)}: {score.removeprefix('head_')}", fontsize=10)
         ax.set_xticks(range(settings.n_heads))
         ax.set_yticks(range(settings.n_layers))
     fig.colorbar(image, ax=axes[row, :], shrink=0.8, label=f"{score.removeprefix('head_')} score")
 plotting.message_title(
     fig,
-    "Per head at the end, mean over seeds: symmetry\n"
-    + ",\n".join(
+    "Per head at the end, mean over seeds: symmetry "
+    + ", ".join(
         prose.fill("{mean_span} in the {objective}", objective) for objective in two_objectives.heads_at_end(dataset)
     ),
 )
