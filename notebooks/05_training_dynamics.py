@@ -599,7 +599,7 @@ for ax, score in zip(axes, text_runs.SCORES):
         ax.plot(ours_tokens[1:], curve[1:], color=COLORS[objective], lw=3, label=f"ours: {label(objective)}")
     ax.set_xscale("log")
     ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(xlabel="tokens seen (log)", ylabel=f"median {score} over layers", title=score)
+    ax.set(xlabel="tokens seen (log)", ylabel="median over layers", title=score)
 for style, width, name in (("-", 0.8, "encoders, 4 layers"), ("-", 1.6, "encoders, 12 layers")):
     axes[-1].plot([], [], style, color="0.6", lw=width, label=f"the authors' {name}")
 for style, width, name in (("--", 0.8, "decoders, 4 layers"), ("--", 1.6, "decoders, 12 layers")):
