@@ -276,7 +276,7 @@ for ax, objective in zip(axes[0], objectives):
     ax.set_ylim(plotting.robust_limits(np.concatenate([d.values.ravel() for d in drawn])))  # a spike runs off
     ax.set(
         xlabel="optimizer step",
-        ylabel="baseline's validation loss minus the arm's (nats)",
+        ylabel="loss, baseline minus arm (nats)",
         title=f"{label(objective)}: above 0 is ahead",
     )
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
@@ -386,14 +386,14 @@ for arm in init_study.arm_verdicts(table, speed_effects):
 medians = text_runs.median_over_layers(runs, "symmetry")  # [objective, init, seed, step]
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives), 3.6), sharey=True, squeeze=False)
+fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives) + 4, 3.6), sharey=True, squeeze=False)
 for ax, objective in zip(axes[0], objectives):
     for init in inits:
         median = medians.sel(objective=objective, init=init)
         ax.fill_between(runs.step, median.min("seed"), median.max("seed"), color=INIT_COLORS[init], alpha=0.15, lw=0)
         ax.plot(runs.step, median.mean("seed"), color=INIT_COLORS[init], label=init)
     ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(xlabel="optimizer step", ylabel="median symmetry over layers", title=label(objective))
+    ax.set(xlabel="optimizer step", ylabel="median symmetry", title=label(objective))
 axes[0, 0].legend(fontsize=8)
 plotting.message_title(
     fig,
