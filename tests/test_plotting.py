@@ -291,6 +291,21 @@ def test_savefig_records_the_titles_and_panels_beside_the_figure(tmp_path):
     assert plotting.title_faults(layout) == []
 
 
+def test_a_panel_title_beside_a_tall_y_label_is_no_fault(tmp_path):
+    """A short panel with a long y-label: the label reaches above the plot area, level with the title, but to its
+    left; the union of the panel's parts would cover the title, the parts do not."""
+    plotting.set_style()
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.plot([0, 1], [0, 1])
+    ax.set(ylabel="a long label that reaches above the plot area", title="the panel's title")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    layout = plotting.read_layout(tmp_path / "fig.png")
+    label_top = max(box[3] for box in layout["panels"][0])
+    assert label_top > layout["titles"][0]["box"][1]  # the label's box reaches the title's height
+    assert plotting.title_faults(layout) == []
+
+
 def test_a_suptitle_printed_over_a_panel_is_a_fault(tmp_path):
     fig = titled("a title set low", y=0.5)
     plotting.savefig(fig, tmp_path / "fig")

@@ -92,8 +92,9 @@ def figure_layout(fig: mpl.figure.Figure) -> dict:
 
     ``titles``: the suptitle (``panel`` None), then each axes' title (``panel``: the index of its axes in
     ``panels``), each as ``text``, ``lines`` (its number of lines) and ``box`` (``[x0, y0, x1, y1]``), empty titles
-    left out. ``panels``: per visible axes (colour bars included), the box of everything it draws (ticks, labels,
-    legend) except its own title, then each figure legend's box."""
+    left out. ``panels``: per visible axes (colour bars included), the boxes of what it draws but its own title
+    (the plot area, each axis with its ticks and label, its legend), kept apart because their union is a rectangle
+    that a tall y-label stretches over the panel's title; then each figure legend, as one box."""
     fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
 
@@ -110,15 +111,20 @@ def figure_layout(fig: mpl.figure.Figure) -> dict:
     drawn = [ax for ax in fig.axes if ax.get_visible() and ax.get_tightbbox(renderer) is not None]
     titles += [entry(ax.title, i) for i, ax in enumerate(drawn) if shown(ax.title)]  # measured before any is hidden
     image = fig.get_tightbbox(renderer).transformed(mpl.transforms.Affine2D().scale(fig.dpi))
-    panels = []
-    for ax in drawn:
-        visible = ax.title.get_visible()
-        ax.title.set_visible(False)
-        panels.append(_box(ax.get_tightbbox(renderer)))
-        ax.title.set_visible(visible)
-    fig.draw_without_rendering()  # the titles back where they were drawn
-    panels += [_box(legend.get_window_extent(renderer)) for legend in fig.legends]
+    panels = [_panel_parts(ax, renderer) for ax in drawn]
+    panels += [[_box(legend.get_window_extent(renderer))] for legend in fig.legends]
     return {"titles": titles, "panels": panels, "image": _box(image)}
+
+
+def _panel_parts(ax, renderer) -> list[list[float]]:
+    """The boxes of what ``ax`` draws but its title: its plot area, each axis (ticks, tick labels, label), its
+    legend; empty ones left out."""
+    parts = [ax.get_window_extent(renderer)]
+    parts += [axis.get_tightbbox(renderer) for axis in (ax.xaxis, ax.yaxis) if axis.get_visible()]
+    legend = ax.get_legend()
+    if legend is not None and legend.get_visible():
+        parts.append(legend.get_window_extent(renderer))
+    return [_box(part) for part in parts if part is not None and part.width > 0 and part.height > 0]
 
 
 def read_layout(figure: str | os.PathLike) -> dict:
@@ -160,8 +166,11 @@ def title_faults(layout: dict) -> list[str]:
             or y1 > top + OVERLAP_PIXELS
         ):
             faults.append(f"title {name!r} lies outside the saved image")
-        for i, (a0, b0, a1, b1) in enumerate(panels, 1):
-            if min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS:
+        for i, parts in enumerate(panels, 1):
+            if any(
+                min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS
+                for a0, b0, a1, b1 in parts
+            ):
                 faults.append(f"title {name!r} overlaps panel {i} of {len(panels)}")
         if title["panel"] is None:  # the figure's title also clears the panels' titles
             for other in (t for t in layout["titles"] if t["panel"] is not None):
