@@ -179,7 +179,7 @@ shares = bilinear_study.energy_shares(energy)
 title = prose.fill(
     "An untrained layer: its symmetric part carries {symmetric} of the energy, its skew part {skew}", shares
 )
-plotting.message_title(fig, title, y=1.04)
+plotting.message_title(fig, title)
 plotting.savefig(fig, figures_dir / "01_decomposition")
 plt.show()
 
@@ -229,7 +229,7 @@ title = prose.fill(
     "({columns}) and rows ({rows})",
     structured,
 )
-plotting.message_title(fig, title, y=1.04)
+plotting.message_title(fig, title)
 plotting.savefig(fig, figures_dir / "01_examples")
 plt.show()
 
@@ -284,7 +284,7 @@ norms = bilinear_study.dominant_columns(m, float(example_scores["columns"].direc
 title = prose.fill(
     "{columns} and {rows} pass their threshold: C = {C} against R = {R}, so directionality is {directionality}", norms
 )
-plotting.message_title(fig, title, y=1.08)
+plotting.message_title(fig, title)
 plotting.savefig(fig, figures_dir / "01_directionality_norms")
 plt.show()
 

@@ -276,7 +276,6 @@ plotting.message_title(
         "median stays within {gaussian}",
         extremes,
     ),
-    y=1.06,
 )
 ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 plotting.savefig(fig, figures_dir / "02_threshold_sensitivity")
@@ -332,7 +331,6 @@ plotting.message_title(
         else "The summed layer is never more symmetric than its heads (largest gap {largest})",
         gap,
     ),
-    y=1.06,
 )
 ax.legend()
 plotting.savefig(fig, figures_dir / "02_head_vs_layer")

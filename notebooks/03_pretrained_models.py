@@ -256,7 +256,7 @@ title = prose.fill(
     else "{present} here: median symmetry {present_median}",
     roles,
 )
-plotting.message_title(fig, title, y=1.04)
+plotting.message_title(fig, title)
 plotting.savefig(fig, figures_dir / "03_encoders_vs_decoders")
 plt.show()
 
@@ -376,7 +376,7 @@ title = prose.fill(
     "; the most column-dominant decoder layer scores directionality {decoder_lowest}" if profile.has_decoder else "",
     profile,
 )
-plotting.message_title(fig, title, y=1.04)
+plotting.message_title(fig, title)
 plotting.savefig(fig, figures_dir / "03_layer_profiles")
 plt.show()
 
@@ -425,7 +425,7 @@ if encoder is None:
     for ax in axes[0]:
         ax.axis("off")
 else:
-    label = f"{encoder.model}, encoder layer {encoder.layer}\n"
+    label = f"{encoder.model} layer {encoder.layer}, "
     image = plotting.symmetric_and_skew(axes[0], encoder.matrix, size=heatmap_size, label=label)
     fig.colorbar(image, ax=list(axes[0]), fraction=0.03, pad=0.02, extend="both")
 for col, example in enumerate(examples):
@@ -523,7 +523,7 @@ if both:
         else "{model}, median symmetry over layers: {medians}",
         medians,
     )
-    plotting.message_title(fig, title, y=1.04)
+    plotting.message_title(fig, title)
     plotting.savefig(fig, figures_dir / "03_encoder_decoder_cross")
     plt.show()
 
@@ -650,7 +650,7 @@ if seen.has_vision:
         "Vision transformers, median symmetry over layers: {symmetry}; the paper's vision models {paper_symmetry}",
         seen,
     )
-    plotting.message_title(fig, title, y=1.04)
+    plotting.message_title(fig, title)
     plotting.savefig(fig, figures_dir / "03_vision_transformers")
     plt.show()
 

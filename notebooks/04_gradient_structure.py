@@ -216,7 +216,8 @@ for asymmetry in toys.pair_asymmetry(roles):
 # %% [markdown]
 # Top: per position, the number of terms $x_i x_j^\top$ per sequence in which it is the query (row sums of the
 # pair matrix, grey) and the context (column sums, in the objective's colour). Bottom: the pair matrices
-# themselves, query position down, context position across, white for pairs that never occur.
+# themselves, query position down, context position across, each on its own grey scale from white (pairs that
+# never occur) to its largest entry.
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(2, 2, figsize=(11, 8.5), layout="constrained")
@@ -229,12 +230,14 @@ for column, (objective, color) in enumerate(OBJECTIVES.items()):
     ax.set(title=f"{objective}: terms per position", xlabel="position", ylabel="terms per sequence")
     ax.set_ylim(0, 1.2 * max(p.sum(1).max(), p.sum(0).max()))
     ax.legend(loc="upper center", ncol=2)
-    image = axes[1, column].imshow(p, cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+    # each matrix on its own scale, from 0 to its largest entry: masked LM spreads its pairs thinly over every
+    # position, so on next-token prediction's scale (up to 1) it would be one flat light field
+    image = axes[1, column].imshow(p, cmap="Greys", vmin=0, vmax=p.max() or 1.0, interpolation="nearest")
     axes[1, column].set(title=f"{objective}: P(i query, j context)", xlabel="context position j")
     axes[1, column].set(ylabel="query position i", yticks=positions[::2])
+    fig.colorbar(image, ax=axes[1, column], shrink=0.8, label="probability (own scale)")
 for ax in axes.flat:
     ax.set_xticks(positions[::2])
-fig.colorbar(image, ax=axes[1], shrink=0.8, label="probability")
 shares = toys.context_before_query(roles)
 plotting.message_title(
     fig,

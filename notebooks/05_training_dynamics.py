@@ -273,24 +273,23 @@ prose.say(
 levels = two_objectives.loss_target_levels(unigram_entropy, dataset.objective.values)
 
 # %% tags=["hide-input"]
-fig, ax = plt.subplots(figsize=(6, 3.6))
+fig, ax = plt.subplots(figsize=(9, 3.6))
 for objective in dataset.objective.values:
     train_loss, val_loss = two_objectives.mean_losses(dataset, objective)
     ax.plot(train_loss.step, train_loss, color=COLORS[objective], lw=1, alpha=0.6)
     ax.plot(val_loss.step, val_loss, "o-", ms=3, color=COLORS[objective], label=f"{label(objective)} (validation)")
     ax.axhline(levels[str(objective)], color=COLORS[objective], ls=":", lw=1)
 ax.axhline(unigram_entropy, color="0.5", ls="--", lw=1, label="unigram entropy (no context)")
-ax.set(
-    xlabel="optimizer step",
-    ylabel="cross-entropy (nats)",
-    title="training (thin) and validation loss, mean over seeds;\ndotted: each objective's target",
-)
-ax.legend(fontsize=8)
+for objective in dataset.objective.values:
+    ax.plot([], [], ":", color=COLORS[objective], lw=1, label=f"{label(objective)}: loss target")
+ax.plot([], [], color="0.3", lw=1, alpha=0.6, label="training loss (thin)")
+ax.set(xlabel="optimizer step", ylabel="cross-entropy (nats)", title="loss, mean over seeds")
+ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 plotting.message_title(
     fig,
     prose.fill("Every run reaches its loss target" if gate.all_met else "{met} of {runs} reach their loss target", gate)
-    + ";\nfinal validation loss against the unigram entropy,\nmean over seeds: "
-    + ",\n".join(
+    + "; final validation loss against the unigram entropy: "
+    + ", ".join(
         prose.fill("{objective} {distance} nats {side}", objective)
         for objective in two_objectives.losses_against_entropy(targets)
     ),
@@ -304,8 +303,8 @@ targets.round(3)
 # %% [markdown]
 # ## Symmetry and directionality against training steps
 #
-# As in the paper's figures: the median over layers with an interquartile band (here pooled over layers and
-# seeds), with one thin line per seed. The grey band and the dashed line are the null, the chance level: the
+# As in the paper's figures: the median over layers, here its mean over seeds in bold (the statistic the title and
+# the verdicts quote), with an interquartile band pooled over layers and seeds and one thin line per seed. The grey band and the dashed line are the null, the chance level: the
 # central 95% and the median of the median over layers of untrained layers of this shape. A curve inside the grey
 # band is where an unstructured $W_{qk}$ of this width, head count and depth would be anyway; only a curve that
 # leaves the band shows structure that training put there.
@@ -322,25 +321,26 @@ for ax, score in zip(axes, text_runs.SCORES):
     plotting.null_band(ax, null[score], "untrained layers (null)")
     per_seed = text_runs.median_over_layers(dataset, score)
     for objective in dataset.objective.values:
-        q25, mid, q75 = plotting.quartiles(dataset[score].sel(objective=objective))
+        q25, _, q75 = plotting.quartiles(dataset[score].sel(objective=objective))
         ax.fill_between(dataset.step, q25, q75, color=COLORS[objective], alpha=0.2, lw=0)
-        ax.plot(dataset.step, mid, color=COLORS[objective], lw=2, label=label(objective))
+        mean = per_seed.sel(objective=objective).mean("seed")  # the statistic of the title and the verdicts
+        ax.plot(dataset.step, mean, color=COLORS[objective], lw=2, label=label(objective))
         for seed in dataset.seed.values:
             ax.plot(
                 dataset.step, per_seed.sel(objective=objective, seed=seed), color=COLORS[objective], lw=0.7, alpha=0.5
             )
-    ax.set(xlabel="optimizer step", ylabel=f"{score} score", title=f"{score}: median over layers (IQR band)")
+    ax.set(xlabel="optimizer step", ylabel=f"{score} score", title=f"{score}: median over layers")
 axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 scores = two_objectives.scores_over_training(dataset, all(learned.values()))
 plotting.message_title(
     fig,
     prose.fill(
-        "The encoder ends more symmetric than the decoder in {more} of {seeds};\n"
+        "The encoder ends more symmetric than the decoder in {more} of {seeds}; "
         if scores.can_tell
-        else "Both scores during training ({reason});\n",
+        else "Both scores during training ({reason}); ",
         scores,
     )
-    + prose.fill("final median over layers (median over seeds): {ends}", scores),
+    + prose.fill("final median over layers, mean over seeds: {ends}", scores),
 )
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "05_scores_over_training")
@@ -584,14 +584,15 @@ for row, (score, cmap) in enumerate((("head_symmetry", "RdBu_r"), ("head_directi
         for (layer, head), value in np.ndenumerate(values) if annotate else ():
             dark = abs(value) > 0.6 * norm.halfrange
             ax.text(head, layer, f"{value:+.2f}", ha="center", va="center", fontsize=8, color="w" if dark else "k")
-        ax.set(title=f"{label(objective)}\n{score.removeprefix('head_')}", xlabel="head", ylabel="layer")
+        ax.set(xlabel="head", ylabel="layer")
+        ax.set_title(f"{label(objective)}: {score.removeprefix('head_')}", fontsize=10)
         ax.set_xticks(range(settings.n_heads))
         ax.set_yticks(range(settings.n_layers))
     fig.colorbar(image, ax=axes[row, :], shrink=0.8, label=f"{score.removeprefix('head_')} score")
 plotting.message_title(
     fig,
-    "Per head at the end, mean over seeds: symmetry\n"
-    + ",\n".join(
+    "Per head at the end, mean over seeds: symmetry "
+    + ", ".join(
         prose.fill("{mean_span} in the {objective}", objective) for objective in two_objectives.heads_at_end(dataset)
     ),
 )
@@ -613,8 +614,9 @@ prose.show(
 # The authors trained 4- and 12-layer BERT shapes for `200,000` steps on Jigsaw, Wikipedia and RedPajama, with
 # batches of 256 sequences per process of up to 512 tokens; their "decoders" used the masked-LM collator. Their
 # medians over layers (`src/attnstruct/reference/paper_training_dynamics.csv`, recomputed from their result files)
-# are drawn on their own step axis; ours span far fewer steps and tokens, so compare directions and orders of
-# magnitude, not curves.
+# are drawn in grey (encoders solid, decoders dashed, 12 layers thicker) against the tokens seen, 256 x 512 per
+# step, on the axis notebook 09 uses; ours in colour against ours, `batch_size` x `seq_len` per step. Ours span
+# far fewer tokens, so compare directions and orders of magnitude, not curves.
 #
 # Two differences besides the scale make the comparison loose. Their decoders' loss covered only the masked share
 # of positions (ours covers every position), and their learning rate decayed over `200,000` steps, so at any step
@@ -625,37 +627,42 @@ prose.show(
 authors = reference.training_dynamics()
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+fig, axes = plt.subplots(1, 2, figsize=(12, 3.8), sharex=True)
+ours_tokens = dataset.step * settings.batch_size * settings.seq_len  # tokens seen, as notebook 09 draws them
 for ax, score in zip(axes, text_runs.SCORES):
-    for (n_layers_ref, mode, name), group in authors.groupby(["n_layers", "mode", "dataset"]):
-        color = plotting.ENCODER_COLOR if mode == "encoder" else plotting.DECODER_COLOR
-        style = "-" if n_layers_ref == 4 else ":"
-        ax.plot(group.step, group[score], style, color=color, marker="o", ms=3, alpha=0.6, lw=1)
+    for (n_layers_ref, mode), group in authors.groupby(["n_layers", "mode"]):  # grey: theirs, one line per dataset
+        for _, run in group.groupby("dataset"):
+            tokens = run.step * reference.AUTHORS_TOKENS_PER_STEP
+            ax.plot(
+                tokens,
+                run[score],
+                "-" if mode == "encoder" else "--",
+                color="0.6",
+                lw=0.8 if n_layers_ref == 4 else 1.6,
+            )
     ours = text_runs.median_over_layers(dataset, score).mean("seed")  # [objective, step]
     for objective in [o for o in dataset.objective.values if o in ("mlm", "next-token")]:
         curve = ours.sel(objective=objective)
-        ax.plot(dataset.step[1:], curve[1:], color=COLORS[objective], lw=3, label=f"ours: {label(objective)}")
+        ax.plot(ours_tokens[1:], curve[1:], color=COLORS[objective], lw=3, label=f"ours: {label(objective)}")
     ax.set_xscale("log")
     ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(
-        xlabel="optimizer step (log)",
-        ylabel=f"median {score} over layers",
-        title=f"{score}: ours (thick) and the authors'",
-    )
-axes[0].plot([], [], "-", color="0.3", label="authors, 4 layers")
-axes[0].plot([], [], ":", color="0.3", label="authors, 12 layers")
-axes[0].legend(fontsize=7, loc="best")
+    ax.set(xlabel="tokens seen (log)", ylabel="median over layers", title=score)
+for style, width, name in (("-", 0.8, "encoders, 4 layers"), ("-", 1.6, "encoders, 12 layers")):
+    axes[-1].plot([], [], style, color="0.6", lw=width, label=f"the authors' {name}")
+for style, width, name in (("--", 0.8, "decoders, 4 layers"), ("--", 1.6, "decoders, 12 layers")):
+    axes[-1].plot([], [], style, color="0.6", lw=width, label=f"the authors' {name}")
+axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 beside = two_objectives.beside_authors(dataset, authors, all(learned.values()))
 plotting.message_title(
     fig,
     prose.fill(
-        "Our encoder ends {comparison} our decoder, {agree} the authors':\n"
+        "Our encoder ends {comparison} our decoder, {agree} the authors': "
         if beside.can_tell
-        else "Ours beside the authors' ({reason}):\n",
+        else "Ours beside the authors' ({reason}): ",
         beside,
     )
     + prose.fill(
-        "final median symmetry over layers {ours} after {steps} steps here;\n{encoders} (encoders) and {decoders} "
+        "final median symmetry over layers {ours} after {steps} steps here; {encoders} (encoders) and {decoders} "
         "(decoders) after {authors_steps} in the authors' runs",
         beside,
     ),

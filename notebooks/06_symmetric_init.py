@@ -112,7 +112,8 @@ from attnstruct.training.model import query_key_factors
 plotting.set_style()
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 init_study.check_design(inits, objectives, seeds, smoothing, placebo_offset)
-INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#7570b3"}
+# Arms in colours of their own, none in the roles' navy or purple (the objectives are the panels)
+INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#a6761d"}
 label = text_runs.label  # an objective's name in legends and sentences
 parameters = notebooks.notebook_parameters("06_symmetric_init", globals())  # recorded with the dataset
 configs = [
@@ -252,10 +253,11 @@ targets.round(3)
 # %% [markdown]
 # ## Validation loss, relative to the baseline
 #
-# Each arm's validation loss minus the baseline's of the **same seed** (thick: mean over seeds; thin: one line per
-# seed). Below zero, the arm is ahead. The grey band is the placebo's, built the same way: the baseline from other
-# weights minus the baseline of its seed (the range over seeds), which is what a change of the draw of the start
-# alone gives on the same batches. A curve inside the band is no larger than that.
+# The baseline's validation loss minus each arm's of the **same seed** (thick: mean over seeds; thin: one line per
+# seed), the sign of the verdict lines: above zero, the arm is ahead. The grey band is the placebo's, built the same
+# way: the baseline minus the baseline from other weights of its seed (the range over seeds), which is what a change
+# of the draw of the start alone gives on the same batches. A curve inside the band is no larger than that. The
+# vertical range follows the curves, not an early spike of the band, which may run off the axes.
 
 # %%
 both = xr.concat([runs[["val_loss"]], placebo[["val_loss"]]], "init")
@@ -263,20 +265,26 @@ both = xr.concat([runs[["val_loss"]], placebo[["val_loss"]]], "init")
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives) + 3.5, 4), squeeze=False)
 for ax, objective in zip(axes[0], objectives):
-    band = init_study.loss_differences(both, objective, init_study.PLACEBO)  # [seed, step]
+    # the verdict lines' sign: the baseline's loss minus the arm's, above 0 is ahead
+    band = -init_study.loss_differences(both, objective, init_study.PLACEBO)  # [seed, step]
     ax.fill_between(
-        band.step, band.min("seed"), band.max("seed"), color="0.85", lw=0, label="placebo minus baseline (range)"
+        band.step, band.min("seed"), band.max("seed"), color="0.85", lw=0, label="baseline minus placebo (range)"
     )
     ax.axhline(0, color="0.3", ls="--", lw=1, label="baseline (bert), same seed")
+    drawn = [band.isel(step=slice(1, None))]
     for init in inits[1:]:
-        diff = init_study.loss_differences(runs, objective, init)  # [seed, step]
-        for seed in diff.seed.values:
-            ax.plot(diff.step, diff.sel(seed=seed), color=INIT_COLORS[init], lw=0.7, alpha=0.5)
-        ax.plot(diff.step, diff.mean("seed"), "o-", ms=3, lw=2, color=INIT_COLORS[init], label=f"{init} minus baseline")
+        ahead = -init_study.loss_differences(runs, objective, init)  # [seed, step]
+        for seed in ahead.seed.values:
+            ax.plot(ahead.step, ahead.sel(seed=seed), color=INIT_COLORS[init], lw=0.7, alpha=0.5)
+        ax.plot(
+            ahead.step, ahead.mean("seed"), "o-", ms=3, lw=2, color=INIT_COLORS[init], label=f"baseline minus {init}"
+        )
+        drawn.append(ahead)
+    ax.set_ylim(plotting.robust_limits(np.concatenate([d.values.ravel() for d in drawn])))  # a spike runs off
     ax.set(
         xlabel="optimizer step",
-        ylabel="validation loss minus baseline (nats)",
-        title=f"{label(objective)}: below 0 is ahead",
+        ylabel="loss, baseline minus arm (nats)",
+        title=f"{label(objective)}: above 0 is ahead",
     )
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 plotting.message_title(
@@ -284,15 +292,15 @@ plotting.message_title(
     "\n".join(
         prose.fill("{objective}: " if arm.several else "", arm)
         + prose.fill(
-            "{ahead} {verb} further ahead of the baseline than the placebo;\n"
+            "{ahead} {verb} further ahead of the baseline than the placebo; "
             if arm.can_tell and arm.any_ahead
-            else "No start ends further ahead of the baseline than the placebo;\n"
+            else "No start ends further ahead of the baseline than the placebo; "
             if arm.can_tell
-            else "Each start against the baseline ({reason});\n",
+            else "Each start against the baseline ({reason}); ",
             arm,
         )
         + prose.fill(
-            "final validation loss minus the baseline's, mean over seeds:\n{ends}; placebo {placebo_low} to "
+            "final validation loss, baseline minus arm, mean over seeds: {ends}; placebo {placebo_low} to "
             "{placebo_high}",
             arm,
         )
@@ -389,24 +397,24 @@ for arm in init_study.arm_verdicts(table, speed_effects):
 medians = text_runs.median_over_layers(runs, "symmetry")  # [objective, init, seed, step]
 
 # %% tags=["hide-input"]
-fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives), 3.6), sharey=True, squeeze=False)
+fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives) + 4, 3.6), sharey=True, squeeze=False)
 for ax, objective in zip(axes[0], objectives):
     for init in inits:
         median = medians.sel(objective=objective, init=init)
         ax.fill_between(runs.step, median.min("seed"), median.max("seed"), color=INIT_COLORS[init], alpha=0.15, lw=0)
         ax.plot(runs.step, median.mean("seed"), color=INIT_COLORS[init], label=init)
     ax.axhline(0, color="0.6", lw=0.8)
-    ax.set(xlabel="optimizer step", ylabel="median symmetry over layers", title=label(objective))
+    ax.set(xlabel="optimizer step", ylabel="median symmetry", title=label(objective))
 axes[0, 0].legend(fontsize=8)
 plotting.message_title(
     fig,
     "\n".join(
         prose.fill("{objective}: " if start.several else "", start)
         + prose.fill(
-            "Final median symmetry over layers above the baseline's of the same seed:\n{above}"
+            "Final median symmetry over layers above the baseline's of the same seed: {above}"
             if start.can_tell
-            else "How long each start's symmetry lasts ({reason});\nfinal median symmetry over layers, mean over "
-            "seeds:\n{means}",
+            else "How long each start's symmetry lasts ({reason}); final median symmetry over layers, mean over "
+            "seeds: {means}",
             start,
         )
         for start in init_study.symmetry_persistence(runs, learned)

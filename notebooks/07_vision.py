@@ -157,7 +157,7 @@ title = prose.fill(
     "{masked} of them masked, {levels} grey levels as targets, and the causal reading order",
     shown,
 )
-plotting.message_title(fig, title, y=1.08)
+plotting.message_title(fig, title)
 _ = plotting.savefig(fig, figures_dir / "07_images")
 plt.show()
 

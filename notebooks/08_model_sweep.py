@@ -183,7 +183,7 @@ title = prose.fill(
 )
 if licences.non_commercial:
     title += prose.fill(" (with non-commercial checkpoints: {models})", licences)
-plotting.message_title(fig, title, y=1.04)
+plotting.message_title(fig, title)
 plotting.savefig(fig, figures_dir / "08_population")
 plt.show()
 
@@ -288,7 +288,7 @@ else:
         "directionality",
         gaps,
     )
-    plotting.message_title(fig, title, y=1.04)
+    plotting.message_title(fig, title)
     plotting.savefig(fig, figures_dir / "08_agreement")
     plt.show()
 

@@ -286,7 +286,8 @@ def test_the_loss_title_facts_name_the_starts_ahead_of_the_placebo():
     _, both = toy_starts()
     (arm,) = init_study.losses_against_baseline(both)
     assert arm.can_tell and arm.any_ahead and (arm.ahead, arm.verb) == ("symmetric", "ends")
-    assert (arm.ends, arm.placebo_low, arm.placebo_high) == ("symmetric -0.050", "-0.010", "+0.010")
+    # the sign of the verdict lines (final loss, bert minus the arm): positive is ahead
+    assert (arm.ends, arm.placebo_low, arm.placebo_high) == ("symmetric +0.050", "-0.010", "+0.010")
     (few,) = init_study.losses_against_baseline(toy_starts(seeds=2)[1])
     assert not few.can_tell and few.reason == "2 seeds, too few to compare"
 

@@ -9,6 +9,7 @@ import xarray as xr
 
 from attnstruct import notebooks, results
 from attnstruct.analyses import plans
+from attnstruct.report import plotting
 from attnstruct.teaching import lab
 
 from conftest import ROOT, copy_stored_work
@@ -36,6 +37,17 @@ def test_notebook_runs_and_writes_results(name, executed_build):
     assert figures, "the notebook wrote no figure"
     for png in figures:
         assert png.with_suffix(".pdf").is_file()
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_figure_shows_its_titles(name, executed_build):
+    """Each figure the notebook saves has titles of at most two lines that overlap no panel, as measured on the
+    figure when it was saved (the layout record :func:`attnstruct.report.plotting.savefig` writes beside it)."""
+    executed_build(name)
+    figures = sorted((executed_build.build_dir / "figures").glob(f"{name[:2]}_*.png"))
+    faults = {png.stem: plotting.title_faults(plotting.read_layout(png)) for png in figures}
+    assert not {stem: found for stem, found in faults.items() if found}
 
 
 @pytest.mark.notebook

@@ -265,3 +265,118 @@ def test_a_message_title_takes_at_most_two_lines_however_long():
     assert len(lines) <= plotting.TITLE_LINES and all(len(line) <= width for line in lines), lines
     assert title.get_fontsize() >= plotting.TITLE_MIN_POINTS and lines[0].startswith("word word")
     plt.close(fig)
+
+
+def titled(suptitle: str, *, y: float = 0.98, axes_title: str = "") -> plt.Figure:
+    """Two panels with ``axes_title`` over the first and a suptitle at height ``y`` (figure fraction)."""
+    plotting.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+    axes[0].set_title(axes_title)
+    fig.suptitle(suptitle, y=y)
+    return fig
+
+
+def test_savefig_records_the_titles_and_panels_beside_the_figure(tmp_path):
+    fig = titled("a title", axes_title="left panel")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    layout = plotting.read_layout(tmp_path / "fig.png")
+    assert [(t["text"], t["lines"], t["panel"]) for t in layout["titles"]] == [
+        ("a title", 1, None),
+        ("left panel", 1, 0),
+    ]
+    assert len(layout["panels"]) == 2
+    assert plotting.title_faults(layout) == []
+
+
+def test_a_panel_title_beside_a_tall_y_label_is_no_fault(tmp_path):
+    """A short panel with a long y-label: the label reaches above the plot area, level with the title, but to its
+    left; the union of the panel's parts would cover the title, the parts do not."""
+    plotting.set_style()
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.plot([0, 1], [0, 1])
+    ax.set(ylabel="a long label that reaches above the plot area", title="the panel's title")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    layout = plotting.read_layout(tmp_path / "fig.png")
+    label_top = max(box[3] for box in layout["panels"][0])
+    assert label_top > layout["titles"][0]["box"][1]  # the label's box reaches the title's height
+    assert plotting.title_faults(layout) == []
+
+
+def test_a_suptitle_printed_over_a_panel_is_a_fault(tmp_path):
+    fig = titled("a title set low", y=0.5)
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert plotting.title_faults(plotting.read_layout(tmp_path / "fig.png")) == [
+        "title 'a title set low' overlaps panel 1 of 2",
+        "title 'a title set low' overlaps panel 2 of 2",
+    ]
+
+
+def test_a_title_of_more_than_two_lines_is_a_fault(tmp_path):
+    fig = titled("", axes_title="one\ntwo\nthree")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert plotting.title_faults(plotting.read_layout(tmp_path / "fig.png")) == ["title 'one two three' has 3 lines"]
+
+
+@pytest.mark.parametrize("words", [4, 14])
+def test_a_message_title_sits_clear_of_the_panels_whatever_its_lines(tmp_path, words):
+    plotting.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(6, 2.5))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+        ax.set_title("panel")
+    plotting.message_title(fig, " ".join(["symmetry"] * words))
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    layout = plotting.read_layout(tmp_path / "fig.png")
+    assert layout["titles"][0]["lines"] == (1 if words == 4 else 2)
+    assert plotting.title_faults(layout) == []
+
+
+def test_a_two_line_panel_title_under_a_figure_title_is_a_fault(tmp_path):
+    fig = titled("the\nmessage", y=1.4, axes_title="one\ntwo")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert plotting.title_faults(plotting.read_layout(tmp_path / "fig.png")) == [
+        "title 'one two' has 2 lines under a figure title of 2"
+    ]
+
+
+def test_a_title_cut_short_is_a_fault(tmp_path):
+    plotting.set_style()
+    fig, ax = plt.subplots(figsize=(4, 3))
+    plotting.message_title(fig, " ".join(["symmetry"] * 60))
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    (fault,) = plotting.title_faults(plotting.read_layout(tmp_path / "fig.png"))
+    assert fault.endswith("is cut short")
+
+
+def test_a_title_left_out_of_the_saved_image_is_a_fault(tmp_path):
+    fig = titled("above the image", y=1.2)
+    fig._suptitle.set_in_layout(False)  # bbox "tight" then crops it away
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert plotting.title_faults(plotting.read_layout(tmp_path / "fig.png")) == [
+        "title 'above the image' lies outside the saved image"
+    ]
+
+
+def test_robust_limits_leave_out_a_spike_and_keep_zero():
+    values = np.r_[np.linspace(0.01, 0.02, 99), 5.0]  # one spike
+    low, high = plotting.robust_limits(values)
+    assert low == 0.0 and 0.02 <= high < 0.1
+
+
+def test_a_figure_title_over_a_panels_title_is_a_fault(tmp_path):
+    fig = titled("a title set on the panel's", y=0.92, axes_title="the panel's title")
+    plotting.savefig(fig, tmp_path / "fig")
+    plt.close(fig)
+    assert 'title "a title set on the panel\'s" overlaps the title of panel 1' in plotting.title_faults(
+        plotting.read_layout(tmp_path / "fig.png")
+    )

@@ -470,7 +470,8 @@ def losses_against_entropy(targets: pd.DataFrame) -> list[ObjectiveLossFacts]:
 class ScoresFacts:
     """The scores over training: with enough seeds of runs that learned and both objectives (``can_tell``), the
     encoder ends more symmetric than the decoder in ``more`` of ``seeds`` (final median over layers); otherwise the
-    ``reason`` it cannot tell. ``ends``: the final medians over layers (median over seeds) of both scores."""
+    ``reason`` it cannot tell. ``ends``: the final medians over layers of both scores, mean over seeds (the
+    statistic the verdicts read)."""
 
     can_tell: bool
     reason: str
@@ -481,9 +482,9 @@ class ScoresFacts:
 
 def scores_over_training(ds: xr.Dataset, learned: bool = True) -> ScoresFacts:
     """The facts of the runs' symmetry and directionality over training."""
-    finals = {s: final_median(ds, s).median("seed") for s in SCORES}
+    finals = {s: final_median(ds, s).mean("seed") for s in SCORES}  # the verdicts' statistic, seed by seed
     roles = {o: label(o).split(" (")[0] for o in ds.objective.values}
-    ends = ";\n".join(
+    ends = "; ".join(
         f"{s} " + ", ".join(f"{prose.signed(finals[s].sel(objective=o))} ({role})" for o, role in roles.items())
         for s in SCORES
     )

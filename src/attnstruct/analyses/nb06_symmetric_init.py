@@ -652,9 +652,10 @@ def persistence_verdicts(effects: Sequence[stats.Effect]) -> list[PersistenceVer
 @dataclass(frozen=True)
 class LossTitleFacts:
     """One ``objective``'s validation losses against the baseline (``several``: more than one objective drawn):
-    each arm's final loss minus the baseline's, mean over seeds (``ends``), beside the placebo's range ``placebo_low``
-    to ``placebo_high``; with enough seeds of runs that learned (``can_tell``, else the ``reason``), the arms that end
-    further ahead than the placebo (``ahead``, ``any_ahead``) and the ``verb`` that agrees with them."""
+    the baseline's final loss minus each arm's (the verdicts' sign: positive is ahead), mean over seeds (``ends``),
+    beside the placebo's range ``placebo_low`` to ``placebo_high``; with enough seeds of runs that learned
+    (``can_tell``, else the ``reason``), the arms that end further ahead than the placebo (``ahead``, ``any_ahead``)
+    and the ``verb`` that agrees with them."""
 
     objective: str
     several: bool
@@ -676,9 +677,10 @@ def losses_against_baseline(both: xr.Dataset, learned: bool = True) -> list[Loss
     objectives = [str(o) for o in both.objective.values]
     facts = []
     for objective in objectives:
-        band = loss_differences(both, objective, PLACEBO).isel(step=-1)
-        ends = {a: float(loss_differences(both, objective, a).isel(step=-1).mean()) for a in arms}
-        ahead = [a for a, v in ends.items() if v < float(band.min())]
+        # the verdict lines' sign: the baseline's final loss minus the arm's, positive when the arm is ahead
+        band = -loss_differences(both, objective, PLACEBO).isel(step=-1)
+        ends = {a: -float(loss_differences(both, objective, a).isel(step=-1).mean()) for a in arms}
+        ahead = [a for a, v in ends.items() if v > float(band.max())]
         facts.append(
             LossTitleFacts(
                 objective=label(objective),

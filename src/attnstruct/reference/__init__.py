@@ -45,6 +45,10 @@ def reference_table(path: str | Path | None = None) -> pd.DataFrame:
     return pd.read_csv(path or REFERENCE_CSV)
 
 
+# The authors' training runs: 32 sequences, 8 accumulation steps, 512 tokens each per optimiser step (their batch).
+AUTHORS_TOKENS_PER_STEP = 32 * 8 * 512
+
+
 def training_dynamics() -> pd.DataFrame:
     """The authors' medians over layers during training from scratch (``n_layers``, ``mode``, ``dataset``, ``step``,
     ``symmetry``, ``directionality``), recomputed from their result files; not ours."""

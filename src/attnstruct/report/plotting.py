@@ -8,6 +8,7 @@ same data writes identical files.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,7 +58,11 @@ def set_style(context: str = "paper", font_scale: float = 1.2) -> None:
 
 def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
     """Save ``fig`` as ``path`` with each suffix in ``formats``, with fixed metadata, each file written atomically
-    (:func:`attnstruct.results.write_atomically`); returns the files written."""
+    (:func:`attnstruct.results.write_atomically`); returns the files written.
+
+    Beside them, ``<path>.layout.json`` records where the figure's titles and panels lie (:func:`figure_layout`),
+    measured on the figure object as it was saved: a PNG cannot be measured again, and a test reads the record
+    (:func:`read_layout`, :func:`title_faults`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     written = []
@@ -67,7 +72,112 @@ def savefig(fig: mpl.figure.Figure, path: str | os.PathLike, formats: Sequence[s
         target = path.with_suffix(f".{fmt}")
         write_atomically(target, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, metadata=_METADATA[fmt]))
         written.append(target)
+    record = json.dumps(figure_layout(fig), indent=1, sort_keys=True) + "\n"
+    write_atomically(layout_path(path), lambda tmp: Path(tmp).write_text(record))
     return written
+
+
+def layout_path(figure: str | os.PathLike) -> Path:
+    """The layout record beside the figure ``figure`` (any of its files, or its path without a suffix)."""
+    figure = Path(figure)
+    return figure.with_name(f"{figure.name.split('.')[0]}.layout.json")
+
+
+def _box(bbox) -> list[float]:
+    return [round(float(v), 2) for v in (bbox.x0, bbox.y0, bbox.x1, bbox.y1)]
+
+
+def figure_layout(fig: mpl.figure.Figure) -> dict:
+    """Where the titles and panels of ``fig`` lie once drawn, in display pixels (origin bottom left).
+
+    ``titles``: the suptitle (``panel`` None), then each axes' title (``panel``: the index of its axes in
+    ``panels``), each as ``text``, ``lines`` (its number of lines) and ``box`` (``[x0, y0, x1, y1]``), empty titles
+    left out. ``panels``: per visible axes (colour bars included), the boxes of what it draws but its own title
+    (the plot area, each axis with its ticks and label, its legend), kept apart because their union is a rectangle
+    that a tall y-label stretches over the panel's title; then each figure legend, as one box."""
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+
+    def entry(text, panel):
+        words = text.get_text()
+        return {"text": words, "lines": words.count("\n") + 1, "box": _box(text.get_window_extent(renderer))} | {
+            "panel": panel
+        }
+
+    def shown(text) -> bool:
+        return text is not None and text.get_visible() and bool(text.get_text().strip())
+
+    titles = [entry(fig._suptitle, None)] if shown(fig._suptitle) else []
+    drawn = [ax for ax in fig.axes if ax.get_visible() and ax.get_tightbbox(renderer) is not None]
+    titles += [entry(ax.title, i) for i, ax in enumerate(drawn) if shown(ax.title)]  # measured before any is hidden
+    image = fig.get_tightbbox(renderer).transformed(mpl.transforms.Affine2D().scale(fig.dpi))
+    panels = [_panel_parts(ax, renderer) for ax in drawn]
+    panels += [[_box(legend.get_window_extent(renderer))] for legend in fig.legends]
+    return {"titles": titles, "panels": panels, "image": _box(image)}
+
+
+def _panel_parts(ax, renderer) -> list[list[float]]:
+    """The boxes of what ``ax`` draws but its title: its plot area, each axis (ticks, tick labels, label), its
+    legend; empty ones left out."""
+    parts = [ax.get_window_extent(renderer)]
+    parts += [axis.get_tightbbox(renderer) for axis in (ax.xaxis, ax.yaxis) if axis.get_visible()]
+    legend = ax.get_legend()
+    if legend is not None and legend.get_visible():
+        parts.append(legend.get_window_extent(renderer))
+    return [_box(part) for part in parts if part is not None and part.width > 0 and part.height > 0]
+
+
+def read_layout(figure: str | os.PathLike) -> dict:
+    """The layout record that :func:`savefig` wrote beside ``figure``."""
+    return json.loads(layout_path(figure).read_text())
+
+
+# Boxes that share less than this (pixels at 100 dpi) in either direction only touch: a text's box includes its
+# font's ascent and descent, white space above and below the glyphs.
+OVERLAP_PIXELS = 3.0
+
+
+def title_faults(layout: dict) -> list[str]:
+    """What keeps the titles of a figure's ``layout`` (:func:`figure_layout`) from being read, one line each (empty
+    when they can be): a title of more than :data:`TITLE_LINES` lines; a panel's title that stacks more than
+    ``TITLE_LINES + 1`` lines over its panel with the figure title (which says the message; a panel's title under
+    it names the panel); a title cut short (ending in "…", as :func:`message_title` cuts one that
+    does not fit); a title outside the saved image (``image``: the figure's tight box, what bbox "tight" saves);
+    and each panel a title's box overlaps (by :data:`OVERLAP_PIXELS` or more both ways), and for the figure's
+    title each panel's title it overlaps."""
+    faults = []
+    panels = layout["panels"]
+    above = max((t["lines"] for t in layout["titles"] if t["panel"] is None), default=0)
+    for title in layout["titles"]:
+        name = " ".join(title["text"].split())
+        name = name if len(name) <= 60 else name[:57] + "..."
+        if title["lines"] > TITLE_LINES:
+            faults.append(f"title {name!r} has {title['lines']} lines")
+        elif title["panel"] is not None and above and above + title["lines"] > TITLE_LINES + 1:
+            faults.append(f"title {name!r} has {title['lines']} lines under a figure title of {above}")
+        if title["text"].rstrip().endswith("…"):
+            faults.append(f"title {name!r} is cut short")
+        x0, y0, x1, y1 = title["box"]
+        left, bottom, right, top = layout["image"]
+        if (
+            x0 < left - OVERLAP_PIXELS
+            or y0 < bottom - OVERLAP_PIXELS
+            or x1 > right + OVERLAP_PIXELS
+            or y1 > top + OVERLAP_PIXELS
+        ):
+            faults.append(f"title {name!r} lies outside the saved image")
+        for i, parts in enumerate(panels, 1):
+            if any(
+                min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS
+                for a0, b0, a1, b1 in parts
+            ):
+                faults.append(f"title {name!r} overlaps panel {i} of {len(panels)}")
+        if title["panel"] is None:  # the figure's title also clears the panels' titles
+            for other in (t for t in layout["titles"] if t["panel"] is not None):
+                a0, b0, a1, b1 = other["box"]
+                if min(x1, a1) - max(x0, a0) >= OVERLAP_PIXELS and min(y1, b1) - max(y0, b0) >= OVERLAP_PIXELS:
+                    faults.append(f"title {name!r} overlaps the title of panel {other['panel'] + 1}")
+    return faults
 
 
 def matrix_heatmap(
@@ -210,6 +320,16 @@ def robust_limit(m, percentile: float = 99.0) -> float:
     return float(np.percentile(np.abs(np.asarray(m, dtype=float)), percentile)) or 1.0
 
 
+def robust_limits(values, percentile: float = 95.0, pad: float = 0.25) -> tuple[float, float]:
+    """Axis limits for ``values`` (any shape, NaN ignored) that a few spikes cannot set: the central ``percentile``
+    range widened by ``pad`` of its width each side, always including 0 (the reference line)."""
+    v = np.asarray(values, dtype=float)
+    low, high = np.nanpercentile(v, [(100 - percentile) / 2, (100 + percentile) / 2])
+    low, high = min(float(low), 0.0), max(float(high), 0.0)
+    width = (high - low) or 1.0
+    return (low - pad * width if low < 0 else 0.0), (high + pad * width if high > 0 else 0.0)
+
+
 def mirror_pairs(ax: mpl.axes.Axes, m, *, color: str, label: str, max_points: int = 20_000, seed: int = 0):
     """Each off-diagonal entry ``M[i, j]`` (``i < j``) against its mirror ``M[j, i]``, both divided by the standard
     deviation of the off-diagonal entries; ``m``: ``[d, d]``.
@@ -271,6 +391,7 @@ def title_width(fig: mpl.figure.Figure, fontsize: float) -> int:
 
 TITLE_LINES = 2  # a message title's most lines: above a small plot, a longer one would dwarf it
 TITLE_MIN_POINTS = 8.0  # the smallest font a message title shrinks to before it is shortened
+TITLE_GAP_POINTS = 6.0  # between a message title's last line and the panels under it
 
 
 def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
@@ -280,12 +401,15 @@ def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
 
     Each line of ``text`` longer than the figure is wide (:func:`title_width`) is wrapped at word boundaries, so a
     title never widens the saved image; a title that would take more than :data:`TITLE_LINES` lines is set in a
-    smaller font (down to :data:`TITLE_MIN_POINTS`), and one that still would is cut at a word, ending in "…"."""
+    smaller font (down to :data:`TITLE_MIN_POINTS`), and one that still would is cut at a word, ending in "…".
+    The title sits at the top of the figure and the panels below it: a layout engine (constrained, or a later
+    ``fig.tight_layout()``) makes room for it; without one the top margin is set from the title's height, its
+    lines (``y`` and ``va`` in ``kwargs`` are ignored)."""
     import textwrap
 
     from matplotlib.font_manager import FontProperties
 
-    kwargs = {"fontsize": "large"} | kwargs
+    kwargs = {"fontsize": "large"} | {k: v for k, v in kwargs.items() if k not in ("y", "va", "verticalalignment")}
     size = FontProperties(size=kwargs["fontsize"]).get_size_in_points()
 
     def wrapped(points: float) -> list[str]:
@@ -299,7 +423,26 @@ def message_title(fig: mpl.figure.Figure, text: str, **kwargs) -> mpl.text.Text:
     if len(lines) > TITLE_LINES:
         rest = " ".join(lines[TITLE_LINES - 1 :])
         lines = [*lines[: TITLE_LINES - 1], textwrap.shorten(rest, title_width(fig, size), placeholder=" …")]
-    return fig.suptitle("\n".join(lines), fontweight="bold", **(kwargs | {"fontsize": size}))
+    title = fig.suptitle("\n".join(lines), **(kwargs | {"fontsize": size, "fontweight": "bold"}))
+    if fig.get_layout_engine() is None:  # constrained and tight layout make room for a suptitle themselves
+        _make_room_under(fig, title)
+    return title
+
+
+def _make_room_under(fig: mpl.figure.Figure, title: mpl.text.Text, tries: int = 3) -> None:
+    """Lower the top of ``fig``'s subplot grid until everything its panels draw ends :data:`TITLE_GAP_POINTS`
+    below ``title``: the top margin follows the title's height, that is its number of lines."""
+    gap = TITLE_GAP_POINTS * fig.dpi / 72
+    height = fig.get_figheight() * fig.dpi
+    for _ in range(tries):
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
+        reach = max((box.y1 for box in boxes if box is not None), default=0.0)
+        overlap = reach + gap - title.get_window_extent(renderer).y0
+        if overlap <= 0:
+            return
+        fig.subplots_adjust(top=fig.subplotpars.top - overlap / height)
 
 
 def median_and_range(ax: mpl.axes.Axes, values, color: str, style: str = "-", label: str | None = None) -> None:
