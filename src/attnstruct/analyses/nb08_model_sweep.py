@@ -61,22 +61,14 @@ def rows_by_family(summary: pd.DataFrame, model_types) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class FamilyDesignFacts:
-    """The primary claim's design on the swept models: whether it can be tested at all (``tested``: a family of each
-    role), the ``encoders`` and ``decoders`` families (listed), and :func:`attnstruct.stats.design_reach` of them:
-    the ``design`` (counted), its ``test``, the ``smallest`` p it can reach against ``alpha``, whether that is below
-    (``reachable``), the ``verdict`` it reads otherwise and the families of each role it would take (``needed``)."""
+class FamilyDesignFacts(stats.DesignReach):
+    """The primary claim's design on the swept models: :func:`attnstruct.stats.design_reach` of its families (the
+    fields of :class:`attnstruct.stats.DesignReach`), whether it can be tested at all (``tested``: a family of each
+    role), and the ``encoders`` and ``decoders`` families (listed)."""
 
-    tested: bool
-    encoders: str
-    decoders: str
-    design: str
-    test: str
-    smallest: str
-    alpha: str
-    reachable: bool
-    verdict: str
-    needed: str
+    tested: bool = False
+    encoders: str = ""
+    decoders: str = ""
 
 
 def family_design(summary: pd.DataFrame, model_types) -> FamilyDesignFacts:
@@ -84,13 +76,14 @@ def family_design(summary: pd.DataFrame, model_types) -> FamilyDesignFacts:
     can reach."""
     rows = rows_by_family(summary, model_types)
     names = [sorted(rows.loc[rows["stack"] == r, "model_family"].unique()) for r in ROLES_COMPARED]
-    listed = [prose.listing(n, fmt=lambda v, _: str(v)) for n in names]
+    encoders, decoders = (prose.listing(n, fmt=lambda v, _: str(v)) for n in names)
     if not all(names):
-        return FamilyDesignFacts(False, *listed, "", "", "", "", False, stats.CANNOT_TELL, "")
+        untested = dict(design="", test="", smallest="", alpha="", reachable=False, needed="")
+        return FamilyDesignFacts(**untested, verdict=stats.CANNOT_TELL, encoders=encoders, decoders=decoders)
     reach = stats.design_reach(
         len(names[0]), control=len(names[1]), unit="encoder family", control_unit="decoder family", balanced=True
     )
-    return FamilyDesignFacts(True, *listed, **{k: getattr(reach, k) for k in stats.DesignReach.__dataclass_fields__})
+    return FamilyDesignFacts(**vars(reach), tested=True, encoders=encoders, decoders=decoders)
 
 
 def effects(summary: pd.DataFrame, model_types, seed: int = 0) -> list[stats.Effect]:
