@@ -109,17 +109,7 @@ def checkpoint_list(models, local_models: Sequence = (), cache_dir=None) -> pd.D
     ``[name, path, role]`` entries. Raises ``RuntimeError`` naming the fetch command when a zoo model is not
     fetched, ``ValueError`` for a role that is none of :data:`attnstruct.checkpoints.tables.ROLES`.
     """
-    rows = [
-        {
-            "model": e.name,
-            "path": zoo.path(e.name, cache_dir),
-            "source": "zoo",
-            "role": e.role,
-            "n_params": e.n_params,
-            "model_type": e.model_type,
-        }
-        for e in pretrained_scores.fetched_entries(models, cache_dir)
-    ]
+    rows = [pretrained_scores.zoo_row(e, cache_dir) for e in pretrained_scores.fetched_entries(models, cache_dir)]
     for entry in local_models:
         if isinstance(entry, (str, bytes)) or len(entry) not in (2, 3):
             raise ValueError(f"a local model is [name, path] or [name, path, role], got {entry!r}")

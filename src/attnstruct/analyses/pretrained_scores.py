@@ -25,6 +25,19 @@ def fetched_entries(models, cache_dir=None) -> list[zoo.Entry]:
     return entries
 
 
+def zoo_row(entry: zoo.Entry, cache_dir=None) -> dict:
+    """One packaged checkpoint as a row of a checkpoint list: its ``model`` name, ``path`` in ``cache_dir``,
+    ``source`` ``"zoo"``, and the registry's ``role``, ``n_params`` and ``model_type``."""
+    return {
+        "model": entry.name,
+        "path": zoo.path(entry.name, cache_dir),
+        "source": "zoo",
+        "role": entry.role,
+        "n_params": entry.n_params,
+        "model_type": entry.model_type,
+    }
+
+
 def _extras(cell: xr.Dataset) -> set[str]:
     """The extra logit terms recorded for a (model, stack) cell (``extras``, comma-separated)."""
     if "extras" not in cell:

@@ -21,6 +21,7 @@ from .. import results
 from ..checkpoints import tables, zoo
 from ..checkpoints.extract import AttentionBlock
 from ..report import prose
+from . import pretrained_scores
 
 VISION_ROLE = "vision encoder"
 VISION_NOTEBOOK = "07_vision"
@@ -34,14 +35,7 @@ def split_vision(checkpoints: pd.DataFrame, cache_dir=None) -> tuple[pd.DataFram
     is_vision = checkpoints["role"] == VISION_ROLE
     listed = set(checkpoints.loc[is_vision, "model"])
     added = [
-        {
-            "model": e.name,
-            "path": zoo.path(e.name, cache_dir),
-            "source": "zoo",
-            "role": e.role,
-            "n_params": e.n_params,
-            "model_type": e.model_type,
-        }
+        pretrained_scores.zoo_row(e, cache_dir)
         for e in zoo.entries(zoo.NON_COMMERCIAL)
         if e.role == VISION_ROLE and e.name not in listed and zoo.is_fetched(e.name, cache_dir)
     ]
