@@ -7,6 +7,7 @@ import pytest
 import torch
 import xarray as xr
 from extract_models import build
+from random_blocks import encoder_blocks
 from test_paper_comparison import REFERENCE, stacks
 from test_pretrained import made_up_scores
 
@@ -554,16 +555,6 @@ def test_the_encoder_decoder_medians_are_per_self_attention_stack_with_cross_apa
 
 
 # The fine-tune pair.
-
-
-def encoder_blocks(n_layers: int, seed: int, d_model: int = 16, n_heads: int = 4) -> list[AttentionBlock]:
-    """Random bidirectional blocks, one per layer."""
-    gen = torch.Generator().manual_seed(seed)
-    shape = (n_heads, d_model // n_heads, d_model)
-    return [
-        AttentionBlock("encoder", i, torch.randn(*shape, generator=gen), torch.randn(*shape, generator=gen), False, 4)
-        for i in range(n_layers)
-    ]
 
 
 def finetune_dataset():

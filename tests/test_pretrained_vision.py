@@ -4,28 +4,17 @@ scored layer by layer, beside notebook 07's runs and the paper's vision rows."""
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 import xarray as xr
+from random_blocks import encoder_blocks
 
 from attnstruct import reference, results
 from attnstruct.analyses import nb03_pretrained_models as study
 from attnstruct.analyses import paper_comparison
 from attnstruct.analyses import pretrained_vision as vision_study
-from attnstruct.checkpoints.extract import AttentionBlock
 from attnstruct.report import prose
 from attnstruct.scores import factor_scores
 
 AUTHORS = reference.reference_table()
-
-
-def encoder_blocks(n_layers: int, seed: int, d_model: int = 16, n_heads: int = 4) -> list[AttentionBlock]:
-    """Random bidirectional blocks, one per layer."""
-    gen = torch.Generator().manual_seed(seed)
-    shape = (n_heads, d_model // n_heads, d_model)
-    return [
-        AttentionBlock("encoder", i, torch.randn(*shape, generator=gen), torch.randn(*shape, generator=gen), False, 4)
-        for i in range(n_layers)
-    ]
 
 
 def vision_rows(names=("dinov2-s14", "clip-vit-b16-vision")) -> pd.DataFrame:
