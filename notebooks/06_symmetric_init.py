@@ -113,7 +113,14 @@ plotting.set_style()
 results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 init_study.check_design(inits, objectives, seeds, smoothing, placebo_offset)
 # Arms in colours of their own, none in the roles' navy or purple (the objectives are the panels)
-INIT_COLORS = {"bert": "0.2", "symmetric": "#d95f02", "symmetric-matched": "#1b9e77", "default-scale": "#a6761d"}
+# arms are not roles: none of the role colours of `attnstruct.report.plotting` (navy, purple, teal, amber)
+INIT_COLORS = {
+    "bert": "0.2",
+    "placebo": "0.55",
+    "symmetric": "#e7298a",
+    "symmetric-matched": "#66a61e",
+    "default-scale": "#a6761d",
+}
 label = text_runs.label  # an objective's name in legends and sentences
 parameters = notebooks.notebook_parameters("06_symmetric_init", globals())  # recorded with the dataset
 configs = [
@@ -251,39 +258,41 @@ for run in text_runs.missed_targets(targets):
 targets.round(3)
 
 # %% [markdown]
-# ## Validation loss, relative to the baseline
+# ## Validation loss, against the placebo
 #
-# The baseline's validation loss minus each arm's of the **same seed** (thick: mean over seeds; thin: one line per
-# seed), the sign of the verdict lines: above zero, the arm is ahead. The grey band is the placebo's, built the same
-# way: the baseline minus the baseline from other weights of its seed (the range over seeds), which is what a change
-# of the draw of the start alone gives on the same batches. A curve inside the band is no larger than that. The
-# vertical range follows the curves, not an early spike of the band, which may run off the axes.
+# The placebo's validation loss minus each arm's of the **same seed** (thick: mean over seeds; thin: one line per
+# seed), the statistic and the sign of the verdict lines below: above zero, the arm is ahead of the placebo. The
+# grey band is the baseline read the same way, the placebo minus the baseline of its seed (the range over seeds):
+# two draws of the same start on the same batches, so what a change of the draw alone gives. The title quotes each
+# arm's final value, mean over seeds, with its verdict. The vertical range follows the curves, not an early spike,
+# which may run off the axes.
 
 # %%
 both = xr.concat([runs[["val_loss"]], placebo[["val_loss"]]], "init")
+table = init_study.speedups(runs, placebo, steps=settings.steps, smoothing=smoothing)  # one row per arm and seed
+loss_effects = init_study.loss_effects(table, targets=targets)
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives) + 3.5, 4), squeeze=False)
 for ax, objective in zip(axes[0], objectives):
-    # the verdict lines' sign: the baseline's loss minus the arm's, above 0 is ahead
-    band = -init_study.loss_differences(both, objective, init_study.PLACEBO)  # [seed, step]
+    band = init_study.loss_gains(both, objective, init_study.BASELINE)  # [seed, step]
     ax.fill_between(
-        band.step, band.min("seed"), band.max("seed"), color="0.85", lw=0, label="baseline minus placebo (range)"
+        band.step, band.min("seed"), band.max("seed"), color="0.85", lw=0, label="placebo minus baseline (range)"
     )
-    ax.axhline(0, color="0.3", ls="--", lw=1, label="baseline (bert), same seed")
+    ax.axhline(0, color="0.3", ls="--", lw=1, label="placebo, same seed")
     drawn = [band.isel(step=slice(1, None))]
     for init in inits[1:]:
-        ahead = -init_study.loss_differences(runs, objective, init)  # [seed, step]
+        ahead = init_study.loss_gains(both, objective, init)  # [seed, step]
         for seed in ahead.seed.values:
             ax.plot(ahead.step, ahead.sel(seed=seed), color=INIT_COLORS[init], lw=0.7, alpha=0.5)
         ax.plot(
-            ahead.step, ahead.mean("seed"), "o-", ms=3, lw=2, color=INIT_COLORS[init], label=f"baseline minus {init}"
+            ahead.step, ahead.mean("seed"), "o-", ms=3, lw=2, color=INIT_COLORS[init], label=f"placebo minus {init}"
         )
         drawn.append(ahead)
     ax.set_ylim(plotting.robust_limits(np.concatenate([d.values.ravel() for d in drawn])))  # a spike runs off
     ax.set(
         xlabel="optimizer step",
-        ylabel="loss, baseline minus arm (nats)",
+        ylabel="loss, placebo minus arm (nats)",
         title=f"{label(objective)}: above 0 is ahead",
     )
 axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
@@ -292,19 +301,16 @@ plotting.message_title(
     "\n".join(
         prose.fill("{objective}: " if arm.several else "", arm)
         + prose.fill(
-            "{ahead} {verb} further ahead of the baseline than the placebo; "
-            if arm.can_tell and arm.any_ahead
-            else "No start ends further ahead of the baseline than the placebo; "
-            if arm.can_tell
-            else "Each start against the baseline ({reason}); ",
+            "{ahead} {verb} ahead of the placebo. " if arm.can_tell and arm.any_ahead else "",
             arm,
         )
         + prose.fill(
-            "final validation loss, baseline minus arm, mean over seeds: {ends}; placebo {placebo_low} to "
-            "{placebo_high}",
+            "Final loss, placebo minus arm, mean over seeds: {ends}; baseline {baseline}"
+            if arm.can_tell
+            else "Each start against the placebo ({reason}); final loss, placebo minus arm: {ends}",
             arm,
         )
-        for arm in init_study.losses_against_baseline(both, learned)
+        for arm in init_study.losses_against_placebo(both, loss_effects, learned)
     ),
 )
 fig.tight_layout()
@@ -324,8 +330,6 @@ _ = plotting.savefig(fig, figures_dir / "06_validation_loss")
 # gives. An arm whose gain lies within that range has shown nothing that a different draw would not show as well.
 
 # %%
-table = init_study.speedups(runs, placebo, steps=settings.steps, smoothing=smoothing)  # one row per arm and seed
-loss_effects = init_study.loss_effects(table, targets=targets)
 for effect in loss_effects:
     print(prose.effect_line(effect, 3))
 for arm in init_study.arm_verdicts(table, loss_effects, digits=3):
@@ -394,30 +398,33 @@ for arm in init_study.arm_verdicts(table, speed_effects):
 # each seed's final median symmetry of the arm minus the placebo's of the same seed.
 
 # %%
-medians = text_runs.median_over_layers(runs, "symmetry")  # [objective, init, seed, step]
+both_symmetry = xr.concat([runs[["symmetry"]], placebo[["symmetry"]]], "init")
+medians = text_runs.median_over_layers(both_symmetry, "symmetry")  # [objective, init, seed, step]
+persist = init_study.persistence_effects(runs, placebo, objectives[0], targets=targets)
 
 # %% tags=["hide-input"]
 fig, axes = plt.subplots(1, len(objectives), figsize=(5.5 * len(objectives) + 4, 3.6), sharey=True, squeeze=False)
 for ax, objective in zip(axes[0], objectives):
-    for init in inits:
+    for init in [*inits, init_study.PLACEBO]:
         median = medians.sel(objective=objective, init=init)
         ax.fill_between(runs.step, median.min("seed"), median.max("seed"), color=INIT_COLORS[init], alpha=0.15, lw=0)
-        ax.plot(runs.step, median.mean("seed"), color=INIT_COLORS[init], label=init)
+        ax.plot(
+            runs.step, median.mean("seed"), color=INIT_COLORS[init], label=init, ls=":" if init == "placebo" else "-"
+        )
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set(xlabel="optimizer step", ylabel="median symmetry", title=label(objective))
-axes[0, 0].legend(fontsize=8)
+axes[0, -1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 plotting.message_title(
     fig,
     "\n".join(
         prose.fill("{objective}: " if start.several else "", start)
         + prose.fill(
-            "Final median symmetry over layers above the baseline's of the same seed: {above}"
+            "Final median symmetry, arm minus placebo, mean over seeds: {against}; the placebo ends at {placebo}"
             if start.can_tell
-            else "How long each start's symmetry lasts ({reason}); final median symmetry over layers, mean over "
-            "seeds: {means}",
+            else "Each start against the placebo ({reason}); final median symmetry, arm minus placebo: {against}",
             start,
         )
-        for start in init_study.symmetry_persistence(runs, learned)
+        for start in init_study.symmetry_against_placebo(runs, placebo, persist, learned)
     ),
 )
 fig.tight_layout()
@@ -434,7 +441,6 @@ _ = plotting.savefig(fig, figures_dir / "06_symmetry_over_training")
 init_study.persistence_table(runs).round(2)
 
 # %%
-persist = init_study.persistence_effects(runs, placebo, objectives[0], targets=targets)
 for effect in persist:
     print(prose.effect_line(effect))
 persisting = init_study.persistence(runs, objectives[0])

@@ -1,6 +1,8 @@
 """Notebook 06 on curves and runs with known answers: the speed-up metrics, the placebo, the verdicts, the
 symmetric start and whether it persists, the facts the notebook states, and the dataset."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -209,10 +211,21 @@ def test_the_arm_facts_give_each_verdict_beside_the_placebo():
         init_study.arm_verdicts(TABLE, init_study.loss_effects(TABLE)[:1])
 
 
-def test_loss_differences_are_against_the_baseline_of_the_same_seed():
+def test_loss_gains_are_the_control_minus_the_arm_of_the_same_seed():
     runs = runs_of({"symmetric": [(2, 2.0), (3, 2.0)]})
-    difference = init_study.loss_differences(runs, "mlm", "symmetric")
-    np.testing.assert_allclose(difference.sel(seed=1), curve(3) - curve(1))
+    gain = init_study.loss_gains(runs, "mlm", "symmetric", control="bert")
+    np.testing.assert_allclose(gain.sel(seed=1), curve(1) - curve(3))
+
+
+def test_the_final_loss_gain_over_the_placebo_is_the_primary_estimate():
+    runs, placebo = (
+        runs_of({"symmetric": [(2, 1.9), (2, 1.95), (3, 1.8)]}),
+        placebo_of([(1, 2.0), (1.1, 2.1), (1, 2.05)]),
+    )
+    both = xr.concat([runs[["val_loss"]], placebo[["val_loss"]]], "init")
+    (effect,) = init_study.loss_effects(init_study.speedups(runs, placebo, steps=int(STEPS[-1])))
+    gain = init_study.loss_gains(both, "mlm", "symmetric").isel(step=-1).mean()
+    assert float(gain) == pytest.approx(effect.estimate)
 
 
 def test_the_dataset_holds_the_gains_and_speedups_per_arm_and_seed_and_the_placebos():
@@ -282,22 +295,27 @@ def toy_starts(seeds=5):
     return runs, both
 
 
-def test_the_loss_title_facts_name_the_starts_ahead_of_the_placebo():
+def test_the_loss_title_quotes_each_arms_estimate_and_verdict_against_the_placebo():
     _, both = toy_starts()
-    (arm,) = init_study.losses_against_baseline(both)
+    gains = both.val_loss.sel(init="placebo") - both.val_loss.sel(init="symmetric")
+    claim = "mlm: final validation loss, placebo minus symmetric"
+    effect = dataclasses.replace(stats.paired_effect(gains.values[0, :, -1], np.zeros(5), claim=claim), verdict="holds")
+    (arm,) = init_study.losses_against_placebo(both, [effect])
     assert arm.can_tell and arm.any_ahead and (arm.ahead, arm.verb) == ("symmetric", "ends")
-    # the sign of the verdict lines (final loss, bert minus the arm): positive is ahead
-    assert (arm.ends, arm.placebo_low, arm.placebo_high) == ("symmetric +0.050", "-0.010", "+0.010")
-    (few,) = init_study.losses_against_baseline(toy_starts(seeds=2)[1])
-    assert not few.can_tell and few.reason == "2 seeds, too few to compare"
+    # the verdict lines' statistic and sign: the placebo's final loss minus the arm's, positive is ahead
+    assert (arm.ends, arm.baseline) == ("symmetric +0.050 (holds)", "+0.000")
+    (few,) = init_study.losses_against_placebo(toy_starts(seeds=2)[1], [])
+    assert not few.can_tell and few.reason == "2 seeds, too few to compare" and few.ends == "symmetric +0.050"
 
 
-def test_the_persistence_title_facts_count_the_seeds_above_the_baseline():
+def test_the_persistence_title_reads_each_start_against_the_placebo():
     runs, _ = toy_starts()
-    (start,) = init_study.symmetry_persistence(runs)
-    assert start.can_tell and start.above == "symmetric in 4 of 5 seeds" and not start.several
-    (few,) = init_study.symmetry_persistence(toy_starts(seeds=2)[0])
-    assert not few.can_tell and few.means == "bert +0.20, symmetric +0.30"
+    placebo = runs.sel(init=["bert"]).assign_coords(init=["placebo"])
+    (start,) = init_study.symmetry_against_placebo(runs, placebo, [])
+    # the symmetric start ends at +0.50 (+0.10 for seed 0: +0.42 on average), the placebo (the baseline here) at +0.20
+    assert start.against == "symmetric +0.22" and start.placebo == "+0.20" and not start.several
+    (few,) = init_study.symmetry_against_placebo(toy_starts(seeds=2)[0], placebo.isel(seed=[0, 1]), [])
+    assert not few.can_tell
 
 
 # ---------------------------------------------------------------------------------------------- the symmetric start

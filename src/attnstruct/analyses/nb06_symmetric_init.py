@@ -436,12 +436,13 @@ def persistence_effects(
     return PLAN.decide(effects) if effects else effects
 
 
-def loss_differences(runs: xr.Dataset, objective: str, init: str) -> xr.DataArray:
-    """``init``'s validation loss minus the baseline's of the same seed, ``[seed, evaluated step]`` (``runs``
-    ``[objective, init, seed, step]``, the placebo's included when merged in)."""
+def loss_gains(runs: xr.Dataset, objective: str, init: str, control: str = PLACEBO) -> xr.DataArray:
+    """``control``'s validation loss minus ``init``'s of the same seed, ``[seed, evaluated step]``: positive where
+    ``init`` is ahead (``runs`` ``[objective, init, seed, step]``, the placebo's included when merged in). At the last
+    step and with the placebo as ``control``, its mean over seeds is the estimate of :func:`loss_effects`."""
     losses = runs.val_loss.sel(objective=objective)
-    base = losses.sel(init=BASELINE).dropna("step", how="all")
-    return losses.sel(init=init).dropna("step", how="all") - base
+    reference = losses.sel(init=control).dropna("step", how="all")
+    return reference - losses.sel(init=init).dropna("step", how="all")
 
 
 # ---------------------------------------------------------------------------------------------- the dataset
@@ -651,10 +652,12 @@ def persistence_verdicts(effects: Sequence[stats.Effect]) -> list[PersistenceVer
 
 @dataclass(frozen=True)
 class LossTitleFacts:
-    """One ``objective``'s validation losses against the baseline (``several``: more than one objective drawn):
-    the baseline's final loss minus each arm's (the verdicts' sign: positive is ahead), mean over seeds (``ends``),
-    beside the placebo's range ``placebo_low`` to ``placebo_high``; with enough seeds of runs that learned
-    (``can_tell``, else the ``reason``), the arms that end further ahead than the placebo (``ahead``, ``any_ahead``)
+    """One ``objective``'s final validation losses against the placebo of the same seed (``several``: more than one
+    objective drawn), as the verdict lines read them: per treated arm, the placebo's final loss minus the arm's, mean
+    over seeds, and its verdict where one can be reached (``ends``: ``symmetric +0.050 (holds), ...``, the estimates of
+    :func:`loss_effects`);
+    ``baseline``, the same for the baseline (a second draw of the start: the luck of a draw); with enough seeds of
+    runs that learned (``can_tell``, else the ``reason``), the arms whose verdict holds (``ahead``, ``any_ahead``)
     and the ``verb`` that agrees with them."""
 
     objective: str
@@ -662,34 +665,42 @@ class LossTitleFacts:
     can_tell: bool
     reason: str
     ends: str
-    placebo_low: str
-    placebo_high: str
+    baseline: str
     any_ahead: bool
     ahead: str
     verb: str
 
 
-def losses_against_baseline(both: xr.Dataset, learned: bool = True) -> list[LossTitleFacts]:
+def _effect_of(effects: Sequence[stats.Effect], claim: str) -> stats.Effect | None:
+    return next((e for e in effects if e.claim == claim), None)
+
+
+def losses_against_placebo(
+    both: xr.Dataset, effects: Sequence[stats.Effect], learned: bool = True, digits: int = 3
+) -> list[LossTitleFacts]:
     """The facts of each objective of ``both`` (``val_loss`` over ``(objective, init, seed, step)`` of the arms, the
-    baseline and the placebo, :func:`loss_differences`), in order."""
+    baseline and the placebo, :func:`loss_gains`), in order, with the verdicts of ``effects``
+    (:func:`loss_effects`)."""
     arms = [str(i) for i in both.init.values if i not in (BASELINE, PLACEBO)]
     reason = no_finding(both.sizes["seed"], learned)
     objectives = [str(o) for o in both.objective.values]
     facts = []
     for objective in objectives:
-        # the verdict lines' sign: the baseline's final loss minus the arm's, positive when the arm is ahead
-        band = -loss_differences(both, objective, PLACEBO).isel(step=-1)
-        ends = {a: -float(loss_differences(both, objective, a).isel(step=-1).mean()) for a in arms}
-        ahead = [a for a, v in ends.items() if v > float(band.max())]
+        ends, ahead = [], []
+        for arm in arms:
+            gain = prose.signed(float(loss_gains(both, objective, arm).isel(step=-1).mean()), digits)
+            effect = _effect_of(effects, LOSS_CLAIM.format(objective=objective, init=arm))
+            ends.append(f"{arm} {gain}" + (f" ({effect.verdict})" if effect is not None and not reason else ""))
+            if effect is not None and effect.verdict == stats.HOLDS:
+                ahead.append(arm)
         facts.append(
             LossTitleFacts(
                 objective=label(objective),
                 several=len(objectives) > 1,
                 can_tell=not reason,
                 reason=reason,
-                ends=", ".join(f"{a} {prose.signed(v, 3)}" for a, v in ends.items()),
-                placebo_low=prose.signed(band.min(), 3),
-                placebo_high=prose.signed(band.max(), 3),
+                ends=", ".join(ends),
+                baseline=prose.signed(float(loss_gains(both, objective, BASELINE).isel(step=-1).mean()), digits),
                 any_ahead=bool(ahead),
                 ahead=", ".join(ahead),
                 verb="ends" if len(ahead) == 1 else "end",
@@ -700,41 +711,49 @@ def losses_against_baseline(both: xr.Dataset, learned: bool = True) -> list[Loss
 
 @dataclass(frozen=True)
 class PersistenceTitleFacts:
-    """One ``objective``'s final median symmetry over layers per start (``several``: more than one objective drawn):
-    ``means`` over seeds (``bert +0.10, ...``); with enough seeds of runs that learned (``can_tell``, else the
-    ``reason``), ``above``: per treated start, in how many of the seeds it ends above the baseline of its seed
-    (``symmetric in 4 of 5 seeds``, two to a line)."""
+    """One ``objective``'s final median symmetry over layers against the placebo of the same seed (``several``: more
+    than one objective drawn), as :func:`persistence_effects` reads it: per treated start, its final median symmetry
+    minus the placebo's, mean over seeds, with its verdict where one was tested (``against``: ``symmetric +0.30
+    (holds), ...``); the ``placebo``'s own final median symmetry, mean over seeds; with enough seeds of runs that
+    learned (``can_tell``, else the ``reason``)."""
 
     objective: str
     several: bool
     can_tell: bool
     reason: str
-    means: str
-    above: str
+    against: str
+    placebo: str
 
 
-def symmetry_persistence(runs: xr.Dataset, learned: bool = True) -> list[PersistenceTitleFacts]:
-    """The facts of each objective's starts (``symmetry`` over ``(objective, init, seed, step, layer)``), in order."""
+def symmetry_against_placebo(
+    runs: xr.Dataset, placebo: xr.Dataset, effects: Sequence[stats.Effect], learned: bool = True
+) -> list[PersistenceTitleFacts]:
+    """The facts of each objective's starts (``symmetry`` over ``(objective, init, seed, step, layer)``; ``placebo``:
+    :func:`as_placebo` runs with ``symmetry``), in order, with the verdicts of ``effects``
+    (:func:`persistence_effects`)."""
     final = final_median(runs, "symmetry")
-    n = runs.sizes["seed"]
-    reason = no_finding(n, learned)
+    control = final_median(placebo, "symmetry").sel(init=PLACEBO)
+    reason = no_finding(runs.sizes["seed"], learned)
     objectives = [str(o) for o in runs.objective.values]
     facts = []
     for objective in objectives:
         ends = final.sel(objective=objective)
-        above = [
-            f"{i} in {int((ends.sel(init=i) > ends.sel(init=BASELINE)).sum())} of {prose.count(n, 'seed')}"
-            for i in ends.init.values
-            if i != BASELINE
-        ]
+        reference = control.sel(objective=objective).sel(seed=ends.seed.values)
+        against = []
+        for init in [str(i) for i in ends.init.values if i != BASELINE]:
+            difference = prose.signed(float((ends.sel(init=init) - reference).mean()))
+            effect = _effect_of(effects, PERSISTENCE_CLAIM.format(init=init, objective=objective))
+            against.append(
+                f"{init} {difference}" + (f" ({effect.verdict})" if effect is not None and not reason else "")
+            )
         facts.append(
             PersistenceTitleFacts(
                 objective=label(objective),
                 several=len(objectives) > 1,
                 can_tell=not reason,
                 reason=reason,
-                means=", ".join(f"{i} {prose.signed(ends.sel(init=i).mean())}" for i in ends.init.values),
-                above=",\n".join(", ".join(above[k : k + 2]) for k in range(0, len(above), 2)),
+                against=", ".join(against),
+                placebo=prose.signed(float(reference.mean())),
             )
         )
     return facts
