@@ -24,8 +24,8 @@
 # default selection is the `core` set, one sentence encoder (all-MiniLM-L6-v2, BERT), one decoder (SmolLM2-135M,
 # LLaMA architecture, 4-bit GGUF) and one encoder-decoder (Whisper-base, CTranslate2), and the two vision
 # transformers with a permissive licence, DINOv2 ViT-S/14 (ONNX) and the vision tower of CLIP ViT-B/16 (int8 ONNX),
-# read in section 10 beside notebook 07's own vision runs and the paper's vision values. Section 11 compares a
-# pretrained chemistry encoder (rxnfp, BERT) with two fine-tunes of it when they are fetched.
+# read in section 10 beside the paper's vision values (notebook 07 draws its own small vision runs beside them).
+# Section 11 compares a pretrained chemistry encoder (rxnfp, BERT) with two fine-tunes of it when they are fetched.
 # `attnstruct fetch-models --set permissive` fetches every checkpoint with a permissive licence (MPNet-base,
 # MiniLM-L3 (ONNX), Gemma-3-270M, `Qwen2.5-Coder-0.5B` and more); run this notebook with `-p models '[all]'`
 # afterwards. Any local Hugging Face folder, `.gguf`, `.onnx` or CTranslate2 folder can be added with the
@@ -52,7 +52,7 @@
 #   directionality, and tell when a heat map cannot show it;
 # * pair query heads with their key heads under grouped-query attention, and explain what the wrong pairing
 #   does to the scores.
-# * read a pretrained vision transformer's layers beside notebook 07's small trained ones, and describe how far
+# * read a pretrained vision transformer's layers beside the paper's vision values, and describe how far
 #   fine-tuning moves a pretrained model's scores against a yardstick you can compute.
 
 # %% tags=["parameters"]
@@ -604,7 +604,7 @@ gqa.round(3)
 # layer matrix towards an unstructured one: its symmetry falls towards 0, as the paper reported for every
 # grouped-query model.
 #
-# ## 10. Vision transformers, beside notebook 07's runs and the paper's vision values
+# ## 10. Vision transformers, beside the paper's vision values
 #
 # The paper scores vision transformers as well: encoders trained on images (supervised, masked image modelling,
 # self-distillation as DINO and DINOv2), and the autoregressive iGPT. Notebook 07 trains small ones here, on the
@@ -615,18 +615,17 @@ gqa.round(3)
 # bias (the `extras` of its stack say so), as a rotary model's are those of its position-free part.
 #
 # The figure draws, for each layer, the symmetry and directionality of the layer matrix against relative depth:
-# the packaged vision transformers as solid lines, notebook 07's runs (read from its dataset in the results folder,
-# the median over its seeds at the last step) as dashed grey lines, one per objective, and, at the right edge, the
-# per-model medians over layers **reported by Saponati et al. (2025)** for their vision models (entries with a caveat
-# left out), pale dots: the paper gives no per-layer values, so they stand beside the profiles, not on them.
+# the packaged vision transformers as lines, and, at the right edge, the per-model medians over layers **reported by
+# Saponati et al. (2025)** for their vision models (entries with a caveat left out), pale dots: the paper gives no
+# per-layer values, so they stand beside the profiles, not on them. Notebook 07, which runs after this one, sets its
+# own small vision runs beside these checkpoints (its section 7).
 
 # %%
 vision_blocks = pretrained_study.read_blocks(vision)
 vision_scores = pretrained_vision.score_vision(vision, vision_blocks)
 vision_layers = pretrained_vision.vision_layers(vision_scores)
-runs_07 = pretrained_vision.notebook_07_layers(results_dir)
 paper_vision = paper_comparison.reported_vision(authors)
-seen = pretrained_vision.vision_facts(vision_layers, runs_07, paper_vision)
+seen = pretrained_vision.vision_facts(vision_layers, paper_vision)
 vision
 
 # %% tags=["hide-input"]
@@ -636,10 +635,6 @@ if seen.has_vision:
         for i, (model, rows) in enumerate(vision_layers.groupby("model", sort=False)):
             label = f"{model} (non-commercial)" if rows["non_commercial"].iloc[0] else model
             ax.plot(rows["relative_depth"], rows[var], ["-", "-.", ":"][i % 3], marker="o", lw=1.6, label=label)
-        if runs_07 is not None:
-            for j, (objective, rows) in enumerate(runs_07.groupby("objective", sort=False)):
-                shade = str(0.25 + 0.15 * j)
-                ax.plot(rows["relative_depth"], rows[var], "--", color=shade, marker=".", label=f"07: {objective}")
         spread = np.linspace(-0.03, 0.03, len(paper_vision))
         ax.scatter(1.12 + spread, paper_vision[f"{var}_median"], s=12, color="0.6", alpha=0.6, label="paper (reported)")
         ax.axhline(0, color="black", lw=0.8)
@@ -667,15 +662,6 @@ prose.say(
     else "No non-commercial checkpoint was read.",
     seen,
 )
-prose.say(
-    "Notebook 07's own runs ({runs}, median over seeds at the last step, then over layers): symmetry "
-    "{runs_symmetry}; directionality {runs_directionality}."
-    if seen.has_runs
-    else "Notebook 07 has not run in this results folder, so its own vision runs are not drawn.",
-    seen,
-)
-if seen.has_runs and not seen.all_learned:
-    prose.say("Not every run of these objectives learned (07 gates its verdicts on it): {not_learned}.", seen)
 prose.say(
     "The paper's {paper_rows} (their reported values, not our measurements): median symmetry {paper_symmetry} "
     "(range {paper_symmetry_span}), median directionality {paper_directionality} (range "
@@ -868,8 +854,8 @@ print("W_qk with query head h on key head h // (H / n_kv): matches attnstruct's 
 #   at all.
 # * Grouped-query attention pairs query head $h$ with key head $h // (H / n_{kv})$; the pairing $h \bmod n_{kv}$
 #   multiplies heads that never worked together and pushes the layer matrix towards an unstructured one.
-# * Real vision transformers are read the same way, layer by layer, and can be set beside the small ones notebook 07
-#   trains and the paper's vision values; a windowed model (Swin) is scored on the matrix its windows share.
+# * Real vision transformers are read the same way, layer by layer, and set beside the paper's vision values (and,
+#   in notebook 07, beside small ones trained here); a windowed model (Swin) is scored on the matrix its windows share.
 # * A change of score needs a yardstick: without two models of one shape trained independently, the spread over the
 #   heads of one layer says how large a change is against how much heads trained together differ, a description and
 #   not a test.

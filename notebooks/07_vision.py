@@ -43,9 +43,9 @@
 # whose loss is no better than a guess that ignores the image has not learned, and a prediction that rests on
 # it gets no verdict. Sections 4 and 5 follow the scores over training, against random matrices of the same
 # shape. Section 6 tests the predictions seed by seed, and says, computed from the number of seeds, whether
-# this design can reach a verdict at all. Section 8 puts the runs beside the paper's pretrained models.
-# If you have pretrained vision checkpoints on disk (ViT, DeiT, BEiT, DINOv2 in Hugging Face format), list
-# their folders in `local_models`: they are scored with the same code and drawn beside the runs (section 7).
+# this design can reach a verdict at all. Section 7 scores real pretrained vision transformers (the packaged ones,
+# and any checkpoint folders you list in `local_models`) with the same code, and section 8 puts the runs beside
+# them and beside the paper's pretrained models.
 
 # %% [markdown]
 # **Learning goals.** After this notebook you can:
@@ -68,7 +68,9 @@ seed = 0  # first seed; the runs use seed, seed + 1, ...
 n_seeds = 5  # runs per objective (5: the fewest a one-sided sign-flip test decides; section 6 prints the reach)
 n_null_draws = 400  # random models per null distribution (section 6)
 workers = 2  # runs trained side by side, one thread each
+pretrained_models = ["dinov2-s14", "clip-vit-b16-vision"]  # packaged vision transformers drawn beside the runs
 local_models = []  # local vision checkpoints to score: folder paths, or [name, path] pairs
+cache_dir = None  # zoo cache folder; None means ATTNSTRUCT_CACHE or ~/.cache/attnstruct (nothing is fetched here)
 results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
 figures_dir = None  # where the figures go; None: figures/ of the work folder
 
@@ -81,8 +83,7 @@ import torch
 
 from attnstruct import factor_scores, notebooks, reference, results, stats, symmetry_score, work
 from attnstruct.analyses import nb07_vision as vision_study
-from attnstruct.analyses import paper_comparison, plans
-from attnstruct.checkpoints import tables
+from attnstruct.analyses import paper_comparison, plans, pretrained_vision
 from attnstruct.checkpoints.extract import count_parameters
 from attnstruct.report import plotting, prose
 from attnstruct.tasks import images, vision
@@ -573,31 +574,37 @@ if unpredicted:
 comparison.table(vision_study.VERDICT_COLUMNS).round(3)
 
 # %% [markdown]
-# ## 7. Local vision checkpoints (optional)
+# ## 7. Real pretrained vision transformers
 #
-# Any checkpoint folder the extraction code reads (ViT, DeiT, BEiT, DINOv2, ViT-MAE, ... in Hugging Face
-# format, see `attnstruct score --help`) can be scored here: its blocks are read with `iter_blocks` and scored
-# by `tables.score_checkpoint`, exactly as in notebook 03. Its role comes from its blocks (`tables.role_of`):
-# a stack with causal self-attention is a decoder, one with bidirectional self-attention an encoder. Nothing is downloaded. Each checkpoint is summarised as the runs are, by the median and quartiles
-# over layers of both scores, and drawn in section 8.
+# The small runs above can be set beside real ones. `pretrained_models` names packaged vision transformers (by
+# default DINOv2 ViT-S/14 and the vision tower of CLIP ViT-B/16, the two with a permissive licence; notebook 03 reads
+# them too, and the non-commercial Swin-B when it is fetched); each is read from the cache where `attnstruct
+# fetch-models` put it, and one that is not fetched is named and left out (nothing is downloaded here). Any other
+# checkpoint folder the extraction code reads (ViT, DeiT, BEiT, DINOv2, ViT-MAE, ... in Hugging Face format, see
+# `attnstruct score --help`) can be added in `local_models`. Every one is read with `iter_blocks` and scored by
+# `tables.score_checkpoint`, exactly as in notebook 03; its role comes from its blocks (`tables.role_of`): a stack with
+# causal self-attention is a decoder, one with bidirectional self-attention an encoder. Each checkpoint is summarised
+# as the runs are, by the median and quartiles over layers of both scores, and drawn in section 8.
 
 # %%
-scored = tables.score_local_checkpoints(local_models)
+scored, not_fetched = pretrained_vision.pretrained_and_local(pretrained_models, local_models, cache_dir)
 local = vision_study.local_summary(scored)
-checkpoints = vision_study.local_facts(local)
+checkpoints = vision_study.local_facts(local, not_fetched)
 prose.say(
     "{checkpoints} scored: {names}; their summary below."
     if checkpoints.any
-    else "No local checkpoints given (parameter `local_models`).",
+    else "No pretrained checkpoint scored (parameters `pretrained_models` and `local_models`).",
     checkpoints,
 )
+if checkpoints.any_missing:
+    prose.say("Not fetched, so not drawn: {missing} (`attnstruct fetch-models NAME` fetches one).", checkpoints)
 None if local.empty else local.round(3)
 
 # %% [markdown]
 # ## 8. Beside the paper's vision models
 #
 # Filled markers: this notebook's runs (one per seed: the median over layers, bars the interquartile range)
-# and any local checkpoints. Open circles: the values **reported by Saponati et al. (2025)** for pretrained
+# and the pretrained checkpoints of section 7 (diamonds). Open circles: the values **reported by Saponati et al. (2025)** for pretrained
 # vision models, grouped by how those models were trained and placed right after the objective that imitates
 # them (entries with a known extraction problem left out): ViT and DeiT, which read the class from `[CLS]`,
 # after `classify`; BEiT, MAE and DiT after `masked`; iGPT after `next-patch`; the encoders trained otherwise
@@ -627,7 +634,7 @@ for ax, score in zip(axes, vision_study.SCORES, strict=True):
 axes[1].scatter([], [], marker="o", color=plotting.NEUTRAL_COLOR, label="this notebook, one per seed")
 axes[1].scatter([], [], facecolors="none", edgecolors=plotting.NEUTRAL_COLOR, label="reported by the paper")
 if scored is not None:
-    axes[1].scatter([], [], marker="D", color=plotting.NEUTRAL_COLOR, label="local checkpoints")
+    axes[1].scatter([], [], marker="D", color=plotting.VISION_COLOR, label="pretrained checkpoints")
 axes[1].legend(loc="center left", bbox_to_anchor=(1.0, 0.5))
 beside = vision_study.beside_paper(summary, reported, local)
 title = prose.fill(
@@ -648,7 +655,7 @@ vision_study.reported_ranges(reported)
 #
 # The dataset contains every run's per-layer and per-head scores over training (dims `objective`, `seed`,
 # `step`, `layer`, `head`), the losses, the final per-seed medians, whether each run learned (`learned`) and the
-# context-free loss it was measured against (`context_free_loss`), the scores of any local checkpoints (dims
+# context-free loss it was measured against (`context_free_loss`), the scores of the pretrained checkpoints (dims
 # `checkpoint`, `checkpoint_layer`), and in its attributes the verdict sentences (`statement`), the overall
 # verdict, the table of effects (`verdicts`, JSON) and the learning margin (`learning_margin`).
 
@@ -662,7 +669,7 @@ dataset = vision_study.results_dataset(
     source=data.source,
     statement="\n".join(statement),
     scored=scored,
-    local_models=local_models,
+    local_models=[*(m for m in pretrained_models if m not in not_fetched), *local_models],
 )
 results.save_dataset(dataset, results_dir / "07_vision.nc")
 dataset

@@ -464,7 +464,7 @@ def test_results_dataset_adds_local_checkpoints_by_layer():
     local = vision_study.local_summary(scored)
     assert local.model.tolist() == ["a", "b"]
     facts = vision_study.local_facts(local)
-    assert (facts.any, facts.checkpoints, facts.names) == (True, "2 local checkpoints", "`a` and `b`")
+    assert (facts.any, facts.checkpoints, facts.names) == (True, "2 checkpoints", "`a` and `b`")
 
 
 def test_learned_in_reads_the_saved_criterion_back():

@@ -1,13 +1,13 @@
 """Pretrained vision transformers (:mod:`attnstruct.analyses.pretrained_vision`): set apart by their registry role,
-scored layer by layer, beside notebook 07's runs and the paper's vision rows."""
+scored layer by layer, beside the paper's vision rows, and scored for notebook 07 when fetched."""
 
+import extract_models
 import numpy as np
 import pandas as pd
 import pytest
-import xarray as xr
 from random_blocks import encoder_blocks
 
-from attnstruct import reference, results
+from attnstruct import reference
 from attnstruct.analyses import nb03_pretrained_models as study
 from attnstruct.analyses import paper_comparison
 from attnstruct.analyses import pretrained_vision as vision_study
@@ -72,49 +72,30 @@ def test_vision_layers_are_each_models_layers_against_relative_depth():
     assert layers["non_commercial"].tolist() == [False] * 3 + [True] * 2
 
 
-def seven_dataset(learned=((True, True), (True, False))) -> xr.Dataset:
-    """A dataset shaped like notebook 07's: scores over (objective, seed, step, layer)."""
-    symmetry = np.arange(2 * 2 * 2 * 3, dtype=float).reshape(2, 2, 2, 3) / 100
-    dims = ("objective", "seed", "step", "layer")
-    return xr.Dataset(
-        {
-            "symmetry": (dims, symmetry),
-            "directionality": (dims, -symmetry),
-            "learned": (("objective", "seed"), np.array(learned)),
-        },
-        coords={"objective": ["classify", "masked"], "seed": [0, 1], "step": [0, 10], "layer": [0, 1, 2]},
-        attrs=results.provenance_attrs(parameters={}, scored_matrix="W_qk"),
-    )
-
-
-def test_notebook_07s_layers_are_the_median_over_seeds_at_the_last_step(tmp_path):
-    assert vision_study.notebook_07_layers(tmp_path) is None
-    results.save_dataset(seven_dataset(), tmp_path / "07_vision.nc")
-    runs = vision_study.notebook_07_layers(tmp_path)
-    masked = runs[runs["objective"] == "masked"]
-    # masked is objective 1; step 10 is index 1: seeds 0 and 1 give 0.15 and 0.21 at layer 0
-    assert masked["symmetry"].tolist() == pytest.approx([0.18, 0.19, 0.20])
-    assert masked["relative_depth"].tolist() == [0.0, 0.5, 1.0] and masked["seeds"].tolist() == [2] * 3
-    assert runs.groupby("objective")["learned"].all().to_dict() == {"classify": True, "masked": False}
-
-
-def test_the_vision_facts_give_each_models_median_the_runs_and_the_papers_vision_rows(tmp_path):
+def test_the_vision_facts_give_each_models_median_and_the_papers_vision_rows():
     layers = vision_study.vision_layers(scored_vision()[0])
-    results.save_dataset(seven_dataset(), tmp_path / "07_vision.nc")
     paper = paper_comparison.reported_vision(AUTHORS)
-    facts = vision_study.vision_facts(layers, vision_study.notebook_07_layers(tmp_path), paper)
+    facts = vision_study.vision_facts(layers, paper)
     dino = prose.signed(layers.loc[layers["model"] == "dinov2-s14", "symmetry"].median())
     assert facts.has_vision and facts.symmetry.startswith(f"dinov2-s14 {dino}, clip-vit-b16-vision ")
     assert facts.has_non_commercial and facts.non_commercial == "clip-vit-b16-vision"
-    assert facts.has_runs and facts.runs_symmetry == "classify +0.07, masked +0.19"
-    assert not facts.all_learned and facts.not_learned == "masked"
     assert facts.paper_rows == prose.count(len(paper), "vision row")
     assert facts.paper_symmetry == prose.signed(paper["symmetry_median"].median())
 
 
-def test_without_notebook_07s_runs_or_vision_models_the_facts_say_so():
-    facts = vision_study.vision_facts(vision_study.vision_layers(scored_vision()[0])[:0], None, REFERENCE_VISION)
-    assert not facts.has_vision and not facts.has_runs and not facts.has_non_commercial
+def test_without_vision_models_the_facts_say_so():
+    facts = vision_study.vision_facts(vision_study.vision_layers(scored_vision()[0])[:0], REFERENCE_VISION)
+    assert not facts.has_vision and not facts.has_non_commercial
+
+
+def test_packaged_datasets_score_the_fetched_and_name_the_rest_without_fetching(tmp_path, monkeypatch):
+    folder = tmp_path / "dinov2"
+    extract_models.build("dinov2").save_pretrained(folder)
+    monkeypatch.setattr(vision_study.zoo, "is_fetched", lambda name, cache=None: name == "dinov2-s14")
+    monkeypatch.setattr(vision_study.pretrained_scores.zoo, "path", lambda name, cache=None: folder)
+    scored, missing = vision_study.packaged_datasets(["clip-vit-b16-vision", "dinov2-s14"], cache_dir=tmp_path)
+    assert missing == ["clip-vit-b16-vision"] and [str(ds.model.item()) for ds in scored] == ["dinov2-s14"]
+    assert np.isfinite(scored[0].symmetry.sel(stack="encoder").values).all()
 
 
 REFERENCE_VISION = paper_comparison.reported_vision(AUTHORS)

@@ -496,9 +496,10 @@ def layer_spread(runs: xr.Dataset, score: str, objective: str) -> xr.Dataset:
 
 
 def comparison_groups(objectives: Sequence[str], with_local: bool = False) -> list[tuple[str, str, str | None]]:
-    """:data:`GROUPS` without the objectives not trained, and a ``("local\\ncheckpoints", "local", None)`` group."""
+    """:data:`GROUPS` without the objectives not trained, and a ``("pretrained\\ncheckpoints", "local", None)`` group
+    for the packaged and local checkpoints scored here."""
     groups = [g for g in GROUPS if g[1] != "ours" or g[2] in objectives]
-    return groups + [("local\ncheckpoints", "local", None)] if with_local else groups
+    return groups + [("pretrained\ncheckpoints", "local", None)] if with_local else groups
 
 
 def _offsets(n: int, width: float) -> np.ndarray:
@@ -514,7 +515,8 @@ def comparison_points(
     """One row per point of section 8's figure and score: ``group`` (index into ``groups``), ``kind`` (``ours``,
     ``paper``, ``local``), ``x`` (the group's index, spread by ``+-0.15``, the paper's by ``+-0.2``), ``score``,
     ``median`` (over layers) and, for ours and local, the quartiles ``q25``, ``q75`` (NaN for the paper's), and
-    ``color``: the objective's (:data:`COLORS`), the role's for the paper's and local points."""
+    ``color``: the objective's (:data:`COLORS`), the role's for the paper's and local points (a checkpoint's encoder
+    stack is a vision encoder here)."""
     rows = []
     for index, (_, kind, key) in enumerate(groups):
         if kind == "ours":
@@ -526,7 +528,7 @@ def comparison_points(
             colors = [plotting.DECODER_COLOR if decoder else plotting.ENCODER_COLOR] * len(table)
         else:
             table, spread = local[local["stack"] != "cross"], 0.15
-            colors = [plotting.ROLE_COLORS[s] for s in table["stack"]]
+            colors = [plotting.VISION_COLOR if s == "encoder" else plotting.ROLE_COLORS[s] for s in table["stack"]]
         x = index + _offsets(len(table), spread)
         for score in SCORES:
             quartiles = {
@@ -611,7 +613,7 @@ def results_dataset(
             parameters=parameters,
             scored_matrix="W_qk = sum_h W_q^h (W_k^h)^T per layer (and W_q^h (W_k^h)^T per head), the paper's "
             "row-vector form; in nn.Linear weights sum_h W_q[h]^T W_k[h]; of a vision Transformer trained from "
-            "scratch, and (checkpoint_*) of local checkpoints",
+            "scratch, and (checkpoint_*) of the pretrained checkpoints scored beside it",
             title="07 vision: ViT-like classification ([CLS] and pooled), masked and next-patch training, scores "
             "over training",
             images=source,
@@ -619,7 +621,7 @@ def results_dataset(
             verdict=comparison.overall,
             verdicts=comparison.table().to_json(orient="index") if comparison.effects else "{}",
             learning_margin=float(margin),
-            checkpoints="; ".join(str(m) for m in local_models),
+            checkpoints="; ".join(str(m) for m in local_models),  # packaged names, then local paths
         ),
     }
     return dataset
@@ -1032,26 +1034,31 @@ def unpredicted(summary: pd.DataFrame) -> list[UnpredictedFacts]:
 
 @dataclass(frozen=True)
 class LocalFacts:
-    """The local checkpoints scored (:func:`local_summary`): ``any`` given, how many (``checkpoints``) and their
-    ``names`` as code."""
+    """The checkpoints scored (:func:`local_summary`: the packaged vision transformers fetched and any local ones):
+    ``any`` scored, how many (``checkpoints``) and their ``names`` as code; the packaged ones asked for but not
+    fetched (``missing``, ``any_missing``)."""
 
     any: bool
     checkpoints: str
     names: str
+    any_missing: bool = False
+    missing: str = ""
 
 
-def local_facts(local: pd.DataFrame) -> LocalFacts:
-    """The facts of :func:`local_summary`'s table."""
+def local_facts(local: pd.DataFrame, missing: Sequence[str] = ()) -> LocalFacts:
+    """The facts of :func:`local_summary`'s table and of the packaged names not fetched (``missing``)."""
+    absent = prose.listing(list(missing), fmt=lambda m, _: f"`{m}`") if missing else ""
     if local.empty:
-        return LocalFacts(False, prose.count(0, "local checkpoint"), "")
+        return LocalFacts(False, prose.count(0, "checkpoint"), "", bool(missing), absent)
     names = prose.listing(list(dict.fromkeys(local.model)), fmt=lambda m, _: f"`{m}`")
-    return LocalFacts(True, prose.count(local.model.nunique(), "local checkpoint"), names)
+    return LocalFacts(True, prose.count(local.model.nunique(), "checkpoint"), names, bool(missing), absent)
 
 
 @dataclass(frozen=True)
 class BesideFacts:
     """Section 8's figure: our ``runs`` beside the paper's ``models``, the span of the median symmetry over layers of
-    ``ours`` and ``theirs``, and of any local checkpoints' self-attention ``stacks`` (``local``; ``any_local``)."""
+    ``ours`` and ``theirs``, and of the pretrained checkpoints' self-attention ``stacks`` scored here (``local``;
+    ``any_local``)."""
 
     runs: str
     models: str
@@ -1071,6 +1078,6 @@ def beside_paper(summary: pd.DataFrame, reported: pd.DataFrame, local: pd.DataFr
         ours=prose.span(summary.symmetry_median),
         theirs=prose.span(reported.symmetry_median),
         any_local=not rows.empty,
-        stacks=prose.count(len(rows), "local stack"),
+        stacks=prose.count(len(rows), "pretrained stack"),
         local=prose.span(rows.symmetry_median) if not rows.empty else "none",
     )

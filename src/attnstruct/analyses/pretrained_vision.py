@@ -1,30 +1,27 @@
-"""Pretrained vision transformers read beside notebook 07's own trained runs and the paper's vision values (03).
+"""Pretrained vision transformers read beside the paper's vision values (03) and beside notebook 07's runs (07).
 
 The packaged checkpoints whose registry entry gives them the role :data:`VISION_ROLE` are read apart from the
 language models (:func:`split_vision`: a non-commercial one only when it is fetched, never fetched here), scored
-layer by layer (:func:`score_vision`, :func:`vision_layers`), and set beside notebook 07's runs read from its dataset
-(:func:`notebook_07_layers`) and the authors' vision rows
-(:func:`attnstruct.analyses.paper_comparison.reported_vision`), as a facts record (:func:`vision_facts`).
+layer by layer (:func:`score_vision`, :func:`vision_layers`) and set beside the authors' vision rows
+(:func:`attnstruct.analyses.paper_comparison.reported_vision`), as a facts record (:func:`vision_facts`). Notebook 07,
+which runs after 03, draws its own trained runs beside the same checkpoints (:func:`packaged_datasets`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from .. import results
 from ..checkpoints import tables, zoo
-from ..checkpoints.extract import AttentionBlock
+from ..checkpoints.extract import AttentionBlock, iter_blocks
 from ..report import prose
 from . import pretrained_scores
 
 VISION_ROLE = "vision encoder"
-VISION_NOTEBOOK = "07_vision"
 
 
 def split_vision(checkpoints: pd.DataFrame, cache_dir=None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -93,42 +90,35 @@ def vision_layers(ds: xr.Dataset | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def notebook_07_layers(results_dir) -> pd.DataFrame | None:
-    """Notebook 07's own trained runs, read from its dataset ``07_vision.nc`` in ``results_dir``: one row per
-    ``objective`` and ``layer`` with the median over seeds of the layer's ``symmetry`` and ``directionality`` at the
-    last recorded step, its ``relative_depth`` (``layer / (n_layers - 1)``, 0 for one layer), ``seeds`` and
-    ``learned`` (every seed's run learned, the dataset's ``learned``). None when 07 has not run there."""
-    path = Path(results_dir) / f"{VISION_NOTEBOOK}.nc"
-    if not path.is_file():
-        return None
-    ds = results.load_dataset(path)
-    last = ds.isel(step=-1)
-    depth = max(ds.sizes["layer"] - 1, 1)
-    rows = []
-    for objective in ds.objective.values:
-        for layer in ds.layer.values:
-            at = last.sel(objective=objective, layer=layer)
-            rows.append(
-                {
-                    "objective": str(objective),
-                    "layer": int(layer),
-                    "relative_depth": int(layer) / depth,
-                    "symmetry": float(at.symmetry.median("seed")),
-                    "directionality": float(at.directionality.median("seed")),
-                    "seeds": int(ds.sizes["seed"]),
-                    "learned": bool(ds.learned.sel(objective=objective).all()) if "learned" in ds else True,
-                }
+def packaged_datasets(names: Sequence[str], cache_dir=None) -> tuple[list[xr.Dataset], list[str]]:
+    """``(scored, missing)``: the per-model datasets of the packaged checkpoints ``names`` that are fetched into
+    ``cache_dir`` (:func:`attnstruct.checkpoints.tables.score_checkpoint`, float64, per head, role by its one rule,
+    the registry's ``model_type`` where a folder's config names none), in the order given, and the names that are not
+    fetched (this never fetches one). Raises ``KeyError`` for a name the registry does not know."""
+    entries = [zoo.resolve(name) for name in names]
+    fetched = [e for e in entries if zoo.is_fetched(e.name, cache_dir)]
+    scored = []
+    for entry in fetched:
+        row = pretrained_scores.zoo_row(entry, cache_dir)
+        blocks = list(iter_blocks(row["path"], model_type=row["model_type"] or None))
+        scored.append(
+            tables.score_checkpoint(
+                row["path"],
+                name=entry.name,
+                blocks=blocks,
+                n_params=row["n_params"],
+                kind="zoo",
+                model_type=row["model_type"],
             )
-    return pd.DataFrame(rows)
+        )
+    return scored, [e.name for e in entries if e not in fetched]
 
 
 @dataclass(frozen=True)
 class VisionFacts:
     """The vision transformers read here (:func:`vision_layers`; ``has_vision``): ``count`` and per model the median
     over layers of its ``symmetry`` and ``directionality`` (``model value`` pairs); the ``non_commercial`` ones among
-    them (``has_non_commercial``); notebook 07's runs (:func:`notebook_07_layers`; ``has_runs``), per ``objective``
-    the median over layers of its seeds' median (``runs_symmetry``, ``runs_directionality``), with the objectives whose
-    runs did not all learn (``not_learned``; ``all_learned``); and the paper's vision rows
+    them (``has_non_commercial``); and the paper's vision rows
     (:func:`attnstruct.analyses.paper_comparison.reported_vision`): the median and range of their per-model median
     symmetry and directionality over the ``paper_rows``."""
 
@@ -139,12 +129,6 @@ class VisionFacts:
     directionality: str
     has_non_commercial: bool
     non_commercial: str
-    has_runs: bool
-    runs: str
-    runs_symmetry: str
-    runs_directionality: str
-    all_learned: bool
-    not_learned: str
     paper_rows: str
     paper_symmetry: str
     paper_symmetry_span: str
@@ -157,14 +141,11 @@ def _per_group(frame: pd.DataFrame, by: str, score: str) -> str:
     return ", ".join(f"{name} {prose.signed(value)}" for name, value in medians.items())
 
 
-def vision_facts(layers: pd.DataFrame, runs: pd.DataFrame | None, paper: pd.DataFrame) -> VisionFacts:
-    """The facts of the vision transformers' ``layers`` (:func:`vision_layers`), notebook 07's ``runs``
-    (:func:`notebook_07_layers`, None when 07 has not run) and the ``paper``'s vision rows
+def vision_facts(layers: pd.DataFrame, paper: pd.DataFrame) -> VisionFacts:
+    """The facts of the vision transformers' ``layers`` (:func:`vision_layers`) and the ``paper``'s vision rows
     (:func:`attnstruct.analyses.paper_comparison.reported_vision`)."""
     models = list(dict.fromkeys(layers["model"]))
     flagged = list(dict.fromkeys(layers.loc[layers["non_commercial"].astype(bool), "model"]))
-    has_runs = runs is not None and len(runs) > 0
-    learned = runs.groupby("objective", sort=False)["learned"].all() if has_runs else pd.Series(dtype=bool)
     return VisionFacts(
         has_vision=bool(models),
         count=prose.count(len(models), "vision transformer"),
@@ -173,15 +154,20 @@ def vision_facts(layers: pd.DataFrame, runs: pd.DataFrame | None, paper: pd.Data
         directionality=_per_group(layers, "model", "directionality") if models else "none",
         has_non_commercial=bool(flagged),
         non_commercial=", ".join(flagged),
-        has_runs=has_runs,
-        runs=prose.count(int(runs["objective"].nunique()), "objective") if has_runs else "",
-        runs_symmetry=_per_group(runs, "objective", "symmetry") if has_runs else "",
-        runs_directionality=_per_group(runs, "objective", "directionality") if has_runs else "",
-        all_learned=bool(learned.all()),
-        not_learned=", ".join(str(o) for o, ok in learned.items() if not ok),
         paper_rows=prose.count(len(paper), "vision row"),
         paper_symmetry=prose.signed(paper["symmetry_median"].median()),
         paper_symmetry_span=prose.span(paper["symmetry_median"]),
         paper_directionality=prose.signed(paper["directionality_median"].median()),
         paper_directionality_span=prose.span(paper["directionality_median"]),
     )
+
+
+def pretrained_and_local(
+    names: Sequence[str], local_models: Sequence, cache_dir=None
+) -> tuple[xr.Dataset | None, list[str]]:
+    """``(scored, missing)``: the packaged checkpoints ``names`` that are fetched (:func:`packaged_datasets`) and the
+    ``local_models`` (:func:`attnstruct.checkpoints.tables.local_checkpoint_datasets`) scored and combined along
+    ``model`` (None when there is none), and the packaged names not fetched."""
+    packaged, missing = packaged_datasets(names, cache_dir)
+    scored = packaged + tables.local_checkpoint_datasets(local_models)
+    return (tables.combine(scored) if scored else None), missing

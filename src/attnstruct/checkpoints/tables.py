@@ -329,7 +329,14 @@ def _local_entry(entry) -> tuple[str, Path]:
 
 
 def score_local_checkpoints(entries: Sequence) -> xr.Dataset | None:
-    """Scores of local checkpoints (:func:`combine` of :func:`score_checkpoint`), None if ``entries`` is empty.
+    """Scores of local checkpoints (:func:`combine` of :func:`local_checkpoint_datasets`), None if ``entries`` is
+    empty."""
+    scored = local_checkpoint_datasets(entries)
+    return combine(scored) if scored else None
+
+
+def local_checkpoint_datasets(entries: Sequence) -> list[xr.Dataset]:
+    """The per-model datasets (:func:`score_checkpoint`) of local checkpoints, in the order given.
 
     Each entry is a checkpoint path (named after its folder) or a ``[name, path]`` pair; any source that
     :func:`attnstruct.checkpoints.extract.iter_blocks` reads works (for vision: ViT, DeiT, BEiT, DINOv2, ViT-MAE
@@ -343,5 +350,4 @@ def score_local_checkpoints(entries: Sequence) -> xr.Dataset | None:
     names = [name for name, _ in named]
     if len(set(names)) != len(names):
         raise ValueError(f"two local models have the same name: {names}; name them with [name, path] pairs")
-    scored = [score_checkpoint(path, name=name, blocks=list(iter_blocks(path))) for name, path in named]
-    return combine(scored) if scored else None
+    return [score_checkpoint(path, name=name, blocks=list(iter_blocks(path))) for name, path in named]
