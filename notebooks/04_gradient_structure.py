@@ -488,7 +488,7 @@ plotting.message_title(
         )
         for final_task in toys.final_symmetry_by_task(training)
     )
-    + "; median over seeds of the final symmetry of W_qk",
+    + "; mean over seeds of the final symmetry of W_qk",
 )
 inside_null = toys.directionality_inside_null(training, nulls.null_directionality)
 fig.text(
@@ -629,7 +629,7 @@ plotting.message_title(
         )
         for beta_task in toys.beta_by_task(training)
     )
-    + ", median over seeds and steps",
+    + ", median over steps, mean over seeds",
 )
 plotting.savefig(fig, figures_dir / "04_beta_symmetry")
 plt.show()

@@ -371,9 +371,9 @@ prose.say(
 # %% [markdown]
 # ## 4. Symmetry and directionality against training steps
 #
-# As in notebook 05 and the paper's figures: for each objective the median over layers (pooled over layers and
-# seeds) against step, with the interquartile range drawn as error bars at a few steps, shifted a little sideways
-# per objective so that they do not hide each other. The bidirectional objectives are blue, the causal one purple.
+# As in notebook 05: for each objective, each seed's median over layers, averaged over seeds, against step (the
+# statistic the verdicts of section 6 read, one number per seed), with the range over seeds drawn as error bars at a
+# few steps, shifted a little sideways per objective so that they do not hide each other. The bidirectional objectives are blue, the causal one purple.
 # The grey band and the dashed line are the chance level: the central 95% and the median of the median over layers
 # of random matrices of this shape (section 6), where every run starts.
 #
@@ -390,11 +390,12 @@ fig, axes = plt.subplots(1, 2, figsize=(13, 4), sharex=True)
 for ax, score in zip(axes, vision_study.SCORES, strict=True):
     plotting.null_band(ax, pools[score, "median"], "random matrices")
     for k, objective in enumerate(objectives):
-        low, mid, high = plotting.quartiles(runs[score].sel(objective=objective))
+        per_seed = runs[score].sel(objective=objective).median("layer")  # [seed, step]
+        low, mid, high = per_seed.min("seed"), per_seed.mean("seed"), per_seed.max("seed")
         ax.plot(runs.step, mid, color=COLORS[objective], lw=2, label=LABELS[objective])
         x, y, bars = vision_study.bar_points(runs.step, low, mid, high, k, len(objectives))
         ax.errorbar(x, y, yerr=bars, fmt="o", ms=3, color=COLORS[objective], elinewidth=1, capsize=2)
-    ax.set(xlabel="step", ylabel=f"{score} score", title=f"{score}: median over layers (bars: IQR)")
+    ax.set(xlabel="step", ylabel=f"{score} score", title=f"{score}: median over layers (bars: range over seeds)")
 axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
 ordering = vision_study.primary_ordering(summary, all(learned.values()))
 title = prose.fill(
@@ -402,7 +403,7 @@ title = prose.fill(
     if ordering.can_tell
     else "Both scores during training ({reason});\n",
     ordering,
-) + prose.fill("final median symmetry over layers (median over seeds): {ends}", ordering)
+) + prose.fill("final median symmetry over layers (mean over seeds): {ends}", ordering)
 plotting.message_title(fig, title)
 fig.tight_layout()
 _ = plotting.savefig(fig, figures_dir / "07_scores_over_training")

@@ -462,6 +462,13 @@ def test_the_final_symmetry_is_compared_per_task():
     assert (markov.short, markov.first) == ("less", False)
 
 
+def test_the_final_symmetry_per_task_is_the_mean_over_seeds_as_the_verdict_reads_it():
+    training = xr.concat([toy_training(), toy_training().isel(seed=[0])], "seed")
+    training["symmetry"][0, 0, 0, 2, -1] = 0.0  # copy, bidirectional: 0.8, 0.6, 0.0, mean 0.47, median 0.6
+    copy, _ = toys.final_symmetry_by_task(training)
+    assert copy.masked == "+0.47"
+
+
 @pytest.mark.parametrize(
     "a, b, relation, short",
     [

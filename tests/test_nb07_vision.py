@@ -292,7 +292,8 @@ def test_primary_ordering_counts_the_seeds_on_the_predicted_side():
     facts = vision_study.primary_ordering(toy_summary())
     assert facts.can_tell and (facts.treated, facts.direction, facts.baseline) == ("masked", "above", "next-patch")
     assert (facts.agreeing, facts.seeds, facts.place) == ("4", "5 seeds", "median over layers")
-    assert "masked +0.30, next-patch +0.10" in facts.ends
+    # means over seeds, whose difference is the paired verdict's estimate (next-patch's seed 0 ends at +0.50)
+    assert "masked +0.30, next-patch +0.18" in facts.ends
 
 
 def test_last_layer_ordering_reads_classify_mean_against_classify():

@@ -847,14 +847,16 @@ def accumulated_by_task(accumulated: xr.Dataset) -> list[TaskComparisonFacts]:
 
 
 def final_symmetry_by_task(training: xr.Dataset, parameterisation: str = "W_qk") -> list[TaskComparisonFacts]:
-    """Per task, the median over seeds of masked LM's final symmetry against next-token prediction's."""
-    last = training.symmetry.sel(parameterisation=parameterisation).isel(step=-1).median("seed")
+    """Per task, the mean over seeds of masked LM's final symmetry against next-token prediction's (their difference
+    is the estimate of :func:`objective_effects`' symmetry claim)."""
+    last = training.symmetry.sel(parameterisation=parameterisation).isel(step=-1).mean("seed")
     return _by_task(last, parameterisation=parameterisation)
 
 
 def beta_by_task(training: xr.Dataset) -> list[TaskComparisonFacts]:
-    """The proxy (``beta_symmetry``, ``W_qk`` runs): per task, the median over seeds and steps of each objective's."""
-    return _by_task(training.beta_symmetry.sel(parameterisation="W_qk").median(("seed", "step")))
+    """The proxy (``beta_symmetry``, ``W_qk`` runs): per task, each run's median over the recorded steps, mean over
+    seeds, of each objective (their difference is the estimate of :func:`proxy_effects`)."""
+    return _by_task(training.beta_symmetry.sel(parameterisation="W_qk").median("step").mean("seed"))
 
 
 @dataclass(frozen=True)

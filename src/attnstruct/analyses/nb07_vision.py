@@ -866,8 +866,9 @@ def _ordering(summary: pd.DataFrame, prediction: Prediction, learned: bool, ends
 
 def primary_ordering(summary: pd.DataFrame, learned: bool = True) -> OrderingFacts:
     """Section 4's figure: the primary prediction (masked against next-patch, median symmetry over layers) on
-    :func:`final_summary`'s table; ``ends``, each objective's final median symmetry over layers, median over seeds."""
-    ends = summary.groupby("objective", sort=False).symmetry_median.median()
+    :func:`final_summary`'s table; ``ends``, each objective's final median symmetry over layers, mean over seeds (the
+    difference of two is the estimate of the paired verdict)."""
+    ends = summary.groupby("objective", sort=False).symmetry_median.mean()
     return _ordering(summary, PREDICTIONS[0], learned, ends)
 
 
