@@ -77,7 +77,7 @@ import torch
 
 from attnstruct import notebooks, reference, results, stats, work
 from attnstruct.analyses import nb03_pretrained_models as pretrained_study
-from attnstruct.analyses import paper_comparison, pretrained_vision
+from attnstruct.analyses import paper_comparison, pretrained_scores, pretrained_vision
 from attnstruct.checkpoints.extract import iter_blocks
 from attnstruct.report import plotting, prose
 
@@ -143,7 +143,14 @@ prose.show(prose.markdown_table(pretrained_study.PLAN.table(reach)))
 checkpoints, vision = pretrained_vision.split_vision(
     pretrained_study.checkpoint_list(models, local_models, cache_dir), cache_dir
 )
-checkpoints
+licences = pretrained_scores.licence_use(checkpoints["model"])  # the language models; section 10 flags its own
+if licences.non_commercial:
+    prose.say(
+        "**Non-commercial licence:** {models} may not be used commercially; the figures and dataset below that use "
+        "them say so.",
+        licences,
+    )
+pretrained_scores.with_licences(checkpoints)
 
 # %% [markdown]
 # ## 2. Scores of every layer
@@ -257,6 +264,8 @@ title = prose.fill(
     roles,
 )
 plotting.message_title(fig, title)
+if licences.non_commercial:
+    plotting.licence_note(fig, licences.models)
 plotting.savefig(fig, figures_dir / "03_encoders_vs_decoders")
 plt.show()
 
@@ -377,6 +386,8 @@ title = prose.fill(
     profile,
 )
 plotting.message_title(fig, title)
+if licences.non_commercial:
+    plotting.licence_note(fig, licences.models)
 plotting.savefig(fig, figures_dir / "03_layer_profiles")
 plt.show()
 
@@ -452,6 +463,8 @@ title = [
     ),
 ]
 plotting.message_title(fig, "\n".join(title))
+if licences.non_commercial:
+    plotting.licence_note(fig, licences.models)
 plotting.savefig(fig, figures_dir / "03_wqk_examples")
 plt.show()
 
@@ -634,7 +647,8 @@ if seen.has_vision:
     for ax, var in zip(axes, ("symmetry", "directionality"), strict=True):
         for i, (model, rows) in enumerate(vision_layers.groupby("model", sort=False)):
             label = f"{model} (non-commercial)" if rows["non_commercial"].iloc[0] else model
-            ax.plot(rows["relative_depth"], rows[var], ["-", "-.", ":"][i % 3], marker="o", lw=1.6, label=label)
+            style = {"ls": ["-", "-.", ":"][i % 3], "marker": "os^D"[i % 4], "color": plotting.VISION_COLOR}
+            ax.plot(rows["relative_depth"], rows[var], lw=1.6, ms=5, label=label, **style)  # one role, one colour
         spread = np.linspace(-0.03, 0.03, len(paper_vision))
         ax.scatter(1.12 + spread, paper_vision[f"{var}_median"], s=12, color="0.6", alpha=0.6, label="paper (reported)")
         ax.axhline(0, color="black", lw=0.8)

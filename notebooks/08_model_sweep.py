@@ -95,7 +95,7 @@ names = sweep_study.model_names(models, also_if_fetched=also_if_fetched)
 run = sweep.run_sweep(names, sweep_dir, device=where, per_head=per_head, workers=workers, progress=True)
 outcome = sweep_study.run_outcome(run, names, where)
 prose.say("{models} on {device}: {scored} scored now, {skipped} done before, {failed} failed.", outcome)
-licences = sweep_study.licence_use(names)
+licences = pretrained_scores.licence_use(names)
 if licences.non_commercial:
     prose.say(
         "**Non-commercial licence:** {models} may not be used commercially; the tables, figures and dataset below "
@@ -113,7 +113,7 @@ sweep_study.failures(run)
 # %%
 dataset = sweep_study.load_scores(run, sweep_dir)
 summary = pretrained_scores.stack_summary(dataset)
-sweep_study.with_licences(summary).round(3)
+pretrained_scores.with_licences(summary).round(3)
 
 # %% [markdown]
 # **The analysis plan.** The sweep's claim is the paper's: encoder stacks are more symmetric than decoder stacks.

@@ -308,6 +308,14 @@ def test_results_dataset_adds_the_nulls_by_model_and_stack_and_the_provenance():
     assert ds.attrs["checkpoints"] == "enc: /e; both: /b" and '"null_draws": 5' in ds.attrs["parameters"]
 
 
+def test_results_dataset_names_the_non_commercial_checkpoints_it_holds():
+    listed = pd.DataFrame({"model": ["enc", "iglm"], "path": ["/e", "/i"]})
+    ds = study.results_dataset(made_up_scores(), null_table(), parameters={}, checkpoints=listed)
+    assert ds.attrs["non_commercial"] == "iglm"
+    mine = study.results_dataset(made_up_scores(), null_table(), parameters={}, checkpoints=listed.iloc[:1])
+    assert mine.attrs["non_commercial"] == ""
+
+
 def made_up():
     """Three models, encoder and decoder stacks of two layers (one score missing in each), with the blocks whose
     matrices are shown. Encoder symmetry: median +0.30 (model b, layer 1), extreme +0.90 (a, 1); among layers 0:

@@ -9,7 +9,7 @@ import xarray as xr
 
 from attnstruct import stats
 from attnstruct.analyses import nb08_model_sweep as sweep_study
-from attnstruct.analyses import paper_comparison, pretrained_ordering
+from attnstruct.analyses import paper_comparison, pretrained_ordering, pretrained_scores
 from attnstruct.checkpoints import sweep
 from attnstruct.checkpoints.sweep import SweepResult
 from attnstruct.report import prose
@@ -126,11 +126,11 @@ def test_the_non_commercial_checkpoints_are_added_only_when_fetched(monkeypatch)
 
 
 def test_the_licence_use_names_the_non_commercial_checkpoints_of_a_sweep():
-    used = sweep_study.licence_use(["minilm-l6", "iglm", "org/model", "swin-b-sdxl-detector"])
+    used = pretrained_scores.licence_use(["minilm-l6", "iglm", "org/model", "swin-b-sdxl-detector"])
     assert used.non_commercial and used.models == prose.listing(["iglm", "swin-b-sdxl-detector"], fmt=lambda v, _: v)
-    assert not sweep_study.licence_use(["minilm-l6", "org/model"]).non_commercial
+    assert not pretrained_scores.licence_use(["minilm-l6", "org/model"]).non_commercial
     summary = pd.DataFrame({"model": ["iglm", "minilm-l6", "org/model"]})
-    assert sweep_study.with_licences(summary)["non_commercial"].tolist() == [True, False, False]
+    assert pretrained_scores.with_licences(summary)["non_commercial"].tolist() == [True, False, False]
 
 
 def summary_of(encoders, decoders, directionality=0.0):

@@ -380,3 +380,16 @@ def test_a_figure_title_over_a_panels_title_is_a_fault(tmp_path):
     assert 'title "a title set on the panel\'s" overlaps the title of panel 1' in plotting.title_faults(
         plotting.read_layout(tmp_path / "fig.png")
     )
+
+
+def test_a_licence_note_lies_under_the_panels_and_inside_the_saved_image(tmp_path):
+    fig = draw()
+    note = plotting.licence_note(fig, "iglm, iglm-s")
+    (png, _) = plotting.savefig(fig, tmp_path / "fig")
+    (plain, _) = plotting.savefig(draw(), tmp_path / "plain")
+    renderer = fig.canvas.get_renderer()
+    panels_bottom = min(ax.get_tightbbox(renderer).y0 for ax in fig.axes)
+    box = note.get_window_extent(renderer)
+    plt.close("all")
+    assert "iglm, iglm-s" in note.get_text() and box.y1 <= panels_bottom
+    assert plt.imread(png).shape[0] > plt.imread(plain).shape[0]  # the tight box grew to hold the note

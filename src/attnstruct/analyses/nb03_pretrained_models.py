@@ -547,7 +547,8 @@ def results_dataset(
 ) -> xr.Dataset:
     """Notebook 03's dataset: the scores ``ds`` (:func:`score_models`) with :data:`NULL_VARIABLES` over ``(model,
     stack)`` from ``table`` (:func:`null_comparison` joined to :func:`stack_table`; NaN for a stack a model lacks)
-    and provenance attrs (``parameters``, the scored matrix, the null, the checkpoints' paths, and under
+    and provenance attrs (``parameters``, the scored matrix, the null, the checkpoints' paths, under
+    ``non_commercial`` those of the zoo's non-commercial set, comma-separated, ``""`` for none, and under
     ``verdicts`` the table of ``effects``, JSON, ``"{}"`` for none)."""
     nulls = table.set_index(["model", "stack"])[list(NULL_VARIABLES)].astype(float).to_xarray()
     where = {"model": ds.model.values, "stack": ds["stack"].values}
@@ -561,6 +562,7 @@ def results_dataset(
         ),
         title="03 pretrained models: scores per model, stack, layer and head",
         checkpoints="; ".join(f"{row.model}: {row.path}" for row in checkpoints.itertuples()),
+        non_commercial=",".join(m for m in checkpoints["model"] if pretrained_scores.is_non_commercial(m)),
         verdicts=stats.verdict_table(effects).to_json(orient="index") if len(effects) else "{}",
     )
     return out

@@ -131,32 +131,6 @@ def model_names(models, cache_dir=None, also_if_fetched=None) -> list[str]:
 
 
 @dataclass(frozen=True)
-class LicenceFacts:
-    """Whether a sweep uses checkpoints of the zoo's non-commercial set (``non_commercial``) and which (``models``,
-    listed; ``"none"`` for none): what every table, figure and dataset that uses them says."""
-
-    non_commercial: bool
-    models: str
-
-
-def _non_commercial(name: str) -> bool:
-    known = zoo.load_registry()
-    return name in known and known[name].set == zoo.NON_COMMERCIAL
-
-
-def licence_use(names) -> LicenceFacts:
-    """The facts of the non-commercial checkpoints among ``names`` (packaged names; other models are not the zoo's)."""
-    used = [str(n) for n in names if _non_commercial(str(n))]
-    return LicenceFacts(non_commercial=bool(used), models=prose.listing(used, fmt=lambda v, _: v))
-
-
-def with_licences(summary: pd.DataFrame) -> pd.DataFrame:
-    """``summary`` with a ``non_commercial`` column: whether the row's model is of the zoo's non-commercial set (its
-    licence allows no commercial use; ``attnstruct fetch-models --list`` shows each licence)."""
-    return summary.assign(non_commercial=[_non_commercial(str(m)) for m in summary["model"]])
-
-
-@dataclass(frozen=True)
 class RunFacts:
     """What a sweep did with its list: the ``models`` listed (counted), the ``device``, how many were ``scored`` now,
     ``skipped`` (done before) and ``failed``."""
@@ -342,7 +316,7 @@ def results_dataset(ds: xr.Dataset, *, parameters: Mapping, failures: int, effec
         parameters=dict(parameters),
         scored_matrix=ds.attrs["scored_matrix"],
         failures=failures,
-        non_commercial=",".join(str(m) for m in ds.model.values if _non_commercial(str(m))),
+        non_commercial=",".join(str(m) for m in ds.model.values if pretrained_scores.is_non_commercial(str(m))),
         verdicts=stats.verdict_table(effects).to_json(orient="index") if len(effects) else "{}",
     )
     return out

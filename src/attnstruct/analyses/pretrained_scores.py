@@ -8,11 +8,14 @@ encoders against decoders, 07's local checkpoints, 08's sweep, the headline find
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 import xarray as xr
 
 from ..checkpoints import zoo
+from ..report import prose
 
 
 def fetched_entries(models, cache_dir=None) -> list[zoo.Entry]:
@@ -75,3 +78,30 @@ def stack_summary(ds: xr.Dataset) -> pd.DataFrame:
             row["family"] = str(cell["family"].values) if "family" in cell else ""
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class LicenceFacts:
+    """Whether a notebook uses checkpoints of the zoo's non-commercial set (``non_commercial``) and which (``models``,
+    listed; ``"none"`` for none): what every table, figure and dataset that uses them says."""
+
+    non_commercial: bool
+    models: str
+
+
+def is_non_commercial(name: str) -> bool:
+    """Whether ``name`` is a packaged checkpoint of the zoo's non-commercial set."""
+    known = zoo.load_registry()
+    return name in known and known[name].set == zoo.NON_COMMERCIAL
+
+
+def licence_use(names) -> LicenceFacts:
+    """The facts of the non-commercial checkpoints among ``names`` (packaged names; other models are not the zoo's)."""
+    used = [str(n) for n in names if is_non_commercial(str(n))]
+    return LicenceFacts(non_commercial=bool(used), models=prose.listing(used, fmt=lambda v, _: v))
+
+
+def with_licences(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with a ``non_commercial`` column: whether the row's model is of the zoo's non-commercial set (its
+    licence allows no commercial use; ``attnstruct fetch-models --list`` shows each licence)."""
+    return summary.assign(non_commercial=[is_non_commercial(str(m)) for m in summary["model"]])

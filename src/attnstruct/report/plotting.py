@@ -445,6 +445,21 @@ def _make_room_under(fig: mpl.figure.Figure, title: mpl.text.Text, tries: int = 
         fig.subplots_adjust(top=fig.subplotpars.top - overlap / height)
 
 
+def licence_note(fig: mpl.figure.Figure, models: str) -> mpl.text.Text:
+    """Write under ``fig`` (outside its panels; the tight bounding box of :func:`set_style` keeps it in the saved
+    image) that it draws checkpoints whose licence forbids commercial use, naming ``models``."""
+    return fig.text(
+        0.01,
+        -0.01,
+        f"Draws non-commercial checkpoints (licences forbid commercial use): {models}",
+        fontsize=8,
+        va="top",
+        ha="left",
+        color="0.3",
+        style="italic",
+    )
+
+
 def median_and_range(ax: mpl.axes.Axes, values, color: str, style: str = "-", label: str | None = None) -> None:
     """The median over seeds (line) and the range over seeds (band) of ``values``, an ``xarray.DataArray``
     ``[seed, step]``."""
