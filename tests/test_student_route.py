@@ -98,8 +98,8 @@ def test_a_malformed_link_argument_is_refused(call):
 def test_post_build_in_a_fresh_venv_leaves_the_course_set_fetched(tmp_path):
     """``binder/postBuild`` run as repo2docker runs it: from the root of a copy of the repository, in a fresh
     virtual environment that holds the pinned dependencies (those of this one, standing in for
-    ``binder/requirements.txt``) and not attnstruct. The packaged checkpoints come from the cache or the package
-    registry, as ``make fetch`` gets them; the hub is off."""
+    ``binder/requirements.txt``, pip and setuptools included) and not attnstruct. The packaged checkpoints come
+    from the cache or the package registry, as ``make fetch`` gets them; the hub is off."""
     files = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True
     ).stdout.split()
@@ -109,7 +109,7 @@ def test_post_build_in_a_fresh_venv_leaves_the_course_set_fetched(tmp_path):
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, repo / name)
     venv = tmp_path / "venv"
-    subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.base_prefix + "/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
     (site,) = (venv / "lib").glob("python3.*/site-packages")
     deps = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     (site / "pinned.pth").write_text("\n".join(deps) + "\n")
