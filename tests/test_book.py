@@ -20,7 +20,7 @@ import pytest
 
 from attnstruct.teaching import book, book_contents, book_pages, exercises
 
-from student_facing import as_papermill_leaves_it, held_lines, leaks, solution_lines
+from student_facing import as_papermill_leaves_it, held_lines, leaks, readings, solution_lines
 
 pytestmark = pytest.mark.notebook
 
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = [p.stem for p in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.py"))]
 AUDIENCES = ("instructor", "student")
 PAGES = {"instructor": ("index", "lecture-path", "exercises", "data", "citation")}
-PAGES["student"] = tuple(p for p in PAGES["instructor"] if p != "lecture-path")
+PAGES["student"] = ("index", "before-session-1", "exercises", "data", "citation")
 GUIDES = (
     "command-line",
     "series",
@@ -42,7 +42,7 @@ GUIDES = (
     "paper-notes",
     "calibration",
 )
-STUDENT_GUIDES = tuple(g for g in GUIDES if g != "teaching")  # docs/teaching.md is the instructor's guide
+STUDENT_GUIDES = ("performance", "statistics", "paper-notes", "calibration")  # what the notebooks are read with
 
 
 class Page(HTMLParser):
@@ -532,7 +532,7 @@ def test_both_books_of_a_synthetic_build(tmp_path):
         page = Page(out / audience / "notebooks" / "09_synthetic.html")
         assert str(build) not in page.text and "drawn" in page.text
         folded = [a for t, a in page.tags if t == "details" and "above-input" in a.get("class", "")]
-        assert len(folded) == (2 if audience == "instructor" else 1), audience  # the draw cell (and the solution)
+        assert len(folded) == (3 if audience == "instructor" else 2), audience  # draw, check (and the solution)
         assert (SECRET in page.text) == (audience == "instructor")
         assert ("right: 9" in page.text) == (audience == "instructor")  # a check's output follows the solution
         linked = {a.get("href") for t, a in page.tags if t == "a"}
@@ -541,3 +541,67 @@ def test_both_books_of_a_synthetic_build(tmp_path):
     rebuilt = book.build_books(build, audiences=["student"], log=messages.append)  # the other book is kept
     assert (rebuilt / "instructor" / "lecture-path.html").is_file() and (rebuilt / "student" / "index.html").is_file()
     assert all("\n" not in m for m in messages)
+
+
+# What leads a student from the student book to the solution version: the sources, their commands, the other book.
+ROUTES = {
+    "a notebook source": re.compile(r"notebooks/(?:\d\d_\w+|NN_topic|NN_\*|\[0-9\])[^\s\"'<>]*\.py\b"),
+    "the instructor book": re.compile(r"(?:\.\./)+instructor\b|instructor/index\.html"),
+    "make reproduce or make lab": re.compile(r"\bmake\s+(?:reproduce|lab|sync|notebook)\b"),
+}
+
+
+def _routes(site: Path) -> list[str]:
+    """Every route of :data:`ROUTES` in a page or download of ``site``; a guide (the reference pages of
+    ``docs/``) is held to the first two and to no command block running the sources."""
+    found = []
+    for path in sorted(p for p in site.rglob("*") if p.suffix in (".html", ".ipynb", ".md", ".txt")):
+        name = path.relative_to(site).as_posix()
+        guide = name.startswith(("guides/", "_sources/guides/"))
+        for text in readings(path):
+            for what, pattern in ROUTES.items():
+                if what.startswith("make") and guide:
+                    blocks = re.findall(r"<pre>(.*?)</pre>", text, re.S) if path.suffix == ".html" else []
+                    text = "\n".join(re.sub(r"<[^>]+>", "", b) for b in blocks)
+                match = pattern.search(text)
+                if match:
+                    found.append(f"{name}: {what} ({match.group(0)!r})")
+    return sorted(set(found))
+
+
+def test_the_student_book_has_no_route_to_the_solution_sources_or_the_instructor_book(tmp_path):
+    """The student book says how to open the student notebooks (``build/exercises/``, the nbgrader release, a
+    launch link) and has a checklist for the day before; no page, guide or download points at the sources, their
+    commands or the instructor's book, and no download holds a solution."""
+    mentioned = set().union(*(book_pages.cited_docs(p.read_text()) for p in (ROOT / "notebooks").glob("*.py")))
+    assert mentioned <= set(book_pages.STUDENT_GUIDES)  # the guides the notebooks mention are the student's
+    build = _synthetic_build(tmp_path / "build")
+    nb = nbformat.read(build / "notebooks" / "09_synthetic.ipynb", as_version=4)
+    nb.cells[0].source = nb.cells[0].source.replace("docs/training.md", "docs/statistics.md")
+    nbformat.write(nb, build / "notebooks" / "09_synthetic.ipynb")
+    out = book.build_books(build, log=lambda message: None)
+    site = out / "student"
+    assert _routes(site) == []
+    assert _routes(out / "instructor")  # the instructor book does show the sources' route: the test can see one
+    index = Page(site / "index.html")
+    assert "build/exercises" in index.text and "before-session-1.html" in {a.get("href") for t, a in index.tags}
+    assert "Before session 1" in Page(site / "before-session-1.html").text
+    assert leaks(site / "_sources", {SECRET}) == []
+
+
+def test_the_exercise_pages_title_exercises_without_brackets_and_fold_their_checks(tmp_path):
+    site = book.build_book(_synthetic_build(tmp_path / "build"), audience="student", log=lambda message: None)
+    page = Page(site / "exercises.html")
+    assert "Exercise 09.1: first" in page.text and "Exercise (" not in page.text
+    folded = [a for t, a in page.tags if t == "details" and "book-check" in a.get("class", "")]
+    assert len(folded) == 1 and "assert f(3) == 9" in page.text
+
+
+def test_the_site_copy_folds_the_checks_and_drops_the_jupytext_metadata(tmp_path):
+    nb = _executed_notebook(tmp_path / "build")
+    nb.metadata["jupytext"] = {"text_representation": {"extension": ".py", "format_name": "percent"}}
+    found = book_contents.exercises("09_x", nb)
+    for audience in AUDIENCES:
+        page = book_pages.for_site(nb, found, audience=audience)
+        check = next(c for c in page.cells if exercises.is_check(c))
+        assert "hide-input" in check.metadata["tags"] and "jupytext" not in page.metadata, audience

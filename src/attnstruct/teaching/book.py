@@ -8,6 +8,7 @@ notebook again (myst-nb with ``nb_execution_mode = "off"``), and writes ``<build
     instructor/ and student/        one book each:
       index.html           the paper in five sentences, the main figure, the notebooks in reading order
       lecture-path.html    two 90-minute sessions, with the run times measured in this build (instructor only)
+      before-session-1.html  the student's checklist for the day before the course (student only)
       exercises.html       every nbgrader exercise: prompt, folded solution (instructor only), check
       data.html            every dataset (copied under data/) with its size and provenance
       citation.html        BibTeX of the paper (from CITATION.cff) and of this companion
@@ -81,9 +82,38 @@ def _visit_solution(self, node) -> None:
     self.body.append("</summary>\n")
 
 
+def _unbracket_title(title) -> None:
+    """``Exercise (01.1: title)``, as sphinx-exercise titles an unnumbered exercise with a title, made
+    ``Exercise 01.1: title`` (the notebook's own heading)."""
+    from docutils import nodes
+
+    parts = title.children
+    if len(parts) >= 3 and isinstance(parts[1], nodes.Text) and isinstance(parts[-1], nodes.Text):
+        if str(parts[1]) == " (" and str(parts[-1]) == ")":
+            title.replace(parts[1], nodes.Text(" "))
+            title.remove(parts[-1])
+
+
+def _exercise_titles():
+    """A post-transform that runs after sphinx-exercise's titles (its priority 20): :func:`_unbracket_title`."""
+    from docutils import nodes
+    from sphinx.transforms.post_transforms import SphinxPostTransform
+    from sphinx_exercise.nodes import exercise_node
+
+    class UnbracketExerciseTitles(SphinxPostTransform):
+        default_priority = 21
+
+        def run(self):
+            for node in self.document.findall(exercise_node):
+                if node.children and isinstance(node.children[0], nodes.title):
+                    _unbracket_title(node.children[0])
+
+    return UnbracketExerciseTitles
+
+
 def setup(app):
-    """Sphinx extension: sphinx-exercise solutions of class ``dropdown`` as closed ``<details>``; MathJax on every
-    page."""
+    """Sphinx extension: sphinx-exercise solutions of class ``dropdown`` as closed ``<details>``, exercise titles
+    without brackets; MathJax on every page."""
     from sphinx_exercise.nodes import solution_node
 
     def visit(self, node):
@@ -95,6 +125,7 @@ def setup(app):
         self.body.append("</details>\n" if "dropdown" in node.get("classes", []) else "</div>\n")
 
     app.add_node(solution_node, override=True, html=(visit, depart), singlehtml=(visit, depart))
+    app.add_post_transform(_exercise_titles())
     app.set_html_assets_policy("always")  # MathJax on every page: the sidebar's titles hold math too
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
@@ -161,7 +192,8 @@ def _mathjax(static: Path) -> None:
 def _guides(audience: str, books, log) -> list[str]:
     """The guides of the ``audience`` book: :data:`GUIDES` and every ``docs/NAME.md`` its pages mention."""
     texts = [pages.notebook_text(b.nb) for b in books if b.ran]
-    templates = ("landing", "citation", *(p for p in pages.pages(audience) if p == "lecture-path"))
+    templates = ("landing", f"how-to-run-{audience}", "citation")
+    templates += tuple(p for p in pages.pages(audience) if p in ("lecture-path", *pages.STUDENT_PAGES))
     texts += [_template(f"{name}.md") for name in templates]
     return pages.guides_for(audience, GUIDES, texts, ROOT / "docs", log)
 
@@ -201,7 +233,8 @@ def _landing(src: Path, build_dir: Path, books, audience: str, guides: list[str]
             f"This is the {audience}'s book; `make book` writes the {other}'s beside it, in `../{other}/`."
         ),
     }
-    course = "\n".join(p for p in pages.pages(audience) if p in ("lecture-path", "exercises"))
+    landing["how_to_run"] = lambda _: contents.fill(_template(f"how-to-run-{audience}.md"), landing, "how-to-run")
+    course = "\n".join(p for p in pages.pages(audience) if p in pages.COURSE_PAGES)
     tocs = [
         ("Course", course),
         ("Notebooks", "\n".join(f"notebooks/{b.name}" for b in ran)),
@@ -242,6 +275,7 @@ def _write_sources(src: Path, build_dir: Path, books, others, root: Path | None,
         "exercises": lambda: contents.exercise_page(books, found, solutions=audience == "instructor"),
         "data": lambda: contents.data_page(books, others, _attrs),
         "citation": lambda: _citation(root),
+        "before-session-1": lambda: _template("before-session-1.md"),
     }
     for name in pages.pages(audience):
         text = pages.link_docs(texts[name](), "guides/", guides)

@@ -335,8 +335,9 @@ def exercise_page(books: list[Notebook], found: dict[str, list[Exercise]], *, so
                 opening, closing = fence(body)
                 out += ["", f"{opening}{{solution}} {ex.label}", f":label: sol-{ex.notebook[:2]}-{ex.index}-{i}"]
                 out += [":class: dropdown", "", body, closing]
-            for check in ex.checks:
-                out += ["", "**Check** (the graded cell):", "", code_block(check)]
+            for check in ex.checks:  # folded: a check is 15-25 lines, read on demand
+                summary = '<details class="book-check">\n<summary>Check (the graded cell)</summary>'
+                out += ["", summary, "", code_block(check), "", "</details>"]
             back = f"{{ref}}`in notebook {nb.name[:2]} <{ex.target}>`" if ex.heading else ""
             out += ["", f"Back to the notebook: {back or f'[{nb.name}](notebooks/{nb.name}.ipynb)'}", ""]
     if len(out) == 3:

@@ -24,7 +24,11 @@ from .exercises import without_run_record
 
 AUDIENCES = ("instructor", "student")
 INSTRUCTOR_PAGES = ("lecture-path",)  # the lecture path holds the answer key to the lecturer's questions
-INSTRUCTOR_GUIDES = ("teaching",)  # how to run the course and generate the student notebooks
+STUDENT_PAGES = ("before-session-1",)  # the checklist for the day before the course
+COURSE_PAGES = ("before-session-1", "lecture-path", "exercises")  # the landing page's Course section, in order
+# The student book's guides: what the notebooks are read with. The others explain how to run, test and build the
+# project from its sources (the solution version), which is the instructor's route, not the student's.
+STUDENT_GUIDES = ("statistics", "paper-notes", "calibration", "performance")
 MAIN_FIGURE = "03_encoders_vs_decoders.png"  # the landing page's figure
 MAIN_DATASET = "03_pretrained_models.nc"  # its data, for its title
 DOCS_MENTION = re.compile(r"(?<![\w./\[(-])docs/([A-Za-z0-9_-]+)\.md(?![\w\]-])")
@@ -67,8 +71,9 @@ def check_audience(audience: str) -> str:
 
 def pages(audience: str) -> tuple[str, ...]:
     """The generated top-level pages of a book (``index`` and the Course, Reference sections)."""
-    every = ("index", "lecture-path", "exercises", "data", "citation")
-    return tuple(p for p in every if audience == "instructor" or p not in INSTRUCTOR_PAGES)
+    every = ("index", "before-session-1", "lecture-path", "exercises", "data", "citation")
+    mine = STUDENT_PAGES if audience == "student" else INSTRUCTOR_PAGES
+    return tuple(p for p in every if p in mine or p not in (*INSTRUCTOR_PAGES, *STUDENT_PAGES))
 
 
 # Mentions of docs/NAME.md.
@@ -91,10 +96,10 @@ def notebook_text(nb) -> str:
 
 
 def guides_for(audience: str, base: Iterable[str], texts: Iterable[str], docs: Path, log=None) -> list[str]:
-    """The guides of a book: ``base`` (less the instructor's guides in the student book), every ``docs/NAME.md``
-    that ``texts`` (the book's pages) mention, and every guide those guides mention or link, in ``base``'s order
-    and then by name. A mentioned file missing from ``docs`` is logged and left out."""
-    chosen = [g for g in base if audience == "instructor" or g not in INSTRUCTOR_GUIDES]
+    """The guides of a book: ``base`` (in the student book only those of :data:`STUDENT_GUIDES`), every
+    ``docs/NAME.md`` that ``texts`` (the book's pages) mention, and every guide those guides mention or link, in
+    ``base``'s order and then by name. A mentioned file missing from ``docs`` is logged and left out."""
+    chosen = [g for g in base if audience == "instructor" or g in STUDENT_GUIDES]
     pending = set(chosen).union(*(cited_docs(t) for t in texts))
     found: set[str] = set()
     missing: set[str] = set()
@@ -186,17 +191,19 @@ def for_site(nb, found: list[Exercise], *, audience: str = "instructor", guides:
 
     The copy is also the page's download (Sphinx copies it to ``_sources/``), so it carries no record of the
     papermill run (:func:`attnstruct.teaching.exercises.without_run_record`: papermill's metadata, which holds the
-    whole input notebook, and its injected parameters cell, which holds the build machine's paths). A cell tagged
-    ``hide-input`` keeps its tag (folded input); in the instructor book the solution inputs are folded too, in the
-    student book they are nbgrader's stub (:func:`stub_solutions`); a target is put before each exercise prompt,
+    whole input notebook, and its injected parameters cell, which holds the build machine's paths) and no jupytext
+    metadata. A cell tagged ``hide-input`` keeps its tag (folded input); the check cells are folded too (shown on
+    demand), and in the instructor book the solution inputs, in the student book they are nbgrader's stub
+    (:func:`stub_solutions`); a target is put before each exercise prompt,
     and the ``docs/NAME.md`` mentions of Markdown become links to ``{prefix}NAME.md`` (:func:`link_docs`).
     """
     check_audience(audience)
     nb = without_run_record(stub_solutions(nb) if audience == "student" else copy.deepcopy(nb))
+    nb.metadata.pop("jupytext", None)  # a download saved in Jupyter must not write a paired .py beside it
     targets = iter([ex.target for ex in found if ex.heading])  # the prompts' headings, in order
     guides = list(guides)
     for cell in nb.cells:
-        if is_solution(cell) and cell.cell_type == "code" and audience == "instructor":
+        if cell.cell_type == "code" and (is_check(cell) or (is_solution(cell) and audience == "instructor")):
             _add_tag(cell, "hide-input")
         elif cell.cell_type == "markdown" and not is_solution(cell):
             lines = []
@@ -277,7 +284,7 @@ def main_figure(src: Path, build_dir: Path, books: list[Notebook]) -> tuple[str,
     title = computed[0] if computed else "The main figure: encoder stacks against decoder stacks"
     figure = build_dir / "figures" / MAIN_FIGURE
     if not figure.is_file():
-        return title, f"*`figures/{MAIN_FIGURE}` is not in this build: run notebook 03 (`make notebook NB=03`).*"
+        return title, f"*`figures/{MAIN_FIGURE}` is not in this build: notebook 03 was not run in it.*"
     (src / "_figures").mkdir(exist_ok=True)
     shutil.copy2(figure, src / "_figures" / MAIN_FIGURE)
     owner = next((b for b in books if b.name[:2] == MAIN_FIGURE[:2] and b.ran), None)

@@ -66,6 +66,13 @@ def _executed(work: Path, name: str, root: Path):
     return nb
 
 
+def released(nb):
+    """``nb`` without its jupytext metadata, changed in place: a notebook handed to a student opens as a plain
+    notebook, and saving it in a Jupyter with jupytext writes no paired ``.py`` beside it."""
+    nb.metadata.pop("jupytext", None)
+    return nb
+
+
 def cell_timeout(executed: dict) -> tuple[int, str]:
     """Seconds per cell for autograding: :data:`TIMEOUT_FACTOR` times the slowest cell of the executed course
     notebooks ``{name: notebook}``, at least :data:`MIN_TIMEOUT_S`; and which cell that was."""
@@ -176,7 +183,7 @@ def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = 
         for source, _ in chosen:
             target = staging / "source" / source.stem / f"{source.stem}.ipynb"
             target.parent.mkdir(parents=True)
-            nbformat.write(course_notebook(root, source), target)
+            nbformat.write(released(course_notebook(root, source)), target)
         _kernel_spec(staging)
         (staging / "nbgrader_config.py").write_text(
             config_text(timeout, slowest, os.path.relpath(work.resolve(), out.resolve())), encoding="utf-8"

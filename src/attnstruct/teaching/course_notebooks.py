@@ -201,6 +201,7 @@ def write_student_notebooks(root: Path, out: Path) -> list[Path]:
     for source, nb in with_exercises:
         target = out / f"{source.stem}.ipynb"
         student = student_version(nb)
+        student.metadata.pop("jupytext", None)  # saving it must not write a paired .py
         write_atomically(target, lambda tmp, nb=student: nbformat.write(nb, str(tmp)))
         written.append(target)
     return written
