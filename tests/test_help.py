@@ -116,10 +116,10 @@ def test_train_shows_the_choices_its_configuration_allows(task, capsys):
     from dataclasses import fields
 
     from attnstruct.tasks import preprocessing, text_config, vision_config
-    from attnstruct.training import run_config
+    from attnstruct.training import model_config, run_config
 
     config_class = train._config_class(task)
-    allowed = {"schedule": run_config.SCHEDULES, "norm": run_config.NORMS}
+    allowed = {"schedule": run_config.SCHEDULES, "norm": run_config.NORMS, "attention": model_config.ATTENTIONS}
     if task == "text":
         allowed |= {
             "objective": text_config.OBJECTIVES,

@@ -28,12 +28,15 @@ def modules_cache(tmp_path_factory):
         yield
 
 
-def snapshot(tmp_path: Path, objective: str, run_dir: Path | None = None) -> tuple[Path, LanguageModel, bool]:
-    """The final snapshot of a tiny text model of ``objective`` (random weights), its model, and its causality."""
+def snapshot(
+    tmp_path: Path, objective: str, run_dir: Path | None = None, attention: str = "softmax"
+) -> tuple[Path, LanguageModel, bool]:
+    """The final snapshot of a tiny text model of ``objective`` and ``attention`` (random weights), its model, and its
+    causality."""
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("the king is dead long live the king\n" * 20)
     config = text_config.TextConfig(
-        objective=objective, corpus=str(corpus), vocab_size=300, d_model=16, n_layers=2, n_heads=2
+        objective=objective, corpus=str(corpus), vocab_size=300, d_model=16, n_layers=2, n_heads=2, attention=attention
     )
     torch.manual_seed(0)
     model = LanguageModel(config.model_config(300)).eval()
@@ -59,6 +62,32 @@ def test_a_text_snapshot_opens_in_transformers_with_the_training_models_logits(
     ids = torch.randint(0, 300, (3, 9), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         torch.testing.assert_close(loaded(input_ids=ids).logits, model(ids, causal))
+
+
+@pytest.mark.parametrize("attention", ["sigmoid", "softmax-null-slot"])
+def test_a_snapshot_of_another_attention_opens_with_that_attention(tmp_path, modules_cache, attention):
+    import transformers
+
+    folder, model, _ = snapshot(tmp_path, "next-token", attention=attention)
+    loaded, info = transformers.AutoModelForCausalLM.from_pretrained(
+        folder, trust_remote_code=True, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    assert loaded.config.transformer_config().attention == attention
+    ids = torch.randint(0, 300, (3, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=ids).logits, model(ids, True))
+
+
+def test_a_snapshot_of_an_unknown_attention_is_refused_in_one_line(tmp_path, modules_cache):
+    from transformers import AutoModelForCausalLM
+
+    folder, _, _ = snapshot(tmp_path, "next-token")
+    config = json.loads((folder / "config.json").read_text())
+    config["attnstruct"]["transformer"]["attention"] = "linear"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="unknown attention 'linear'; choose one of softmax, sigmoid"):
+        AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
 
 
 def test_the_config_of_a_snapshot_opens_in_transformers(tmp_path, modules_cache):

@@ -129,6 +129,7 @@ MEANINGS = {  # what each training configuration field means (attnstruct train -
     "n_heads": "attention heads per layer (dividing --d-model)",
     "dropout": "dropout probability",
     "norm": "LayerNorm before (pre) or after (post) each sublayer",
+    "attention": "attention weights: softmax, sigmoid (not normalised) or softmax with a learned null key/value slot",
     "device": "where to train: cpu, cuda, cuda:N or auto (CUDA when there is one)",
     "amp": "bfloat16 autocast on the GPU (true or false)",
     "accumulate": "micro-batches per step (same result, less memory)",

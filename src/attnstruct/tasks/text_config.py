@@ -44,7 +44,8 @@ class TextConfig(RunConfig):
         "init": INITS,
         "preprocessing": tuple(PREPROCESSING),
     }
-    PER_RUN: ClassVar[tuple[str, ...]] = ("init_seed", "init_from")  # a placebo's weights, a continued run's start
+    # the attention, a placebo's weights, a continued run's start
+    PER_RUN: ClassVar[tuple[str, ...]] = (*RunConfig.PER_RUN, "init_seed", "init_from")
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = (*RunConfig.OMITTED_AT_DEFAULT, *CORPUS_OPTIONS)
     LIMITS: ClassVar[dict[str, int]] = {
         **RunConfig.LIMITS,

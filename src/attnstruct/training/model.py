@@ -10,7 +10,9 @@ encoders and as decoders), so that the two runs differ only in the attention mas
   :class:`attnstruct.checkpoints.extract.AttentionBlock`, and ``W_qk^h = W_q[h]^T W_k[h]`` (``[d_model, d_model]``: the
   paper's ``W_q^h (W_k^h)^T`` from ``nn.Linear`` blocks);
 * attention through :func:`torch.nn.functional.scaled_dot_product_attention` (fused kernels where PyTorch has
-  them), with ``is_causal`` for the decoder;
+  them), with ``is_causal`` for the decoder; ``TransformerConfig.attention`` replaces the softmax by a sigmoid
+  without normalisation or adds a learned null key/value slot (:func:`sigmoid_attention`,
+  :func:`null_slot_attention`);
 * BERT's language-model head (dense, GELU, LN, decoder tied to the token embedding) for both objectives;
 * BERT's initialisation: weights ``N(0, 0.02)``, biases zero, LayerNorm ``(1, 0)``.
 
@@ -28,8 +30,53 @@ from torch.nn import functional as F
 from .model_config import TransformerConfig
 
 
+def sigmoid_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, dropout: float = 0.0
+) -> torch.Tensor:
+    """``[B, H, T, d_head]`` -> ``[B, H, T, d_head]``: weights ``sigmoid(q_i . k_j / sqrt(d_head))``, 0 for a key
+    after the query when ``causal``, not normalised (:class:`~attnstruct.training.model_config.TransformerConfig`
+    says whose form this is); dropout on the weights, as SDPA's."""
+    weights = torch.sigmoid(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+    if causal:
+        length = q.shape[-2]
+        visible = torch.ones(length, length, dtype=torch.bool, device=q.device).tril()
+        weights = weights.masked_fill(~visible, 0.0)
+    if dropout:
+        weights = F.dropout(weights, dropout)
+    return weights @ v
+
+
+def null_slot_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    null_key: torch.Tensor,
+    null_value: torch.Tensor,
+    causal: bool,
+    dropout: float = 0.0,
+) -> torch.Tensor:
+    """``[B, H, T, d_head]`` -> ``[B, H, T, d_head]``: softmax attention over the keys and one more, ``null_key[h]``
+    with ``null_value[h]`` (``[H, d_head]``), put before the first position and visible to every query, also
+    when ``causal``."""
+    batch, heads, length, d_head = q.shape
+
+    def slot(first: torch.Tensor, rest: torch.Tensor) -> torch.Tensor:
+        return torch.cat([first.to(rest.dtype).view(1, heads, 1, d_head).expand(batch, -1, -1, -1), rest], dim=2)
+
+    mask = None
+    if causal:  # query t sees the slot (column 0) and the positions 0..t (columns 1..t+1)
+        mask = torch.ones(length, length + 1, dtype=torch.bool, device=q.device).tril(diagonal=1)
+    return F.scaled_dot_product_attention(q, slot(null_key, k), slot(null_value, v), attn_mask=mask, dropout_p=dropout)
+
+
 class SelfAttention(nn.Module):
-    """Multi-head self-attention with separate Q/K/V projections; ``[B, T, d] -> [B, T, d]``."""
+    """Multi-head self-attention with separate Q/K/V projections; ``[B, T, d] -> [B, T, d]``.
+
+    The weights are those of ``config.attention``; with ``"softmax-null-slot"`` the layer holds the slot as
+    ``null_key`` and ``null_value`` (``[H, d_head]``), drawn ``N(0, init_std)`` as the other weights, as Gu et al.
+    draw their ``k*, v*`` (zero would start every head with a slot that is a uniform share of the attention and
+    adds nothing: a special point, not a draw from the weights' own distribution).
+    """
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
@@ -38,6 +85,10 @@ class SelfAttention(nn.Module):
         self.query, self.key, self.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
         self.output = nn.Linear(d, d)
         self.dropout = config.dropout
+        self.attention = config.attention
+        if config.null_slot:
+            self.null_key = nn.Parameter(torch.randn(self.n_heads, self.d_head) * config.init_std)
+            self.null_value = nn.Parameter(torch.randn(self.n_heads, self.d_head) * config.init_std)
 
     def forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
         batch, length, d = x.shape
@@ -47,7 +98,12 @@ class SelfAttention(nn.Module):
 
         q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
         dropout = self.dropout if self.training else 0.0
-        out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal)
+        if self.attention == "sigmoid":
+            out = sigmoid_attention(q, k, v, causal, dropout)
+        elif self.attention == "softmax-null-slot":
+            out = null_slot_attention(q, k, v, self.null_key, self.null_value, causal, dropout)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=causal)
         return self.output(out.transpose(1, 2).reshape(batch, length, d))
 
 
@@ -132,9 +188,12 @@ class LanguageModel(nn.Module):
 
 def init_bert_(module: nn.Module, std: float = 0.02, generator: torch.Generator | None = None) -> None:
     """BERT's initialisation, in place: Linear/Embedding weights ``N(0, std)`` (drawn from ``generator``, else the
-    global RNG), biases 0, LayerNorm ``(1, 0)``."""
+    global RNG), biases 0, LayerNorm ``(1, 0)``; an attention layer's null slot ``N(0, std)`` as the weights."""
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=std, generator=generator)
+    if isinstance(module, SelfAttention) and module.attention == "softmax-null-slot":
+        nn.init.normal_(module.null_key, mean=0.0, std=std, generator=generator)
+        nn.init.normal_(module.null_value, mean=0.0, std=std, generator=generator)
     if isinstance(module, nn.Linear) and module.bias is not None:
         nn.init.zeros_(module.bias)
     if isinstance(module, nn.LayerNorm):
@@ -155,7 +214,9 @@ def query_key_factors(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-head query and key weights of every layer, ``([L, H, d_head, d_model], [L, H, d_head, d_model])``.
 
     A detached float64 copy in the layout of :func:`attnstruct.factor_scores`, for which
-    ``W_qk^{l,h} = W_q^{l,h}^T W_k^{l,h}``. Biases are left out, as in the paper's score.
+    ``W_qk^{l,h} = W_q^{l,h}^T W_k^{l,h}``. Biases are left out, as in the paper's score, and so is a null slot
+    (``attention="softmax-null-slot"``): its key ``k0`` is a key bias, a score ``q_i . k0`` that no second token
+    enters, outside the bilinear form ``x_i^T W_qk x_j`` (as the rotation of rotary embeddings is).
     """
     layers = attention_layers(model)
     n_heads, d_head = layers[0].n_heads, layers[0].d_head
@@ -168,5 +229,5 @@ def query_key_factors(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def attention_scale(config: TransformerConfig) -> float:
-    """The ``1/sqrt(d_head)`` factor that SDPA applies to ``q k^T``."""
+    """The ``1/sqrt(d_head)`` factor that every attention form applies to ``q k^T`` (SDPA's own for softmax)."""
     return 1.0 / math.sqrt(config.d_head)

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ..conventions import DEVICES
 from .config import Settings, at_most, non_negative_integer, one_of, positive_integers
-from .model_config import TransformerConfig
+from .model_config import ATTENTIONS, TransformerConfig
 
 SCHEDULES = ("constant", "linear", "cosine")
 NORMS = ("post", "pre")
@@ -41,8 +41,13 @@ class RunConfig(Settings):
     TASK_MODULE: ClassVar[str | None] = None  # the module of the task's code, when not the configuration's own
     CAUSAL: ClassVar[Mapping[str, bool]] = {}  # objective: does it attend causally
     RUN_KEYS: ClassVar[tuple[str, ...]] = ("objective", "seed")
-    FIXED: ClassVar[Mapping[str, tuple[str, ...]]] = {"schedule": SCHEDULES, "norm": NORMS}  # the only values allowed
-    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("accumulate", "compile")
+    FIXED: ClassVar[Mapping[str, tuple[str, ...]]] = {  # the only values allowed
+        "schedule": SCHEDULES,
+        "norm": NORMS,
+        "attention": ATTENTIONS,
+    }
+    PER_RUN: ClassVar[tuple[str, ...]] = ("attention",)  # a run's attention normalisation: softmax unless given
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("accumulate", "compile", "attention")
     LIMITS: ClassVar[Mapping[str, int]] = {  # beyond any run (config.at_most); other integer fields: 2**62
         "steps": 10**9,
         "warmup": 10**9,
@@ -74,6 +79,7 @@ class RunConfig(Settings):
     n_heads: int = 4
     dropout: float = 0.0
     norm: str = "pre"
+    attention: str = "softmax"  # TransformerConfig.attention: softmax, sigmoid, softmax-null-slot
     device: str = "cpu"
     amp: bool = False
     accumulate: int = 1  # micro-batches per step: batch_size rows in accumulate parts, one optimiser step
@@ -105,6 +111,7 @@ class RunConfig(Settings):
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
         one_of(self.norm, self.FIXED["norm"], "norm")
+        one_of(self.attention, self.FIXED["attention"], "attention")
         if not isinstance(self.device, str) or self.device.split(":")[0] not in DEVICES:
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'auto', got {self.device!r}")
         for name in ("amp", "compile"):
@@ -133,15 +140,19 @@ class RunConfig(Settings):
 
     def transformer_config(self, **shape) -> TransformerConfig:
         """The model's :class:`~attnstruct.training.model.TransformerConfig`: this run's width, depth, heads,
-        dropout and norm, with the task's ``vocab_size``, ``max_len`` (and ``ffn_mult``) in ``shape``."""
+        dropout, norm and attention, with the task's ``vocab_size``, ``max_len`` (and ``ffn_mult``) in ``shape``."""
         return TransformerConfig(
             d_model=self.d_model,
             n_layers=self.n_layers,
             n_heads=self.n_heads,
             dropout=self.dropout,
             norm=self.norm,
+            attention=self.attention,
             **shape,
         )
 
     def run_name(self) -> str:
-        return "-".join(f"seed{self.seed}" if key == "seed" else str(getattr(self, key)) for key in self.RUN_KEYS)
+        """The run keys' values joined by ``-`` (``mlm-bert-seed0``), then the attention when it is not softmax
+        (``next-token-bert-seed0-sigmoid``), so that runs that differ only in it have their own names."""
+        name = "-".join(f"seed{self.seed}" if key == "seed" else str(getattr(self, key)) for key in self.RUN_KEYS)
+        return name if self.attention == "softmax" else f"{name}-{self.attention}"
