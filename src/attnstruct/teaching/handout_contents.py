@@ -339,7 +339,7 @@ SLIDES: tuple[tuple[str, str, Callable], ...] = (
     ("09_dynamics_at_scale", "09_matched_pairs", _s09),
 )
 OPTIONAL = {"08_model_sweep"}  # a build may leave it out; its slide is then left out too
-LATER_FIGURES = {"10": "10_key"}  # the key figure of a notebook after 09; its first figure when not named here
+LATER_FIGURES: dict[str, str] = {}  # number -> key figure of a notebook after 09 (default: its first figure)
 
 NOTES: dict[str, Notes] = {
     "bilinear": (
