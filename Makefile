@@ -50,7 +50,7 @@ notebook: install ## run one notebook: make notebook NB=02_scores ARGS='-p n_dra
 book: install ## the instructor's and the student's course book from the notebooks `make reproduce` executed: $(BUILD)/book/
 	$(BIN)/python -m attnstruct.teaching.book --build-dir $(BUILD) --audience $(or $(AUDIENCE),both)
 
-handouts: install ## slides, a one-page cheat sheet and a quiz (with its answer key) from the executed notebooks: $(BUILD)/handouts/
+handouts: install ## slides, a one-page cheat sheet and a quiz from the executed notebooks: $(BUILD)/handouts/students/, notes and answer key in instructor/
 	$(BIN)/python -m attnstruct.teaching.handouts --build-dir $(BUILD)
 
 exercises: install ## the student notebooks (course settings, solutions removed by nbgrader) in build/exercises/

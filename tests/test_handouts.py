@@ -14,10 +14,12 @@ import re
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import xarray as xr
 
 from attnstruct import notebooks, stats
+from attnstruct.analyses import pretrained_scores
 from attnstruct.report import prose
 from attnstruct.results import ENGINE
 from attnstruct.teaching import handout_contents as contents
@@ -62,33 +64,78 @@ def fake_build(tmp_path) -> Path:
 
 def test_handouts_of_a_partial_build(fake_build, tmp_path):
     out = handouts.build_handouts(fake_build, tmp_path / "out", pdf=False, log=lambda message: None)
-    assert sorted(p.name for p in out.iterdir()) == [
-        "cheat-sheet.html",
-        "figures",
-        "quiz-answers.html",
-        "quiz.html",
-        "slides.html",
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.html")) == [
+        "instructor/quiz-answers.html",
+        "instructor/slides.html",
+        "students/cheat-sheet.html",
+        "students/quiz.html",
+        "students/slides.html",
     ]
-    assert [p.name for p in (out / "figures").iterdir()] == ["01_decomposition.png"]
+    assert [p.name for p in (out / "students" / "figures").iterdir()] == ["01_decomposition.png"]
     assert external_urls(out) == []
-    slides = (out / "slides.html").read_text(encoding="utf-8")
-    assert slides.count('<section class="slide') == 1 + 7  # title, 01..07; 08 left out when not run
+    slides = (out / "students" / "slides.html").read_text(encoding="utf-8")
+    assert slides.count('<section class="slide') == 1 + 3 + 8  # title, 3 equations, 01..07 and 09; 08 not run
     assert 'src="figures/01_decomposition.png"' in slides
     text = visible_text(slides)
-    assert "the symmetric part carries 60% of its energy, so its symmetry score is +0.20" in text
+    assert "the symmetric part carries 60% of its energy, the skew part 40%" in text
     assert "Source: notebook 01_bilinear_form, dataset results/01_bilinear_form.nc" in text
-    for name in ("02_scores", "05_training_dynamics", "07_vision"):
+    for name in ("02_scores", "05_training_dynamics", "07_vision", "09_dynamics_at_scale"):
         assert f"make notebook NB={name}" in text
-    sheet = visible_text((out / "cheat-sheet.html").read_text(encoding="utf-8"))
+    sheet = visible_text((out / "students" / "cheat-sheet.html").read_text(encoding="utf-8"))
     assert "not in this build: run notebook 05" in sheet and "abc1234" in sheet
     assert "+0.46 (38 encoder rows)" in sheet  # the authors' values, from the package's reference CSV
+
+
+def test_equation_slides_are_typeset_offline_as_mathml(fake_build, tmp_path):
+    out = handouts.build_handouts(fake_build, tmp_path / "out", pdf=False, log=lambda message: None)
+    slides = (out / "students" / "slides.html").read_text(encoding="utf-8")
+    equations = re.findall(r'<section class="slide" id="slide-[234]">(.*?)</section>', slides, flags=re.S)
+    assert len(equations) == 3 and all('<math display="block">' in s for s in equations)
+    assert [e.key for e in contents.EQUATIONS] == ["bilinear", "scores", "gradient"]  # in this order, after the title
+    assert "<script src" not in slides and "mathjax" not in slides.lower()
+
+
+def test_every_slide_has_speaker_notes_in_the_instructor_deck_only(fake_build, tmp_path):
+    out = handouts.build_handouts(fake_build, tmp_path / "out", pdf=False, log=lambda message: None)
+    deck = (out / "instructor" / "slides.html").read_text(encoding="utf-8")
+    sections = re.findall(r'<section class="slide.*?</section>', deck, flags=re.S)
+    assert len(sections) == 12
+    for section in sections:
+        notes = re.search(r'<aside class="notes">(.*?)</aside>', section, flags=re.S)
+        assert notes and re.search(r"<b>[^<]*\?", notes.group(1)), section[:80]
+    assert '<aside class="notes">' not in (out / "students" / "slides.html").read_text(encoding="utf-8")
+
+
+def test_quiz_answer_key_only_in_the_instructor_folder(fake_build, tmp_path):
+    out = handouts.build_handouts(fake_build, tmp_path / "out", pdf=False, log=lambda message: None)
+    shared = [p.name for p in (out / "students").rglob("*")]
+    assert "quiz.html" in shared and not [n for n in shared if "answer" in n]
+    assert (out / "instructor" / "quiz-answers.html").is_file()
+
+
+def test_a_notebook_10_gets_a_slide_with_its_figure(fake_build):
+    assert not [s for s in contents.slides(contents.read_build(fake_build)) if s.notebook.startswith("10")]
+    executed_stub(fake_build / "notebooks" / "10_next_topic.ipynb")
+    (fake_build / "figures" / "10_first.png").write_bytes(PNG)
+    later = [s for s in contents.slides(contents.read_build(fake_build)) if s.notebook.startswith("10")]
+    assert [(s.figure, s.missing) for s in later] == [("10_first", "")] and later[0].notes
+
+
+def test_lecture_block_links_the_built_handouts(fake_build):
+    assert "run `make handouts`" in contents.lecture_block(fake_build)
+    handouts.build_handouts(fake_build, pdf=False, log=lambda message: None)
+    block = contents.lecture_block(fake_build)
+    page_dir = fake_build / "book" / "instructor"
+    hrefs = re.findall(r'href="([^"]+)"', block)
+    assert len(hrefs) == len(contents.HANDOUT_FILES)
+    assert all((page_dir / href).resolve().is_file() for href in hrefs), hrefs
 
 
 def test_without_chromium_the_pdfs_are_skipped_in_one_line(fake_build, tmp_path, monkeypatch):
     monkeypatch.setattr(handouts, "chromium", lambda: None)
     lines = []
     out = handouts.build_handouts(fake_build, tmp_path / "out", log=lines.append)
-    assert not list(out.glob("*.pdf")) and (out / "slides.html").is_file()
+    assert not list(out.rglob("*.pdf")) and (out / "students" / "slides.html").is_file()
     assert [line for line in lines if "PDF" in line] == [
         "handouts: PDFs skipped: no chromium on PATH (apt-get install chromium, or set ATTNSTRUCT_CHROMIUM)"
     ]
@@ -172,7 +219,7 @@ def built(executed_build, tmp_path_factory):
     for source in notebooks.list_notebooks(ROOT):
         executed_build(source.stem)
     out = tmp_path_factory.mktemp("handouts") / "handouts"
-    return handouts.build_handouts(executed_build.build_dir, out, log=lambda message: None)
+    return handouts.build_handouts(executed_build.build_dir, out, log=lambda message: None) / "students"
 
 
 BROWSER = (pytest.mark.browser, pytest.mark.notebook, pytest.mark.timeout(1800))  # the first builds every notebook
@@ -186,6 +233,7 @@ def test_slides_load_offline_with_every_image(built):
     from browser import ConsoleErrors, OfflineGuard, chromium_executable, static_site
 
     n = (built / "slides.html").read_text(encoding="utf-8").count('<section class="slide')
+    assert (built / "slides.html").read_text(encoding="utf-8").count("<math") >= 3
     with playwright_sync.sync_playwright() as p, static_site(built) as url:
         browser = p.chromium.launch(executable_path=chromium_executable(), headless=True)
         context = browser.new_context(viewport={"width": 1280, "height": 800})
@@ -225,7 +273,7 @@ def test_pdfs_one_page_per_slide_and_a_one_page_cheat_sheet(built):
 @BROWSER[2]
 def test_student_quiz_of_the_build_has_no_answer(built):
     raw = (built / "quiz.html").read_text(encoding="utf-8")
-    keyed = (built / "quiz-answers.html").read_text(encoding="utf-8")
+    keyed = (built.parent / "instructor" / "quiz-answers.html").read_text(encoding="utf-8")
     student, key = visible_text(raw), visible_text(keyed)
     answers = re.findall(r'<div class="answer"><b>Answer\.</b> (.*?)(?:<br>|</div>)', keyed, flags=re.S)
     assert len(answers) >= 8 and "Answer" in key
@@ -234,3 +282,86 @@ def test_student_quiz_of_the_build_has_no_answer(built):
         assert visible_text(answer) not in student
     prompts = re.findall(r'<li class="question">.*?<p>(.*?)</p>', raw, flags=re.S)
     assert len(prompts) == len(answers) and all(visible_text(q) in key for q in prompts)
+
+
+def figure_statistics(build_dir: Path) -> dict[str, list[float]]:
+    """Per notebook, the statistics its key figure draws, computed here from its dataset the way the figure's cell
+    computes them (not through the handouts' code): what every signed number on its slide must be."""
+    import numpy as np
+
+    from attnstruct.results import load_dataset
+
+    def ds(name):
+        return load_dataset(build_dir / "results" / f"{name}.nc")
+
+    out = {}
+    s = float(ds("01_bilinear_form").symmetry.sel(layer=0))
+    out["01_bilinear_form"] = [s]
+    null = ds("02_scores")
+    gauss = null.sel(ensemble="gaussian", d_model=int(null.d_model.max()))
+    out["02_scores"] = [
+        float(np.quantile(gauss[v].values, q)) for v in ("symmetry", "directionality") for q in (0.25, 0.75)
+    ]
+    last = ds("04_gradient_structure").isel(n_sequences=-1).sel(task="copy").accumulated_symmetry
+    out["04_gradient_structure"] = [float(last.sel(objective=o)) for o in ("bidirectional", "causal")]
+    runs = ds("05_training_dynamics")
+    ends = [
+        float(runs.symmetry.sel(objective=o).isel(step=-1).median("layer").mean("seed")) for o in runs.objective.values
+    ]
+    out["05_training_dynamics"] = ends + ([ends[0] - ends[1]] if len(ends) == 2 else [])
+    init = ds("06_symmetric_init")
+    loss = init.val_loss.isel(objective=0)
+    base = loss.sel(init="bert")
+    gains = [
+        float((base - arm).dropna("step", how="all").isel(step=-1).mean("seed"))
+        for arm in (loss.sel(init="symmetric"), init.placebo_val_loss.isel(objective=0))
+    ]
+    out["06_symmetric_init"] = [*gains, gains[0] - gains[1]]
+    vision = ds("07_vision")
+    final = vision.symmetry.isel(step=-1)
+    out["07_vision"] = [float(np.median(final.sel(objective=o).values)) for o in vision.objective.values]
+    for name in ("03_pretrained_models", "08_model_sweep"):
+        if (build_dir / "results" / f"{name}.nc").is_file():
+            summary = pretrained_scores.stack_summary(ds(name))
+            own = summary[summary["stack"].isin(["encoder", "decoder"]) & (summary["role"] != "vision encoder")]
+            out[name] = list(own.groupby("stack")["symmetry_median"].median())  # vision encoders drawn apart
+    pairs = ds("09_dynamics_at_scale")
+    pairs = pairs.isel(checkpoint=np.flatnonzero(pairs["kind"].values == "pair"))
+    frame = pd.DataFrame(
+        {
+            "series": pairs["series"].values,
+            "unit": pairs["unit"].values,
+            "role": pairs["role"].values,
+            "s": pairs.symmetry.median("layer").values,
+        }
+    ).pivot_table(index=["series", "unit"], columns="role", values="s")
+    gaps = (frame["encoder"] - frame["decoder"]).groupby(level="series")
+    out["09_dynamics_at_scale"] = [*gaps.min(), *gaps.max()]
+    return out
+
+
+SIGNED = re.compile(r"(?<![\w.])[+\-−](\d+\.(\d+))")
+
+
+def assert_slide_numbers_are_the_figure_statistics(build_dir: Path) -> None:
+    """Every signed number on each figure slide (title and number line) is, to its printed digits, one of the
+    statistics its figure draws, and each of those statistics is printed."""
+    expected = figure_statistics(build_dir)
+    for slide in contents.slides(contents.read_build(build_dir)):
+        if slide.missing or slide.notebook not in expected:
+            continue
+        wanted = expected[slide.notebook]
+        text = handouts._math(html.escape(slide.title)) + " " + slide.number
+        shown = [(m.group(0).replace("−", "-"), len(m.group(2))) for m in SIGNED.finditer(visible_text(text))]
+        assert shown, slide.title
+        for token, digits in shown:
+            close = [v for v in wanted if abs(float(token) - v) <= 0.5 * 10**-digits + 1e-12]
+            assert close, f"{slide.notebook}: {token} is not a statistic of its figure {wanted}"
+        for value in wanted:
+            assert any(abs(float(t) - value) <= 0.5 * 10**-d + 1e-12 for t, d in shown), (slide.notebook, value)
+
+
+@BROWSER[1]
+@BROWSER[2]
+def test_each_slide_number_is_its_figure_statistic(built, executed_build):
+    assert_slide_numbers_are_the_figure_statistics(executed_build.build_dir)

@@ -1,15 +1,25 @@
 """Handouts for a lecture, generated from a build (``make handouts``): slides, a one-page cheat sheet and a quiz.
 
 ``python -m attnstruct.teaching.handouts --build-dir build/quick [--out build/quick/handouts]`` reads the executed
-notebooks, figures and datasets that ``make reproduce`` wrote (never runs a notebook) and writes::
+notebooks, figures and datasets that ``make reproduce`` wrote (never runs a notebook) and writes two folders::
 
-    slides.html          one slide per notebook: a message title computed from its dataset, the key figure, the one
-                         number it shows and its source (arrow keys, Page Up/Down, Home/End, a click to move)
-    cheat-sheet.html     one A4 page: the definitions, what the paper claims and what this build finds
-    quiz.html            about eight questions for students (no answers)
-    quiz-answers.html    the same questions with the answer key, for the instructor
-    figures/*.png        the figures the slides and the cheat sheet show
-    slides.pdf, cheat-sheet.pdf   printed by the system Chromium through Playwright, when both are there
+    students/            the folder a lecturer shares
+      slides.html        the equation slides (the bilinear form, the two scores, the gradient sum; MathML, typeset
+                         by the browser), then one slide per notebook: a message title computed from its dataset, the
+                         key figure, the numbers it shows and their source (arrow keys, Page Up/Down, Home/End, a
+                         click to move)
+      cheat-sheet.html   one A4 page: the definitions, what the paper claims and what this build finds
+      quiz.html          about eight questions for students (no answers)
+      figures/*.png      the figures the slides and the cheat sheet show
+      slides.pdf, cheat-sheet.pdf   printed by the system Chromium through Playwright, when both are there
+    instructor/          kept by the lecturer
+      slides.html        the same deck with the speaker notes (reveal.js's convention: ``<aside class="notes">`` in
+                         each slide; the S key shows them under the slide)
+      quiz-answers.html  the quiz with its answer key
+      figures/*.png
+
+Every signed number on a figure slide is the statistic its figure draws (:class:`handout_contents.Slide`'s
+``values``); a verdict is the word the notebook stored.
 
 The pages load nothing from the web (no script, style sheet or font from elsewhere; checked before anything is
 moved into place). The content (:mod:`attnstruct.teaching.handout_contents`) is computed from the build's datasets
@@ -62,6 +72,11 @@ SLIDES_CSS = """
 .title-slide { justify-content: center; }
 .title-slide h1 { font-size: 4.5vh; margin-bottom: 3vh; }
 .title-slide p { font-size: 2.2vh; }
+.equations { flex: 1; display: flex; flex-direction: column; justify-content: center; font-size: 4vh; }
+.equations math { margin: 1.5vh 0; }
+.explain { font-size: 2.4vh; }
+aside.notes { display: none; font-size: 2vh; border-top: 2px solid #c8cbe0; margin-top: 1vh; padding-top: 1vh; }
+body.notes-shown aside.notes { display: block; }
 body.deck .slide { display: none; }
 body.deck .slide.active { display: flex; }
 @media print {
@@ -75,6 +90,9 @@ body.deck .slide.active { display: flex; }
   .missing { font-size: 16pt; }
   .title-slide h1 { font-size: 28pt; }
   .title-slide p { font-size: 14pt; }
+  .equations { font-size: 20pt; }
+  .explain { font-size: 13pt; }
+  aside.notes, body.notes-shown aside.notes { display: none; }
 }
 """
 SLIDES_JS = """
@@ -94,6 +112,7 @@ SLIDES_JS = """
     else if (back.indexOf(e.key) >= 0) { show(at - 1); e.preventDefault(); }
     else if (e.key === 'Home') show(0);
     else if (e.key === 'End') show(slides.length - 1);
+    else if (e.key === 's' || e.key === 'S') document.body.classList.toggle('notes-shown');
   });
   document.addEventListener('click', function (e) {
     if (!e.target.closest('a')) show(at + (e.clientX > window.innerWidth / 3 ? 1 : -1));
@@ -156,28 +175,42 @@ def provenance(build: contents.Build) -> str:
     return f"build <code>{html.escape(build.root.name)}</code>: {ran} of {len(build.ran)} notebooks executed{code}"
 
 
-def render_slides(slides: list[contents.Slide], build: contents.Build) -> str:
-    """The deck: a title slide, then one ``<section class="slide">`` per :class:`Slide` (its figure from
-    ``figures/``, relative)."""
-    n = len(slides) + 1
+def _notes(notes: contents.Notes) -> str:
+    """Speaker notes as reveal.js marks them: ``<aside class="notes">``, each question with its answer."""
+    e = html.escape
+    items = "".join(f"<li><b>{_math(e(q))}</b> {_math(e(a))}</li>" for q, a in notes)
+    return f'<aside class="notes"><p>Students ask:</p><ul>{items}</ul></aside>'
+
+
+def render_slides(deck: list[contents.Slide | contents.Equation], build: contents.Build, notes: bool = False) -> str:
+    """The deck: a title slide, then one ``<section class="slide">`` per :class:`Equation` or :class:`Slide` (its
+    figure from ``figures/``, relative); with ``notes`` each slide carries its speaker notes (the S key shows
+    them)."""
+    n = len(deck) + 1
+    e = html.escape
+    keys = "Arrow keys or Page Up/Down move; Home and End jump" + ("; S shows the speaker notes." if notes else ".")
     parts = [
         '<section class="slide title-slide" id="slide-1"><h1>Symmetry and directionality of self-attention</h1>'
         f"<p>{PAPER}</p><p>Figures and numbers of {provenance(build)}.</p>"
-        f'<p class="meta">Arrow keys or Page Up/Down move; Home and End jump.</p>'
-        f'<p class="counter">1 / {n}</p></section>'
+        f'<p class="meta">{keys}</p>'
+        + (_notes(contents.TITLE_NOTES) if notes else "")
+        + f'<p class="counter">1 / {n}</p></section>'
     ]
-    for k, slide in enumerate(slides, start=2):
-        e = html.escape
-        if slide.missing:
+    for k, slide in enumerate(deck, start=2):
+        if isinstance(slide, contents.Equation):
+            body = f'<div class="equations">{slide.math}</div><p class="explain">{_math(e(slide.text))}</p>'
+        elif slide.missing:
             body = f'<p class="missing">{e(slide.missing)}</p>'
         else:
+            number = f'<p class="number"><b>{_math(e(slide.number))}</b></p>' if slide.number else ""
             body = (
-                f'<figure><img src="figures/{e(slide.figure)}.png" alt="{e(slide.title)}"></figure>'
-                f'<p class="number"><b>{_math(e(slide.number))}</b></p><p class="source">Source: {e(slide.source)}; '
-                f"figure <code>figures/{e(slide.figure)}.png</code></p>"
+                f'<figure><img src="figures/{e(slide.image.name)}" alt="{e(slide.title)}"></figure>'
+                f'{number}<p class="source">Source: {e(slide.source)}; figure <code>figures/{e(slide.image.name)}'
+                "</code></p>"
             )
+        speaker = _notes(slide.notes) if notes else ""
         parts.append(
-            f'<section class="slide" id="slide-{k}"><h2>{_math(e(slide.title))}</h2>{body}'
+            f'<section class="slide" id="slide-{k}"><h2>{_math(e(slide.title))}</h2>{body}{speaker}'
             f'<p class="counter">{k} / {n}</p></section>'
         )
     return _page("Slides: symmetry and directionality of self-attention", SLIDES_CSS, "\n".join(parts), SLIDES_JS)
@@ -328,22 +361,27 @@ def print_pdfs(folder: Path) -> str | None:
     return None
 
 
+STUDENTS, INSTRUCTOR = contents.STUDENTS, contents.INSTRUCTOR
+
+
 def _write(stage: Path, build: contents.Build) -> list[contents.Slide]:
-    """Every page and figure of the handouts into ``stage``; the slides."""
+    """Every page and figure of the handouts into ``stage`` (:data:`STUDENTS` and :data:`INSTRUCTOR`); the figure
+    slides."""
     slides = contents.slides(build)
-    (stage / "figures").mkdir(parents=True)
-    for slide in slides:
-        if slide.image is not None:
-            shutil.copy2(slide.image, stage / "figures" / slide.image.name)
+    deck = [*contents.EQUATIONS, *slides]
     cheat = build.figure(CHEAT_FIGURE)
-    if cheat is not None:
-        shutil.copy2(cheat, stage / "figures" / cheat.name)
+    images = [s.image for s in slides if s.image is not None]
+    for folder, shown in ((STUDENTS, [*images, *([cheat] if cheat else [])]), (INSTRUCTOR, images)):
+        (stage / folder / "figures").mkdir(parents=True)
+        for image in shown:
+            shutil.copy2(image, stage / folder / "figures" / image.name)
     questions = quiz.quiz(build)
     pages = {
-        "slides.html": render_slides(slides, build),
-        "cheat-sheet.html": render_cheat_sheet(build, cheat is not None),
-        "quiz.html": render_quiz(questions, answers=False),
-        "quiz-answers.html": render_quiz(questions, answers=True),
+        f"{STUDENTS}/slides.html": render_slides(deck, build),
+        f"{STUDENTS}/cheat-sheet.html": render_cheat_sheet(build, cheat is not None),
+        f"{STUDENTS}/quiz.html": render_quiz(questions, answers=False),
+        f"{INSTRUCTOR}/slides.html": render_slides(deck, build, notes=True),
+        f"{INSTRUCTOR}/quiz-answers.html": render_quiz(questions, answers=True),
     }
     for name, text in pages.items():
         (stage / name).write_text(text, encoding="utf-8")
@@ -369,14 +407,15 @@ def build_handouts(build_dir: Path, out: Path | None = None, *, pdf: bool = True
         bad = external_urls(stage)
         if bad:
             raise HandoutError(f"the handouts would load {len(bad)} files from the web, first {bad[0]}")
-        skipped = print_pdfs(stage) if pdf else "not asked for"
+        skipped = print_pdfs(stage / STUDENTS) if pdf else "not asked for"
         if out.exists():
             os.replace(out, staging / "old")
         os.replace(stage, out)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     missing = sum(bool(s.missing) for s in slides)
-    log(f"handouts: {len(slides) + 1} slides ({missing} without their figure), a cheat sheet and a quiz -> {out}")
+    n = len(slides) + len(contents.EQUATIONS) + 1
+    log(f"handouts: {n} slides ({missing} without their figure), a cheat sheet and a quiz -> {out}")
     if skipped:
         log(f"handouts: PDFs skipped: {skipped}")
     return out

@@ -194,6 +194,7 @@ def page(books, root: Path, build_dir: Path, template: str) -> str:
     """The lecture path page: ``template`` (``book/lecture-path.md``) with its timings and sessions measured in the
     build (:mod:`attnstruct.teaching.book_contents`), the teaching plan and the facts its answers quote."""
     from . import book_contents as contents
+    from . import handout_contents as handouts
 
     by_name = {b.name: b for b in books}
     values = {
@@ -203,4 +204,5 @@ def page(books, root: Path, build_dir: Path, template: str) -> str:
         "timing": lambda name: contents.timing_block(by_name.get(name or ""), name or ""),
     }
     values |= placeholders(root, build_dir, {b.name for b in books if b.ran})
+    values["handouts"] = lambda _: handouts.lecture_block(build_dir)
     return contents.fill(template, values, "lecture-path.md")
