@@ -250,7 +250,7 @@ def test_the_student_book_holds_no_solution(books):
     assert not _solution_dropdowns(page)
     for name in NOTEBOOKS:
         for ex in exercises.exercises(_executed(build, name), name):
-            assert f"Exercise ({ex.number}: " in page.text, ex.grade_id  # the prompts and checks are listed
+            assert f"Exercise {ex.number}: " in page.text, ex.grade_id  # the prompts and checks are listed
             assert ex.check.strip().splitlines()[0] in page.text, ex.grade_id
         stubs = Page(folder / "student" / "notebooks" / f"{name}.html").text.count("raise NotImplementedError()")
         assert stubs >= len(exercises.exercises(_executed(build, name), name)), name

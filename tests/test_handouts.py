@@ -311,15 +311,14 @@ def figure_statistics(build_dir: Path) -> dict[str, list[float]]:
     out["05_training_dynamics"] = ends + ([ends[0] - ends[1]] if len(ends) == 2 else [])
     init = ds("06_symmetric_init")
     loss = init.val_loss.isel(objective=0)
-    base = loss.sel(init="bert")
-    gains = [
-        float((base - arm).dropna("step", how="all").isel(step=-1).mean("seed"))
-        for arm in (loss.sel(init="symmetric"), init.placebo_val_loss.isel(objective=0))
+    placebo = init.placebo_val_loss.isel(objective=0)  # 06_validation_loss: the placebo minus each arm
+    out["06_symmetric_init"] = [
+        float((placebo - loss.sel(init=arm)).dropna("step", how="all").isel(step=-1).mean("seed"))
+        for arm in ("symmetric", "bert")
     ]
-    out["06_symmetric_init"] = [*gains, gains[0] - gains[1]]
     vision = ds("07_vision")
-    final = vision.symmetry.isel(step=-1)
-    out["07_vision"] = [float(np.median(final.sel(objective=o).values)) for o in vision.objective.values]
+    final = vision.symmetry.isel(step=-1).median("layer")  # 07_scores_over_training: each seed's median, mean
+    out["07_vision"] = [float(final.sel(objective=o).mean("seed")) for o in vision.objective.values]
     for name in ("03_pretrained_models", "08_model_sweep"):
         if (build_dir / "results" / f"{name}.nc").is_file():
             summary = pretrained_scores.stack_summary(ds(name))
