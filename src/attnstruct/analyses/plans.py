@@ -30,6 +30,7 @@ PLANS = {  # notebook -> the analysis module that holds its plan, and the plan's
     "07_vision": ("nb07_vision", "PLAN"),
     "08_model_sweep": ("nb08_model_sweep", "PLAN"),
     "09_dynamics_at_scale": ("nb09_dynamics_at_scale", "PLAN"),  # the local series; the hub's: declared_plan(entries)
+    "10_attention_sinks": ("nb10_attention_sinks", "PLAN"),
 }
 
 

@@ -1,0 +1,371 @@
+# ---
+# jupyter:
+#   jupytext:
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (attnstruct)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 10 · Is column dominance the attention sink? The decoder signature with the softmax taken away
+#
+# *Companion to Saponati et al., ICML 2025 (arXiv:2502.10927), section 3 (the gradient's role asymmetry) and
+# section 4 (models trained from scratch). The sink literature is summarised in `docs/paper-notes.md`.*
+#
+# The paper reads **column dominance** (negative directionality: a few supersized columns of $W_{qk}$) as the
+# signature of autoregressive training, caused by the role asymmetry of the gradient (section 3, notebook 04). A
+# rival reading has grown since: **attention sinks**. A sink is a query-independent preference for one key, usually
+# the first token. It "acts more like a key bias", and it depends on the softmax normalisation: attention that is
+# not normalised over the keys (a sigmoid) does not form one (Gu et al., "When Attention Sink Emerges in Language
+# Models", ICLR 2025). Gated attention removes it in large models (Qiu et al., "Gated Attention for Large Language
+# Models", NeurIPS 2025), and a few residual channels with huge values on the sink token carry it ("Massive
+# Activations in Large Language Models", Sun et al., COLM 2024). In the bilinear form $x_i^\top W_{qk} x_j$, a
+# query-independent key bias is a rank-one term $u c^\top$; if $c$ lives on a few residual channels, that is
+# exactly a few dominant columns.
+#
+# So the same matrix pattern has two readings: the gradient's asymmetry (the paper), or the machinery of a softmax
+# sink. This notebook separates them by intervention: notebook 05's Transformer, text, seeds and loss, with **only
+# the attention normalisation changed**:
+#
+# * `softmax`: notebook 05's runs, reused;
+# * `sigmoid`: each weight $\sigma(q_i \cdot k_j / \sqrt{d})$, not normalised over the keys, Gu et al.'s sink-free
+#   form (no key has to take the mass a query does not want to spend);
+# * `softmax-null-slot`: the softmax over the keys and one learned key/value slot every query sees, an explicit key
+#   bias that can take over the sink's job.
+#
+# **Both outcomes, before any result.** If column dominance is sink machinery, the sigmoid decoder loses it: its
+# final directionality moves toward 0, and the null-slot decoder moves the same way. If it persists with the loss and
+# the causal mask unchanged, the sink is not what makes it, and the run is interventional evidence for the paper's
+# mechanism. The verdicts are read as in notebook 05: one number per run, paired by seed, a bootstrap interval, a
+# sign-flip test and the null of the question, under a plan declared next.
+
+# %% [markdown]
+# **Learning goals.** After this notebook you can:
+#
+# * state what an attention sink is, and why a query-independent key bias shows in $W_{qk}$ as dominant columns;
+# * design an intervention that takes one mechanism away and keeps everything else, and declare what each outcome
+#   would mean before the runs;
+# * read sink diagnostics (sink mass, overlap with the first position's channels against chance, ablation against
+#   random channels) on the project's own runs and on real models;
+# * tell a score that tracks a mechanism from one that merely coexists with it.
+
+# %% tags=["parameters", "text-training"]
+# The text-training settings are notebook 05's (this cell's tag shares them); this cell holds what only this notebook
+# takes. The softmax arm is notebook 05's runs: with the same settings and results folder they are reused, not
+# trained again.
+objectives = ["mlm", "next-token"]  # the softmax arm's objectives (notebook 05's runs)
+seeds = [0, 1, 2, 3, 4]  # one run per arm, objective and seed; the arms are paired by seed
+snapshot_every = 100  # as notebook 05: the same run names, and the final weights the sink diagnostics read
+arms = {"sigmoid": ["mlm", "next-token"], "softmax-null-slot": ["next-token"]}  # attention -> objectives trained
+diagnose_models = ["smollm2-135m", "minilm-l6"]  # packaged checkpoints whose sinks are read
+sink_sequences = 8  # held-out windows each own decoder's sinks are read on
+sink_channels = 10  # k: the first position's channels compared with the dominant columns
+ablation_draws = 20  # random key-channel sets each ablation is compared with
+workers = 2  # runs trained side by side (processes)
+threads_per_worker = 1  # torch threads per process
+cache_dir = None  # attnstruct cache (corpus, tokenizer, packaged models); None: the default
+results_dir = None  # where the dataset goes; None: results/ of the work folder (attnstruct.work)
+figures_dir = None  # where the figures go; None: figures/ of the work folder
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+from attnstruct import notebooks, results, stats, work
+from attnstruct.analyses import nb10_attention_sinks as sinks_test
+from attnstruct.analyses import plans, text_runs
+from attnstruct.report import plotting, prose
+from attnstruct.sinks import packaged
+from attnstruct.tasks import text, text_config
+
+plotting.set_style()
+results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
+COLORS = {"mlm": plotting.ENCODER_COLOR, "next-token": plotting.DECODER_COLOR}
+STYLES = {"softmax": "-", "sigmoid": "--", "softmax-null-slot": ":"}
+label = text_runs.label
+parameters = notebooks.notebook_parameters("10_attention_sinks", globals())  # recorded with the dataset
+runs_by_arm = {"softmax": objectives, **arms}
+configs = {
+    attention: [
+        text_config.TextConfig.from_params(parameters, objective=objective, seed=seed, init="bert", attention=attention)
+        for objective in chosen
+        for seed in seeds
+    ]
+    for attention, chosen in runs_by_arm.items()
+}  # every value is checked here: a bad parameter stops the notebook before any training
+settings = configs["softmax"][0]
+
+# %% [markdown]
+# ## The analysis plan, declared before the runs
+#
+# One primary claim, corrected by Holm's method over the primary family, and secondary claims reported uncorrected:
+#
+# * **primary:** the decoder's final median directionality, sigmoid minus softmax, paired by seed, predicted
+#   positive (toward 0) if column dominance is sink machinery. Its null swaps the two normalisations' labels within a
+#   seed. *Holds*: the sink-free decoder loses its column dominance, the paper's signature is mediated by softmax
+#   sinks. *Does not hold* (the difference is negative beyond chance): the sigmoid decoder is even more
+#   column-dominant. *Cannot tell*: the signature persists within what the seeds can resolve, which is what the
+#   paper's mechanism predicts;
+# * **secondary:** the same for the null slot; the encoder-minus-decoder gap of final median symmetry under sigmoid
+#   and under softmax (the latter is notebook 05's primary claim, read again here);
+# * **the loss gate:** every arm learned (its validation loss below the unigram entropy by
+#   `text_runs.LOSS_MARGINS`), else its claims read *cannot tell at this scale*;
+# * **described, not tested:** on the final weights of each softmax decoder, the sink mass on position 0 against the
+#   uniform share, the overlap of the dominant columns with the first position's channels against chance, and the
+#   change of the sink mass when those key channels are zeroed, against random channels.
+
+# %%
+plan = sinks_test.PLAN
+reach = plans.seed_reach(plan, len(seeds))
+plan_reach = stats.plan_reach(plan, reach)
+prose.say(
+    "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the smallest p "
+    "a primary claim can reach is {smallest}, below alpha = {alpha}: a verdict can be reached. With all {claims} "
+    "claims primary it would be {every}."
+    if plan_reach.reachable
+    else "{primary}, corrected by Holm's method, and {secondary}, reported uncorrected. After the correction the "
+    "smallest p a primary claim can reach is {smallest}, not below alpha = {alpha}: whatever the runs show, the "
+    "primary claims read *{verdict}*. With all {claims} claims primary it would be {every}.",
+    plan_reach,
+)
+prose.show(prose.markdown_table(plan.table(reach)))
+
+# %% [markdown]
+# ## Training: one set of runs per normalisation
+#
+# Each arm is trained by `text.train_many` into the same `results_dir/text_runs` folder as notebook 05. A softmax
+# run's name and configuration are notebook 05's, so after notebook 05 the softmax arm is read, not trained; the
+# sigmoid runs cost about 1.3 times a softmax run, the null-slot runs about as much as one.
+
+# %% tags=["slow"]
+data = text.corpus_data(settings, cache_dir)
+unigram_entropy = data.unigram_entropy()
+by_arm = {
+    attention: text.train_many(
+        chosen,
+        results_dir / "text_runs",
+        workers=workers,
+        threads_per_worker=threads_per_worker,
+        cache=cache_dir,
+        snapshot_every=snapshot_every,
+    ).sel(init="bert", drop=True)
+    for attention, chosen in configs.items()
+}
+dataset = sinks_test.combined(by_arm)
+print(dict(dataset.sizes))
+
+# %% [markdown]
+# ## Did every arm learn?
+#
+# A normalisation that trains worse could change the scores for that reason alone, so each arm must reach notebook
+# 05's loss target before its scores are read.
+
+# %%
+targets = sinks_test.arm_targets(dataset, unigram_entropy)
+learned = sinks_test.learned_by_arm(targets)
+gate = text_runs.loss_target_facts(targets, unigram_entropy)
+prose.say(
+    "**Loss targets met in every run: yes** ({met} of {runs}; unigram entropy of the training tokens {unigram_entropy} "
+    "nats; margins asked below it: {margins} nats)."
+    if gate.all_met
+    else "**Loss targets met in every run: no** ({met} of {runs}; unigram entropy of the training tokens "
+    "{unigram_entropy} nats; margins asked below it: {margins} nats). Every verdict that rests on a run short of its "
+    "target reads *{verdict}* ({reason}). Short of the target:",
+    gate,
+)
+for run in text_runs.missed_targets(targets):
+    prose.say("- {run} ended {distance} nats {side} the unigram entropy ({target} below asked)", run)
+targets.round(3)
+
+# %% tags=["hide-input"]
+fig, ax = plt.subplots(figsize=(9, 3.6))
+for attention in dataset.attention.values:
+    for objective in dataset.objective.values:
+        if sinks_test.trained(dataset, str(attention), str(objective)):
+            val = dataset.val_loss.sel(attention=attention, objective=objective).mean("seed").dropna("step")
+            ax.plot(
+                val.step,
+                val,
+                STYLES[str(attention)],
+                marker="o",
+                ms=3,
+                color=COLORS[str(objective)],
+                label=f"{label(objective)}, {attention}",
+            )
+ax.axhline(unigram_entropy, color="0.5", lw=1, label="unigram entropy (no context)")
+ax.set(xlabel="optimizer step", ylabel="validation loss (nats)", title="validation loss, mean over seeds")
+ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+plotting.message_title(
+    fig,
+    prose.fill(
+        "Every arm reaches its loss target" if gate.all_met else "{met} of {runs} reach their loss target", gate
+    ),
+)
+fig.tight_layout()
+_ = plotting.savefig(fig, figures_dir / "10_losses")
+
+# %% [markdown]
+# ## The verdicts
+#
+# Each decoder arm against the softmax decoder of the same seed (final median directionality over layers), then the
+# encoder-minus-decoder symmetry gap within each normalisation. The figure draws each seed as a line across the arms.
+
+# %%
+effects = sinks_test.normalisation_effects(dataset, learned=learned)
+for effect in effects:
+    print(prose.effect_line(effect))
+print("primary verdict:", stats.primary_verdict(effects))
+for arm in sinks_test.arms_at_end(dataset):
+    prose.say(
+        "- {attention}, {objective}: final median directionality {directionality} (mean over seeds; {span} over "
+        "seeds), symmetry {symmetry}",
+        arm,
+    )
+
+# %% tags=["hide-input"]
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+for ax, score in zip(axes, text_runs.SCORES):
+    for objective in dataset.objective.values:
+        table = sinks_test.final_per_seed(dataset, score, str(objective))
+        if table.empty:
+            continue
+        positions = [list(dataset.attention.values).index(a) for a in table.columns]
+        for index, (_, row) in enumerate(table.iterrows()):
+            ax.plot(
+                positions,
+                row.to_numpy(),
+                "o-",
+                color=COLORS[str(objective)],
+                alpha=0.6,
+                lw=1,
+                label=label(objective) if index == 0 else None,
+            )
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xticks(range(dataset.sizes["attention"]))
+    ax.set_xticklabels([str(a) for a in dataset.attention.values])
+    ax.set(ylabel=f"final median {score}", title=f"{score}: one line per seed")
+axes[-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+primary = sinks_test.primary_facts(dataset, effects)
+plotting.message_title(
+    fig,
+    prose.fill(
+        "Decoder directionality, sigmoid minus softmax: {estimate} ({verdict});\ncloser to 0 in {toward} of {seeds}"
+        if primary.tested
+        else "Final scores by attention normalisation (the primary claim was not tested: {verdict})",
+        primary,
+    ),
+)
+fig.tight_layout()
+_ = plotting.savefig(fig, figures_dir / "10_directionality_by_normalisation")
+
+# %% [markdown]
+# ## The sinks of our own decoders
+#
+# Each softmax decoder's weights at its last step, read on windows of the held-out split (`attnstruct.sinks`): the
+# sink mass on position 0 against the uniform share, the dominant key columns of each layer's $W_{qk}$ against the
+# `sink_channels` channels that set the first position apart (summed over layers, against chance), the change of the
+# sink mass when the dominant key channels are zeroed (against as many random channels), and directionality with
+# the first position's channels left out. The sink diagnostics compute softmax attention, so the other arms are read
+# by their scores alone.
+
+# %%
+ids = sinks_test.held_out_windows(data, sink_sequences, settings.seq_len, seed=0)
+decoders = {
+    config.seed: sinks_test.final_model(config, results_dir / "text_runs", data.vocab_size)
+    for config in configs["softmax"]
+    if config.objective == "next-token"
+}
+own = sinks_test.own_sink_table(
+    {seed: model for seed, model in decoders.items() if model is not None}, ids, k=sink_channels, draws=ablation_draws
+)
+own_facts = sinks_test.own_sinks(own)
+prose.say(
+    "{diagnosed} read: sink mass on position 0 {sink_mass} (median over layers, heads and seeds) against a uniform "
+    "share of {uniform}; dominant columns among the first position's channels {overlap} against {expected} by chance "
+    "(beyond chance in {beyond} seeds); zeroing them changes the sink mass by {ablation}, random channels by "
+    "{ablation_null}; directionality {directionality}, {without_first} without the first position's channels."
+    if own_facts.any
+    else "No softmax decoder kept its final weights ({diagnosed} read): set `snapshot_every` to read their sinks.",
+    own_facts,
+)
+own.round(3)
+
+# %% [markdown]
+# ## The sinks of real models
+#
+# The same diagnostics on packaged checkpoints (`diagnose_models`), read on a held-out passage: where the sinks of
+# trained language models sit, and whether their dominant columns are the sink's key channels.
+
+# %%
+real, missing = packaged.diagnose_packaged(diagnose_models, cache_dir=cache_dir, k=sink_channels, seed=0)
+for model in sinks_test.real_models(real):
+    prose.say(
+        "- {model} ({role}): sink mass {sink_mass} against {uniform} uniform; dominant columns among the first "
+        "position's channels {overlap} against {expected}; zeroing them {change} (random {null}); directionality "
+        "{directionality}",
+        model,
+    )
+for model in sinks_test.not_read(missing):
+    prose.say("- {model} not read: {reason}", model)
+
+# %% tags=["hide-input"]
+if len(real):
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    colors = [plotting.ENCODER_COLOR if role == "encoder" else plotting.DECODER_COLOR for role in real["role"]]
+    positions = np.arange(len(real))
+    axes[0].bar(positions, real["sink_mass"], color=colors)
+    axes[0].plot(positions, real["uniform"], "k_", ms=20, label="uniform share")
+    axes[0].set(ylabel="sink mass (median)", title="attention on the sink positions")
+    axes[1].bar(positions - 0.2, real["overlap_first"], 0.4, color=colors, label="observed")
+    axes[1].bar(positions + 0.2, real["overlap_first_expected"], 0.4, color="0.7", label="by chance")
+    axes[1].set(ylabel="dominant columns among\nfirst-position channels", title="overlap against chance")
+    for ax in axes:
+        ax.set_xticks(positions)
+        ax.set_xticklabels(real["model"], fontsize=8)
+        ax.legend(fontsize=8)
+    plotting.message_title(fig, "Sinks in real models: mass on the sink positions, and their key channels")
+    fig.tight_layout()
+    _ = plotting.savefig(fig, figures_dir / "10_sinks_in_real_models")
+
+# %% [markdown]
+# ## The dataset
+#
+# One netCDF file with dims `attention`, `objective`, `seed`, `step`, `layer`, `head`; the softmax decoders' sink
+# diagnostics as `sink_*` over `seed`; attrs carry the provenance, every run's parameters, whether every run
+# learned, and under `verdicts` the claims above.
+
+# %%
+out = sinks_test.result_dataset(
+    dataset,
+    sinks=own,
+    parameters=parameters,
+    corpus=data.source,
+    unigram_entropy=unigram_entropy,
+    learned=bool(gate.all_met),
+    effects=effects,
+)
+results.save_dataset(out, results_dir / "10_attention_sinks.nc")
+out
+
+# %% [markdown]
+# ## What to take away
+#
+# * A pattern in $W_{qk}$ can have more than one cause; an intervention that removes one cause and keeps the rest
+#   (the loss, the mask, the data, the seeds) tells them apart where a correlation cannot.
+# * A query-independent key bias is a rank-one term of the bilinear form: on a few residual channels it shows as a
+#   few dominant columns, in encoders as well as in decoders.
+# * The verdict on the primary claim is declared with both readings before the runs; a *cannot tell* is read against
+#   what the seeds could resolve (the plan's reach), not as a finding either way.
+
+# %% [markdown]
+# ## Knobs to try
+#
+# * `arms`: add `"softmax-null-slot": ["mlm", "next-token"]` to read the null slot's encoder too.
+# * `seeds`: eight seeds let the primary claim survive a correction across notebooks (README's findings table).
+# * `diagnose_models`: any packaged checkpoint name (`attnstruct models`).

@@ -1,0 +1,477 @@
+"""Notebook 10: is column dominance the attention sink? Its plan, the runs of each attention normalisation, the
+verdicts, the sink diagnostics of its own decoders and of real models, its dataset and the facts it states.
+
+The runs are notebook 05's Transformer, batches, seeds and loss with only ``TransformerConfig.attention`` changed:
+``softmax`` (05's runs, reused), ``sigmoid`` (no normalisation: Gu et al.'s sink-free form) and
+``softmax-null-slot`` (a learned key/value slot every query sees: an explicit key bias). Each arm is one combined
+dataset of runs (:func:`attnstruct.training.processes.combine`: dims ``objective``, ``seed``, ``step``, ``layer``);
+:func:`combined` stacks the arms along ``attention``, an objective an arm did not train being NaN there.
+
+Every run is reduced to one number per seed (its median over layers at the end) before any statistics, and the
+arms are **paired by seed**: the runs of one seed share their windows of text (and, where the arms' weights have the
+same shapes, their initial weights). Each paired difference is read against the null of its own question, the mean
+difference when the two labels are swapped within seeds (:func:`attnstruct.stats.paired_null`), and decided under
+:data:`PLAN`. Each verdict is gated on every run it rests on having learned (:func:`arm_targets`).
+
+The sink diagnostics of the softmax decoders (:func:`own_sink_table`) read the trained weights of each run's last
+snapshot on windows of the held-out split; they describe, they decide nothing. The diagnostics of
+:mod:`attnstruct.sinks` compute softmax probabilities, so the other arms are read by the score alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import xarray as xr
+
+from .. import results, stats
+from ..report import prose
+from ..sinks import sink_diagnostics
+from ..tasks import text, text_config
+from ..training import snapshots
+from .text_runs import final_median, label, loss_targets
+
+SOFTMAX, SIGMOID, NULL_SLOT = "softmax", "sigmoid", "softmax-null-slot"
+ENCODER, DECODER = "mlm", "next-token"
+ATTENTIONS = (SOFTMAX, SIGMOID, NULL_SLOT)
+
+# ---------------------------------------------------------------------------------------------- the plan
+
+PRIMARY = "decoder final median directionality, sigmoid minus softmax"
+NULL_SLOT_CLAIM = "decoder final median directionality, softmax-null-slot minus softmax"
+_SEED_PAIRED = "sign-flip over seeds, paired (the runs of a seed see the same windows of text)"
+_SWAPPED = "the two normalisations' labels exchangeable within a seed (stats.paired_null)"
+_SWAPPED_OBJECTIVES = "the two objectives' labels exchangeable within a seed (stats.paired_null)"
+
+
+def gap_claim(attention: str) -> str:
+    """The name of the claim "encoder minus decoder, final median symmetry" under ``attention``."""
+    return f"encoder minus decoder, final median symmetry, {attention}"
+
+
+PLAN = stats.Plan(
+    "10_attention_sinks",
+    (
+        stats.Claim(
+            PRIMARY,
+            "seed",
+            "median over layers of the decoder's final directionality, sigmoid minus softmax of one seed, mean over "
+            "seeds; predicted positive (toward 0) if column dominance is sink machinery",
+            _SEED_PAIRED,
+            _SWAPPED,
+        ),
+        stats.Claim(
+            NULL_SLOT_CLAIM,
+            "seed",
+            "median over layers of the decoder's final directionality, null slot minus softmax of one seed, mean "
+            "over seeds; predicted positive (toward 0): the slot offers the key bias a sink needs",
+            _SEED_PAIRED,
+            _SWAPPED,
+            role="secondary",
+        ),
+        *(
+            stats.Claim(
+                gap_claim(attention),
+                "seed",
+                "median over layers of the final symmetry, encoder minus decoder of one seed, mean over seeds",
+                "sign-flip over seeds, paired (both runs of a seed start from the same weights)",
+                _SWAPPED_OBJECTIVES,
+                role="secondary",
+            )
+            for attention in (SIGMOID, SOFTMAX)
+        ),
+    ),
+)
+"""Notebook 10's declared claims: the primary, and the secondary ones reported uncorrected. The loss gate and the
+sink diagnostics of the softmax decoders (sink mass on position 0, overlap of the dominant columns with the first
+position's channels against chance, zeroing them against random channels) are declared as descriptions."""
+
+
+# ---------------------------------------------------------------------------------------------- the runs
+
+
+def combined(arms: Mapping[str, xr.Dataset]) -> xr.Dataset:
+    """The arms' datasets (attention -> combined runs) stacked along ``attention``, in the order given; an objective
+    an arm did not train is NaN there. The ``runs`` attrs of every arm are kept, as one JSON list."""
+    if not arms:
+        raise ValueError("no arm to combine")
+    names = list(arms)
+    out = xr.concat([arms[a] for a in names], dim=pd.Index(names, name="attention"), join="outer")
+    runs = []
+    for name in names:
+        runs.extend(_runs(arms[name].attrs.get("runs", "[]")))
+    out.attrs = dict(arms[names[0]].attrs)
+    out.attrs["runs"] = json.dumps(runs)
+    return out
+
+
+def _runs(attr) -> list:
+    return json.loads(attr) if isinstance(attr, str) else list(attr)
+
+
+def trained(ds: xr.Dataset, attention: str, objective: str) -> bool:
+    """Did ``ds`` train ``objective`` under ``attention`` (a record that is not NaN)?"""
+    if attention not in ds.attention.values or objective not in ds.objective.values:
+        return False
+    return bool(ds["val_loss"].sel(attention=attention, objective=objective).notnull().any())
+
+
+def arm(ds: xr.Dataset, attention: str) -> xr.Dataset:
+    """The runs of one arm: ``ds`` at ``attention``, without the objectives it did not train."""
+    one = ds.sel(attention=attention, drop=True)
+    return one.sel(objective=[o for o in one.objective.values if trained(ds, attention, str(o))])
+
+
+def arm_targets(ds: xr.Dataset, unigram_entropy: float) -> pd.DataFrame:
+    """:func:`attnstruct.analyses.text_runs.loss_targets` of every arm, indexed by ``attention``, ``objective``,
+    ``seed``."""
+    tables = []
+    for attention in ds.attention.values:
+        table = loss_targets(arm(ds, str(attention)), unigram_entropy).reset_index()
+        table.insert(0, "attention", str(attention))
+        tables.append(table.set_index(["attention", "objective", "seed"]))
+    return pd.concat(tables)
+
+
+def learned_by_arm(targets: pd.DataFrame) -> dict[tuple[str, str], bool]:
+    """``{(attention, objective): did every seed of that arm learn}``."""
+    rows = targets.reset_index()
+    return {(str(a), str(o)): bool(g["met"].all()) for (a, o), g in rows.groupby(["attention", "objective"])}
+
+
+def _per_seed(values: xr.DataArray) -> np.ndarray:
+    return np.asarray(values.transpose("seed").values, dtype=float)
+
+
+def _paired(treated: xr.DataArray, baseline: xr.DataArray, claim: str, learned: bool, seed: int) -> stats.Effect:
+    seeds = [s for s in treated.seed.values if s in baseline.seed.values]
+    t, b = _per_seed(treated.sel(seed=seeds)), _per_seed(baseline.sel(seed=seeds))
+    return stats.paired_effect(
+        t, b, claim=claim, null_samples=stats.paired_null(t - b, seed=seed), seed=seed, learned=learned
+    )
+
+
+def normalisation_effects(
+    ds: xr.Dataset, *, learned: Mapping[tuple[str, str], bool] | None = None, seed: int = 0
+) -> list[stats.Effect]:
+    """The claims of :data:`PLAN` that ``ds`` (:func:`combined`) has the runs for, decided under it: each arm's
+    decoder against the softmax decoder of the same seed (final median directionality, predicted positive), and the
+    encoder-minus-decoder gap of final median symmetry under sigmoid and softmax. ``learned``: :func:`learned_by_arm`
+    (None: every run learned); a claim is gated on the arms it reads."""
+
+    def ok(*keys: tuple[str, str]) -> bool:
+        return learned is None or all(learned.get(k, False) for k in keys)
+
+    effects = []
+    direction = final_median(ds, "directionality")
+    if trained(ds, SOFTMAX, DECODER):
+        for attention, claim in ((SIGMOID, PRIMARY), (NULL_SLOT, NULL_SLOT_CLAIM)):
+            if trained(ds, attention, DECODER):
+                effects.append(
+                    _paired(
+                        direction.sel(attention=attention, objective=DECODER),
+                        direction.sel(attention=SOFTMAX, objective=DECODER),
+                        claim,
+                        ok((attention, DECODER), (SOFTMAX, DECODER)),
+                        seed,
+                    )
+                )
+    symmetry = final_median(ds, "symmetry")
+    for attention in (SIGMOID, SOFTMAX):
+        if trained(ds, attention, ENCODER) and trained(ds, attention, DECODER):
+            effects.append(
+                _paired(
+                    symmetry.sel(attention=attention, objective=ENCODER),
+                    symmetry.sel(attention=attention, objective=DECODER),
+                    gap_claim(attention),
+                    ok((attention, ENCODER), (attention, DECODER)),
+                    seed,
+                )
+            )
+    return PLAN.decide(effects) if effects else []
+
+
+def primary_effect(effects: Sequence[stats.Effect]) -> stats.Effect | None:
+    """The effect of :data:`PRIMARY` among ``effects``, or None when it was not tested."""
+    return next((e for e in effects if e.claim == PRIMARY), None)
+
+
+def final_per_seed(ds: xr.Dataset, score: str, objective: str = DECODER) -> pd.DataFrame:
+    """The final median over layers of ``score`` of ``objective``: one row per seed, one column per arm that
+    trained it (what the paired figure draws)."""
+    final = final_median(ds, score).sel(objective=objective)
+    table = final.transpose("seed", "attention").to_pandas()
+    return table[[a for a in table.columns if trained(ds, str(a), objective)]]
+
+
+# ---------------------------------------------------------------------------------------------- own sinks
+
+
+def run_folder(runs_dir: str | Path, config: text_config.TextConfig) -> Path:
+    """The folder of ``config``'s run under ``runs_dir`` (what :func:`attnstruct.tasks.text.train_many` wrote)."""
+    return Path(runs_dir) / config.run_name()
+
+
+def final_model(config: text_config.TextConfig, runs_dir: str | Path, vocab_size: int):
+    """The project's model of ``config``'s run with the weights of its last snapshot, in eval mode; None when the run
+    kept no snapshot of its last step (``snapshot_every`` unset)."""
+    folder = snapshots.complete_snapshots(run_folder(runs_dir, config)).get(config.steps)
+    if folder is None:
+        return None
+    model = text.build_model(replace(config, init_from=None), vocab_size)
+    model.load_state_dict(snapshots.read_weights(folder))
+    return model.eval()
+
+
+def held_out_windows(data, n_sequences: int, seq_len: int, seed: int = 0) -> torch.Tensor:
+    """``[n_sequences, seq_len]`` windows of the corpus's held-out split (``data.val``), drawn from ``seed``."""
+    generator = torch.Generator().manual_seed(seed)
+    return text.draw_windows(data.val, n_sequences, seq_len, generator)
+
+
+SINK_COLUMNS = (
+    "sink_mass",
+    "uniform",
+    "overlap_first",
+    "overlap_first_expected",
+    "overlap_first_p",
+    "ablation_change",
+    "ablation_null_mean",
+    "ablation_percentile",
+    "directionality",
+    "directionality_without_first",
+)
+
+
+def sink_row(found: sink_diagnostics.SinkDiagnostics) -> dict[str, float]:
+    """One run's diagnostics as numbers: the median sink mass over layers and heads, the uniform share, the overlap
+    of the dominant columns with the first position's channels (summed over layers) and chance, the ablation's
+    change of the sink mass against random channels, and the median directionality with and without the first
+    position's channels."""
+    return {
+        "sink_mass": float(np.median(found.mass)),
+        "uniform": float(found.uniform),
+        "overlap_first": float(found.overlap_first.observed),
+        "overlap_first_expected": float(found.overlap_first.expected),
+        "overlap_first_p": float(found.overlap_first.p_value),
+        "ablation_change": float(found.ablation.change),
+        "ablation_null_mean": float(found.ablation.null_mean),
+        "ablation_percentile": float(found.ablation.percentile),
+        "directionality": float(np.median(found.directionality)),
+        "directionality_without_first": float(np.median(found.directionality_without_first)),
+    }
+
+
+def own_sink_table(models: Mapping[int, torch.nn.Module], ids: torch.Tensor, *, k: int, draws: int) -> pd.DataFrame:
+    """:func:`sink_row` of each decoder (seed -> model) on ``ids``, one row per seed (:data:`SINK_COLUMNS`)."""
+    rows = {
+        int(seed): sink_row(sink_diagnostics.diagnose(model, ids, causal=True, k=k, ablation_draws=draws, seed=seed))
+        for seed, model in models.items()
+    }
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(SINK_COLUMNS)).rename_axis("seed")
+
+
+# ---------------------------------------------------------------------------------------------- the dataset
+
+
+def result_dataset(
+    runs: xr.Dataset,
+    *,
+    sinks: pd.DataFrame,
+    parameters: Mapping,
+    corpus: str,
+    unigram_entropy: float,
+    learned: bool,
+    effects: Sequence[stats.Effect],
+) -> xr.Dataset:
+    """Notebook 10's dataset: the arms' runs (:func:`combined`), the softmax decoders' sink diagnostics as
+    ``sink_*`` variables over ``seed`` (NaN where not diagnosed), the provenance attrs, whether every run learned
+    (``loss_targets_met``) and under ``verdicts`` the table of ``effects`` (JSON, ``"{}"`` for none)."""
+    out = runs.copy()
+    table = sinks.reindex(pd.Index(runs.seed.values, name="seed"))
+    for column in SINK_COLUMNS:
+        values = table[column] if column in table else pd.Series(np.nan, index=table.index)
+        out[f"sink_{column}"] = xr.DataArray(values.to_numpy(dtype=float), dims=["seed"])
+    out.attrs.update(
+        results.provenance_attrs(
+            parameters=parameters,
+            scored_matrix=runs.attrs.get("scored_matrix", ""),
+            corpus=corpus,
+            unigram_entropy=unigram_entropy,
+            loss_targets_met="yes" if learned else "no",
+            verdicts=stats.verdict_table(effects).to_json(orient="index") if effects else "{}",
+        )
+    )
+    out.attrs["runs"] = runs.attrs.get("runs", "[]")
+    return out
+
+
+def effects_of_dataset(ds: xr.Dataset) -> list[stats.Effect]:
+    """:func:`normalisation_effects` recomputed from notebook 10's dataset (what ``make findings`` reads)."""
+    targets = arm_targets(ds, float(ds.attrs["unigram_entropy"]))
+    return normalisation_effects(ds, learned=learned_by_arm(targets))
+
+
+# The facts the notebook's sentences and titles state: strings formatted by attnstruct.report.prose.
+
+
+@dataclass(frozen=True)
+class ArmFacts:
+    """One arm and objective at the end of training: ``attention``, ``objective`` (its label), the mean over seeds
+    of the final median ``directionality`` and ``symmetry``, and their ``span`` of directionality over seeds."""
+
+    attention: str
+    objective: str
+    directionality: str
+    symmetry: str
+    span: str
+
+
+def arms_at_end(ds: xr.Dataset) -> list[ArmFacts]:
+    """:class:`ArmFacts` of every arm and objective ``ds`` trained."""
+    direction, symmetry = final_median(ds, "directionality"), final_median(ds, "symmetry")
+    out = []
+    for attention in ds.attention.values:
+        for objective in ds.objective.values:
+            if not trained(ds, str(attention), str(objective)):
+                continue
+            d = direction.sel(attention=attention, objective=objective)
+            out.append(
+                ArmFacts(
+                    attention=f"`{attention}`",
+                    objective=label(objective),
+                    directionality=prose.signed(float(d.mean())),
+                    symmetry=prose.signed(float(symmetry.sel(attention=attention, objective=objective).mean())),
+                    span=prose.span(d.values),
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class PrimaryFacts:
+    """The primary claim for a title: whether it was ``tested``, its ``verdict``, the mean ``estimate`` of sigmoid
+    minus softmax, in how many seeds the sigmoid decoder ends closer to 0 than the softmax one (``toward`` of
+    ``seeds``), and the two arms' means (``sigmoid``, ``softmax``)."""
+
+    tested: bool
+    verdict: str
+    estimate: str
+    toward: str
+    seeds: str
+    sigmoid: str
+    softmax: str
+
+
+def primary_facts(ds: xr.Dataset, effects: Sequence[stats.Effect]) -> PrimaryFacts:
+    """:class:`PrimaryFacts` of ``ds`` and its decided ``effects``."""
+    effect = primary_effect(effects)
+    if effect is None:
+        return PrimaryFacts(False, stats.CANNOT_TELL, "", "", "", "", "")
+    table = final_per_seed(ds, "directionality")
+    toward = int((table[SIGMOID].abs() < table[SOFTMAX].abs()).sum())
+    return PrimaryFacts(
+        tested=True,
+        verdict=effect.verdict,
+        estimate=prose.signed(effect.estimate),
+        toward=str(toward),
+        seeds=prose.count(len(table), "seed"),
+        sigmoid=prose.signed(float(table[SIGMOID].mean())),
+        softmax=prose.signed(float(table[SOFTMAX].mean())),
+    )
+
+
+@dataclass(frozen=True)
+class OwnSinksFacts:
+    """The sink diagnostics of the softmax decoders: how many were ``diagnosed`` (``any``), the median ``sink_mass``
+    on position 0 against the ``uniform`` share, the dominant columns among the first position's channels
+    (``overlap`` summed over layers, median over seeds) against ``expected`` by chance, in how many seeds above
+    chance at p < 0.05 (``beyond``), the ablation's change of the sink mass (``ablation``) against random channels
+    (``ablation_null``), and the median directionality with (``directionality``) and without the first position's
+    channels (``without_first``)."""
+
+    any: bool
+    diagnosed: str
+    sink_mass: str
+    uniform: str
+    overlap: str
+    expected: str
+    beyond: str
+    ablation: str
+    ablation_null: str
+    directionality: str
+    without_first: str
+
+
+def own_sinks(table: pd.DataFrame) -> OwnSinksFacts:
+    """:class:`OwnSinksFacts` of :func:`own_sink_table`'s rows (medians over seeds)."""
+    if table.empty:
+        return OwnSinksFacts(False, prose.count(0, "decoder"), *[""] * 9)
+    median = table.median()
+    return OwnSinksFacts(
+        any=True,
+        diagnosed=prose.count(len(table), "decoder"),
+        sink_mass=prose.number(median["sink_mass"], 3),
+        uniform=prose.number(median["uniform"], 3),
+        overlap=prose.number(median["overlap_first"], 1),
+        expected=prose.number(median["overlap_first_expected"], 1),
+        beyond=f"{int((table['overlap_first_p'] < 0.05).sum())} of {len(table)}",
+        ablation=prose.signed(median["ablation_change"], 3),
+        ablation_null=prose.signed(median["ablation_null_mean"], 3),
+        directionality=prose.signed(median["directionality"]),
+        without_first=prose.signed(median["directionality_without_first"]),
+    )
+
+
+@dataclass(frozen=True)
+class RealModelFacts:
+    """One real model's sink diagnostics: ``model``, ``role``, the median ``sink_mass`` against the ``uniform``
+    share, the dominant columns among the first position's channels (``overlap``) against ``expected``, the
+    ablation's ``change`` against random channels (``null``), and its median ``directionality``."""
+
+    model: str
+    role: str
+    sink_mass: str
+    uniform: str
+    overlap: str
+    expected: str
+    change: str
+    null: str
+    directionality: str
+
+
+def real_models(frame: pd.DataFrame) -> list[RealModelFacts]:
+    """:class:`RealModelFacts` of each row of :func:`attnstruct.sinks.packaged.diagnose_packaged`'s table."""
+    return [
+        RealModelFacts(
+            model=f"`{row.model}`",
+            role=str(row.role),
+            sink_mass=prose.number(float(row.sink_mass), 2),
+            uniform=prose.number(float(row.uniform), 3),
+            overlap=prose.number(float(row.overlap_first), 0),
+            expected=prose.number(float(row.overlap_first_expected), 1),
+            change=prose.signed(float(row.ablation_change), 3),
+            null=prose.signed(float(row.ablation_null_mean), 3),
+            directionality=prose.signed(float(row.directionality)),
+        )
+        for row in frame.itertuples(index=False)
+    ]
+
+
+@dataclass(frozen=True)
+class NotReadFacts:
+    """A model the real-model section could not read, and why."""
+
+    model: str
+    reason: str
+
+
+def not_read(missing: Sequence[tuple[str, str]]) -> list[NotReadFacts]:
+    """:class:`NotReadFacts` of ``(name, reason)`` pairs."""
+    return [NotReadFacts(f"`{name}`", str(reason)) for name, reason in missing]

@@ -1,0 +1,170 @@
+"""Notebook 10's analysis on known answers: toy arms whose final scores are chosen, and a planted sink table."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from attnstruct import stats
+from attnstruct.analyses import nb10_attention_sinks as sinks_test
+from attnstruct.analyses import plans
+from attnstruct.sinks import packaged
+
+SEEDS = [0, 1, 2, 3, 4]
+
+
+def arm_runs(objectives, *, directionality, symmetry=0.0, val_loss=1.0, seeds=SEEDS) -> xr.Dataset:
+    """One arm's combined runs: 2 steps, 3 layers; the final records per objective and seed set to the given values
+    (a mapping objective -> value or per-seed list), plus a small per-seed wobble so that seeds differ."""
+    dims = ("objective", "seed", "step", "layer")
+    shape = (len(objectives), len(seeds), 2, 3)
+    values = {"directionality": np.zeros(shape), "symmetry": np.zeros(shape), "val_loss": np.full(shape[:3], np.nan)}
+    for i, objective in enumerate(objectives):
+        for name, given in (("directionality", directionality), ("symmetry", symmetry)):
+            value = given[objective] if isinstance(given, dict) else given
+            per_seed = np.broadcast_to(np.asarray(value, dtype=float), (len(seeds),))
+            values[name][i, :, -1, :] = (per_seed + 0.01 * np.arange(len(seeds)))[:, None]
+        values["val_loss"][i, :, -1] = val_loss
+    coords = {"objective": list(objectives), "seed": seeds, "step": [0, 10], "layer": [0, 1, 2]}
+    ds = xr.Dataset(
+        {
+            "directionality": (dims, values["directionality"]),
+            "symmetry": (dims, values["symmetry"]),
+            "val_loss": (dims[:3], values["val_loss"]),
+        },
+        coords=coords,
+    )
+    ds.attrs["runs"] = json.dumps([f"{o}-{s}" for o in objectives for s in seeds])
+    return ds
+
+
+def three_arms(sigmoid=-0.05, softmax=-0.4, null_slot=-0.1, val_loss=1.0) -> xr.Dataset:
+    return sinks_test.combined(
+        {
+            "softmax": arm_runs(
+                ["mlm", "next-token"],
+                directionality={"mlm": 0.0, "next-token": softmax},
+                symmetry={"mlm": 0.5, "next-token": 0.1},
+            ),
+            "sigmoid": arm_runs(
+                ["mlm", "next-token"],
+                directionality={"mlm": 0.0, "next-token": sigmoid},
+                symmetry={"mlm": 0.4, "next-token": 0.1},
+                val_loss=val_loss,
+            ),
+            "softmax-null-slot": arm_runs(["next-token"], directionality=null_slot),
+        }
+    )
+
+
+def test_combined_arms_leave_the_untrained_objective_empty_and_keep_every_run():
+    ds = three_arms()
+    assert list(ds.attention.values) == ["softmax", "sigmoid", "softmax-null-slot"]
+    assert not sinks_test.trained(ds, "softmax-null-slot", "mlm")
+    assert sinks_test.trained(ds, "softmax-null-slot", "next-token")
+    assert len(json.loads(ds.attrs["runs"])) == 25
+
+
+def test_the_sigmoid_decoder_closer_to_zero_holds_the_primary_claim():
+    effects = sinks_test.normalisation_effects(three_arms(sigmoid=-0.05, softmax=-0.4))
+    primary = sinks_test.primary_effect(effects)
+    assert primary.family.startswith("primary")
+    assert primary.estimate == pytest.approx(0.35)
+    assert primary.verdict == stats.HOLDS
+
+
+def test_a_more_column_dominant_sigmoid_decoder_does_not_hold():
+    primary = sinks_test.primary_effect(sinks_test.normalisation_effects(three_arms(sigmoid=-0.6, softmax=-0.2)))
+    assert primary.estimate == pytest.approx(-0.4)
+    assert primary.verdict == stats.DOES_NOT_HOLD
+
+
+def test_no_difference_cannot_be_told():
+    primary = sinks_test.primary_effect(sinks_test.normalisation_effects(three_arms(sigmoid=-0.3, softmax=-0.3)))
+    assert primary.verdict == stats.CANNOT_TELL
+
+
+def test_every_declared_claim_is_tested_when_every_arm_ran():
+    effects = sinks_test.normalisation_effects(three_arms())
+    assert {e.claim for e in effects} == {c.name for c in sinks_test.PLAN.claims}
+    gaps = {e.claim: e.estimate for e in effects}
+    assert gaps[sinks_test.gap_claim("softmax")] == pytest.approx(0.4)
+    assert gaps[sinks_test.gap_claim("sigmoid")] == pytest.approx(0.3)
+    assert gaps[sinks_test.NULL_SLOT_CLAIM] == pytest.approx(0.3)
+
+
+def test_an_arm_that_did_not_learn_cannot_be_told():
+    ds = three_arms(sigmoid=-0.05, softmax=-0.4, val_loss=50.0)
+    learned = sinks_test.learned_by_arm(sinks_test.arm_targets(ds, unigram_entropy=5.0))
+    assert learned[("sigmoid", "next-token")] is False and learned[("softmax", "next-token")] is True
+    primary = sinks_test.primary_effect(sinks_test.normalisation_effects(ds, learned=learned))
+    assert primary.verdict == stats.CANNOT_TELL and primary.reason == stats.NOT_LEARNED
+
+
+def test_the_plan_is_found_by_notebook_and_has_one_primary_claim():
+    assert plans.plan_of("10_attention_sinks") is sinks_test.PLAN
+    assert [c.name for c in sinks_test.PLAN.primary] == [sinks_test.PRIMARY]
+
+
+def test_primary_facts_count_the_seeds_that_moved_toward_zero():
+    ds = three_arms(sigmoid=-0.05, softmax=-0.4)
+    facts = sinks_test.primary_facts(ds, sinks_test.normalisation_effects(ds))
+    assert facts.tested and facts.toward == "5" and facts.verdict == stats.HOLDS
+
+
+def test_primary_facts_without_the_sigmoid_arm_are_not_tested():
+    ds = sinks_test.combined({"softmax": arm_runs(["next-token"], directionality=-0.3)})
+    assert sinks_test.normalisation_effects(ds) == []
+    assert not sinks_test.primary_facts(ds, []).tested
+
+
+def test_arms_at_end_lists_each_trained_arm_and_objective_once():
+    facts = sinks_test.arms_at_end(three_arms(softmax=-0.4))
+    assert len(facts) == 5
+    softmax_decoder = next(f for f in facts if f.attention == "`softmax`" and "next" in f.objective)
+    assert softmax_decoder.directionality == "-0.38"  # -0.4 + the wobble's mean 0.02
+
+
+def test_own_sinks_take_medians_over_seeds_and_count_overlaps_beyond_chance():
+    table = pd.DataFrame(
+        {
+            "sink_mass": [0.1, 0.2, 0.3],
+            "uniform": [0.05] * 3,
+            "overlap_first": [10.0, 12.0, 2.0],
+            "overlap_first_expected": [4.0] * 3,
+            "overlap_first_p": [0.001, 0.01, 0.5],
+            "ablation_change": [0.05, 0.1, 0.0],
+            "ablation_null_mean": [0.0] * 3,
+            "ablation_percentile": [100.0, 100.0, 50.0],
+            "directionality": [-0.4, -0.3, -0.2],
+            "directionality_without_first": [-0.2, -0.1, 0.0],
+        }
+    )
+    facts = sinks_test.own_sinks(table)
+    assert facts.any and facts.sink_mass == "0.200" and facts.overlap == "10.0" and facts.beyond == "2 of 3"
+    assert facts.without_first == "-0.10"
+    assert not sinks_test.own_sinks(table.iloc[:0]).any
+
+
+def test_the_dataset_holds_the_sinks_by_seed_and_the_verdicts():
+    ds = three_arms()
+    ds.attrs["scored_matrix"] = "W_qk"
+    effects = sinks_test.normalisation_effects(ds)
+    sinks = pd.DataFrame({c: [1.0] for c in sinks_test.SINK_COLUMNS}, index=pd.Index([2], name="seed"))
+    out = sinks_test.result_dataset(
+        ds, sinks=sinks, parameters={"seeds": SEEDS}, corpus="toy", unigram_entropy=5.0, learned=True, effects=effects
+    )
+    assert out.sink_sink_mass.sel(seed=2) == 1.0 and np.isnan(out.sink_sink_mass.sel(seed=0))
+    assert sinks_test.PRIMARY in json.loads(out.attrs["verdicts"])
+    recomputed = sinks_test.primary_effect(sinks_test.effects_of_dataset(out))
+    assert recomputed.estimate == pytest.approx(sinks_test.primary_effect(effects).estimate)
+
+
+def test_real_model_facts_have_one_record_per_row_and_not_read_names_the_reason():
+    frame, missing = packaged.diagnose_packaged(["a-model"])
+    assert sinks_test.real_models(frame) == []
+    assert sinks_test.not_read(missing)[0].reason == "not available"
+    row = pd.DataFrame([dict.fromkeys(packaged.COLUMNS, 0.5) | {"model": "m", "role": "decoder"}])
+    assert sinks_test.real_models(row)[0].sink_mass == "0.50"
