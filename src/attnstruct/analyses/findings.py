@@ -39,7 +39,7 @@ import xarray as xr
 
 from .. import notebooks, results, stats
 from ..report import prose
-from . import nb05_training_dynamics, nb07_vision, paper_comparison, pretrained_scores, text_runs
+from . import nb05_training_dynamics, nb07_vision, nb10_attention_sinks, paper_comparison, pretrained_scores, text_runs
 
 ALPHA = 0.05
 
@@ -141,6 +141,15 @@ def pretrained_ordering(ds: xr.Dataset) -> Outcome:
     return effect_outcome(effect)
 
 
+def sink_free_directionality(ds: xr.Dataset) -> Outcome:
+    """10: the sigmoid decoder ends less column-dominant than the softmax decoder of the same seed
+    (:func:`attnstruct.analyses.nb10_attention_sinks.normalisation_effects`), the claim declared before the runs."""
+    effect = nb10_attention_sinks.primary_effect(nb10_attention_sinks.effects_of_dataset(ds))
+    if effect is None:
+        return Outcome(nb10_attention_sinks.PRIMARY, False, f"{nb10_attention_sinks.PRIMARY}: not tested")
+    return effect_outcome(effect)
+
+
 FINDINGS = (
     Finding("05_training_dynamics", "encoder minus decoder, final median symmetry", training_symmetry_gap),
     Finding(
@@ -154,6 +163,7 @@ FINDINGS = (
         vision_prediction("classify-mean minus next-patch, symmetry (median over layers)"),
     ),
     Finding("03_pretrained_models", "encoder minus decoder stacks, median symmetry over layers", pretrained_ordering),
+    Finding("10_attention_sinks", nb10_attention_sinks.PRIMARY, sink_free_directionality),
 )
 
 
@@ -187,6 +197,7 @@ HEADLINES = (
              "model family", None),
     Headline("09_dynamics_at_scale", "ettin: encoder minus decoder, median symmetry", "size", None, offline=False,
              instead="offline, 09's pairs are 05's runs read again: counted once, in 05"),
+    Headline("10_attention_sinks", "decoder final median directionality, sigmoid minus softmax", "seed", "seeds"),
 )  # fmt: skip
 """The companion's headline claims, one per notebook with a plan, each its plan's primary claim."""
 
