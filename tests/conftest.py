@@ -302,8 +302,12 @@ LONGEST_FIRST = (
     "01_bilinear_form",
     "08_model_sweep",
     "09_dynamics_at_scale",  # last: it reads notebook 05's runs (NEEDS), which are under way by then
+    "10_attention_sinks",  # reuses notebook 05's runs as its softmax arm (NEEDS)
 )
-NEEDS = {"09_dynamics_at_scale": ("05_training_dynamics",)}  # notebooks whose stored results another one reads
+NEEDS = {
+    "09_dynamics_at_scale": ("05_training_dynamics",),
+    "10_attention_sinks": ("05_training_dynamics",),
+}  # notebooks whose stored results another one reads
 LONGEST_MODULES = ("test_text", "test_vision", "test_zoo", "test_sweep", "test_install", "test_training_evidence")
 SHARED_RUNS = {"executed_build", "student_runs"}
 MODULE_FIXTURE_GROUPS = ("test_course", "test_handouts", "test_exercise_outcomes")

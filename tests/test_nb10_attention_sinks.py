@@ -168,3 +168,12 @@ def test_real_model_facts_have_one_record_per_row_and_not_read_names_the_reason(
     assert sinks_test.not_read(missing)[0].reason == "not available"
     row = pd.DataFrame([dict.fromkeys(packaged.COLUMNS, 0.5) | {"model": "m", "role": "decoder"}])
     assert sinks_test.real_models(row)[0].sink_mass == "0.50"
+
+
+def test_a_runs_folder_is_the_one_train_many_writes(tmp_path):
+    from attnstruct.tasks import text_config
+
+    config = text_config.TextConfig(objective="next-token", seed=3, attention="sigmoid")
+    folder = sinks_test.run_folder(tmp_path, config)
+    assert folder.parent == tmp_path
+    assert folder.name == f"{config.run_name()}-{config.digest()[:8]}"

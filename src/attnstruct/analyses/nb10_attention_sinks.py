@@ -34,7 +34,7 @@ from .. import results, stats
 from ..report import prose
 from ..sinks import sink_diagnostics
 from ..tasks import text, text_config
-from ..training import snapshots
+from ..training import processes, snapshots
 from .text_runs import final_median, label, loss_targets
 
 SOFTMAX, SIGMOID, NULL_SLOT = "softmax", "sigmoid", "softmax-null-slot"
@@ -214,8 +214,9 @@ def final_per_seed(ds: xr.Dataset, score: str, objective: str = DECODER) -> pd.D
 
 
 def run_folder(runs_dir: str | Path, config: text_config.TextConfig) -> Path:
-    """The folder of ``config``'s run under ``runs_dir`` (what :func:`attnstruct.tasks.text.train_many` wrote)."""
-    return Path(runs_dir) / config.run_name()
+    """The folder of ``config``'s run under ``runs_dir`` (what :func:`attnstruct.tasks.text.train_many` wrote:
+    :func:`attnstruct.training.processes.run_dirs`)."""
+    return Path(processes.run_dirs([config], runs_dir)[0])
 
 
 def final_model(config: text_config.TextConfig, runs_dir: str | Path, vocab_size: int):

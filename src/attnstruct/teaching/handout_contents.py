@@ -328,7 +328,9 @@ SLIDES: tuple[tuple[str, str, Callable], ...] = (
     ("09_dynamics_at_scale", "09_matched_pairs", _s09),
 )
 OPTIONAL = {"08_model_sweep"}  # a build may leave it out; its slide is then left out too
-LATER_FIGURES: dict[str, str] = {}  # number -> key figure of a notebook after 09 (default: its first figure)
+LATER_FIGURES: dict[str, str] = {  # number -> key figure of a notebook after 09 (default: its first figure)
+    "10": "10_directionality_by_normalisation",
+}
 
 NOTES: dict[str, Notes] = {
     "bilinear": (
