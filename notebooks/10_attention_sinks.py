@@ -140,8 +140,8 @@ prose.show(prose.markdown_table(plan.table(reach)))
 # ## Training: one set of runs per normalisation
 #
 # Each arm is trained by `text.train_many` into the same `results_dir/text_runs` folder as notebook 05. A softmax
-# run's name and configuration are notebook 05's, so after notebook 05 the softmax arm is read, not trained; the
-# sigmoid runs cost about 1.3 times a softmax run, the null-slot runs about as much as one.
+# run's name and configuration are notebook 05's, so after notebook 05 the softmax arm is read, not trained; a
+# sigmoid run costs somewhat more than a softmax run, a null-slot run about as much as one.
 
 # %% tags=["slow"]
 data = text.corpus_data(settings, cache_dir)
