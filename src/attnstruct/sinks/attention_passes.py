@@ -97,16 +97,35 @@ def query_key_weights(model: nn.Module) -> tuple[torch.Tensor, torch.Tensor, tor
 
 
 def _layer_probabilities(layer: SelfAttention, x: torch.Tensor, causal: bool) -> torch.Tensor:
-    """``[B, T, d] -> [B, H, T, T]`` the probabilities SDPA applies, from the layer's own projections."""
+    """``[B, T, d] -> [B, H, T, T]``: each query's share of its attention over the positions, from the layer's own
+    projections and its normalisation (``layer.attention``, :data:`attnstruct.training.model_config.ATTENTIONS`).
+
+    Softmax: the probabilities SDPA applies. Sigmoid: the weights ``sigmoid(q.k / sqrt(d_head))`` it applies (0 after
+    the query when ``causal``), divided by their sum over the row: they are not normalised, so the share is what makes
+    a sink mass comparable across normalisations. Softmax with a null slot: the probabilities over the slot and the
+    positions, the slot left out and the rest renormalised over the positions (the slot is the sink the form offers;
+    the mass on position 0 is what is left for a token)."""
     batch, length, _ = x.shape
 
     def heads(t: torch.Tensor) -> torch.Tensor:
         return t.view(batch, length, layer.n_heads, layer.d_head).transpose(1, 2)
 
-    logits = heads(layer.query(x)) @ heads(layer.key(x)).transpose(-1, -2) / math.sqrt(layer.d_head)
+    q, k = heads(layer.query(x)), heads(layer.key(x))
+    logits = q @ k.transpose(-1, -2) / math.sqrt(layer.d_head)
+    above = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
+    kind = getattr(layer, "attention", "softmax")
+    if kind == "sigmoid":
+        weights = torch.sigmoid(logits)
+        if causal:
+            weights = weights.masked_fill(above, 0.0)
+        return weights / weights.sum(-1, keepdim=True)
     if causal:
-        above = torch.ones(length, length, dtype=torch.bool, device=x.device).triu(1)
         logits = logits.masked_fill(above, float("-inf"))
+    if kind == "softmax-null-slot":
+        null_key = layer.null_key.to(q.dtype).view(1, layer.n_heads, 1, layer.d_head)
+        slot = (q * null_key).sum(-1, keepdim=True) / math.sqrt(layer.d_head)  # [B, H, T, 1]
+        tokens = torch.cat([slot, logits], dim=-1).softmax(-1)[..., 1:]
+        return tokens / tokens.sum(-1, keepdim=True)
     return logits.softmax(-1)
 
 
