@@ -362,6 +362,8 @@ dataset
 #
 # ### Exercise 01.1: the logits of a head with biases, through $W_{qk}$
 #
+# > **Difficulty** 3/5 · **Importance** 4/5 · **About** 15 min
+#
 # Write `ex_logits(x, w_q, w_k, b_q, b_k)`: the pre-softmax scores $q_i^\top k_j$ of one head, an $N \times N$
 # matrix, for inputs `x` ($N \times d$), `nn.Linear` weights `w_q`, `w_k` ($d_{head} \times d$, so that the
 # query of token $i$ is `w_q @ x[i] + b_q`) and biases `b_q`, `b_k` ($d_{head}$). Do not form $Q$ or $K$: use
@@ -384,7 +386,7 @@ def ex_logits(x, w_q, w_k, b_q, b_k):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-01-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-01-1-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chk_gen = torch.Generator().manual_seed(11)
 for chk_n, chk_d, chk_dh in [(5, 8, 4), (9, 6, 2)]:
     chk_query = torch.nn.Linear(chk_d, chk_dh, dtype=torch.float64)
@@ -411,12 +413,16 @@ print("your bilinear form plus bias terms reproduces Q K^T")
 # %% [markdown]
 # ### Exercise 01.2: the symmetric/skew split and the energy identity
 #
+# > **Difficulty** 1/5 · **Importance** 4/5 · **About** 10 min
+#
 # Write `ex_split(m)` returning the pair $(M_s, M_n)$ of a square matrix. The check verifies $M = M_s + M_n$,
 # the symmetry of $M_s$ and skew-symmetry of $M_n$, agreement with `attnstruct.symmetric_part`/`skew_part`, and
 # the identity $\|M\|_F^2 = \|M_s\|_F^2 + \|M_n\|_F^2$ on random matrices of several sizes.
 #
 # Then convince yourself why the identity holds: the cross term is $2\langle M_s, M_n\rangle_F =
 # 2\operatorname{tr}(M_s^\top M_n)$; what is $\operatorname{tr}(S^\top A)$ for a symmetric $S$ and a skew $A$?
+#
+# In the cell after the check, write why the identity holds.
 
 
 # %% nbgrader={"grade": false, "grade_id": "ex-01-2", "locked": false, "schema_version": 3, "solution": true}
@@ -442,14 +448,25 @@ for chk_d in (2, 7, 30):
     assert abs(chk_total - chk_sum) < 1e-12 * chk_total, f"||M||^2 = {chk_total}, ||M_s||^2 + ||M_n||^2 = {chk_sum}"
 print("M = M_s + M_n and ||M||^2 = ||M_s||^2 + ||M_n||^2 hold for your split")
 
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-01-2-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **Why the identity holds.** The cross term is $2\operatorname{tr}(M_s^\top M_n) = 2\operatorname{tr}(S A)$ for a
+# symmetric $S$ and a skew $A$. Transposing inside the trace changes nothing: $\operatorname{tr}(SA) =
+# \operatorname{tr}((SA)^\top) = \operatorname{tr}(A^\top S^\top) = -\operatorname{tr}(AS) = -\operatorname{tr}(SA)$,
+# so it is its own negative, zero. Symmetric and skew matrices are orthogonal in the Frobenius inner product, and
+# the squared norms add as for two perpendicular vectors.
+
 # %% [markdown]
 # ### Exercise 01.3: the symmetry of a rank-one form
+#
+# > **Difficulty** 3/5 · **Importance** 3/5 · **About** 15 min
 #
 # A head with $d_{head} = 1$ has the rank-one matrix $M = x y^\top$ (in code `torch.outer(x, y)`). Show that its
 # symmetry score is $\cos^2$ of the angle between $x$ and $y$: work out $\operatorname{tr}(M M)$ and
 # $\|M\|_F^2$ by hand, then write `ex_rank_one_symmetry(x, y)` from $x$ and $y$ alone, without forming $M$. The
 # check compares it with `attnstruct.symmetry_score(torch.outer(x, y))` on random vectors and on a few special
 # pairs. What does it tell you about the sign a rank-one head can score?
+#
+# Answer that in the cell after the check.
 
 
 # %% nbgrader={"grade": false, "grade_id": "ex-01-3", "locked": false, "schema_version": 3, "solution": true}
@@ -460,7 +477,7 @@ def ex_rank_one_symmetry(x, y):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-01-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-01-3-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chk_gen = torch.Generator().manual_seed(13)
 chk_pairs = [tuple(torch.randn(2, chk_d, generator=chk_gen, dtype=torch.float64)) for chk_d in (2, 3, 8, 40, 40)]
 chk_x = torch.randn(6, generator=chk_gen, dtype=torch.float64)
@@ -473,8 +490,16 @@ for chk_a, chk_b in chk_pairs:
     assert abs(chk_got - chk_want) < 1e-10, f"d = {len(chk_a)}: yours {chk_got:+.6f}, attnstruct {chk_want:+.6f}"
 print("symmetry(x y^T) = cos^2(x, y) on every pair")
 
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-01-3-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **The sign a rank-one head can score.** $\operatorname{tr}(MM) = \operatorname{tr}(x y^\top x y^\top) =
+# (y^\top x)^2$ and $\|M\|_F^2 = \|x\|^2 \|y\|^2$, so the score is $\cos^2$ of the angle between $x$ and $y$: never
+# negative. A head with $d_{head} = 1$ scores between $0$ (query and key directions orthogonal) and $+1$ (parallel
+# or opposite); a negative score needs a rank of at least two.
+
 # %% [markdown]
 # ### Exercise 01.4: one matrix per head, or one per layer
+#
+# > **Difficulty** 3/5 · **Importance** 4/5 · **About** 15 min
 #
 # Section 4 warned that the layer's sum $\sum_h W_q^h (W_k^h)^\top$ can be more symmetric than its heads. Make
 # it extreme: set `ex_w_q` and `ex_w_k`, per-head weights of shape `[H, d_head, d_model]` (the `nn.Linear`
@@ -483,6 +508,8 @@ print("symmetry(x y^T) = cos^2(x, y) on every pair")
 #
 # Hints: a head with $d_{head} = 1$ is the rank-one matrix of Exercise 01.3; when does it score 0? Then ask
 # the converse: can every head score +1 and the layer less? (What is a sum of symmetric matrices?)
+#
+# Answer the converse, with its reason, in the cell after the check.
 
 # %% nbgrader={"grade": false, "grade_id": "ex-01-4", "locked": false, "schema_version": 3, "solution": true}
 ### BEGIN SOLUTION
@@ -491,7 +518,7 @@ ex_w_q = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]], dtype=torch.float64)
 ex_w_k = torch.tensor([[[0.0, 1.0]], [[1.0, 0.0]]], dtype=torch.float64)
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-01-4-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-01-4-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chk_w_q, chk_w_k = torch.as_tensor(ex_w_q, dtype=torch.float64), torch.as_tensor(ex_w_k, dtype=torch.float64)
 assert chk_w_q.ndim == 3 and chk_w_q.shape == chk_w_k.shape and chk_w_q.shape[0] >= 2, (
     f"need two arrays of the same shape [H, d_head, d_model] with H >= 2, got {tuple(chk_w_q.shape)} and "
@@ -502,6 +529,13 @@ chk_layer = at.factor_scores(chk_w_q, chk_w_k, sum_heads=True)  # the sum over h
 assert bool((chk_heads.symmetry.abs() < 1e-12).all()), f"every head must score 0; yours: {chk_heads.symmetry.tolist()}"
 assert float(chk_layer.symmetry) > 1 - 1e-12, f"the layer must score +1; yours: {float(chk_layer.symmetry):+.6f}"
 print("every head scores 0, their sum +1")
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-01-4-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **Why heads at 0 can sum to +1, and not the converse.** Each head is rank one, $x y^\top$ with $x \perp y$,
+# so it scores $\cos^2 = 0$ (Exercise 01.3). The two heads' matrices $e_1 e_2^\top$ and $e_2 e_1^\top$ are each
+# other's transposes, so their sum is symmetric and scores $+1$. The converse cannot happen: a head scores $+1$ only
+# when its matrix is symmetric, and a sum of symmetric matrices is symmetric, so heads all at $+1$ give a layer at
+# $+1$ (unless the sum is zero).
 
 # %% [markdown]
 # ## What to take away

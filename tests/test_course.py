@@ -43,7 +43,9 @@ def toy(exercise_reads: str) -> nbformat.NotebookNode:
             new_code_cell("for run in runs:\n    print(run)"),
             new_code_cell("other = 2"),
             new_markdown_cell("## Exercises"),
-            new_markdown_cell("### Exercise 09.1: read it\n\nDo it."),
+            new_markdown_cell(
+                "### Exercise 09.1: read it\n\n> **Difficulty** 1/5 · **Importance** 1/5 · **About** 5 min\n\nDo it."
+            ),
             _solution("ex-09-1", f"answer = len({exercise_reads})"),
             _check("ex-09-1", "assert answer == 3"),
         ]
@@ -161,6 +163,18 @@ def test_make_course_writes_the_nbgrader_layout(graded_course):
         checks = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade")]
         assert checks and all(c.metadata["nbgrader"].get("checksum") for c in checks), name
         assert "papermill" not in released.metadata, name
+    released = nbformat.writes(
+        nbformat.read(graded_course / "release" / "01_bilinear_form" / "01_bilinear_form.ipynb", 4)
+    )
+    assert "ex_w_q = ...  # YOUR CODE HERE" in released and "YOUR ANSWER HERE" in released
+
+
+def test_the_course_release_uses_the_named_stubs_of_the_student_version():
+    from nbgrader.preprocessors import ClearSolutions
+
+    steps = exercises.assignment_preprocessors()
+    assert exercises.NamedStubs in steps and ClearSolutions not in steps
+    assert "c.GenerateAssignment.preprocessors = assignment_preprocessors()" in course.config_text(60, "none")
 
 
 @pytest.mark.notebook
@@ -173,7 +187,10 @@ def test_no_file_of_the_release_holds_a_solution_line_or_a_build_path(graded_cou
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", ROUND_TRIP)
 def test_autograde_gives_full_points_to_the_solutions_and_none_to_the_release(graded_course, name):
+    """Full autograded points solved (the explanations wait for a hand), none unsolved; the most counts both."""
+    found = exercises.exercises(notebooks.read_notebook(ROOT / "notebooks" / f"{name}.py"), name)
+    auto, manual = sum(e.auto_points for e in found), sum(e.manual_points for e in found)
     score, most = _score(graded_course, name, "solved")
-    assert most == len(exercises.exercises(notebooks.read_notebook(ROOT / "notebooks" / f"{name}.py"), name))
-    assert score == most, f"{name}: the solutions score {score} of {most}"
+    assert most == auto + manual
+    assert score == auto, f"{name}: the solutions score {score} of {auto} autograded points"
     assert _score(graded_course, name, "unsolved") == (0.0, most)

@@ -101,6 +101,10 @@ c.CourseDirectory.root = HERE
 c.Execute.timeout = {timeout}  # seconds per cell: {TIMEOUT_FACTOR} x the slowest cell of the course build ({slowest})
 c.Execute.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+# A solution region at a cell's top level becomes `name = ...  # YOUR CODE HERE` for the names the check reads
+from attnstruct.teaching.exercises import assignment_preprocessors  # noqa: E402
+
+c.GenerateAssignment.preprocessors = assignment_preprocessors()
 # The notebooks read and write the course build; a slow cell finds its runs stored there and never trains again.
 os.environ["ATTNSTRUCT_WORK"] = os.path.join(HERE, {work!r})
 os.environ["ATTNSTRUCT_STORED_RUNS_ONLY"] = "1"
@@ -126,14 +130,16 @@ def _nbgrader(args: list[str], course: Path) -> None:
 def readme_text(assignments: list[tuple[str, list]], timeout: int) -> str:
     rows = ["| assignment | exercises | points |", "|---|---|---|"]
     for name, found in assignments:
-        rows.append(f"| `{name}` | {', '.join(e.number for e in found)} | {len(found)} |")
+        auto, manual = sum(e.auto_points for e in found), sum(e.manual_points for e in found)
+        rows.append(f"| `{name}` | {', '.join(e.number for e in found)} | {auto} + {manual} by hand |")
     return "\n".join(
         [
             "# attnstruct course (nbgrader)",
             "",
             "One assignment per notebook, at the course profile (`params/course.yaml`: a minute or so of one core "
             "per notebook).",
-            "Each check is worth one point. Autograding re-runs a notebook with a cell timeout of "
+            "A check is worth its exercise's difficulty (1 to 5 points), an explanation one point graded by hand "
+            "(`nbgrader formgrader`). Autograding re-runs a notebook with a cell timeout of "
             f"{timeout} s; the slow cells read the runs stored in `work/` and never train again.",
             "",
             *rows,
