@@ -34,7 +34,7 @@
 # this matrix: **symmetric** ($x_i$ attends to $x_j$ as much as $x_j$ to $x_i$) or **directional** (a few
 # dominant columns: some tokens are attended to by everything).
 #
-# This notebook checks the identity on a real attention layer, splits $W_{qk}$ into its symmetric and
+# This notebook checks the identity on a toy BERT layer (random weights), splits $W_{qk}$ into its symmetric and
 # skew-symmetric parts, and shows what the paper's two scores see.
 #
 # > Convention note. PyTorch stores a head's query weights as an `nn.Linear` weight of shape
@@ -88,7 +88,7 @@ results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("01_bilinear_form", globals())  # recorded with the dataset
 
 # %% [markdown]
-# ## 1. The identity on a real attention layer
+# ## 1. The identity on a toy BERT layer
 #
 # We build a small BERT from a configuration (no download; random weights are enough to test an
 # identity). BERT initialises the query/key biases at zero, trained checkpoints do not, so we give them
@@ -143,8 +143,9 @@ if not (logits_agree and attention_agrees):
 # $$s(M) = \frac{\|M_s\|_F^2 - \|M_n\|_F^2}{\|M\|_F^2} \in [-1, 1].$$
 #
 # Below: layer 0 of the toy BERT (summed over heads). It is untrained: BERT draws $W_q$ and $W_k$ with
-# i.i.d. Gaussian entries, so the layer is a draw of the null ensemble of notebook 02 (`factors H=h, layer`),
-# and its symmetry is compared with that ensemble's draws of the same width and head count: `null_draws`
+# i.i.d. Gaussian entries, so the layer is a draw of a null ensemble. This is a preview: notebook 02 builds the
+# null ensembles and how a score is read against them (its `factors H=h, layer` ensemble is this one). Here the
+# layer's symmetry is compared with that ensemble's draws of the same width and head count: `null_draws`
 # random layers, each a sum over `n_heads` heads of products of independent Gaussian factors. A value inside
 # the central 95% of those draws is what chance gives; only a value outside it would say that one part carries
 # more energy than chance lets it. The first printed line checks the energy identity on this matrix.
@@ -239,8 +240,8 @@ plt.show()
 #
 # A caution about directionality on unstructured matrices: whether a chance outlier row or column crosses
 # the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
-# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads.
-# Here each example is placed among `null_draws` i.i.d. Gaussian matrices of its size (the `gaussian` ensemble
+# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads;
+# as a preview of it, each example is placed among `null_draws` i.i.d. Gaussian matrices of its size (the `gaussian` ensemble
 # of `attnstruct.analyses.null_ensembles.null_distribution`): only a score outside that null's 95% range says
 # something about structure. The table gives, for every example and score, the value, its percentile among the
 # random matrices, the null's range and whether the value lies outside it.
@@ -257,6 +258,19 @@ prose.say(
     "score lies outside its null's range.",
     examples_null,
 )
+
+# %% [markdown]
+# **Predict, then run.** Edit the matrix below (a mirrored pair, a one-way link, a column raised; change any of
+# them), write down your prediction of both scores, then run the cell. Which edit moves symmetry towards +1,
+# which towards -1, and which makes directionality negative?
+
+# %%
+sandbox = torch.zeros(8, 8, dtype=torch.float64)
+sandbox[0, 1] = sandbox[1, 0] = 1.0  # a mirrored pair: symmetric structure
+sandbox[2, 3] = 1.0  # a one-way link: half symmetric, half skew
+sandbox[:, 5] += 3.0  # one column raised: a key every query attends to
+sandbox_scores = at.scores(sandbox)
+print(f"symmetry {prose.signed(sandbox_scores.symmetry)}, directionality {prose.signed(sandbox_scores.directionality)}")
 
 # %% [markdown]
 # How directionality decides: the row and column norms of the "dominant columns" example, with the
@@ -413,7 +427,7 @@ print("your bilinear form plus bias terms reproduces Q K^T")
 # %% [markdown]
 # ### Exercise 01.2: the symmetric/skew split and the energy identity
 #
-# > **Difficulty** 1/5 · **Importance** 4/5 · **About** 10 min
+# > **Difficulty** 1/5 · **Importance** 4/5 · **About** 8 min
 #
 # Write `ex_split(m)` returning the pair $(M_s, M_n)$ of a square matrix. The check verifies $M = M_s + M_n$,
 # the symmetry of $M_s$ and skew-symmetry of $M_n$, agreement with `attnstruct.symmetric_part`/`skew_part`, and

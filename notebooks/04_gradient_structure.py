@@ -838,7 +838,7 @@ print(
 # %% [markdown]
 # ### Exercise 04.4: another optimiser and mask rate, predict the sign, then run it
 #
-# > **Difficulty** 2/5 · **Importance** 4/5 · **About** 10 min
+# > **Difficulty** 2/5 · **Importance** 4/5 · **About** 6 min
 #
 # Section 3b trains with Adam, masks few tokens under masked LM (`mask_rate`), and adds plain SGD on the copy
 # task at that mask rate. Change both: a small copy task (vocabulary $16$, sequences of length $8$, width $16$,

@@ -781,7 +781,7 @@ print(
 # %% [markdown]
 # ### Exercise 05.3: the evidence, seed by seed
 #
-# > **Difficulty** 3/5 · **Importance** 5/5 · **About** 15 min
+# > **Difficulty** 3/5 · **Importance** 5/5 · **About** 8 min
 #
 # The first verdict above rests on one number per seed. Compute it yourself from this notebook's runs (`dataset`,
 # dims `objective`, `seed`, `step`, `layer`):
