@@ -107,18 +107,17 @@ def test_the_budget_sums_the_plan_by_mode_and_measures_the_live_steps():
         {"notebook": "01_x", "section": "Exercise 01.2", "minutes": 8, "mode": "exercise", "what": "x"},
         {"minutes": 10, "mode": "break"},
     ]}  # fmt: skip
-    said = lecture_path.budget(session, {"01_x": _ran("01_x", {"1. A": 1.5, "2. B": 30.0})})
-    assert "33 of 90 min: 8 min run live, 7 min show the stored output, 8 min students do it, 10 min break." in said
-    assert "compute 1.5 s in this build" in said
+    books = {"01_x": _ran("01_x", {"1. A": 1.5, "2. B": 30.0})}
+    assert lecture_path.minutes_by_mode(session) == {"show": 7, "live": 8, "exercise": 8, "discuss": 0, "break": 10}
+    assert lecture_path.live_compute(session, books) == (1.5, 0)
+    assert lecture_path.live_compute(session, {}) == (0.0, 1)
 
 
 def test_the_timing_table_takes_what_happens_in_class_from_the_plan(sessions):
-    nb = _ran("01_bilinear_form", {"2. Symmetric and skew-symmetric parts": 0.5, "Exercises": 2.0, "Knobs": 0.1})
-    table = lecture_path.timing_table(nb, "01_bilinear_form", sessions)
-    rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in table.splitlines()[3:]}
-    assert "session 1: show the stored output" in rows["2. Symmetric and skew-symmetric parts"]
-    assert "students do them: in class 01.2" in rows["Exercises"] and "run live" not in rows["Exercises"]
-    assert "not in the plan: reading" in rows["Knobs"]
+    assert lecture_path.section_modes(sessions, "01_bilinear_form")["Exercise 01.2"] == (1, "exercise")
+    nb = _ran("01_bilinear_form", {"2. Symmetric and skew-symmetric parts": 0.5, "Exercises": 2.0})
+    rows = lecture_path.timing_table(nb, "01_bilinear_form", sessions).splitlines()[-2:]
+    assert lecture_path.MODES["show"] in rows[0] and lecture_path.MODES["live"] not in rows[1]
 
 
 def test_the_lecture_path_page_types_no_budget_of_its_own():

@@ -156,25 +156,43 @@ def _measured(books: dict, step: dict) -> float | None:
     return sum(s["seconds"] for s in sections(nb.nb) if s["title"] == step.get("section"))
 
 
+def minutes_by_mode(session: dict) -> dict[str, int]:
+    """The session's minutes per mode of :data:`MODES` (0 for a mode it does not use)."""
+    return {mode: sum(s["minutes"] for s in session["steps"] if s["mode"] == mode) for mode in MODES}
+
+
+def live_compute(session: dict, books: dict) -> tuple[float, int]:
+    """Measured compute seconds of the session's live steps in this build, and how many live steps did not run."""
+    live = [_measured(books, s) for s in session["steps"] if s["mode"] == "live"]
+    return sum(t for t in live if t is not None), sum(t is None for t in live)
+
+
 def budget(session: dict, books: dict) -> str:
     """The session's minutes by mode (run live, shown stored, students' exercises, discussion, break), and what
     its live steps compute in this build: one sentence, every number from the plan or the build."""
     from .book_contents import minutes
 
-    by_mode = {mode: sum(s["minutes"] for s in session["steps"] if s["mode"] == mode) for mode in MODES}
+    by_mode = minutes_by_mode(session)
     parts = [f"{by_mode[m]} min {MODES[m]}" for m in ("live", "show", "exercise", "discuss", "break") if by_mode[m]]
-    total = sum(by_mode.values())
-    live = [_measured(books, s) for s in session["steps"] if s["mode"] == "live"]
-    measured = [t for t in live if t is not None]
+    seconds, missing = live_compute(session, books)
     computed = (
-        f" The live steps' cells compute {minutes(sum(measured))} in this build; the rest of their "
-        f"{by_mode['live']} min is explanation and the class's predictions."
-        if measured
+        f" The live steps' cells compute {minutes(seconds)} in this build; the rest of their {by_mode['live']} min "
+        "is explanation and the class's predictions."
+        if missing < sum(s["mode"] == "live" for s in session["steps"])
         else ""
     )
-    missing = len(live) - len(measured)
     computed += f" {missing} live step{'s' if missing != 1 else ''} not run in this build." if missing else ""
-    return f"**Budget**: {total} of {session['minutes']} min: {', '.join(parts)}.{computed}"
+    return f"**Budget**: {sum(by_mode.values())} of {session['minutes']} min: {', '.join(parts)}.{computed}"
+
+
+def section_modes(sessions: list[dict], name: str) -> dict[str, tuple[int, str]]:
+    """The sections and exercises of notebook ``name`` the plan names: ``{section: (session number, mode)}``."""
+    return {
+        s["section"]: (n, s["mode"])
+        for n, session in enumerate(sessions, 1)
+        for s in session["steps"]
+        if s.get("notebook") == name
+    }
 
 
 def timing_table(nb, name: str, sessions: list[dict]) -> str:
@@ -196,21 +214,19 @@ def timing_table(nb, name: str, sessions: list[dict]) -> str:
     )
     if nb.changed:
         head += f" Parameters changed from the profile: {', '.join(f'`{k}`' for k in nb.changed)}."
-    planned = {
-        s["section"]: (n, s)
-        for n, session in enumerate(sessions, 1)
-        for s in session["steps"]
-        if s.get("notebook") == name
-    }
+    planned = section_modes(sessions, name)
     in_class = [
-        f"{s[len(EXERCISE) :]} ({step['minutes']} min)" for s, (_, step) in planned.items() if s.startswith(EXERCISE)
+        f"{s['section'][len(EXERCISE) :]} ({s['minutes']} min)"
+        for session in sessions
+        for s in session["steps"]
+        if s.get("notebook") == name and s["mode"] == "exercise"
     ]
     rows = ["| section | code cells | measured | in class |", "|---|---|---|---|"]
     for sec in sections(nb.nb):
         slow = "; ".join(f"the cell `{line}` took {seconds(t)}" for _, line, t in sec["slow"])
         if sec["title"] in planned:
-            number, step = planned[sec["title"]]
-            mode = "show" if sec["slow"] else step["mode"]
+            number, mode = planned[sec["title"]]
+            mode = "show" if sec["slow"] else mode
             how = f"session {number}: {MODES[mode]}" + (f" ({slow})" if slow else "")
         elif sec["title"] == "Exercises":
             how = f"students do them: in class {', '.join(in_class)}; the rest" if in_class else "students do them"
