@@ -10,7 +10,9 @@ slow cells store their runs), then this module writes the course around it::
         release/NN_topic/NN_topic.ipynb   nbgrader's student version: solutions stubbed, checks and prompts
                                           locked with checksums, outputs cleared
         gradebook.db              nbgrader's database, with every assignment and its points
-        work/                     the course-profile build: the runs that autograding reads
+        work/                     the course-profile build: the runs that autograding reads, and in
+                                  work/quick/results/ the quick profile's datasets in-class exercises read
+                                  (copied from build/quick/results when `make reproduce` has run)
         README.md                 the assignments, their points, and the commands to collect and grade
 
 One assignment per notebook. Autograding re-runs a submitted notebook from the top; the cells tagged ``slow``
@@ -33,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 from ..notebooks import PATH_PARAMETERS, PipelineError, find_root, list_notebooks
-from .course_notebooks import course_notebook, course_parameters
+from .course_notebooks import course_notebook, course_parameters, ship_quick_data
 from .exercises import ExerciseError, exercises
 
 COURSE_ID = "attnstruct"
@@ -176,6 +178,8 @@ def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = 
         raise CourseError("no notebook with exercises was chosen")
     executed = {s.stem: _executed(work, s.stem, root) for s, _ in chosen}
     timeout, slowest = cell_timeout(executed)
+    shipped = ship_quick_data(root / "build" / "quick" / "results", work)
+    log(f"quick-profile runs for the in-class exercises: {', '.join(p.name for p in shipped) or 'none stored'}")
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".course.", dir=out))
     try:
