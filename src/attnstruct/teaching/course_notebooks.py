@@ -242,8 +242,9 @@ def course_notebook(root: Path, source: Path, nb=None):
     if parameters and at is not None:
         note = new_markdown_cell(
             "**Course settings.** The cell below sets this notebook's parameters to the course profile: every "
-            "training run takes seconds, so the numbers show the method rather than the paper's findings. Delete "
-            "it to run the quick profile (minutes).",
+            "training run takes seconds, so the numbers show the method rather than the paper's findings, and "
+            "differ from the student book's, which shows the quick profile. Delete it to run the quick profile "
+            "(minutes).",
             metadata={"tags": ["course-note"]},
         )
         nb.cells[at + 1 : at + 1] = [note, _injected_cell(parameters)]
