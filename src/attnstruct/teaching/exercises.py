@@ -29,6 +29,7 @@ from the same versions (:mod:`attnstruct.teaching.course`).
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import re
@@ -190,8 +191,6 @@ def without_run_record(nb):
 def _named_stub(region: list[str]) -> str | None:
     """``name = ...  # YOUR CODE HERE`` per name a top-level region binds (those starting ``ex_`` when there are
     some: the names a check reads), in order; None when it binds none."""
-    import ast
-
     try:
         tree = ast.parse("\n".join(region))
     except SyntaxError:
