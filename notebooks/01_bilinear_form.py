@@ -34,7 +34,7 @@
 # this matrix: **symmetric** ($x_i$ attends to $x_j$ as much as $x_j$ to $x_i$) or **directional** (a few
 # dominant columns: some tokens are attended to by everything).
 #
-# This notebook checks the identity on a real attention layer, splits $W_{qk}$ into its symmetric and
+# This notebook checks the identity on a toy BERT layer (random weights), splits $W_{qk}$ into its symmetric and
 # skew-symmetric parts, and shows what the paper's two scores see.
 #
 # > Convention note. PyTorch stores a head's query weights as an `nn.Linear` weight of shape
@@ -88,7 +88,7 @@ results_dir, figures_dir = work.output_dirs(results_dir, figures_dir)
 parameters = notebooks.notebook_parameters("01_bilinear_form", globals())  # recorded with the dataset
 
 # %% [markdown]
-# ## 1. The identity on a real attention layer
+# ## 1. The identity on a toy BERT layer
 #
 # We build a small BERT from a configuration (no download; random weights are enough to test an
 # identity). BERT initialises the query/key biases at zero, trained checkpoints do not, so we give them
@@ -143,8 +143,9 @@ if not (logits_agree and attention_agrees):
 # $$s(M) = \frac{\|M_s\|_F^2 - \|M_n\|_F^2}{\|M\|_F^2} \in [-1, 1].$$
 #
 # Below: layer 0 of the toy BERT (summed over heads). It is untrained: BERT draws $W_q$ and $W_k$ with
-# i.i.d. Gaussian entries, so the layer is a draw of the null ensemble of notebook 02 (`factors H=h, layer`),
-# and its symmetry is compared with that ensemble's draws of the same width and head count: `null_draws`
+# i.i.d. Gaussian entries, so the layer is a draw of a null ensemble. This is a preview: notebook 02 builds the
+# null ensembles and how a score is read against them (its `factors H=h, layer` ensemble is this one). Here the
+# layer's symmetry is compared with that ensemble's draws of the same width and head count: `null_draws`
 # random layers, each a sum over `n_heads` heads of products of independent Gaussian factors. A value inside
 # the central 95% of those draws is what chance gives; only a value outside it would say that one part carries
 # more energy than chance lets it. The first printed line checks the energy identity on this matrix.
@@ -239,8 +240,8 @@ plt.show()
 #
 # A caution about directionality on unstructured matrices: whether a chance outlier row or column crosses
 # the threshold decides the score, so at this size it swings widely around 0 from one random draw to the
-# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads.
-# Here each example is placed among `null_draws` i.i.d. Gaussian matrices of its size (the `gaussian` ensemble
+# next (rerun with another `seed`), while symmetry stays close to 0. Notebook 02 measures both null spreads;
+# as a preview of it, each example is placed among `null_draws` i.i.d. Gaussian matrices of its size (the `gaussian` ensemble
 # of `attnstruct.analyses.null_ensembles.null_distribution`): only a score outside that null's 95% range says
 # something about structure. The table gives, for every example and score, the value, its percentile among the
 # random matrices, the null's range and whether the value lies outside it.
@@ -257,6 +258,19 @@ prose.say(
     "score lies outside its null's range.",
     examples_null,
 )
+
+# %% [markdown]
+# **Predict, then run.** Edit the matrix below (a mirrored pair, a one-way link, a column raised; change any of
+# them), write down your prediction of both scores, then run the cell. Which edit moves symmetry towards +1,
+# which towards -1, and which makes directionality negative?
+
+# %%
+sandbox = torch.zeros(8, 8, dtype=torch.float64)
+sandbox[0, 1] = sandbox[1, 0] = 1.0  # a mirrored pair: symmetric structure
+sandbox[2, 3] = 1.0  # a one-way link: half symmetric, half skew
+sandbox[:, 5] += 3.0  # one column raised: a key every query attends to
+sandbox_scores = at.scores(sandbox)
+print(f"symmetry {prose.signed(sandbox_scores.symmetry)}, directionality {prose.signed(sandbox_scores.directionality)}")
 
 # %% [markdown]
 # How directionality decides: the row and column norms of the "dominant columns" example, with the
@@ -362,6 +376,8 @@ dataset
 #
 # ### Exercise 01.1: the logits of a head with biases, through $W_{qk}$
 #
+# > **Difficulty** 3/5 · **Importance** 4/5 · **About** 15 min
+#
 # Write `ex_logits(x, w_q, w_k, b_q, b_k)`: the pre-softmax scores $q_i^\top k_j$ of one head, an $N \times N$
 # matrix, for inputs `x` ($N \times d$), `nn.Linear` weights `w_q`, `w_k` ($d_{head} \times d$, so that the
 # query of token $i$ is `w_q @ x[i] + b_q`) and biases `b_q`, `b_k` ($d_{head}$). Do not form $Q$ or $K$: use
@@ -384,7 +400,7 @@ def ex_logits(x, w_q, w_k, b_q, b_k):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-01-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-01-1-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chk_gen = torch.Generator().manual_seed(11)
 for chk_n, chk_d, chk_dh in [(5, 8, 4), (9, 6, 2)]:
     chk_query = torch.nn.Linear(chk_d, chk_dh, dtype=torch.float64)
@@ -411,12 +427,16 @@ print("your bilinear form plus bias terms reproduces Q K^T")
 # %% [markdown]
 # ### Exercise 01.2: the symmetric/skew split and the energy identity
 #
+# > **Difficulty** 1/5 · **Importance** 4/5 · **About** 8 min
+#
 # Write `ex_split(m)` returning the pair $(M_s, M_n)$ of a square matrix. The check verifies $M = M_s + M_n$,
 # the symmetry of $M_s$ and skew-symmetry of $M_n$, agreement with `attnstruct.symmetric_part`/`skew_part`, and
 # the identity $\|M\|_F^2 = \|M_s\|_F^2 + \|M_n\|_F^2$ on random matrices of several sizes.
 #
 # Then convince yourself why the identity holds: the cross term is $2\langle M_s, M_n\rangle_F =
 # 2\operatorname{tr}(M_s^\top M_n)$; what is $\operatorname{tr}(S^\top A)$ for a symmetric $S$ and a skew $A$?
+#
+# In the cell after the check, write why the identity holds.
 
 
 # %% nbgrader={"grade": false, "grade_id": "ex-01-2", "locked": false, "schema_version": 3, "solution": true}
@@ -442,14 +462,25 @@ for chk_d in (2, 7, 30):
     assert abs(chk_total - chk_sum) < 1e-12 * chk_total, f"||M||^2 = {chk_total}, ||M_s||^2 + ||M_n||^2 = {chk_sum}"
 print("M = M_s + M_n and ||M||^2 = ||M_s||^2 + ||M_n||^2 hold for your split")
 
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-01-2-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **Why the identity holds.** The cross term is $2\operatorname{tr}(M_s^\top M_n) = 2\operatorname{tr}(S A)$ for a
+# symmetric $S$ and a skew $A$. Transposing inside the trace changes nothing: $\operatorname{tr}(SA) =
+# \operatorname{tr}((SA)^\top) = \operatorname{tr}(A^\top S^\top) = -\operatorname{tr}(AS) = -\operatorname{tr}(SA)$,
+# so it is its own negative, zero. Symmetric and skew matrices are orthogonal in the Frobenius inner product, and
+# the squared norms add as for two perpendicular vectors.
+
 # %% [markdown]
 # ### Exercise 01.3: the symmetry of a rank-one form
+#
+# > **Difficulty** 3/5 · **Importance** 3/5 · **About** 15 min
 #
 # A head with $d_{head} = 1$ has the rank-one matrix $M = x y^\top$ (in code `torch.outer(x, y)`). Show that its
 # symmetry score is $\cos^2$ of the angle between $x$ and $y$: work out $\operatorname{tr}(M M)$ and
 # $\|M\|_F^2$ by hand, then write `ex_rank_one_symmetry(x, y)` from $x$ and $y$ alone, without forming $M$. The
 # check compares it with `attnstruct.symmetry_score(torch.outer(x, y))` on random vectors and on a few special
 # pairs. What does it tell you about the sign a rank-one head can score?
+#
+# Answer that in the cell after the check.
 
 
 # %% nbgrader={"grade": false, "grade_id": "ex-01-3", "locked": false, "schema_version": 3, "solution": true}
@@ -460,7 +491,7 @@ def ex_rank_one_symmetry(x, y):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-01-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-01-3-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chk_gen = torch.Generator().manual_seed(13)
 chk_pairs = [tuple(torch.randn(2, chk_d, generator=chk_gen, dtype=torch.float64)) for chk_d in (2, 3, 8, 40, 40)]
 chk_x = torch.randn(6, generator=chk_gen, dtype=torch.float64)
@@ -473,8 +504,16 @@ for chk_a, chk_b in chk_pairs:
     assert abs(chk_got - chk_want) < 1e-10, f"d = {len(chk_a)}: yours {chk_got:+.6f}, attnstruct {chk_want:+.6f}"
 print("symmetry(x y^T) = cos^2(x, y) on every pair")
 
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-01-3-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **The sign a rank-one head can score.** $\operatorname{tr}(MM) = \operatorname{tr}(x y^\top x y^\top) =
+# (y^\top x)^2$ and $\|M\|_F^2 = \|x\|^2 \|y\|^2$, so the score is $\cos^2$ of the angle between $x$ and $y$: never
+# negative. A head with $d_{head} = 1$ scores between $0$ (query and key directions orthogonal) and $+1$ (parallel
+# or opposite); a negative score needs a rank of at least two.
+
 # %% [markdown]
 # ### Exercise 01.4: one matrix per head, or one per layer
+#
+# > **Difficulty** 3/5 · **Importance** 4/5 · **About** 15 min
 #
 # Section 4 warned that the layer's sum $\sum_h W_q^h (W_k^h)^\top$ can be more symmetric than its heads. Make
 # it extreme: set `ex_w_q` and `ex_w_k`, per-head weights of shape `[H, d_head, d_model]` (the `nn.Linear`
@@ -483,6 +522,8 @@ print("symmetry(x y^T) = cos^2(x, y) on every pair")
 #
 # Hints: a head with $d_{head} = 1$ is the rank-one matrix of Exercise 01.3; when does it score 0? Then ask
 # the converse: can every head score +1 and the layer less? (What is a sum of symmetric matrices?)
+#
+# Answer the converse, with its reason, in the cell after the check.
 
 # %% nbgrader={"grade": false, "grade_id": "ex-01-4", "locked": false, "schema_version": 3, "solution": true}
 ### BEGIN SOLUTION
@@ -491,7 +532,7 @@ ex_w_q = torch.tensor([[[1.0, 0.0]], [[0.0, 1.0]]], dtype=torch.float64)
 ex_w_k = torch.tensor([[[0.0, 1.0]], [[1.0, 0.0]]], dtype=torch.float64)
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-01-4-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-01-4-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chk_w_q, chk_w_k = torch.as_tensor(ex_w_q, dtype=torch.float64), torch.as_tensor(ex_w_k, dtype=torch.float64)
 assert chk_w_q.ndim == 3 and chk_w_q.shape == chk_w_k.shape and chk_w_q.shape[0] >= 2, (
     f"need two arrays of the same shape [H, d_head, d_model] with H >= 2, got {tuple(chk_w_q.shape)} and "
@@ -502,6 +543,13 @@ chk_layer = at.factor_scores(chk_w_q, chk_w_k, sum_heads=True)  # the sum over h
 assert bool((chk_heads.symmetry.abs() < 1e-12).all()), f"every head must score 0; yours: {chk_heads.symmetry.tolist()}"
 assert float(chk_layer.symmetry) > 1 - 1e-12, f"the layer must score +1; yours: {float(chk_layer.symmetry):+.6f}"
 print("every head scores 0, their sum +1")
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-01-4-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **Why heads at 0 can sum to +1, and not the converse.** Each head is rank one, $x y^\top$ with $x \perp y$,
+# so it scores $\cos^2 = 0$ (Exercise 01.3). The two heads' matrices $e_1 e_2^\top$ and $e_2 e_1^\top$ are each
+# other's transposes, so their sum is symmetric and scores $+1$. The converse cannot happen: a head scores $+1$ only
+# when its matrix is symmetric, and a sum of symmetric matrices is symmetric, so heads all at $+1$ give a layer at
+# $+1$ (unless the sum is zero).
 
 # %% [markdown]
 # ## What to take away

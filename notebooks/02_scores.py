@@ -375,6 +375,8 @@ dataset
 #
 # ### Exercise 02.1: symmetry from its definition
 #
+# > **Difficulty** 2/5 · **Importance** 5/5 · **About** 10 min
+#
 # Write `ex_symmetry(m)`, the symmetry score of a square matrix from the definition of section 1, through
 # $M_s$ and $M_n$ (not through `attnstruct`). The check compares it with `attnstruct.scores(m).symmetry` on
 # the five example matrices of `random_matrices.example_matrix`. Read the docstring of `attnstruct.scores` first: the
@@ -390,7 +392,7 @@ def ex_symmetry(m):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-02-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-02-1-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 chk_gen = random_matrices.generator(21)
 for chk_kind in random_matrices.KINDS:
     chk_m = random_matrices.example_matrix(chk_kind, 24, chk_gen)
@@ -405,6 +407,8 @@ print("your symmetry score matches attnstruct on every example")
 
 # %% [markdown]
 # ### Exercise 02.2: directionality from its definition
+#
+# > **Difficulty** 3/5 · **Importance** 5/5 · **About** 15 min
 #
 # Write `ex_directionality(m, num_std)` from the definition of section 1: Euclidean row and column norms,
 # thresholds mean + `num_std` times the (unbiased) std of each set of norms, the summed excesses $R$ and $C$,
@@ -429,7 +433,7 @@ def ex_directionality(m, num_std=2.0):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-02-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-02-2-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 chk_gen = random_matrices.generator(22)
 for chk_kind in random_matrices.KINDS:
     chk_m = random_matrices.example_matrix(chk_kind, 24, chk_gen)
@@ -447,6 +451,8 @@ print("your directionality matches attnstruct on every example and threshold")
 
 # %% [markdown]
 # ### Exercise 02.3: symmetric and directional at once
+#
+# > **Difficulty** 3/5 · **Importance** 3/5 · **About** 15 min
 #
 # Any symmetric matrix has directionality exactly 0: its $i$-th row is its $i$-th column, so the row norms are
 # the column norms and $R = C$. Yet the two scores measure different things. Write
@@ -468,7 +474,7 @@ def ex_symmetric_yet_directional(d):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-02-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-02-3-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 for chk_d in (8, 32, 100):
     chk_m = torch.as_tensor(ex_symmetric_yet_directional(chk_d), dtype=torch.float64)
     assert tuple(chk_m.shape) == (chk_d, chk_d), f"d = {chk_d}: expected a {chk_d} x {chk_d} matrix"
@@ -481,6 +487,8 @@ print("your matrices are mostly symmetric and column-dominated at every size")
 
 # %% [markdown]
 # ### Exercise 02.4: predict the invariances
+#
+# > **Difficulty** 2/5 · **Importance** 3/5 · **About** 10 min
 #
 # For each transformation of a column-dominated matrix $M$, predict what happens to each score: `"same"`,
 # `"negated"` or `"changed"`. Set `ex_predictions` to a dictionary from the transformation's name to a pair
@@ -501,7 +509,7 @@ ex_predictions = {
 }
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-02-4-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-02-4-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 chk_names = ("-2 M", "M^T", "P M P^T", "Q M Q^T", "P M")
 assert isinstance(ex_predictions, dict) and set(ex_predictions) == set(chk_names), (
     f"ex_predictions needs exactly the keys {chk_names}"

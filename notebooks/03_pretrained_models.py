@@ -764,6 +764,8 @@ dataset
 # %% [markdown]
 # ### Exercise 03.1: the most column-dominant layer in the zoo
 #
+# > **Difficulty** 2/5 · **Importance** 3/5 · **About** 10 min
+#
 # Write `ex_most_column_dominant(ds)` that returns `(model, stack, layer)` of the self-attention layer with the
 # most column-dominant $W_{qk}$ among all models of the dataset `ds` (the `dataset` saved above, variables over
 # `(model, stack, layer)`). Leave out the `cross` stack, whose keys come from another sequence.
@@ -788,7 +790,7 @@ def ex_most_column_dominant(ds):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-03-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-03-1-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 from attnstruct.scores import directionality_score
 
 frame = dataset["directionality"].to_dataframe().reset_index()
@@ -805,6 +807,8 @@ print(f"{model} {stack} layer {layer}: directionality {rescored:+.3f}, rescored 
 
 # %% [markdown]
 # ### Exercise 03.2: the layer matrix of a grouped-query model
+#
+# > **Difficulty** 3/5 · **Importance** 4/5 · **About** 15 min
 #
 # A grouped-query checkpoint stores the query projection as one matrix `q_weight` of shape
 # `[n_heads * d_head, d_model]` and the key projection as `k_weight` of shape `[n_kv_heads * d_head, d_model]`
@@ -830,7 +834,7 @@ def ex_gqa_layer_matrix(q_weight, k_weight, n_heads, n_kv_heads):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-03-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-03-2-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 from transformers import LlamaConfig, LlamaForCausalLM
 
 torch.manual_seed(1)

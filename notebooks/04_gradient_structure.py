@@ -679,6 +679,8 @@ dataset
 # %% [markdown]
 # ### Exercise 04.1: the gradient through the softmax, one row
 #
+# > **Difficulty** 4/5 · **Importance** 4/5 · **About** 20 min
+#
 # One query's scores $a = (a_1, \dots, a_n)$ become the attention weights $P = \operatorname{softmax}(a)$. Given
 # the upstream gradient $g_j = \partial\mathcal L/\partial P_j$, derive $\partial\mathcal L/\partial a_k$ and
 # write `ex_score_gradient(a, g)`, which returns it as a tensor of shape `[n]` (`a` and `g`: float64 tensors of
@@ -697,7 +699,7 @@ def ex_score_gradient(a, g):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-04-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-04-1-check", "locked": true, "points": 4, "schema_version": 3, "solution": false}
 check_gen = torch.Generator().manual_seed(0)
 for n in (1, 2, 5, 9):
     a = torch.randn(n, generator=check_gen, dtype=torch.float64).requires_grad_(True)
@@ -716,6 +718,8 @@ print("ex_score_gradient equals autograd's dL/da on rows of length 1, 2, 5 and 9
 
 # %% [markdown]
 # ### Exercise 04.2: which positions are context under a causal mask
+#
+# > **Difficulty** 2/5 · **Importance** 4/5 · **About** 10 min
 #
 # Next-token prediction on one sequence of length $n$, as `attnstruct.tasks.toy_tasks.batch_for` sets it up: the
 # query at position $i$ predicts token $i + 1$ from the positions $j \le i$, and the last position predicts
@@ -740,7 +744,7 @@ def ex_times_as_context(n):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-04-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-04-2-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 for n in (2, 3, 8, 16):
     _, _, predict_check, mask_check = toy_tasks.batch_for(
         "causal", torch.zeros(1, n, dtype=torch.int64), 1, 0.5, torch.Generator().manual_seed(0)
@@ -760,6 +764,8 @@ print("ex_causal_pairs and ex_times_as_context agree with the package's batches 
 # %% [markdown]
 # ### Exercise 04.3: symmetric coefficients give a symmetric update
 #
+# > **Difficulty** 2/5 · **Importance** 5/5 · **About** 15 min
+#
 # Write `ex_update(x, beta)`, which returns $M = \sum_{i,j} \beta_{ij}\, x_i x_j^\top$ for embeddings `x` of shape
 # `[N, d]` (rows $x_i$) and coefficients `beta` of shape `[N, N]` (NumPy arrays; hint: a product of three
 # matrices), and `ex_symmetric_part(beta)`, which returns $\tfrac12(\beta + \beta^\top)$. The check then tests
@@ -768,6 +774,8 @@ print("ex_causal_pairs and ex_times_as_context agree with the package's batches 
 # part $\tfrac12(M + M^\top)$ of any update is the update of $\tfrac12(\beta + \beta^\top)$: only the
 # antisymmetric part of $\beta$ makes an update asymmetric (section 4). Before you run it, convince yourself
 # of (c) on paper: what is the transpose of $x_i x_j^\top$?
+#
+# Write your argument for (c) in the cell after the check.
 
 
 # %% nbgrader={"grade": false, "grade_id": "ex-04-3", "locked": false, "schema_version": 3, "solution": true}
@@ -785,7 +793,7 @@ def ex_symmetric_part(beta):
     ### END SOLUTION
 
 
-# %% nbgrader={"grade": true, "grade_id": "ex-04-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-04-3-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 check_rng = np.random.default_rng(0)
 x_check, beta_check = check_rng.normal(size=(6, 8)), check_rng.normal(size=(6, 6))
 reference = gradient.outer_product_sum(torch.tensor(beta_check)[None, None], torch.tensor(x_check)[None])[0].numpy()
@@ -820,8 +828,17 @@ print(
     )
 )
 
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-04-3-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **The argument for (c).** The transpose of $x_i x_j^\top$ is $x_j x_i^\top$, so $M^\top = \sum_{i,j} \beta_{ij}\, x_j
+# x_i^\top = \sum_{i,j} \beta_{ji}\, x_i x_j^\top$, the update of $\beta^\top$. The update is linear in $\beta$, so
+# $\tfrac12(M + M^\top)$ is the update of $\tfrac12(\beta + \beta^\top)$ and $\tfrac12(M - M^\top)$ that of the
+# antisymmetric rest. Hence (a) and (b): a symmetric or diagonal $\beta$ has no antisymmetric rest, and only pairs
+# with $\beta_{ij} \neq \beta_{ji}$ make an update asymmetric.
+
 # %% [markdown]
 # ### Exercise 04.4: another optimiser and mask rate, predict the sign, then run it
+#
+# > **Difficulty** 2/5 · **Importance** 4/5 · **About** 6 min
 #
 # Section 3b trains with Adam, masks few tokens under masked LM (`mask_rate`), and adds plain SGD on the copy
 # task at that mask rate. Change both: a small copy task (vocabulary $16$, sequences of length $8$, width $16$,
@@ -832,6 +849,8 @@ print(
 # (which pairs each objective uses, and does the mask rate change their symmetry?) and section 3 (what relation
 # the copy task asks for). The check trains both runs, about two seconds, and compares; the sign it grades is the
 # same in at least $19$ of $20$ seeds (a test proves it).
+#
+# Then write the reason in the cell after the check: it is graded by hand.
 
 # %% nbgrader={"grade": false, "grade_id": "ex-04-4", "locked": false, "schema_version": 3, "solution": true}
 ### BEGIN SOLUTION
@@ -841,7 +860,7 @@ print(
 ex_predicted_sign = -1
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-04-4-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-04-4-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert ex_predicted_sign in (-1, +1), "set ex_predicted_sign to +1 or -1"
 assert ex_predicted_sign == copy_exercise_sign(seed=0), (
     "the runs give the other sign: which relation does each objective need on the copy task, and is it symmetric?"
@@ -851,6 +870,13 @@ print(
     f"right: final symmetry of W_qk, next-token prediction {sgd_symmetry['causal']:+.2f}, "
     f"masked LM {sgd_symmetry['bidirectional']:+.2f}"
 )
+
+# %% [markdown] nbgrader={"grade": true, "grade_id": "ex-04-4-explain", "locked": false, "points": 1, "schema_version": 3, "solution": true}
+# **Why the sign is negative.** Neither the optimiser nor the mask rate decides which pairs enter in which
+# direction: under masked LM a masked token's context is every other position, so the matrix of pair probabilities
+# stays symmetric at any mask rate, and the copy task asks it to read a token off its copy, a relation used in both
+# directions. Next-token prediction needs the token one after the copy, looked up backwards only: an asymmetric
+# relation that a symmetric $W_{qk}$ cannot serve. So next-token prediction ends the less symmetric.
 
 # %% [markdown]
 # ## What to take away

@@ -718,6 +718,8 @@ def exercise_run(config: text_config.TextConfig) -> xr.Dataset:
 # %% [markdown]
 # ### Exercise 05.1: the encoder's first steps
 #
+# > **Difficulty** 1/5 · **Importance** 3/5 · **About** 5 min
+#
 # Build the configuration of a tiny masked-LM encoder (`objective="mlm"`) from BERT's initialisation with
 # `exercise_config`, as `ex_encoder`. Predict the sign of the change of its median symmetry over layers from step 0
 # to its last step: set `ex_sign` to `+1` (up), `0` (no change) or `-1` (down). The check trains the run and
@@ -742,6 +744,8 @@ print(f"right: the encoder's median symmetry over layers went from {curve[0]:+.2
 
 # %% [markdown]
 # ### Exercise 05.2: from a symmetric start, which objective keeps more?
+#
+# > **Difficulty** 1/5 · **Importance** 3/5 · **About** 5 min
 #
 # Start both objectives from `init="symmetric-matched"`: every head has $W_q^h = W_k^h$, so every layer's
 # $W_{qk} = \sum_h W_k^h {W_k^h}^\top$ is symmetric and scores $+1$ at step 0 (notebook 06 studies this start).
@@ -777,6 +781,8 @@ print(
 # %% [markdown]
 # ### Exercise 05.3: the evidence, seed by seed
 #
+# > **Difficulty** 3/5 · **Importance** 5/5 · **About** 8 min
+#
 # The first verdict above rests on one number per seed. Compute it yourself from this notebook's runs (`dataset`,
 # dims `objective`, `seed`, `step`, `layer`):
 #
@@ -801,7 +807,7 @@ ex_layer = int(
 )
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-05-3-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-05-3-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 medians = text_runs.final_median(dataset, "symmetry")
 expected = (medians.sel(objective="mlm") - medians.sel(objective="next-token")).values
 assert np.shape(ex_gaps) == expected.shape, f"ex_gaps has shape {np.shape(ex_gaps)}: one value per seed, please"

@@ -517,6 +517,8 @@ def exercise_run(config: text_config.TextConfig) -> xr.Dataset:
 # %% [markdown]
 # ### Exercise 06.1: a tied query and key at step 0, and after
 #
+# > **Difficulty** 1/5 · **Importance** 3/5 · **About** 5 min
+#
 # Take the tiny encoder `exercise_config("mlm", init="symmetric-matched")`. Predict two things:
 #
 # * `ex_step0`: the symmetry score of every layer's $W_{qk} = \sum_h W_q^h {W_k^h}^\top$ at step 0 (one number);
@@ -553,6 +555,8 @@ print(f"right: every layer scores {step0.min():+.2f} at step 0; after training t
 # %% [markdown]
 # ### Exercise 06.2: the confound, in one sign
 #
+# > **Difficulty** 2/5 · **Importance** 4/5 · **About** 10 min
+#
 # The paper's `symmetric` initialisation also draws $W_q$, $W_k$, $W_v$ at PyTorch's default scale,
 # $\mathcal U(\pm 1/\sqrt d)$ with standard deviation $1/\sqrt{3d}$, several times the standard deviation of
 # BERT's normal initialisation (`0.02`) at width 32 (the table of the initialisations above measures both at this
@@ -570,7 +574,7 @@ ex_paper = exercise_config("mlm", init="symmetric")
 ex_confound_sign = +1  # the same Adam steps are small against larger weights: the symmetric start lasts longer
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-06-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-06-2-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 assert ex_paper == exercise_config("mlm", init="symmetric"), (
     "ex_paper should be exercise_config('mlm', init='symmetric')"
 )

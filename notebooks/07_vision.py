@@ -694,6 +694,8 @@ exercise_images = vision_exercise_images()
 # %% [markdown]
 # ### Exercise 07.1: what the causal mask does at step 0
 #
+# > **Difficulty** 2/5 · **Importance** 3/5 · **About** 10 min
+#
 # Write `ex_median_symmetry(model)`: the median over layers of the symmetry score of each layer's
 # $W_{qk} = \sum_h W_q[h]^\top W_k[h]$ (heads summed), from the model's weights, as the training loop records it
 # (`query_key_factors` and `factor_scores` with `sum_heads=True`). Then predict, for the two tiny models
@@ -717,7 +719,7 @@ def ex_median_symmetry(model) -> float:
 ex_step0_sign = 0  # the mask acts on the attention weights, not on W_q and W_k; the trunk comes from the seed alone
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-07-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-07-1-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 step0 = {}
 for objective in ("masked", "next-patch"):
     model = vision.build_model(exercise_config(objective))
@@ -737,6 +739,8 @@ print(f"right: at step 0 both models score {step0['masked']:+.3f}; any differenc
 # %% [markdown]
 # ### Exercise 07.2: one query in the last layer
 #
+# > **Difficulty** 3/5 · **Importance** 3/5 · **About** 15 min
+#
 # In `classify` only `[CLS]`'s last output reaches the loss (section 2). Take the first training batch of the tiny
 # models, `vision.training_batch(config, exercise_images, 1)` (`EXERCISE["batch_size"]` images), and the gradient of the
 # mean loss with respect to the last block's query weight $W_q$ (`model.encoder.blocks[-1].attention.query.weight`,
@@ -754,7 +758,7 @@ ex_rank_classify = EXERCISE["batch_size"]  # one query per image ([CLS]): one ou
 ex_rank_sign = +1  # classify-mean: every token's query reaches the loss, many more outer products
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-07-2-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-07-2-check", "locked": true, "points": 3, "schema_version": 3, "solution": false}
 ranks = {}
 for objective in ("classify", "classify-mean"):
     config = exercise_config(objective)

@@ -325,6 +325,8 @@ dataset
 # %% [markdown]
 # ### Exercise 08.1: the more symmetric role, against the null
 #
+# > **Difficulty** 2/5 · **Importance** 4/5 · **About** 10 min
+#
 # From `dataset` (the sweep's scores over `(model, stack, layer)`), compute for each role, `encoder` and
 # `decoder` (leave out `cross`, and the models whose `role` is `vision encoder`), the median over its stacks of each stack's median symmetry over layers: one
 # number per role, the statistic behind the paper's figure. Set `ex_larger` to the role with the larger value
@@ -350,7 +352,7 @@ ex_low, ex_high = np.quantile(ex_null, [0.025, 0.975])
 ex_outside = bool(ex_value < ex_low or ex_value > ex_high)
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-08-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-08-1-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 groups = paper_comparison.group_medians(pretrained_scores.stack_summary(dataset)).set_index("stack")["symmetry_median"]
 assert ex_larger == groups.idxmax(), (
     f"ex_larger = {ex_larger!r} is not the role with the larger median symmetry by the package's group medians"

@@ -428,6 +428,8 @@ print(f"wrote {path.name}: {dict(dataset.sizes)}")
 # %% [markdown]
 # ### Exercise 09.1: the bytes of a range read
 #
+# > **Difficulty** 2/5 · **Importance** 2/5 · **About** 10 min
+#
 # A range read of a checkpoint transfers its index and the query and key weights. Write
 # `ex_query_key_bytes(n_layers, d_model, n_heads, d_head, n_kv_heads, bytes_per_value, bias)` that returns the bytes of
 # the query and key weights and, when `bias` is true, of their biases: each layer has a query weight of
@@ -447,7 +449,7 @@ def ex_query_key_bytes(n_layers, d_model, n_heads, d_head, n_kv_heads, bytes_per
 ex_pythia_mb = ex_query_key_bytes(12, 768, 12, 64, 12, 2, True) / 1e6
 ### END SOLUTION
 
-# %% nbgrader={"grade": true, "grade_id": "ex-09-1-check", "locked": true, "points": 1, "schema_version": 3, "solution": false}
+# %% nbgrader={"grade": true, "grade_id": "ex-09-1-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
 for shape in ((12, 768, 12, 64, 12), (28, 1792, 28, 64, 28), (4, 64, 4, 16, 2)):
     for bytes_per_value, bias in ((4, False), (2, True)):
         expected = public.query_key_bytes(*shape[:4], n_kv_heads=shape[4], bytes_per_value=bytes_per_value, bias=bias)

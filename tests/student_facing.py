@@ -1,7 +1,8 @@
 """What no student-facing file may hold: a line of a solution, or a path of the machine that built it.
 
 The solutions are defined by their source of truth, the regions between ``### BEGIN SOLUTION`` and
-``### END SOLUTION`` of the notebook sources (``notebooks/NN_topic.py``, read with jupytext). A *solution line* is a
+``### END SOLUTION`` of the notebook sources (``notebooks/NN_topic.py``, read with jupytext), and the answers of
+their hand-graded explanation cells (:func:`attnstruct.teaching.exercises.is_explanation`). A *solution line* is a
 line of such a region that appears nowhere in what a student is given anyway (the student version of every notebook,
 :func:`attnstruct.teaching.exercises.student_version` of its course version): ``pass``, a blank line or a line the
 story also holds gives nothing away, and counting it would make the search meaningless.
@@ -43,7 +44,9 @@ def solution_lines(root: Path) -> dict[str, set[str]]:
         given |= {line.strip() for cell in student.cells for line in cell.source.splitlines()}
     found = {}
     for source in sources:
-        regions = [r for cell in notebooks.read_notebook(source).cells for r in solution_regions(cell.source)]
+        cells = notebooks.read_notebook(source).cells
+        regions = [r for cell in cells for r in solution_regions(cell.source)]
+        regions += [cell.source for cell in cells if exercises.is_explanation(cell)]
         lines = {line.strip() for region in regions for line in region.splitlines()}
         found[source.stem] = {line for line in lines if len(line) >= MIN_LENGTH and line not in given}
     return found

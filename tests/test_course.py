@@ -43,7 +43,9 @@ def toy(exercise_reads: str) -> nbformat.NotebookNode:
             new_code_cell("for run in runs:\n    print(run)"),
             new_code_cell("other = 2"),
             new_markdown_cell("## Exercises"),
-            new_markdown_cell("### Exercise 09.1: read it\n\nDo it."),
+            new_markdown_cell(
+                "### Exercise 09.1: read it\n\n> **Difficulty** 1/5 · **Importance** 1/5 · **About** 5 min\n\nDo it."
+            ),
             _solution("ex-09-1", f"answer = len({exercise_reads})"),
             _check("ex-09-1", "assert answer == 3"),
         ]
@@ -161,6 +163,18 @@ def test_make_course_writes_the_nbgrader_layout(graded_course):
         checks = [c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade")]
         assert checks and all(c.metadata["nbgrader"].get("checksum") for c in checks), name
         assert "papermill" not in released.metadata, name
+    released = nbformat.writes(
+        nbformat.read(graded_course / "release" / "01_bilinear_form" / "01_bilinear_form.ipynb", 4)
+    )
+    assert "ex_w_q = ...  # YOUR CODE HERE" in released and "YOUR ANSWER HERE" in released
+
+
+def test_the_course_release_uses_the_named_stubs_of_the_student_version():
+    from nbgrader.preprocessors import ClearSolutions
+
+    steps = exercises.assignment_preprocessors()
+    assert exercises.NamedStubs in steps and ClearSolutions not in steps
+    assert "c.GenerateAssignment.preprocessors = assignment_preprocessors()" in course.config_text(60, "none")
 
 
 @pytest.mark.notebook
@@ -173,7 +187,66 @@ def test_no_file_of_the_release_holds_a_solution_line_or_a_build_path(graded_cou
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", ROUND_TRIP)
 def test_autograde_gives_full_points_to_the_solutions_and_none_to_the_release(graded_course, name):
+    """Full autograded points solved (the explanations wait for a hand), none unsolved; the most counts both."""
+    found = exercises.exercises(notebooks.read_notebook(ROOT / "notebooks" / f"{name}.py"), name)
+    auto, manual = sum(e.auto_points for e in found), sum(e.manual_points for e in found)
     score, most = _score(graded_course, name, "solved")
-    assert most == len(exercises.exercises(notebooks.read_notebook(ROOT / "notebooks" / f"{name}.py"), name))
-    assert score == most, f"{name}: the solutions score {score} of {most}"
+    assert most == auto + manual
+    assert score == auto, f"{name}: the solutions score {score} of {auto} autograded points"
     assert _score(graded_course, name, "unsolved") == (0.0, most)
+
+
+def _in_class_exercises() -> list[tuple[str, str]]:
+    from attnstruct.teaching import lecture_path
+
+    return [
+        (step["notebook"], step["section"].removeprefix("Exercise "))
+        for session in lecture_path.sessions_of(ROOT)
+        for step in session["steps"]
+        if step["mode"] == "exercise"
+    ]
+
+
+@pytest.mark.parametrize("name, number", _in_class_exercises())
+def test_every_in_class_exercise_that_reads_runs_sees_at_least_three_seeds_at_the_course_profile(name, number):
+    seeds = course_notebooks.exercise_seeds(ROOT, name, number)
+    assert seeds is None or seeds >= 3, f"Exercise {number} reads {seeds} seed(s) at the course profile"
+
+
+def test_exercise_05_3_reads_runs_and_so_the_count_is_not_vacuous():
+    assert course_notebooks.exercise_seeds(ROOT, "05_training_dynamics", "05.3") == 5
+    assert course_notebooks.exercise_seeds(ROOT, "01_bilinear_form", "01.2") is None  # reads no runs
+
+
+def test_the_course_version_points_an_exercise_at_the_shipped_quick_runs():
+    nb = course_notebooks.course_notebook(ROOT, ROOT / "notebooks" / "05_training_dynamics.py")
+    (found,) = [e for e in exercises.exercises(nb, "05_training_dynamics") if e.number == "05.3"]
+    before = nb.cells[found.cells[0] - 1]
+    assert course_notebooks.QUICK_TAG in before.metadata["tags"]
+    assert "quick_dataset('05_training_dynamics', dataset)" in before.source
+
+
+def test_shipping_copies_the_quick_datasets_the_in_class_exercises_read(tmp_path):
+    quick = tmp_path / "quick" / "results"
+    quick.mkdir(parents=True)
+    (quick / "05_training_dynamics.nc").write_bytes(b"stored runs")
+    (quick / "03_pretrained_models.nc").write_bytes(b"not read by an in-class exercise")
+    shipped = course_notebooks.ship_quick_data(quick, tmp_path / "work")
+    assert shipped == [tmp_path / "work" / "quick" / "results" / "05_training_dynamics.nc"]
+    assert shipped[0].read_bytes() == b"stored runs"
+    assert course_notebooks.ship_quick_data(tmp_path / "nowhere", tmp_path / "work2") == []
+
+
+def test_quick_dataset_reads_the_shipped_runs_and_else_keeps_the_notebooks_own(tmp_path, monkeypatch):
+    import numpy as np
+    import xarray as xr
+
+    from attnstruct.teaching import exercise_runs
+
+    monkeypatch.setenv("ATTNSTRUCT_WORK", str(tmp_path))
+    own = xr.Dataset({"symmetry": ("seed", np.zeros(1))}, coords={"seed": [0]})
+    assert exercise_runs.quick_dataset("05_training_dynamics", own) is own
+    shipped = xr.Dataset({"symmetry": ("seed", np.zeros(5))}, coords={"seed": list(range(5))})
+    (tmp_path / "quick" / "results").mkdir(parents=True)
+    shipped.to_netcdf(tmp_path / "quick" / "results" / "05_training_dynamics.nc")
+    assert exercise_runs.quick_dataset("05_training_dynamics", own).sizes["seed"] == 5

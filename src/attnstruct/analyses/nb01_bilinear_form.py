@@ -1,4 +1,4 @@
-"""Notebook 01: the bilinear form checked on a real attention layer, example matrices and untrained layers placed
+"""Notebook 01: the bilinear form checked on a toy BERT layer, example matrices and untrained layers placed
 among random ones, and the facts its sentences and figure titles state.
 
 A head's logit is ``q_i . k_j = x_i^T M_h x_j`` plus three bias terms (:mod:`attnstruct.bilinear`), with

@@ -10,7 +10,9 @@ slow cells store their runs), then this module writes the course around it::
         release/NN_topic/NN_topic.ipynb   nbgrader's student version: solutions stubbed, checks and prompts
                                           locked with checksums, outputs cleared
         gradebook.db              nbgrader's database, with every assignment and its points
-        work/                     the course-profile build: the runs that autograding reads
+        work/                     the course-profile build: the runs that autograding reads, and in
+                                  work/quick/results/ the quick profile's datasets in-class exercises read
+                                  (copied from build/quick/results when `make reproduce` has run)
         README.md                 the assignments, their points, and the commands to collect and grade
 
 One assignment per notebook. Autograding re-runs a submitted notebook from the top; the cells tagged ``slow``
@@ -33,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 from ..notebooks import PATH_PARAMETERS, PipelineError, find_root, list_notebooks
-from .course_notebooks import course_notebook, course_parameters
+from .course_notebooks import course_notebook, course_parameters, ship_quick_data
 from .exercises import ExerciseError, exercises
 
 COURSE_ID = "attnstruct"
@@ -108,6 +110,10 @@ c.CourseDirectory.root = HERE
 c.Execute.timeout = {timeout}  # seconds per cell: {TIMEOUT_FACTOR} x the slowest cell of the course build ({slowest})
 c.Execute.interrupt_on_timeout = True
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
+# A solution region at a cell's top level becomes `name = ...  # YOUR CODE HERE` for the names the check reads
+from attnstruct.teaching.exercises import assignment_preprocessors  # noqa: E402
+
+c.GenerateAssignment.preprocessors = assignment_preprocessors()
 # The notebooks read and write the course build; a slow cell finds its runs stored there and never trains again.
 os.environ["ATTNSTRUCT_WORK"] = os.path.join(HERE, {work!r})
 os.environ["ATTNSTRUCT_STORED_RUNS_ONLY"] = "1"
@@ -133,14 +139,16 @@ def _nbgrader(args: list[str], course: Path) -> None:
 def readme_text(assignments: list[tuple[str, list]], timeout: int) -> str:
     rows = ["| assignment | exercises | points |", "|---|---|---|"]
     for name, found in assignments:
-        rows.append(f"| `{name}` | {', '.join(e.number for e in found)} | {len(found)} |")
+        auto, manual = sum(e.auto_points for e in found), sum(e.manual_points for e in found)
+        rows.append(f"| `{name}` | {', '.join(e.number for e in found)} | {auto} + {manual} by hand |")
     return "\n".join(
         [
             "# attnstruct course (nbgrader)",
             "",
             "One assignment per notebook, at the course profile (`params/course.yaml`: a minute or so of one core "
             "per notebook).",
-            "Each check is worth one point. Autograding re-runs a notebook with a cell timeout of "
+            "A check is worth its exercise's difficulty (1 to 5 points), an explanation one point graded by hand "
+            "(`nbgrader formgrader`). Autograding re-runs a notebook with a cell timeout of "
             f"{timeout} s; the slow cells read the runs stored in `work/` and never train again.",
             "",
             *rows,
@@ -177,6 +185,8 @@ def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = 
         raise CourseError("no notebook with exercises was chosen")
     executed = {s.stem: _executed(work, s.stem, root) for s, _ in chosen}
     timeout, slowest = cell_timeout(executed)
+    shipped = ship_quick_data(root / "build" / "quick" / "results", work)
+    log(f"quick-profile runs for the in-class exercises: {', '.join(p.name for p in shipped) or 'none stored'}")
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".course.", dir=out))
     try:

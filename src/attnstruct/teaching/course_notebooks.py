@@ -13,6 +13,12 @@ copy is :func:`attnstruct.teaching.exercises.student_version` of it):
    a Markdown note before it: the exercises that read what it computes (:func:`exercises_needing`, a static
    reading of the names each cell binds and loads), or, when none does, that it and the cells drawing its result
    can be skipped by a student who came for the exercises.
+4. **Real seeds.** An in-class exercise that reads a notebook's runs must see at least three seeds at the course
+   profile (:func:`exercise_seeds`, tested). Where the course profile trains fewer, the exercise reads the quick
+   profile's dataset (:data:`QUICK_DATA`): ``make course`` ships it into the work folder (:func:`ship_quick_data`)
+   and a cell tagged ``quick-data`` before the exercise's prompt rebinds ``dataset`` to it
+   (:func:`attnstruct.teaching.exercise_runs.quick_dataset`, which keeps the notebook's own runs when none was
+   shipped, and says which it reads).
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ from .exercises import ExerciseError, exercises, student_version
 COURSE_PROFILE = "course"
 SLOW_TAG = "slow"
 COURSE_TAG = "course-parameters"
+QUICK_TAG = "quick-data"
+QUICK_DATA = {"05_training_dynamics": ("05.3",)}  # notebook: its exercises that read the quick profile's dataset
+SEED_PARAMETERS = ("seeds", "n_seeds")  # a list of seeds, or their number
 
 
 def course_parameters(root: Path, name: str) -> dict:
@@ -138,6 +147,63 @@ def slow_cell_note(nb, index: int, name: str = "notebook") -> str:
     return f"**Slow cell, no exercise needs it**: skip it if you came for the exercises.{after} {stored}"
 
 
+def _seed_count(parameters: dict) -> int | None:
+    for key in SEED_PARAMETERS:
+        if key in parameters:
+            value = parameters[key]
+            return len(value) if isinstance(value, (list, tuple)) else int(value)
+    return None
+
+
+def exercise_seeds(root: Path, name: str, number: str) -> int | None:
+    """How many seeds Exercise ``number`` of notebook ``name`` sees at the course profile: the quick profile's when
+    it reads the shipped quick dataset (:data:`QUICK_DATA`), else the course profile's; None when it reads no
+    slow cell's runs."""
+    from ..notebooks import declared_parameters
+
+    source = root / "notebooks" / f"{name}.py"
+    nb = read_notebook(source)
+    slow = [i for i, c in enumerate(nb.cells) if SLOW_TAG in _tags(c)]
+    if not any(number in exercises_needing(nb, i, name) for i in slow):
+        return None
+    quick = declared_parameters(nb)
+    if number in QUICK_DATA.get(name, ()):
+        return _seed_count(quick)
+    return _seed_count({**quick, **course_parameters(root, name)})
+
+
+def ship_quick_data(quick_results: Path, work: Path) -> list[Path]:
+    """Copy the quick profile's datasets that in-class exercises read (:data:`QUICK_DATA`) from ``quick_results``
+    (``build/quick/results``, written by ``make reproduce``) into ``work/quick/results``; the paths written (none
+    when the quick build has not run: the exercises then read the course profile's runs, and say so)."""
+    import shutil
+
+    from .exercise_runs import QUICK_FOLDER
+
+    written = []
+    for name in QUICK_DATA:
+        found = quick_results / f"{name}.nc"
+        if found.is_file():
+            target = work / QUICK_FOLDER / "results" / found.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(found, target)
+            written.append(target)
+    return written
+
+
+def _quick_cell(name: str, numbers: list[str]):
+    from nbformat.v4 import new_code_cell
+
+    which = ", ".join(numbers)
+    return new_code_cell(
+        f"# Exercise{'s' if len(numbers) > 1 else ''} {which}: the quick profile's stored runs, shipped with the "
+        "course (more seeds than the course settings train)\n"
+        "from attnstruct.teaching.exercise_runs import quick_dataset\n\n"
+        f"dataset = quick_dataset({name!r}, dataset)",
+        metadata={"tags": [QUICK_TAG]},
+    )
+
+
 def _injected_cell(parameters: dict):
     from nbformat.v4 import new_code_cell
 
@@ -162,8 +228,12 @@ def course_notebook(root: Path, source: Path, nb=None):
 
     name = source.stem
     nb = copy.deepcopy(nb if nb is not None else read_notebook(source))
-    for exercise in exercises(nb, name):
+    found = exercises(nb, name)
+    for exercise in found:
         _read_only(nb.cells[exercise.cells[0]], f"{exercise.grade_id}-prompt")
+    reading = [e for e in found if e.number in QUICK_DATA.get(name, ())]
+    if reading:
+        nb.cells.insert(reading[0].cells[0], _quick_cell(name, [e.number for e in reading]))
     notes = [(i, slow_cell_note(nb, i, name)) for i, c in enumerate(nb.cells) if SLOW_TAG in _tags(c)]
     for i, text in reversed(notes):
         nb.cells.insert(i, new_markdown_cell(text, metadata={"tags": ["slow-note"]}))
@@ -172,8 +242,9 @@ def course_notebook(root: Path, source: Path, nb=None):
     if parameters and at is not None:
         note = new_markdown_cell(
             "**Course settings.** The cell below sets this notebook's parameters to the course profile: every "
-            "training run takes seconds, so the numbers show the method rather than the paper's findings. Delete "
-            "it to run the quick profile (minutes).",
+            "training run takes seconds, so the numbers show the method rather than the paper's findings, and "
+            "differ from the student book's, which shows the quick profile. Delete it to run the quick profile "
+            "(minutes).",
             metadata={"tags": ["course-note"]},
         )
         nb.cells[at + 1 : at + 1] = [note, _injected_cell(parameters)]

@@ -10,6 +10,10 @@ with a constant learning rate after a short warm-up; :func:`exercise_config` add
 seed, and :func:`exercise_run` trains it (or reuses it) in a folder of its own, as :func:`attnstruct.tasks.text.train`
 does. Vision (07): ``VISION_EXERCISE`` is a 2-block, 2-head vision Transformer of width 32 on batches of 4 digit
 images (:func:`vision_exercise_config`, :func:`vision_exercise_images`); its exercises train nothing.
+
+Stored quick runs (05): at the course profile a notebook trains one tiny seed, too few for Exercise 05.3's "seed by
+seed". ``make course`` ships the quick profile's dataset into the work folder
+(:func:`attnstruct.teaching.course_notebooks.ship_quick_data`), and :func:`quick_dataset` hands it to the exercise.
 """
 
 from __future__ import annotations
@@ -21,6 +25,24 @@ import numpy as np
 import xarray as xr
 
 from ..tasks import images, text, text_config, toy_tasks, vision_config
+
+QUICK_FOLDER = "quick"  # <work folder>/quick/results/NN_topic.nc: the quick profile's datasets a course ships
+
+
+def quick_dataset(name: str, own: xr.Dataset) -> xr.Dataset:
+    """The quick profile's dataset of notebook ``name`` shipped in the work folder
+    (``<work>/quick/results/<name>.nc``), else ``own`` (the notebook's own runs); prints which, with its seeds."""
+    from ..results import load_dataset
+    from ..work import work_dir
+
+    path = work_dir() / QUICK_FOLDER / "results" / f"{name}.nc"
+    if path.is_file():
+        stored = load_dataset(path)
+        print(f"The quick profile's stored runs, shipped with the course: {stored.sizes.get('seed', 1)} seeds.")
+        return stored
+    print(f"No quick-profile runs in the work folder: this notebook's own, {own.sizes.get('seed', 1)} seed(s).")
+    return own
+
 
 COPY_EXERCISE = {
     "vocab": 16,
