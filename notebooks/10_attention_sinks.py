@@ -116,7 +116,7 @@ settings = configs["softmax"][0]
 #   and under softmax (the latter is notebook 05's primary claim, read again here);
 # * **the loss gate:** every arm learned (its validation loss below the unigram entropy by
 #   `text_runs.LOSS_MARGINS`), else its claims read *cannot tell at this scale*;
-# * **described, not tested:** on the final weights of each softmax decoder, the sink mass on position 0 against the
+# * **described, not tested:** on the final weights of each arm's decoders, the sink mass on position 0 against the
 #   uniform share, the overlap of the dominant columns with the first position's channels against chance, and the
 #   change of the sink mass when those key channels are zeroed, against random channels.
 
@@ -267,34 +267,38 @@ _ = plotting.savefig(fig, figures_dir / "10_directionality_by_normalisation")
 # %% [markdown]
 # ## The sinks of our own decoders
 #
-# Each softmax decoder's weights at its last step, read on windows of the held-out split (`attnstruct.sinks`): the
-# sink mass on position 0 against the uniform share, the dominant key columns of each layer's $W_{qk}$ against the
-# `sink_channels` channels that set the first position apart (summed over layers, against chance), the change of the
-# sink mass when the dominant key channels are zeroed (against as many random channels), and directionality with
-# the first position's channels left out. The sink diagnostics compute softmax attention, so the other arms are read
-# by their scores alone.
+# Each arm's decoders, their weights at the last step, read on windows of the held-out split (`attnstruct.sinks`):
+# the sink mass on position 0 against the uniform share, the dominant key columns of each layer's $W_{qk}$ against
+# the `sink_channels` channels that set the first position apart (summed over layers, against chance), the change of
+# the sink mass when the dominant key channels are zeroed (against as many random channels), and directionality with
+# the first position's channels left out. The sink mass is each query's share of its attention under the arm's own
+# normalisation: sigmoid weights are not normalised, so their share of the row's total is read; the null slot's own
+# share is left out, so what is read is what the tokens keep. If column dominance is sink machinery, the sink-free
+# arms should show little mass on position 0 and little overlap beyond chance.
 
 # %%
 ids = sinks_test.held_out_windows(data, sink_sequences, settings.seq_len, seed=0)
-decoders = {
-    config.seed: sinks_test.final_model(config, results_dir / "text_runs", data.vocab_size)
-    for config in configs["softmax"]
-    if config.objective == "next-token"
-}
-own = sinks_test.own_sink_table(
-    {seed: model for seed, model in decoders.items() if model is not None}, ids, k=sink_channels, draws=ablation_draws
-)
-own_facts = sinks_test.own_sinks(own)
-prose.say(
-    "{diagnosed} read: sink mass on position 0 {sink_mass} (median over layers, heads and seeds) against a uniform "
-    "share of {uniform}; dominant columns among the first position's channels {overlap} against {expected} by chance "
-    "(beyond chance in {beyond} seeds); zeroing them changes the sink mass by {ablation}, random channels by "
-    "{ablation_null}; directionality {directionality}, {without_first} without the first position's channels."
-    if own_facts.any
-    else "No softmax decoder kept its final weights ({diagnosed} read): set `snapshot_every` to read their sinks.",
-    own_facts,
-)
-own.round(3)
+own = {}
+for attention, arm_configs in configs.items():
+    decoders = {
+        config.seed: sinks_test.final_model(config, results_dir / "text_runs", data.vocab_size)
+        for config in arm_configs
+        if config.objective == "next-token"
+    }
+    kept = {seed: model for seed, model in decoders.items() if model is not None}
+    if decoders:
+        own[attention] = sinks_test.own_sink_table(kept, ids, k=sink_channels, draws=ablation_draws)
+for attention, table in own.items():
+    prose.say(
+        "- {attention}: {diagnosed} read; sink mass on position 0 {sink_mass} (median over layers, heads and seeds) "
+        "against a uniform share of {uniform}; dominant columns among the first position's channels {overlap} against "
+        "{expected} by chance (beyond chance in {beyond} seeds); zeroing them changes the sink mass by {ablation}, "
+        "random channels by {ablation_null}; directionality {directionality}, {without_first} without the first "
+        "position's channels."
+        if not table.empty
+        else "- {attention}: no decoder kept its final weights: set `snapshot_every` to read their sinks.",
+        sinks_test.own_sinks(table, attention),
+    )
 
 # %% [markdown]
 # ## The sinks of real models
@@ -336,8 +340,8 @@ if len(real):
 # %% [markdown]
 # ## The dataset
 #
-# One netCDF file with dims `attention`, `objective`, `seed`, `step`, `layer`, `head`; the softmax decoders' sink
-# diagnostics as `sink_*` over `seed`; attrs carry the provenance, every run's parameters, whether every run
+# One netCDF file with dims `attention`, `objective`, `seed`, `step`, `layer`, `head`; each arm's decoders' sink
+# diagnostics as `sink_*` over `attention` and `seed`; attrs carry the provenance, every run's parameters, whether every run
 # learned, and under `verdicts` the claims above.
 
 # %%

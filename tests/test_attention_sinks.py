@@ -149,3 +149,30 @@ def test_massive_activation_channels_are_the_largest_absolute_values():
     residual[0, 1, 3, 6] = -50.0
     residual[0, 0, 2, 1] = 20.0
     assert sink_channels.massive_activation_channels(residual, 2) == [[1, 6]]
+
+
+@pytest.mark.parametrize("attention", ["sigmoid", "softmax-null-slot"])
+def test_the_shares_follow_the_weights_each_normalisation_applies(attention):
+    torch.manual_seed(0)
+    config = TransformerConfig(
+        vocab_size=50, max_len=LENGTH, d_model=D_MODEL, n_layers=1, n_heads=2, dropout=0.0, attention=attention
+    )
+    model = LanguageModel(config).eval()
+    (layer,) = attention_layers(model)
+    x = torch.randn(3, LENGTH, D_MODEL)
+    heads = lambda t: t.view(3, LENGTH, 2, layer.d_head).transpose(1, 2)  # noqa: E731
+    q, k, v = heads(layer.query(x)), heads(layer.key(x)), heads(layer.value(x))
+    logits = q @ k.transpose(-1, -2) / layer.d_head**0.5
+    visible = torch.ones(LENGTH, LENGTH, dtype=torch.bool).tril()
+    if attention == "sigmoid":  # the weights applied, from the definition: sigmoid, 0 after the query
+        weights = torch.sigmoid(logits).masked_fill(~visible, 0.0)
+        applied = weights @ v
+    else:  # softmax over the slot (column 0) and the visible positions
+        slot = (q * layer.null_key.view(1, 2, 1, -1)).sum(-1, keepdim=True) / layer.d_head**0.5
+        probabilities = torch.cat([slot, logits.masked_fill(~visible, float("-inf"))], -1).softmax(-1)
+        weights = probabilities[..., 1:]
+        applied = probabilities[..., :1] * layer.null_value.view(1, 2, 1, -1) + weights @ v
+    with torch.no_grad():
+        torch.testing.assert_close(layer.output(applied.transpose(1, 2).reshape(3, LENGTH, -1)), layer(x, True))
+        shares = attention_passes._layer_probabilities(layer, x, True)
+    torch.testing.assert_close(shares, weights / weights.sum(-1, keepdim=True))

@@ -142,8 +142,9 @@ def test_own_sinks_take_medians_over_seeds_and_count_overlaps_beyond_chance():
             "directionality_without_first": [-0.2, -0.1, 0.0],
         }
     )
-    facts = sinks_test.own_sinks(table)
+    facts = sinks_test.own_sinks(table, "sigmoid")
     assert facts.any and facts.sink_mass == "0.200" and facts.overlap == "10.0" and facts.beyond == "2 of 3"
+    assert facts.attention == "`sigmoid`"
     assert facts.without_first == "-0.10"
     assert not sinks_test.own_sinks(table.iloc[:0]).any
 
@@ -152,11 +153,13 @@ def test_the_dataset_holds_the_sinks_by_seed_and_the_verdicts():
     ds = three_arms()
     ds.attrs["scored_matrix"] = "W_qk"
     effects = sinks_test.normalisation_effects(ds)
-    sinks = pd.DataFrame({c: [1.0] for c in sinks_test.SINK_COLUMNS}, index=pd.Index([2], name="seed"))
+    sinks = {"sigmoid": pd.DataFrame({c: [1.0] for c in sinks_test.SINK_COLUMNS}, index=pd.Index([2], name="seed"))}
     out = sinks_test.result_dataset(
         ds, sinks=sinks, parameters={"seeds": SEEDS}, corpus="toy", unigram_entropy=5.0, learned=True, effects=effects
     )
-    assert out.sink_sink_mass.sel(seed=2) == 1.0 and np.isnan(out.sink_sink_mass.sel(seed=0))
+    assert out.sink_sink_mass.sel(attention="sigmoid", seed=2) == 1.0
+    assert np.isnan(out.sink_sink_mass.sel(attention="sigmoid", seed=0))
+    assert np.isnan(out.sink_sink_mass.sel(attention="softmax", seed=2))  # an arm not diagnosed
     assert sinks_test.PRIMARY in json.loads(out.attrs["verdicts"])
     recomputed = sinks_test.primary_effect(sinks_test.effects_of_dataset(out))
     assert recomputed.estimate == pytest.approx(sinks_test.primary_effect(effects).estimate)

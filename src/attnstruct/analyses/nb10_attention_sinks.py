@@ -13,9 +13,9 @@ same shapes, their initial weights). Each paired difference is read against the 
 difference when the two labels are swapped within seeds (:func:`attnstruct.stats.paired_null`), and decided under
 :data:`PLAN`. Each verdict is gated on every run it rests on having learned (:func:`arm_targets`).
 
-The sink diagnostics of the softmax decoders (:func:`own_sink_table`) read the trained weights of each run's last
-snapshot on windows of the held-out split; they describe, they decide nothing. The diagnostics of
-:mod:`attnstruct.sinks` compute softmax probabilities, so the other arms are read by the score alone.
+The sink diagnostics of each arm's decoders (:func:`own_sink_table`) read the trained weights of each run's last
+snapshot on windows of the held-out split, each query's share of its attention under the arm's own normalisation
+(:mod:`attnstruct.sinks`); they describe, they decide nothing.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ PLAN = stats.Plan(
     ),
 )
 """Notebook 10's declared claims: the primary, and the secondary ones reported uncorrected. The loss gate and the
-sink diagnostics of the softmax decoders (sink mass on position 0, overlap of the dominant columns with the first
+sink diagnostics of each arm's decoders (sink mass on position 0, overlap of the dominant columns with the first
 position's channels against chance, zeroing them against random channels) are declared as descriptions."""
 
 
@@ -284,21 +284,26 @@ def own_sink_table(models: Mapping[int, torch.nn.Module], ids: torch.Tensor, *, 
 def result_dataset(
     runs: xr.Dataset,
     *,
-    sinks: pd.DataFrame,
+    sinks: Mapping[str, pd.DataFrame],
     parameters: Mapping,
     corpus: str,
     unigram_entropy: float,
     learned: bool,
     effects: Sequence[stats.Effect],
 ) -> xr.Dataset:
-    """Notebook 10's dataset: the arms' runs (:func:`combined`), the softmax decoders' sink diagnostics as
-    ``sink_*`` variables over ``seed`` (NaN where not diagnosed), the provenance attrs, whether every run learned
-    (``loss_targets_met``) and under ``verdicts`` the table of ``effects`` (JSON, ``"{}"`` for none)."""
+    """Notebook 10's dataset: the arms' runs (:func:`combined`), each arm's decoders' sink diagnostics (``sinks``:
+    attention -> :func:`own_sink_table`) as ``sink_*`` variables over ``(attention, seed)`` (NaN where not
+    diagnosed), the provenance attrs, whether every run learned (``loss_targets_met``) and under ``verdicts`` the
+    table of ``effects`` (JSON, ``"{}"`` for none)."""
     out = runs.copy()
-    table = sinks.reindex(pd.Index(runs.seed.values, name="seed"))
+    seeds = pd.Index(runs.seed.values, name="seed")
     for column in SINK_COLUMNS:
-        values = table[column] if column in table else pd.Series(np.nan, index=table.index)
-        out[f"sink_{column}"] = xr.DataArray(values.to_numpy(dtype=float), dims=["seed"])
+        values = np.full((runs.sizes["attention"], len(seeds)), np.nan)
+        for row, attention in enumerate(runs.attention.values):
+            table = sinks.get(str(attention), pd.DataFrame()).reindex(seeds)
+            if column in table:
+                values[row] = table[column].to_numpy(dtype=float)
+        out[f"sink_{column}"] = xr.DataArray(values, dims=["attention", "seed"])
     out.attrs.update(
         results.provenance_attrs(
             parameters=parameters,
@@ -390,13 +395,14 @@ def primary_facts(ds: xr.Dataset, effects: Sequence[stats.Effect]) -> PrimaryFac
 
 @dataclass(frozen=True)
 class OwnSinksFacts:
-    """The sink diagnostics of the softmax decoders: how many were ``diagnosed`` (``any``), the median ``sink_mass``
-    on position 0 against the ``uniform`` share, the dominant columns among the first position's channels
-    (``overlap`` summed over layers, median over seeds) against ``expected`` by chance, in how many seeds above
-    chance at p < 0.05 (``beyond``), the ablation's change of the sink mass (``ablation``) against random channels
-    (``ablation_null``), and the median directionality with (``directionality``) and without the first position's
-    channels (``without_first``)."""
+    """The sink diagnostics of one arm's decoders (``attention``, as code): how many were ``diagnosed`` (``any``),
+    the median ``sink_mass`` on position 0 against the ``uniform`` share, the dominant columns among the first
+    position's channels (``overlap`` summed over layers, median over seeds) against ``expected`` by chance, in how
+    many seeds above chance at p < 0.05 (``beyond``), the ablation's change of the sink mass (``ablation``) against
+    random channels (``ablation_null``), and the median directionality with (``directionality``) and without the
+    first position's channels (``without_first``)."""
 
+    attention: str
     any: bool
     diagnosed: str
     sink_mass: str
@@ -410,12 +416,13 @@ class OwnSinksFacts:
     without_first: str
 
 
-def own_sinks(table: pd.DataFrame) -> OwnSinksFacts:
-    """:class:`OwnSinksFacts` of :func:`own_sink_table`'s rows (medians over seeds)."""
+def own_sinks(table: pd.DataFrame, attention: str = "softmax") -> OwnSinksFacts:
+    """:class:`OwnSinksFacts` of :func:`own_sink_table`'s rows of the arm ``attention`` (medians over seeds)."""
     if table.empty:
-        return OwnSinksFacts(False, prose.count(0, "decoder"), *[""] * 9)
+        return OwnSinksFacts(f"`{attention}`", False, prose.count(0, "decoder"), *[""] * 9)
     median = table.median()
     return OwnSinksFacts(
+        attention=f"`{attention}`",
         any=True,
         diagnosed=prose.count(len(table), "decoder"),
         sink_mass=prose.number(median["sink_mass"], 3),
