@@ -11,7 +11,6 @@ differs between the instructor's and the student's book, and the notebook copied
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -249,66 +248,6 @@ def timing_summary(books: list[Notebook]) -> str:
         slow = [s for sec in sections(nb.nb) for s in sec["slow"]]
         rows.append(f"| `{nb.name}` | {cell(nb.profile)} | {seconds(nb.duration)} | {len(slow) or 'none'} |")
     return "\n".join(rows)
-
-
-def _live_seconds(nb: Notebook) -> tuple[float, float]:
-    """Seconds of the code cells that can run live, and of those to show from their stored output."""
-    live = slow = 0.0
-    for c in nb.nb.cells:
-        if c.cell_type == "code":
-            took = cell_duration(c)
-            if took > LIVE_LIMIT_S:
-                slow += took
-            else:
-                live += took
-    return live, slow
-
-
-def session_block(books: dict[str, Notebook], spec: str) -> str:
-    """The measured budget of a session: ``spec`` names its notebooks, ``a|b`` for a choice of one."""
-    groups = [part.split("|") for part in spec.split(",")]
-    lines = []
-    for names in itertools.product(*groups):
-        ran = [books[n] for n in names if n in books and books[n].ran]
-        missing = [n for n in names if n not in books or not books[n].ran]
-        total = sum(nb.duration for nb in ran)
-        live, slow = (sum(_live_seconds(nb)[i] for nb in ran) for i in (0, 1))
-        what = " + ".join(f"{nb.name[:2]} {seconds(nb.duration)}" for nb in ran) or "nothing"
-        stored = f"{minutes(slow)} of cells are shown from their stored output" if slow else "no cell is too slow"
-        line = (
-            f"- **{' -> '.join(n[:2] for n in names)}**: measured run time {what} = {minutes(total)}. Running every "
-            f"live cell takes {minutes(live)} and leaves {minutes(max(0.0, 90 * 60 - live))} of the 90 minutes "
-            f"for explanation and questions; {stored}."
-        )
-        if missing:
-            line += f" Not run in this build, so not counted: {', '.join(f'`{n}`' for n in missing)}."
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def timing_block(nb: Notebook | None, name: str) -> str:
-    """Measured times of one notebook, section by section, with what to do with each in class."""
-    if nb is None or not nb.ran:
-        return (
-            f"*`{name}` was not run in this build, so there are no measured times for it:* "
-            f"`make notebook NB={name}`, then `make book` again."
-        )
-    end = str(nb.nb.metadata.get("papermill", {}).get("end_time") or "")[:10]
-    head = (
-        f"**Measured** (profile {cell(nb.profile)}, executed {end or 'at an unrecorded time'}): the whole notebook "
-        f"ran in {seconds(nb.duration)}."
-    )
-    if nb.changed:
-        head += f" Parameters changed from the profile: {', '.join(f'`{k}`' for k in nb.changed)}."
-    rows = ["| section | code cells | measured | in class |", "|---|---|---|---|"]
-    for sec in sections(nb.nb):
-        if sec["slow"]:
-            slow = "; ".join(f"the cell `{line}` took {seconds(t)}" for _, line, t in sec["slow"])
-            how = f"show the stored output ({slow})"
-        else:
-            how = "run live"
-        rows.append(f"| {cell(sec['title'])} | {sec['cells']} | {seconds(sec['seconds'])} | {how} |")
-    return head + "\n\n" + "\n".join(rows)
 
 
 def exercise_page(books: list[Notebook], found: dict[str, list[Exercise]], *, solutions: bool = True) -> str:
