@@ -929,3 +929,9 @@ def test_registry_prose_cites_no_document():
     ]
     cited = [text for text in prose if re.search(r"\.md\b|docs/|\bsection \d", text)]
     assert not cited and "ref" not in {key for record in data["models"] for key in record}
+
+
+def test_real_registry_installs_the_text_encoders_tokenizers():
+    known = zoo.load_registry()
+    for name in ("minilm-l6", "mpnet-base"):
+        assert {"tokenizer.json", "tokenizer_config.json", "vocab.txt"} <= set(known[name].files), name
