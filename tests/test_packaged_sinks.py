@@ -2,6 +2,7 @@
 attention, and :func:`diagnose_packaged` reads what it can and names what it cannot, without fetching."""
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -173,3 +174,16 @@ def test_passage_windows_refuse_a_passage_too_short_in_one_line(fake_cache):
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(fake_cache / "tiny-bert"))
     with pytest.raises(ValueError, match="fewer than the 100 x 998"):
         packaged.passage_windows(tokenizer, causal=False, n_sequences=100, seq_len=1000)
+
+
+def test_diagnose_packaged_reads_a_folder_whose_config_names_no_model_type_as_the_registry_says(
+    fake_cache, monkeypatch
+):
+    config = fake_cache / "tiny-bert" / "config.json"
+    settings = json.loads(config.read_text())
+    del settings["model_type"]
+    config.write_text(json.dumps(settings))
+    bert = fake_entry("tiny-bert", model_type="bert")
+    monkeypatch.setattr(zoo, "resolve", lambda name: bert)
+    rows, skipped = small_run(["tiny-bert"])
+    assert skipped == [] and list(rows.model) == ["tiny-bert"]

@@ -118,7 +118,7 @@ def passage_windows(tokenizer, *, causal: bool, n_sequences: int, seq_len: int) 
     """
     if n_sequences < 1 or seq_len < 3:
         raise ValueError(f"the windows need n_sequences >= 1 and seq_len >= 3, got {n_sequences} x {seq_len}")
-    ids = tokenizer(held_out_passage(), add_special_tokens=False).input_ids
+    ids = tokenizer(held_out_passage(), add_special_tokens=False, verbose=False).input_ids
     if causal:
         head = [tokenizer.bos_token_id] if _prepends_bos(tokenizer) else []
         label = "0"
