@@ -187,3 +187,10 @@ def test_diagnose_packaged_reads_a_folder_whose_config_names_no_model_type_as_th
     monkeypatch.setattr(zoo, "resolve", lambda name: bert)
     rows, skipped = small_run(["tiny-bert"])
     assert skipped == [] and list(rows.model) == ["tiny-bert"]
+
+
+def test_diagnose_packaged_names_a_model_that_is_not_a_text_encoder_or_decoder(fake_cache, monkeypatch):
+    speech = fake_entry("tiny-speech", role="encoder-decoder")
+    monkeypatch.setattr(zoo, "resolve", lambda name: speech)
+    rows, skipped = small_run(["tiny-speech"])
+    assert rows.empty and skipped == [("tiny-speech", "an encoder-decoder, not a text encoder or decoder")]

@@ -190,7 +190,8 @@ def summary_row(name: str, role: str, label: str, first_token: str, found: SinkD
 def why_not_runnable(entry: zoo.Entry, cache=None) -> str | None:
     """Why ``entry`` cannot be diagnosed without loading it (role, format, not fetched), or None."""
     if entry.role not in CAUSAL_BY_ROLE:
-        return f"a {entry.role}, not a text encoder or decoder"
+        article = "an" if entry.role[0] in "aeiou" else "a"
+        return f"{article} {entry.role}, not a text encoder or decoder"
     if entry.format not in RUNNABLE_FORMATS:
         return f"{entry.format}: a format transformers cannot run"
     if not zoo.is_fetched(entry, cache):
