@@ -150,8 +150,9 @@ def summary_row(name: str, role: str, label: str, first_token: str, found: SinkD
     the share of those heads with mass above 0.3; ``overlap_*``: the dominant key channels found among the ``k``
     first-position (massive-activation) channels, summed over layers, the count expected by chance and its drawn
     p-value; ``ablation_*``: the mean change of the per-layer sink mass when the dominant key channels are zeroed,
-    the mean change with as many random channels, the share of random changes at or below it, and the layers whose
-    sink mass it at least halved; ``directionality`` and ``directionality_without_first``: medians over layers;
+    the mean change with as many random channels, the percentage (0-100) of random changes at or below it, and the
+    layers whose sink mass it at least halved; ``directionality`` and ``directionality_without_first``: medians over
+    layers;
     ``sink_directionality_correlation``: Pearson's correlation over layers of the layer's sink mass (mean over its
     heads) with its directionality; ``key_bias_term``: the largest over layers of the median over heads;
     ``seconds``: load, tokenisation and diagnostics of this model.
