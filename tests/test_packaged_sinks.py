@@ -53,13 +53,22 @@ def test_transformers_pass_returns_the_bert_softmax_of_each_layer_and_head():
     model = eager(tiny_bert())
     passed = transformers_pass(model, ids(), causal=False)
     heads, d_head = 4, 4
-    for layer, x in zip(model.encoder.layer, passed.key_inputs):
+    for index, (layer, x) in enumerate(zip(model.encoder.layer, passed.key_inputs)):
         attention = layer.attention.self
         q = attention.query(x).view(B, T, heads, d_head).transpose(1, 2)
         k = attention.key(x).view(B, T, heads, d_head).transpose(1, 2)
         direct = (q @ k.transpose(-1, -2) / math.sqrt(d_head)).softmax(-1)  # [B, H, T, T]
-        index = list(model.encoder.layer).index(layer)
         torch.testing.assert_close(passed.probabilities[index], direct.transpose(0, 1), atol=1e-5, rtol=1e-5)
+
+
+def test_transformers_pass_finds_mpnets_key_projections():
+    torch.manual_seed(0)
+    config = transformers.MPNetConfig(
+        vocab_size=40, hidden_size=16, num_hidden_layers=3, num_attention_heads=4, intermediate_size=32
+    )
+    model = eager(transformers.MPNetModel(config, add_pooling_layer=False).eval())
+    passed = transformers_pass(model, ids(), causal=False)
+    assert passed.key_inputs.shape == (3, B, T, 16) and passed.probabilities.shape == (3, 4, B, T, T)
 
 
 def test_transformers_pass_returns_llamas_output_attentions_by_layer_then_head():
