@@ -196,7 +196,7 @@ def why_not_runnable(entry: zoo.Entry, cache=None) -> str | None:
     if entry.format not in RUNNABLE_FORMATS:
         return f"{entry.format}: a format transformers cannot run"
     if not zoo.is_fetched(entry, cache):
-        return f"{zoo.why_not_fetched(entry, cache)} (attnstruct fetch-models {entry.name}); it is never fetched here"
+        return f"{zoo.why_not_fetched(entry, cache)}; run attnstruct fetch-models {entry.name} (never fetched here)"
     return None
 
 
