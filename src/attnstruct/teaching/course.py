@@ -41,7 +41,8 @@ from .exercises import ExerciseError, exercises
 COURSE_ID = "attnstruct"
 MIN_TIMEOUT_S = 60
 TIMEOUT_FACTOR = 4
-WRITTEN = ("nbgrader_config.py", "source", "release", "gradebook.db", "README.md", ".jupyter")
+WRITTEN = ("nbgrader_config.py", "source", "release", "gradebook.db", "README.md", ".jupyter", "templates", "mathjax")
+FEEDBACK_DEPTH = 3  # feedback/{student_id}/{assignment_id}/NB.html: nbgrader's directory_structure below the course
 
 
 class CourseError(ValueError):
@@ -114,6 +115,9 @@ c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplemente
 from attnstruct.teaching.exercises import assignment_preprocessors  # noqa: E402
 
 c.GenerateAssignment.preprocessors = assignment_preprocessors()
+# Feedback pages typeset their maths with the MathJax copied into the course folder, never from a CDN
+c.HTMLExporter.template_name = "feedback"
+c.HTMLExporter.extra_template_basedirs = [os.path.join(HERE, "templates")]
 # The notebooks read and write the course build; a slow cell finds its runs stored there and never trains again.
 os.environ["ATTNSTRUCT_WORK"] = os.path.join(HERE, {work!r})
 os.environ["ATTNSTRUCT_STORED_RUNS_ONLY"] = "1"
@@ -164,6 +168,26 @@ def readme_text(assignments: list[tuple[str, list]], timeout: int) -> str:
     )
 
 
+def feedback_template(folder: Path) -> Path:
+    """Write nbgrader's feedback template into ``folder/templates/feedback``, its MathJax macro pointed at the copy
+    of MathJax in ``folder/mathjax`` (:func:`attnstruct.report.pages.copy_mathjax`) instead of nbconvert's default
+    CDN, relative to a feedback page :data:`FEEDBACK_DEPTH` folders below the course; the template folder."""
+    import nbgrader
+
+    from ..report import pages
+
+    source = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates" / "feedback"
+    text = (source / "index.html.j2").read_text(encoding="utf-8")
+    if text.count("{{ mathjax() }}") != 1:
+        raise CourseError(f"nbgrader's feedback template ({source}) no longer loads MathJax as this course expects")
+    local = "/".join([".."] * FEEDBACK_DEPTH + [pages.mathjax_url()])
+    target = Path(folder) / "templates" / "feedback"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "index.html.j2").write_text(text.replace("{{ mathjax() }}", f'{{{{ mathjax("{local}") }}}}'), "utf-8")
+    shutil.copy2(source / "conf.json", target / "conf.json")
+    return target
+
+
 def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = None, log=print) -> Path:
     """Write the course folder ``out`` (module docstring) around the course-profile build ``work``; its path.
 
@@ -171,6 +195,8 @@ def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = 
     ``out`` at the end. Raises :class:`CourseError` (one line).
     """
     import nbformat
+
+    from ..report import pages
 
     sources = [s for s in list_notebooks(root) if only is None or s.stem in only or s.stem[:2] in only]
     chosen = []
@@ -195,6 +221,8 @@ def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = 
             target.parent.mkdir(parents=True)
             nbformat.write(released(course_notebook(root, source)), target)
         _kernel_spec(staging)
+        feedback_template(staging)
+        pages.copy_mathjax(staging)
         (staging / "nbgrader_config.py").write_text(
             config_text(timeout, slowest, os.path.relpath(work.resolve(), out.resolve())), encoding="utf-8"
         )

@@ -138,11 +138,18 @@ def is_fetched(name: str | Entry, cache: str | os.PathLike | None = None) -> boo
 
 
 def why_not_fetched(name: str | Entry, cache: str | os.PathLike | None = None) -> str:
-    """Why :func:`is_fetched` says no, in words that follow the entry's name: ``is not fetched yet``, or, when its
-    files are there, that they do not match their pinned sha256 (changed since a fetch, or a fetch cut short)."""
+    """Why :func:`is_fetched` says no, in words that follow the entry's name: ``is not fetched yet``; when its payload
+    is there but files the registry lists are not, which (a file listed after the fetch, or one removed since);
+    else, when its files are there, that they do not match their pinned sha256 (changed since a fetch, or a fetch
+    cut short)."""
     entry = resolve(name)
     folder = model_dir(entry, cache)
-    if any((folder / file).exists() for file, _, _ in _pinned(entry)):
+    present = [file for file, _, _ in _pinned(entry) if (folder / file).exists()]
+    missing = [file for file, _, _ in _pinned(entry) if file not in present]
+    if entry.payload in present and missing:
+        lacking = ", ".join(missing)
+        return f"in {folder} lacks {lacking} (listed in the registry after it was fetched, or removed since)"
+    if present:
         return f"in {folder} does not match its pinned sha256 (changed since it was fetched, or its fetch did not end)"
     return "is not fetched yet"
 
