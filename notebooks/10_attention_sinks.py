@@ -301,6 +301,62 @@ for attention, table in own.items():
     )
 
 # %% [markdown]
+# ## Reading the arms together
+#
+# The primary verdict answers the question as declared: does the decoder's directionality move up when the softmax
+# goes. Whether that supports the sink reading depends on the rest: whether the sink-free arm stops near 0 or
+# overshoots into row dominance, whether the same change of normalisation moves the encoder as much (then it changes
+# the geometry of $W_{qk}$ for any objective, not the decoder's column dominance alone), whether the null slot (a
+# softmax that offers every head an explicit key to put its spare attention on) moves the decoder as well, and
+# whether the softmax decoders had a sink to remove at all.
+
+# %%
+read = sinks_test.reading(dataset, effects, own)
+prose.show(
+    " ".join(
+        part.strip()
+        for part in [
+            prose.fill(
+                "The sigmoid decoders end at {sigmoid} (mean over seeds), past 0 on the row side in {overshoot} of "
+                "{seeds}: the change overshoots the point where column dominance vanishes. "
+                if read.overshoots
+                else "The sigmoid decoders end at {sigmoid} (mean over seeds), past 0 in {overshoot} of {seeds}. ",
+                read,
+            ),
+            prose.fill(
+                "Sigmoid attention moves the encoder's directionality by {encoder_shift} and the decoder's by "
+                "{decoder_shift} (means over seeds of the paired differences). "
+                if read.encoder_read
+                else "The encoder was not trained under sigmoid attention, so whether the change is the decoder's alone "
+                "is not read here. ",
+                read,
+            ),
+            prose.fill(
+                "The null slot moves the decoder's directionality by {null_estimate} against softmax ({null_verdict}). "
+                if read.null_read
+                else "",
+                read,
+            ),
+            prose.fill(
+                "The softmax decoders put {sink_mass} of their attention on position 0 against a uniform share of "
+                "{uniform}: they have a sink to remove."
+                if read.has_sink
+                else "The softmax decoders put {sink_mass} of their attention on position 0 against a uniform share of "
+                "{uniform}: at this scale they have no sink to remove, and their directionality is {softmax} all the "
+                "same."
+                if read.sinks_read and read.column_dominant
+                else "The softmax decoders put {sink_mass} of their attention on position 0 against a uniform share of "
+                "{uniform}: at this scale they have no sink to remove (directionality {softmax})."
+                if read.sinks_read
+                else "",
+                read,
+            ),
+        ]
+        if part
+    )
+)
+
+# %% [markdown]
 # ## The sinks of real models
 #
 # The same diagnostics on packaged checkpoints (`diagnose_models`), read on a held-out passage: where the sinks of

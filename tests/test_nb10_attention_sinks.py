@@ -179,3 +179,29 @@ def test_a_runs_folder_is_the_one_train_many_writes(tmp_path):
     folder = sinks_test.run_folder(tmp_path, config)
     assert folder.parent == tmp_path
     assert folder.name == f"{config.run_name()}-{config.digest()[:8]}"
+
+
+def sinks_of(mass: float) -> dict[str, pd.DataFrame]:
+    return {"softmax": pd.DataFrame({"sink_mass": [mass, mass], "uniform": [0.05, 0.05]})}
+
+
+def test_the_reading_says_when_the_sigmoid_decoder_overshoots_past_zero():
+    assert sinks_test.reading(three_arms(sigmoid=0.4), [], {}).overshoots
+    near = sinks_test.reading(three_arms(sigmoid=-0.05), [], {})
+    assert not near.overshoots and near.overshoot == "0"
+
+
+def test_the_reading_sets_the_encoders_shift_and_the_null_slot_beside_the_decoder():
+    ds = three_arms(sigmoid=0.4, null_slot=-0.4)
+    effects = sinks_test.normalisation_effects(ds)
+    read = sinks_test.reading(ds, effects, {})
+    assert read.encoder_read and read.encoder_shift == "+0.00"  # both encoders end at 0 in the toy
+    null = next(e for e in effects if e.claim == sinks_test.NULL_SLOT_CLAIM)
+    assert read.null_read and read.null_estimate == "+0.00" and read.null_verdict == null.verdict
+
+
+def test_the_reading_says_whether_the_softmax_decoders_have_a_sink_to_remove():
+    assert sinks_test.reading(three_arms(), [], sinks_of(0.3)).has_sink
+    flat = sinks_test.reading(three_arms(), [], sinks_of(0.06))
+    assert flat.sinks_read and not flat.has_sink
+    assert not sinks_test.reading(three_arms(), [], {}).sinks_read

@@ -393,6 +393,72 @@ def primary_facts(ds: xr.Dataset, effects: Sequence[stats.Effect]) -> PrimaryFac
     )
 
 
+SINK_FACTOR = 2.0  # a decoder "has a sink" when its median mass on position 0 is above this many uniform shares
+
+
+@dataclass(frozen=True)
+class ReadingFacts:
+    """What the arms say together about the sink reading, beyond the primary verdict: the sigmoid decoders' mean
+    final directionality (``sigmoid``) and in how many seeds it ends past 0 on the row side (``overshoot`` of
+    ``seeds``; ``overshoots``); how far sigmoid attention moves the encoder's directionality (``encoder_shift``,
+    sigmoid minus softmax, mean over seeds; ``encoder_read``: the encoder was trained under both) and the decoder's
+    (``decoder_shift``); the null slot's
+    decoder estimate against softmax and its verdict (``null_estimate``, ``null_verdict``; ``null_read``); the
+    softmax decoders' median sink mass on position 0 against the uniform share (``sink_mass``, ``uniform``;
+    ``sinks_read``) and whether it exceeds :data:`SINK_FACTOR` uniform shares (``has_sink``), with their mean final
+    directionality (``softmax``) and whether it is column-dominant (``column_dominant``: below 0)."""
+
+    sigmoid: str
+    overshoot: str
+    seeds: str
+    overshoots: bool
+    encoder_read: bool
+    encoder_shift: str
+    decoder_shift: str
+    null_read: bool
+    null_estimate: str
+    null_verdict: str
+    sinks_read: bool
+    sink_mass: str
+    uniform: str
+    has_sink: bool
+    softmax: str
+    column_dominant: bool
+
+
+def reading(ds: xr.Dataset, effects: Sequence[stats.Effect], sinks: Mapping[str, pd.DataFrame]) -> ReadingFacts:
+    """:class:`ReadingFacts` of the arms ``ds``, their decided ``effects`` and the decoders' sink tables (``sinks``:
+    attention -> :func:`own_sink_table`)."""
+    decoders = final_per_seed(ds, "directionality")
+    sigmoid = decoders[SIGMOID] if SIGMOID in decoders else pd.Series(dtype=float)
+    encoders = final_per_seed(ds, "directionality", ENCODER)
+    encoder_read = {SIGMOID, SOFTMAX} <= set(encoders.columns)
+    null = next((e for e in effects if e.claim == NULL_SLOT_CLAIM), None)
+    softmax_sinks = sinks.get(SOFTMAX, pd.DataFrame())
+    sinks_read = not softmax_sinks.empty
+    mass = float(softmax_sinks["sink_mass"].median()) if sinks_read else float("nan")
+    uniform = float(softmax_sinks["uniform"].median()) if sinks_read else float("nan")
+    overshoot = int((sigmoid > 0).sum())
+    return ReadingFacts(
+        sigmoid=prose.signed(float(sigmoid.mean())) if len(sigmoid) else "",
+        overshoot=str(overshoot),
+        seeds=prose.count(len(sigmoid), "seed"),
+        overshoots=overshoot > len(sigmoid) / 2,
+        encoder_read=encoder_read,
+        encoder_shift=prose.signed(float((encoders[SIGMOID] - encoders[SOFTMAX]).mean())) if encoder_read else "",
+        decoder_shift=prose.signed(float((sigmoid - decoders[SOFTMAX]).mean())) if len(sigmoid) else "",
+        null_read=null is not None,
+        null_estimate=prose.signed(null.estimate) if null is not None else "",
+        null_verdict=null.verdict if null is not None else "",
+        sinks_read=sinks_read,
+        sink_mass=prose.number(mass, 3) if sinks_read else "",
+        uniform=prose.number(uniform, 3) if sinks_read else "",
+        has_sink=sinks_read and mass > SINK_FACTOR * uniform,
+        softmax=prose.signed(float(decoders[SOFTMAX].mean())),
+        column_dominant=bool(decoders[SOFTMAX].mean() < 0),
+    )
+
+
 @dataclass(frozen=True)
 class OwnSinksFacts:
     """The sink diagnostics of one arm's decoders (``attention``, as code): how many were ``diagnosed`` (``any``),
