@@ -142,6 +142,21 @@ prose.show(prose.markdown_table(plan.table(reach)))
 # Each arm is trained by `text.train_many` into the same `results_dir/text_runs` folder as notebook 05. A softmax
 # run's name and configuration are notebook 05's, so after notebook 05 the softmax arm is read, not trained; a
 # sigmoid run costs somewhat more than a softmax run, a null-slot run about as much as one.
+#
+# **The three normalisations, written out.** With logits $a_{ij} = q_i \cdot k_j / \sqrt{d_h}$ and the positions
+# $j$ that query $i$ may see ($j \le i$ under the causal mask):
+#
+# * softmax: $\alpha_{ij} = e^{a_{ij}} / \sum_{j'} e^{a_{ij'}}$. The weights of a row sum to 1, so a query that
+#   finds nothing to read must still put its attention somewhere: the opening a sink fills;
+# * sigmoid: $\alpha_{ij} = \sigma(a_{ij})$, each weight on its own and no sum to meet, so there is nowhere a
+#   query must put its spare attention (Gu et al.'s sink-free form);
+# * softmax with a null slot: one more key $k^*$ with value $v^*$ per head, learned and visible to every query,
+#   $\alpha_{ij} = e^{a_{ij}} / (e^{q_i \cdot k^* / \sqrt{d_h}} + \sum_{j'} e^{a_{ij'}})$. The spare attention has a
+#   place of its own that no token's key has to provide: a key bias outside $x_i^\top W_{qk} x_j$, so the score does
+#   not see it, as it does not see rotary position terms.
+#
+# Only the normalisation differs: the weights of a seed start the same in every arm (the slot is drawn after them),
+# the batches are the same, and so is the loss.
 
 # %% tags=["slow"]
 data = text.corpus_data(settings, cache_dir)
@@ -361,6 +376,12 @@ prose.show(
 #
 # The same diagnostics on packaged checkpoints (`diagnose_models`), read on a held-out passage: where the sinks of
 # trained language models sit, and whether their dominant columns are the sink's key channels.
+#
+# What to look for: a real decoder trained on billions of tokens has the sink our small runs lack, so its sink mass
+# should lie far above the uniform share. If its dominant columns are the sink's key channels, they should fall among
+# the channels that set the first position apart far more often than chance, and zeroing them should take the sink
+# away while as many random channels do not. An encoder is read the same way on its `[CLS]` and `[SEP]` positions:
+# the sink reading makes no distinction between the objectives, the paper's reading does.
 
 # %%
 real, missing = packaged.diagnose_packaged(diagnose_models, cache_dir=cache_dir, k=sink_channels, seed=0)
@@ -389,7 +410,13 @@ if len(real):
         ax.set_xticks(positions)
         ax.set_xticklabels(real["model"], fontsize=8)
         ax.legend(fontsize=8)
-    plotting.message_title(fig, "Sinks in real models: mass on the sink positions, and their key channels")
+    plotting.message_title(
+        fig,
+        "Attention on the sink positions against the uniform share: "
+        + ", ".join(prose.fill("{model} {sink_mass} ({uniform})", m) for m in sinks_test.real_models(real))
+        + ";\ndominant columns among the first position's channels: "
+        + ", ".join(prose.fill("{model} {overlap} ({expected} by chance)", m) for m in sinks_test.real_models(real)),
+    )
     fig.tight_layout()
     _ = plotting.savefig(fig, figures_dir / "10_sinks_in_real_models")
 
@@ -412,6 +439,56 @@ out = sinks_test.result_dataset(
 )
 results.save_dataset(out, results_dir / "10_attention_sinks.nc")
 out
+
+# %% [markdown]
+# ## Exercises
+
+# %% [markdown]
+# ### Exercise 10.1: the sink mass by hand
+#
+# > **Difficulty** 2/5 · **Importance** 3/5 · **About** 10 min
+#
+# Write `ex_sink_mass(probabilities, causal)` that takes attention weights of shape `[L, H, B, T, T]` (layer, head,
+# sequence, query, key; each row sums to 1) and returns, per layer and head (`[L, H]`), the mean over sequences and
+# queries of the weight on position 0. Under the causal mask leave query 0 out: it can attend to position 0 only, so
+# it says nothing about a preference. Then compute `ex_uniform`, the mass a decoder with `T = 16` would put on
+# position 0 if every query spread its attention evenly over the positions it sees (queries 1 to 15). Predict first:
+# is it nearer 1/16 or 1/8?
+
+
+# %% nbgrader={"grade": false, "grade_id": "ex-10-1", "locked": false, "schema_version": 3, "solution": true}
+### BEGIN SOLUTION
+def ex_sink_mass(probabilities, causal):
+    first = 1 if causal else 0
+    return probabilities[..., first:, 0].mean(dim=(-2, -1))
+
+
+ex_uniform = sum(1 / (t + 1) for t in range(1, 16)) / 15
+### END SOLUTION
+
+# %% nbgrader={"grade": true, "grade_id": "ex-10-1-check", "locked": true, "points": 2, "schema_version": 3, "solution": false}
+import torch  # noqa: E402
+
+from attnstruct.sinks import attention_mass  # noqa: E402
+
+generator = torch.Generator().manual_seed(10)
+for causal in (True, False):
+    logits = torch.randn(2, 3, 4, 16, 16, generator=generator)
+    if causal:
+        logits = logits.masked_fill(torch.ones(16, 16, dtype=torch.bool).triu(1), float("-inf"))
+    weights = logits.softmax(-1)
+    yours = ex_sink_mass(weights, causal)
+    assert tuple(yours.shape) == (2, 3), (
+        f"ex_sink_mass returns shape {tuple(yours.shape)}: one value per layer and head"
+    )
+    assert torch.allclose(yours, attention_mass.sink_mass(weights, (0,), causal=causal)), (
+        f"ex_sink_mass (causal={causal}) differs from the package's: the weight on key 0, mean over sequences and "
+        "queries, query 0 left out under the causal mask"
+    )
+assert abs(ex_uniform - attention_mass.uniform_share(16, (0,), causal=True)) < 1e-12, (
+    "ex_uniform: query t sees t + 1 positions, so gives position 0 a share 1 / (t + 1); average over queries 1 to 15"
+)
+print("ex_sink_mass agrees with the package with and without the causal mask, and ex_uniform with its uniform share")
 
 # %% [markdown]
 # ## What to take away

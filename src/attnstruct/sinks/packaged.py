@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .. import untrusted
 from ..checkpoints import zoo
 from .attention_passes import load_packaged
 from .sink_diagnostics import SinkDiagnostics, diagnose
@@ -200,11 +201,6 @@ def why_not_runnable(entry: zoo.Entry, cache=None) -> str | None:
     return None
 
 
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
-    return f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
-
-
 def diagnose_packaged(
     names: Sequence[str],
     *,
@@ -231,7 +227,7 @@ def diagnose_packaged(
         try:
             model, tokenizer = load_packaged(entry, cache_dir)
         except Exception as err:  # transformers raises many kinds on a checkpoint it cannot read
-            skipped.append((entry.name, f"transformers could not load it ({_one_line(err)})"))
+            skipped.append((entry.name, f"transformers could not load it ({untrusted.one_line(err)})"))
             continue
         if tokenizer is None:
             skipped.append((entry.name, "no tokenizer in its folder (its vocabulary is its own)"))
