@@ -473,7 +473,7 @@ from attnstruct.sinks import attention_mass  # noqa: E402
 
 generator = torch.Generator().manual_seed(10)
 for causal in (True, False):
-    logits = torch.randn(2, 3, 4, 16, 16, generator=generator)
+    logits = torch.randn(2, 3, 4, 16, 16, generator=generator, dtype=torch.float64)
     if causal:
         logits = logits.masked_fill(torch.ones(16, 16, dtype=torch.bool).triu(1), float("-inf"))
     weights = logits.softmax(-1)
