@@ -410,13 +410,14 @@ if len(real):
         ax.set_xticks(positions)
         ax.set_xticklabels(real["model"], fontsize=8)
         ax.legend(fontsize=8)
-    plotting.message_title(
-        fig,
+    title = (
         "Attention on the sink positions against the uniform share: "
         + ", ".join(prose.fill("{model} {sink_mass} ({uniform})", m) for m in sinks_test.real_models(real))
         + ";\ndominant columns among the first position's channels: "
-        + ", ".join(prose.fill("{model} {overlap} ({expected} by chance)", m) for m in sinks_test.real_models(real)),
+        + ", ".join(prose.fill("{model} {overlap} ({expected} by chance)", m) for m in sinks_test.real_models(real))
     )
+    plotting.message_title(fig, title.replace("`", ""))  # names as code in sentences, plain in a title
+
     fig.tight_layout()
     _ = plotting.savefig(fig, figures_dir / "10_sinks_in_real_models")
 
