@@ -71,3 +71,9 @@ def test_notebook_04s_summary_is_its_primary_verdict_when_the_other_tasks_cannot
     summary = toys.primary_summary(effects)
     assert summary.verdict == plan_table_primary(toys.PLAN, list(effects.values())) == stats.HOLDS
     assert toys.primary_summary(made_up_effects_of_04(-1.0)).verdict == stats.DOES_NOT_HOLD
+
+
+def test_effect_of_finds_a_claims_effect_by_name_and_none_for_a_claim_not_tested():
+    effects = [stats.paired_effect(CLEAR, np.zeros(5), claim=name) for name in ("first", "second")]
+    assert stats.effect_of(effects, "second") is effects[1]
+    assert stats.effect_of(effects, "third") is None

@@ -671,10 +671,6 @@ class LossTitleFacts:
     verb: str
 
 
-def _effect_of(effects: Sequence[stats.Effect], claim: str) -> stats.Effect | None:
-    return next((e for e in effects if e.claim == claim), None)
-
-
 def losses_against_placebo(
     both: xr.Dataset, effects: Sequence[stats.Effect], learned: bool = True, digits: int = 3
 ) -> list[LossTitleFacts]:
@@ -689,7 +685,7 @@ def losses_against_placebo(
         ends, ahead = [], []
         for arm in arms:
             gain = prose.signed(float(loss_gains(both, objective, arm).isel(step=-1).mean()), digits)
-            effect = _effect_of(effects, LOSS_CLAIM.format(objective=objective, init=arm))
+            effect = stats.effect_of(effects, LOSS_CLAIM.format(objective=objective, init=arm))
             ends.append(f"{arm} {gain}" + (f" ({effect.verdict})" if effect is not None and not reason else ""))
             if effect is not None and effect.verdict == stats.HOLDS:
                 ahead.append(arm)
@@ -742,7 +738,7 @@ def symmetry_against_placebo(
         against = []
         for init in [str(i) for i in ends.init.values if i != BASELINE]:
             difference = prose.signed(float((ends.sel(init=init) - reference).mean()))
-            effect = _effect_of(effects, PERSISTENCE_CLAIM.format(init=init, objective=objective))
+            effect = stats.effect_of(effects, PERSISTENCE_CLAIM.format(init=init, objective=objective))
             against.append(
                 f"{init} {difference}" + (f" ({effect.verdict})" if effect is not None and not reason else "")
             )

@@ -199,7 +199,7 @@ def normalisation_effects(
 
 def primary_effect(effects: Sequence[stats.Effect]) -> stats.Effect | None:
     """The effect of :data:`PRIMARY` among ``effects``, or None when it was not tested."""
-    return next((e for e in effects if e.claim == PRIMARY), None)
+    return stats.effect_of(effects, PRIMARY)
 
 
 def final_per_seed(ds: xr.Dataset, score: str, objective: str = DECODER) -> pd.DataFrame:
@@ -433,7 +433,7 @@ def reading(ds: xr.Dataset, effects: Sequence[stats.Effect], sinks: Mapping[str,
     sigmoid = decoders[SIGMOID] if SIGMOID in decoders else pd.Series(dtype=float)
     encoders = final_per_seed(ds, "directionality", ENCODER)
     encoder_read = {SIGMOID, SOFTMAX} <= set(encoders.columns)
-    null = next((e for e in effects if e.claim == NULL_SLOT_CLAIM), None)
+    null = stats.effect_of(effects, NULL_SLOT_CLAIM)
     softmax_sinks = sinks.get(SOFTMAX, pd.DataFrame())
     sinks_read = not softmax_sinks.empty
     mass = float(softmax_sinks["sink_mass"].median()) if sinks_read else float("nan")

@@ -51,7 +51,16 @@ def score_vision(vision: pd.DataFrame, blocks: Mapping[str, Sequence[AttentionBl
     checkpoint."""
     if not len(vision):
         return None
-    scored = [
+    ds = tables.combine(_scored_rows(vision, blocks))
+    return ds.assign_coords(
+        role=("model", [VISION_ROLE] * len(vision)), non_commercial=("model", vision["non_commercial"].astype(bool))
+    )
+
+
+def _scored_rows(frame: pd.DataFrame, blocks: Mapping[str, Sequence[AttentionBlock]]) -> list[xr.Dataset]:
+    """:func:`attnstruct.checkpoints.tables.score_checkpoint` of each row of a checkpoint list (``model``, ``path``,
+    ``source``, ``n_params``, ``model_type``) with its ``blocks``, in order."""
+    return [
         tables.score_checkpoint(
             row.path,
             name=row.model,
@@ -60,12 +69,8 @@ def score_vision(vision: pd.DataFrame, blocks: Mapping[str, Sequence[AttentionBl
             kind=row.source,
             model_type=row.model_type,
         )
-        for row in vision.itertuples()
+        for row in frame.itertuples()
     ]
-    ds = tables.combine(scored)
-    return ds.assign_coords(
-        role=("model", [VISION_ROLE] * len(vision)), non_commercial=("model", vision["non_commercial"].astype(bool))
-    )
 
 
 def vision_layers(ds: xr.Dataset | None) -> pd.DataFrame:
@@ -97,21 +102,9 @@ def packaged_datasets(names: Sequence[str], cache_dir=None) -> tuple[list[xr.Dat
     fetched (this never fetches one). Raises ``KeyError`` for a name the registry does not know."""
     entries = [zoo.resolve(name) for name in names]
     fetched = [e for e in entries if zoo.is_fetched(e.name, cache_dir)]
-    scored = []
-    for entry in fetched:
-        row = pretrained_scores.zoo_row(entry, cache_dir)
-        blocks = list(iter_blocks(row["path"], model_type=row["model_type"] or None))
-        scored.append(
-            tables.score_checkpoint(
-                row["path"],
-                name=entry.name,
-                blocks=blocks,
-                n_params=row["n_params"],
-                kind="zoo",
-                model_type=row["model_type"],
-            )
-        )
-    return scored, [e.name for e in entries if e not in fetched]
+    frame = pd.DataFrame([pretrained_scores.zoo_row(e, cache_dir) for e in fetched])
+    blocks = {row.model: list(iter_blocks(row.path, model_type=row.model_type or None)) for row in frame.itertuples()}
+    return _scored_rows(frame, blocks), [e.name for e in entries if e not in fetched]
 
 
 @dataclass(frozen=True)

@@ -359,6 +359,11 @@ def overall(effects: Sequence[Effect]) -> str:
     return DOES_NOT_HOLD if DOES_NOT_HOLD in verdicts else CANNOT_TELL
 
 
+def effect_of(effects: Sequence[Effect], claim: str) -> Effect | None:
+    """The effect of ``claim`` among ``effects``, or None when that claim was not tested."""
+    return next((e for e in effects if e.claim == claim), None)
+
+
 def primary_verdict(effects: Sequence[Effect]) -> str:
     """The summary verdict of effects decided under a plan (:meth:`attnstruct.stats.preregistration.Plan.decide`):
     :func:`overall` of the primary claims' effects (``family`` *primary, ...*), each decided after Holm's correction,
