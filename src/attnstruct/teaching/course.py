@@ -169,9 +169,9 @@ def readme_text(assignments: list[tuple[str, list]], timeout: int) -> str:
 
 
 def feedback_template(folder: Path) -> Path:
-    """Write nbgrader's feedback template into ``folder/templates/feedback``, its MathJax macro pointed at the copy
-    of MathJax in ``folder/mathjax`` (:func:`attnstruct.report.pages.copy_mathjax`) instead of nbconvert's default
-    CDN, relative to a feedback page :data:`FEEDBACK_DEPTH` folders below the course; the template folder."""
+    """Write nbgrader's feedback template into ``folder/templates/feedback``, its MathJax macro pointed at a copy of
+    MathJax it puts in ``folder/mathjax`` (:func:`attnstruct.report.pages.copy_mathjax`) instead of nbconvert's
+    default CDN, relative to a feedback page :data:`FEEDBACK_DEPTH` folders below the course; the template folder."""
     import nbgrader
 
     from ..report import pages
@@ -185,6 +185,7 @@ def feedback_template(folder: Path) -> Path:
     target.mkdir(parents=True, exist_ok=True)
     (target / "index.html.j2").write_text(text.replace("{{ mathjax() }}", f'{{{{ mathjax("{local}") }}}}'), "utf-8")
     shutil.copy2(source / "conf.json", target / "conf.json")
+    pages.copy_mathjax(folder)
     return target
 
 
@@ -195,8 +196,6 @@ def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = 
     ``out`` at the end. Raises :class:`CourseError` (one line).
     """
     import nbformat
-
-    from ..report import pages
 
     sources = [s for s in list_notebooks(root) if only is None or s.stem in only or s.stem[:2] in only]
     chosen = []
@@ -222,7 +221,6 @@ def build_course(root: Path, work: Path, out: Path, *, only: list[str] | None = 
             nbformat.write(released(course_notebook(root, source)), target)
         _kernel_spec(staging)
         feedback_template(staging)
-        pages.copy_mathjax(staging)
         (staging / "nbgrader_config.py").write_text(
             config_text(timeout, slowest, os.path.relpath(work.resolve(), out.resolve())), encoding="utf-8"
         )
