@@ -112,9 +112,10 @@ def test_a_dataset_goes_to_the_file_as_bytes_made_in_memory(tmp_path, monkeypatc
         return real(self, path, *args, **kwargs)
 
     monkeypatch.setattr(xr.Dataset, "to_netcdf", spy)
-    path = results.save_dataset(make_dataset(), tmp_path / "scores.nc")
+    dataset = make_dataset()  # once: its provenance stamps the second it was made
+    path = results.save_dataset(dataset, tmp_path / "scores.nc")
     assert opened == [None]
-    xr.testing.assert_identical(results.load_dataset(path), make_dataset())
+    xr.testing.assert_identical(results.load_dataset(path), dataset)
 
 
 def test_a_folder_lock_refuses_a_second_holder_naming_the_folder_and_the_pid(tmp_path):
