@@ -168,7 +168,10 @@ class Source:
         kind = kind_of(unit.file)
         if kind == "parquet":
             try:
-                table = self._parquet_file(unit.file).read_row_group(unit.part, columns=[self.field])
+                # one thread: pyarrow's pool, reading a Python file object, can outlive a Ctrl-C and abort the
+                # interpreter's exit ("terminate called without an active exception", apache/arrow#50482)
+                parquet = self._parquet_file(unit.file)
+                table = parquet.read_row_group(unit.part, columns=[self.field], use_threads=False)
             except CorpusError:
                 raise
             except Exception as err:
