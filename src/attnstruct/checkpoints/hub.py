@@ -211,6 +211,17 @@ def _model_info(settings: HubSettings, repo: str, revision: str) -> Listing:
     return found
 
 
+def pinned_listing(settings: HubSettings, repo: str, revision: str) -> Listing:
+    """The :class:`~attnstruct.checkpoints.hub_manifest.Listing` of ``repo@revision`` that every reader of it shares:
+    the commit pinned at the first run and its manifest (no request), else one model info request, kept as both."""
+    return _manifest(settings, repo, revision)
+
+
+def complete_snapshot(settings: HubSettings, repo: str, revision: str) -> Path | None:
+    """The hub cache's snapshot folder of ``repo@revision`` when it holds config.json and every weight file."""
+    return _complete_snapshot(settings, repo, revision)
+
+
 def hub_listing(settings: HubSettings, repo: str, revision: str) -> Listing:
     """The :class:`~attnstruct.checkpoints.hub_manifest.Listing` of ``repo@revision``: one model info request (``GET
     /api/models/REPO/revision/REV?blobs=true``, as ``huggingface_hub.HfApi.model_info(files_metadata=True)`` sends

@@ -17,7 +17,11 @@ post-LN model).
   tokenizer the checkpoint holds, or None.
 
 :func:`key_projections`, :func:`query_projections` and :func:`query_key_weights` find the projections of either kind
-of model, in layer order; grouped key heads (GQA) are repeated to one per query head.
+of model, in layer order, as :class:`Projection`: a linear module and the rows of its output that are the projection.
+Separate projections (``q_proj``, BERT's ``query``) are a whole module; a fused one is read by its layout, as
+transformers splits it: GPT-NeoX's ``query_key_value`` (Pythia) per head, ``[H, 3, d_head]`` rows
+(``view(..., H, 3 d_head)`` then ``chunk(3)``), ModernBERT's ``Wqkv`` (Ettin's encoders) by part, ``[3, H, d_head]``
+(``view(..., 3, H, d_head)`` then ``unbind``). Grouped key heads (GQA) are repeated to one per query head.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from ..training.model import Block, SelfAttention, attention_layers
 
 KEY_SUFFIXES = ("k_proj", "attention.self.key", "attention.attn.k")
 QUERY_SUFFIXES = ("q_proj", "attention.self.query", "attention.attn.q")
+FUSED_LAYOUTS = {"attention.query_key_value": "per-head", "attn.Wqkv": "by-part"}  # module suffix -> row layout
+FUSED_PARTS = {"query": 0, "key": 1}
 
 
 @dataclass(frozen=True)
@@ -48,26 +54,73 @@ class AttentionPass:
     causal: bool
 
 
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """One layer's query or key projection: the rows ``rows`` ``[H d_head]`` of ``module``'s output (all of them for a
+    separate projection, a third for a fused one). ``weight`` ``[H d_head, d]`` and ``bias`` are copies of those
+    rows; :meth:`input_columns` and :meth:`set_input_columns` read and write the columns of the module's own weight."""
+
+    module: nn.Linear
+    rows: torch.Tensor
+
+    @classmethod
+    def whole(cls, module: nn.Linear) -> Projection:
+        return cls(module, torch.arange(module.out_features))
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.module.weight[self.rows]
+
+    @property
+    def bias(self) -> torch.Tensor | None:
+        return None if self.module.bias is None else self.module.bias[self.rows]
+
+    def input_columns(self, channels: list[int]) -> torch.Tensor:
+        """``W[:, channels]`` of the projection's rows, ``[H d_head, len(channels)]`` (a copy)."""
+        return self.module.weight[self.rows[:, None], torch.as_tensor(channels, dtype=torch.long)]
+
+    def set_input_columns(self, channels: list[int], values: torch.Tensor | float) -> None:
+        """``W[:, channels] = values`` in the projection's rows of the module's weight."""
+        self.module.weight[self.rows[:, None], torch.as_tensor(channels, dtype=torch.long)] = values
+
+
 def _is_own(model: nn.Module) -> bool:
     return any(isinstance(m, SelfAttention) for m in model.modules())
 
 
-def _projections(model: nn.Module, own: str, suffixes: tuple[str, ...]) -> list[nn.Linear]:
+def fused_rows(layout: str, part: int, heads: int, out_features: int) -> torch.Tensor:
+    """The rows of part ``part`` (0 query, 1 key, 2 value) of a fused projection with ``out_features`` rows in
+    ``layout`` (module docstring): ``per-head`` ``[H, 3, d_head]``, ``by-part`` ``[3, H, d_head]``."""
+    d_head = out_features // (3 * heads)
+    grid = torch.arange(out_features)
+    if layout == "per-head":
+        return grid.view(heads, 3, d_head)[:, part].reshape(-1)
+    return grid.view(3, heads * d_head)[part]
+
+
+def _projections(model: nn.Module, own: str, suffixes: tuple[str, ...]) -> list[Projection]:
     if _is_own(model):
-        return [getattr(layer, own) for layer in attention_layers(model)]
-    found = [m for name, m in model.named_modules() if isinstance(m, nn.Linear) and name.endswith(suffixes)]
-    if not found:
-        raise ValueError(f"{type(model).__name__} has no projection named {' or '.join(suffixes)}")
-    return found
+        return [Projection.whole(getattr(layer, own)) for layer in attention_layers(model)]
+    linear = [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Linear)]
+    found = [Projection.whole(m) for name, m in linear if name.endswith(suffixes)]
+    if found:
+        return found
+    for suffix, layout in FUSED_LAYOUTS.items():
+        fused = [m for name, m in linear if name.endswith(suffix)]
+        if fused:
+            heads = model.config.num_attention_heads
+            return [Projection(m, fused_rows(layout, FUSED_PARTS[own], heads, m.out_features)) for m in fused]
+    names = " or ".join((*suffixes, *FUSED_LAYOUTS))
+    raise ValueError(f"{type(model).__name__} has no projection named {names}")
 
 
-def key_projections(model: nn.Module) -> list[nn.Linear]:
-    """Each layer's key projection (``nn.Linear``, ``k = W_k x + b_k``), in layer order."""
+def key_projections(model: nn.Module) -> list[Projection]:
+    """Each layer's key projection (``k = W_k x + b_k``), in layer order."""
     return _projections(model, "key", KEY_SUFFIXES)
 
 
-def query_projections(model: nn.Module) -> list[nn.Linear]:
-    """Each layer's query projection (``nn.Linear``), in layer order."""
+def query_projections(model: nn.Module) -> list[Projection]:
+    """Each layer's query projection, in layer order."""
     return _projections(model, "query", QUERY_SUFFIXES)
 
 
@@ -168,7 +221,7 @@ def transformers_pass(
 ) -> AttentionPass:
     """The attention of a transformers model in eager attention on ``ids`` ``[B, T]`` (module docstring)."""
     inputs: list[torch.Tensor] = []
-    hooks = _capturing(key_projections(model), inputs)
+    hooks = _capturing([k.module for k in key_projections(model)], inputs)
     try:
         out = model(input_ids=ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
     finally:

@@ -45,14 +45,14 @@ def _mass_with_zeroed(
 ) -> np.ndarray:
     """``measure`` of ``model`` with ``W_k[:, channels[l]] = 0`` in each layer ``l``, the weights restored after."""
     keys = key_projections(model)
-    kept = [k.weight[:, list(c)].clone() for k, c in zip(keys, channels)]
+    kept = [k.input_columns(list(c)) for k, c in zip(keys, channels)]
     try:
         for key, chosen in zip(keys, channels):
-            key.weight[:, list(chosen)] = 0.0
+            key.set_input_columns(list(chosen), 0.0)
         return np.asarray(measure(model), dtype=float)
     finally:
         for key, chosen, weights in zip(keys, channels, kept):
-            key.weight[:, list(chosen)] = weights
+            key.set_input_columns(list(chosen), weights)
 
 
 def key_channel_ablation(

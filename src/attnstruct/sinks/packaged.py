@@ -201,6 +201,35 @@ def why_not_runnable(entry: zoo.Entry, cache=None) -> str | None:
     return None
 
 
+def diagnose_loaded(
+    name: str,
+    role: str,
+    model: torch.nn.Module,
+    tokenizer,
+    *,
+    n_sequences: int,
+    seq_len: int,
+    k: int,
+    ablation_draws: int,
+    seed: int,
+    start: float,
+) -> dict | tuple[str, str]:
+    """The summary row (:func:`summary_row`) of a loaded ``model`` of ``role`` read on :func:`passage_windows` of its
+    ``tokenizer``, or ``(name, one-line reason)`` when it cannot be read (no tokenizer; a passage too short);
+    ``start`` is when its loading began (``time.perf_counter``), so that the row's ``seconds`` count it."""
+    if tokenizer is None:
+        return name, "no tokenizer in its folder (its vocabulary is its own)"
+    causal = CAUSAL_BY_ROLE[role]
+    try:
+        ids, label = passage_windows(tokenizer, causal=causal, n_sequences=n_sequences, seq_len=seq_len)
+    except ValueError as err:
+        return name, str(err)
+    positions = (0,) if causal else (0, seq_len - 1)
+    found = diagnose(model, ids, causal=causal, positions=positions, k=k, ablation_draws=ablation_draws, seed=seed)
+    first_token = tokenizer.convert_ids_to_tokens(int(ids[0, 0]))
+    return summary_row(name, role, label, first_token, found, time.perf_counter() - start)
+
+
 def diagnose_packaged(
     names: Sequence[str],
     *,
@@ -223,22 +252,12 @@ def diagnose_packaged(
             skipped.append((entry.name, reason))
             continue
         start = time.perf_counter()
-        causal = CAUSAL_BY_ROLE[entry.role]
         try:
             model, tokenizer = load_packaged(entry, cache_dir)
         except Exception as err:  # transformers raises many kinds on a checkpoint it cannot read
             skipped.append((entry.name, f"transformers could not load it ({untrusted.one_line(err)})"))
             continue
-        if tokenizer is None:
-            skipped.append((entry.name, "no tokenizer in its folder (its vocabulary is its own)"))
-            continue
-        try:
-            ids, label = passage_windows(tokenizer, causal=causal, n_sequences=n_sequences, seq_len=seq_len)
-        except ValueError as err:
-            skipped.append((entry.name, str(err)))
-            continue
-        positions = (0,) if causal else (0, seq_len - 1)
-        found = diagnose(model, ids, causal=causal, positions=positions, k=k, ablation_draws=ablation_draws, seed=seed)
-        first_token = tokenizer.convert_ids_to_tokens(int(ids[0, 0]))
-        rows.append(summary_row(entry.name, entry.role, label, first_token, found, time.perf_counter() - start))
+        settings = dict(n_sequences=n_sequences, seq_len=seq_len, k=k, ablation_draws=ablation_draws, seed=seed)
+        row = diagnose_loaded(entry.name, entry.role, model, tokenizer, start=start, **settings)
+        (skipped if isinstance(row, tuple) else rows).append(row)
     return pd.DataFrame(rows, columns=list(COLUMNS)), skipped
