@@ -64,6 +64,7 @@ seeds = [0, 1, 2, 3, 4]  # one run per arm, objective and seed; the arms are pai
 snapshot_every = 100  # as notebook 05: the same run names, and the final weights the sink diagnostics read
 arms = {"sigmoid": ["mlm", "next-token"], "softmax-null-slot": ["next-token"]}  # attention -> objectives trained
 diagnose_models = ["smollm2-135m", "minilm-l6"]  # packaged checkpoints whose sinks are read
+diagnose_hub = []  # hub ids ORG/NAME[@REVISION] whose sinks are read (hub access; each downloaded whole, once)
 sink_sequences = 8  # held-out windows each own decoder's sinks are read on
 sink_channels = 10  # k: the first position's channels compared with the dominant columns
 ablation_draws = 20  # random key-channel sets each ablation is compared with
@@ -81,7 +82,6 @@ from attnstruct import notebooks, results, stats, work
 from attnstruct.analyses import nb10_attention_sinks as sinks_test
 from attnstruct.analyses import plans, text_runs
 from attnstruct.report import plotting, prose
-from attnstruct.sinks import packaged
 from attnstruct.tasks import text, text_config
 
 plotting.set_style()
@@ -374,8 +374,10 @@ prose.show(
 # %% [markdown]
 # ## The sinks of real models
 #
-# The same diagnostics on packaged checkpoints (`diagnose_models`), read on a held-out passage: where the sinks of
-# trained language models sit, and whether their dominant columns are the sink's key channels.
+# The same diagnostics on packaged checkpoints (`diagnose_models`) and on models named by hub id (`diagnose_hub`:
+# the paper profile reads Ettin's matched encoder-decoder pairs, trained alike but for the objective, and Pythia's
+# checkpoints along training), read on a held-out passage: where the sinks of trained language models sit, and
+# whether their dominant columns are the sink's key channels.
 #
 # What to look for: a real decoder trained on billions of tokens has the sink our small runs lack, so its sink mass
 # should lie far above the uniform share. If its dominant columns are the sink's key channels, they should fall among
@@ -384,7 +386,7 @@ prose.show(
 # the sink reading makes no distinction between the objectives, the paper's reading does.
 
 # %%
-real, missing = packaged.diagnose_packaged(diagnose_models, cache_dir=cache_dir, k=sink_channels, seed=0)
+real, missing = sinks_test.read_real_models(diagnose_models, diagnose_hub, cache_dir=cache_dir, k=sink_channels)
 for model in sinks_test.real_models(real):
     prose.say(
         "- {model} ({role}): sink mass {sink_mass} against {uniform} uniform; dominant columns among the first "
@@ -420,6 +422,42 @@ if len(real):
 
     fig.tight_layout()
     _ = plotting.savefig(fig, figures_dir / "10_sinks_in_real_models")
+
+# %% [markdown]
+# Along training (the checkpoints of one hub repository read at several steps, `diagnose_hub`): if column dominance
+# is sink machinery, directionality should fall as the sink forms and track its strength across the checkpoints; if
+# it is the gradient's asymmetry, it may move on its own clock.
+
+# %%
+series = sinks_test.training_series(real)
+for repo in sinks_test.series_facts(series):
+    prose.say(
+        "- {repo}, {n}: sink mass {first_sink} at step {first_step} and {last_sink} at step {last_step}; "
+        "directionality {first_directionality} and {last_directionality}; their correlation over the checkpoints "
+        "{correlation}",
+        repo,
+    )
+if series.empty:
+    prose.show("No hub repository was read at two or more training steps (`diagnose_hub`).")
+
+# %% tags=["hide-input"]
+if not series.empty:
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharex=True)
+    for repo, rows in series.groupby("repo", sort=False):
+        steps = rows["step"].clip(lower=1)
+        axes[0].plot(steps, rows["sink_mass"], "o-", color=plotting.DECODER_COLOR, label=repo)
+        axes[1].plot(steps, rows["directionality"], "o-", color=plotting.DECODER_COLOR, label=repo)
+    axes[0].set(xscale="log", xlabel="training step (0 drawn at 1)", ylabel="sink mass (median)")
+    axes[1].set(xscale="log", xlabel="training step (0 drawn at 1)", ylabel="directionality (median)")
+    axes[1].axhline(0, color="0.6", lw=0.8)
+    axes[0].legend(fontsize=8)
+    title = "Sink mass and directionality along training: " + "; ".join(
+        prose.fill("{repo} {first_sink} to {last_sink}, {first_directionality} to {last_directionality}", r)
+        for r in sinks_test.series_facts(series)
+    )
+    plotting.message_title(fig, title.replace("`", ""))
+    fig.tight_layout()
+    _ = plotting.savefig(fig, figures_dir / "10_sinks_along_training")
 
 # %% [markdown]
 # ## The dataset

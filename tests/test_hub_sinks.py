@@ -4,6 +4,8 @@ project's own readers, one row per model and a one-line reason for each that can
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -179,9 +181,14 @@ def test_what_cannot_be_read_is_named_in_one_line_and_nothing_else_stops(sink_hu
     assert list(rows["model"]) == ["org/pythia-tiny"]
     reasons = dict(skipped)
     assert set(reasons) == {"tiny/bart", "org/missing", "not a hub id"}
-    assert "not a text encoder or decoder" in reasons["tiny/bart"]
-    assert reasons["org/missing"].startswith("not found")
-    assert all("\n" not in reason for reason in reasons.values())
+    assert all(reason and "\n" not in reason for reason in reasons.values())
+
+
+@pytest.mark.parametrize("model_id,kind", [("tiny/bart", "unsupported architecture"), ("org/missing", "not found")])
+def test_an_encoder_decoder_and_a_missing_repository_fail_with_their_kind(sink_hub, model_id, kind):
+    with pytest.raises(ExtractionError) as failed:
+        hub_models.fetch_for_forward(model_id)
+    assert failed.value.kind == kind
 
 
 def test_a_config_naming_a_class_transformers_does_not_ship_is_refused(sink_hub, tmp_path):
@@ -204,5 +211,40 @@ def test_weights_that_leave_a_parameter_unfilled_are_refused(sink_hub, tmp_path)
     del tensors["gpt_neox.layers.0.attention.query_key_value.weight"]
     save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
     sink_hub.add_folder("org/holed", folder)
-    rows, skipped = hub_models.diagnose_hub(["org/holed"], n_sequences=2, seq_len=16, ablation_draws=2)
-    assert rows.empty and "leave 1 parameters unfilled" in dict(skipped)["org/holed"]
+    with pytest.raises(ExtractionError, match="leave 1 parameters unfilled"):
+        hub_models.load_for_forward(hub_models.fetch_for_forward("org/holed"))
+
+
+def test_the_paper_profile_reads_ettins_pairs_and_one_pythia_series_by_hub_id():
+    from pathlib import Path
+
+    from attnstruct import notebooks
+    from attnstruct.analyses import nb10_attention_sinks as nb10
+    from attnstruct.checkpoints.hub import parse_hub_id
+
+    ids = notebooks.load_profile(Path(__file__).parents[1], "paper")["10_attention_sinks"]["diagnose_hub"]
+    parsed = [parse_hub_id(model_id) for model_id in ids]
+    encoders = {repo.replace("encoder", "") for repo, _ in parsed if "ettin-encoder" in repo}
+    decoders = {repo.replace("decoder", "") for repo, _ in parsed if "ettin-decoder" in repo}
+    assert encoders and encoders == decoders
+    frame = pd.DataFrame({"model": ids, "sink_mass": 0.0, "directionality": 0.0})
+    series = nb10.training_series(frame)
+    assert set(series["repo"]) == {repo for repo, revision in parsed if revision != "main"}
+    assert series["step"].is_monotonic_increasing and len(series) >= 5
+
+
+def test_a_series_is_the_hub_rows_of_one_repository_at_two_or_more_steps_in_training_order():
+    from attnstruct.analyses import nb10_attention_sinks as nb10
+
+    frame = pd.DataFrame(
+        {
+            "model": ["org/a@step1000", "smollm2-135m", "org/a@step0", "org/b@step5", "org/c", "org/a@step64"],
+            "sink_mass": [0.5, 0.4, 0.1, 0.3, 0.2, 0.2],
+            "directionality": [-0.3, -0.2, 0.0, -0.1, -0.1, -0.1],
+        }
+    )
+    series = nb10.training_series(frame)
+    assert list(series["repo"]) == ["org/a"] * 3 and list(series["step"]) == [0, 64, 1000]
+    (facts,) = nb10.series_facts(series)
+    assert (facts.first_step, facts.last_step) == ("0", "1,000")
+    assert float(facts.correlation) == pytest.approx(np.corrcoef([0.1, 0.2, 0.5], [0.0, -0.1, -0.3])[0, 1], abs=0.01)

@@ -549,3 +549,75 @@ class NotReadFacts:
 def not_read(missing: Sequence[tuple[str, str]]) -> list[NotReadFacts]:
     """:class:`NotReadFacts` of ``(name, reason)`` pairs."""
     return [NotReadFacts(f"`{name}`", str(reason)) for name, reason in missing]
+
+
+def read_real_models(
+    packaged_names: Sequence[str], hub_ids: Sequence[str], *, cache_dir=None, k: int = 10, seed: int = 0
+) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """The sink diagnostics of the packaged checkpoints ``packaged_names`` (never fetched) and of the hub models
+    ``hub_ids`` (fetched whole, :mod:`attnstruct.sinks.hub_models`), one table (:data:`~attnstruct.sinks.packaged.
+    COLUMNS`), and ``(name, reason)`` for each model not read."""
+    from ..sinks import hub_models, packaged
+
+    frame, missing = packaged.diagnose_packaged(packaged_names, cache_dir=cache_dir, k=k, seed=seed)
+    if not hub_ids:
+        return frame, missing
+    from_hub, hub_missing = hub_models.diagnose_hub(hub_ids, k=k, seed=seed)
+    frames = [f for f in (frame, from_hub) if len(f)]
+    joined = pd.concat(frames, ignore_index=True) if frames else frame
+    return joined, [*missing, *hub_missing]
+
+
+def training_series(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of hub models read at two or more training steps of one repository (``ORG/NAME@stepN``, Ettin's
+    ``extN``, ...; :func:`attnstruct.checkpoints.revisions.parse_training_position`): columns ``repo``, ``step``,
+    ``sink_mass``, ``directionality``, sorted by repository and ``(phase, step)``."""
+    from ..checkpoints.revisions import parse_training_position
+
+    rows = []
+    for row in frame.itertuples(index=False):
+        repo, _, revision = str(row.model).partition("@")
+        position = parse_training_position(revision) if revision else None
+        if position is not None and np.isfinite(position.step):
+            rows.append((repo, position.phase, position.step, float(row.sink_mass), float(row.directionality)))
+    table = pd.DataFrame(rows, columns=["repo", "phase", "step", "sink_mass", "directionality"])
+    counts = table.groupby("repo")["step"].transform("size") if len(table) else table["step"]
+    return table[counts >= 2].sort_values(["repo", "phase", "step"]).drop(columns="phase").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class SeriesFacts:
+    """One repository's checkpoints read in training order: the sink mass and directionality at the first and the
+    last step read, and their correlation over the steps read."""
+
+    repo: str
+    n: str
+    first_step: str
+    last_step: str
+    first_sink: str
+    last_sink: str
+    first_directionality: str
+    last_directionality: str
+    correlation: str
+
+
+def series_facts(series: pd.DataFrame) -> list[SeriesFacts]:
+    """:class:`SeriesFacts` of each repository of :func:`training_series`."""
+    facts = []
+    for repo, rows in series.groupby("repo", sort=False):
+        first, last = rows.iloc[0], rows.iloc[-1]
+        r = np.corrcoef(rows["sink_mass"], rows["directionality"])[0, 1] if len(rows) > 2 else np.nan
+        facts.append(
+            SeriesFacts(
+                repo=f"`{repo}`",
+                n=prose.count(len(rows), "checkpoint"),
+                first_step=f"{int(first.step):,}",
+                last_step=f"{int(last.step):,}",
+                first_sink=prose.number(float(first.sink_mass), 2),
+                last_sink=prose.number(float(last.sink_mass), 2),
+                first_directionality=prose.signed(float(first.directionality)),
+                last_directionality=prose.signed(float(last.directionality)),
+                correlation="undefined" if not np.isfinite(r) else prose.signed(float(r)),
+            )
+        )
+    return facts

@@ -162,11 +162,17 @@ def diagnose_hub(
     k: int = 10,
     ablation_draws: int = 20,
     seed: int = 0,
+    progress: bool = True,
 ) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
     """The sink diagnostics of each hub model in ``model_ids``, one row per model read (:data:`COLUMNS`, the model
-    named by its hub id), and ``(model id, one-line reason)`` for each that cannot be read (module docstring)."""
+    named by its hub id), and ``(model id, one-line reason)`` for each that cannot be read (module docstring); a bar
+    counts the models when ``progress`` (:func:`attnstruct.report.progress.bar_disabled`)."""
+    from tqdm.auto import tqdm
+
+    from ..report.progress import bar_disabled
+
     rows, skipped = [], []
-    for model_id in model_ids:
+    for model_id in tqdm(model_ids, desc="sinks by hub id", unit="model", disable=bar_disabled(progress)):
         start = time.perf_counter()
         try:
             found = fetch_for_forward(model_id, settings)
