@@ -290,11 +290,13 @@ def result_dataset(
     unigram_entropy: float,
     learned: bool,
     effects: Sequence[stats.Effect],
+    real: pd.DataFrame | None = None,
 ) -> xr.Dataset:
     """Notebook 10's dataset: the arms' runs (:func:`combined`), each arm's decoders' sink diagnostics (``sinks``:
     attention -> :func:`own_sink_table`) as ``sink_*`` variables over ``(attention, seed)`` (NaN where not
-    diagnosed), the provenance attrs, whether every run learned (``loss_targets_met``) and under ``verdicts`` the
-    table of ``effects`` (JSON, ``"{}"`` for none)."""
+    diagnosed), the real models' diagnostics (``real``: :func:`attnstruct.sinks.packaged.diagnose_packaged`'s table)
+    as ``real_*`` variables over ``model`` (:func:`real_variables`), the provenance attrs, whether every run learned
+    (``loss_targets_met``) and under ``verdicts`` the table of ``effects`` (JSON, ``"{}"`` for none)."""
     out = runs.copy()
     seeds = pd.Index(runs.seed.values, name="seed")
     for column in SINK_COLUMNS:
@@ -304,6 +306,7 @@ def result_dataset(
             if column in table:
                 values[row] = table[column].to_numpy(dtype=float)
         out[f"sink_{column}"] = xr.DataArray(values, dims=["attention", "seed"])
+    out = out.merge(real_variables(real if real is not None else pd.DataFrame()))
     out.attrs.update(
         results.provenance_attrs(
             parameters=parameters,
@@ -316,6 +319,54 @@ def result_dataset(
     )
     out.attrs["runs"] = runs.attrs.get("runs", "[]")
     return out
+
+
+REAL_LEFT_OUT = ("seconds",)  # how long a model took to read: not reproducible, not stored
+REAL_FLAGS = ("qk_norm", "query_bias", "key_bias")  # what the score cannot see, stored as 0/1
+REAL_TEXT = ("role", "sink_positions", "first_token")
+
+
+def real_variables(real: pd.DataFrame) -> xr.Dataset:
+    """The real models' table (one row per model, the columns of :data:`attnstruct.sinks.packaged.COLUMNS`) as
+    ``real_<column>`` variables over ``model``: numbers as float, :data:`REAL_FLAGS` as 0/1, :data:`REAL_TEXT` as
+    strings, :data:`REAL_LEFT_OUT` left out. No row: an empty dataset (no ``model`` dim). Whatever models the table
+    holds (packaged or read from the hub) are stored alike."""
+    if real.empty:
+        return xr.Dataset()
+    models = pd.Index([str(m) for m in real["model"]], name="model")
+    out = xr.Dataset(coords={"model": models})
+    for column in real.columns:
+        if column == "model" or column in REAL_LEFT_OUT:
+            continue
+        values = real[column].to_numpy()
+        if column in REAL_TEXT:
+            values = np.array([str(v) for v in values], dtype=str)
+        elif column in REAL_FLAGS:
+            values = np.array([bool(v) for v in values], dtype=np.int8)
+        else:
+            values = values.astype(float)
+        out[f"real_{column}"] = xr.DataArray(values, dims=["model"])
+    return out
+
+
+def real_table_of(ds: xr.Dataset) -> pd.DataFrame:
+    """The real models' table stored by :func:`real_variables`, read back from notebook 10's dataset (the flags as
+    bool, ``layers`` and ``heads`` as int); no ``model`` dim: an empty table."""
+    names = [name for name in ds.data_vars if str(name).startswith("real_")]
+    if "model" not in ds.dims or not names:
+        return pd.DataFrame(columns=["model"])
+    table = pd.DataFrame({str(name).removeprefix("real_"): ds[name].values for name in names})
+    table.insert(0, "model", [str(m) for m in ds.model.values])
+    for column in REAL_FLAGS:
+        if column in table:
+            table[column] = table[column].astype(bool)
+    for column in ("layers", "heads"):
+        if column in table:
+            table[column] = table[column].astype(int)
+    for column in REAL_TEXT:
+        if column in table:
+            table[column] = table[column].astype(str)
+    return table
 
 
 def effects_of_dataset(ds: xr.Dataset) -> list[stats.Effect]:
