@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from .. import results, stats
+from .. import notebooks, results, stats
 from ..report import prose
 from ..sinks import sink_diagnostics
 from ..tasks import text, text_config
@@ -600,3 +600,116 @@ class NotReadFacts:
 def not_read(missing: Sequence[tuple[str, str]]) -> list[NotReadFacts]:
     """:class:`NotReadFacts` of ``(name, reason)`` pairs."""
     return [NotReadFacts(f"`{name}`", str(reason)) for name, reason in missing]
+
+
+# ---------------------------------------------------------------------------------------------- the docs' numbers
+
+
+def stored_verdicts(ds: xr.Dataset) -> dict[str, dict]:
+    """The ``verdicts`` attr of notebook 10's dataset (claim -> row of :func:`attnstruct.stats.verdict_table`);
+    ValueError (one line) when the dataset has none."""
+    try:
+        verdicts = json.loads(ds.attrs.get("verdicts", "{}"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"its verdicts attr is not JSON ({err})") from None
+    if not isinstance(verdicts, dict) or not verdicts:
+        raise ValueError("it stores no verdicts (attr verdicts): run notebook 10 to the end")
+    return verdicts
+
+
+def _p(value: float) -> str:
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+def _commit(ds: xr.Dataset) -> str:
+    commit = str(ds.attrs.get("git_commit", "unknown"))
+    sha, _, dirty = commit.partition("-")
+    return f"{sha[:7]}-{dirty}" if dirty else sha[:7]
+
+
+MACHINE_SETTINGS = ("workers", "threads_per_worker", "cache_dir")  # how a run was spread, not what it computed
+
+
+def profile_of(ds: xr.Dataset, root: str | Path | None = None) -> str:
+    """The parameter profile (``params/NAME.yaml``) whose settings for notebook 10 are the ones the dataset records
+    (attr ``parameters``, :data:`MACHINE_SETTINGS` aside): ``quick`` (the parameters cell's defaults) before the
+    others, which may leave notebook 10 as it is; ``"no"`` when none is."""
+    recorded = json.loads(ds.attrs.get("parameters", "{}"))
+    root = notebooks.project_root(root)
+    defaults = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(root, PLAN.notebook)))
+    names = sorted(path.stem for path in (root / "params").glob("*.yaml"))
+    for name in sorted(names, key=lambda n: n != "quick"):
+        expected = json.loads(json.dumps({**defaults, **notebooks.load_profile(root, name).get(PLAN.notebook, {})}))
+        if all(expected.get(k) == v for k, v in recorded.items() if k not in MACHINE_SETTINGS):
+            return name
+    return "no"
+
+
+def own_tables(ds: xr.Dataset) -> dict[str, pd.DataFrame]:
+    """Each arm's :func:`own_sink_table` read back from the ``sink_*`` variables (the seeds diagnosed), arms with
+    none left out."""
+    out = {}
+    for attention in ds.attention.values:
+        table = pd.DataFrame(
+            {c: ds[f"sink_{c}"].sel(attention=attention).values for c in SINK_COLUMNS if f"sink_{c}" in ds},
+            index=pd.Index(ds.seed.values, name="seed"),
+        ).dropna(how="all")
+        if not table.empty:
+            out[str(attention)] = table
+    return out
+
+
+def docs_numbers(ds: xr.Dataset, root: str | Path | None = None) -> str:
+    """The Markdown block ``docs/paper-notes.md`` states of notebook 10, from its dataset alone: the primary claim's
+    stored verdict, estimate, 95% interval, p and n; each secondary claim's verdict and estimate; each arm's decoders'
+    median sink mass on position 0 against the uniform share; each real model's sink mass, overlap and ablation
+    against their chance values; the profile (:func:`profile_of`, the project at ``root``) and the commit the
+    dataset came from. Verdicts are
+    the stored ones, never decided again; ValueError (one line) for a dataset without verdicts."""
+    verdicts = stored_verdicts(ds)
+    seeds = len(json.loads(ds.attrs.get("parameters", "{}")).get("seeds", ds.seed.values))
+    profile = profile_of(ds, root)
+    lines = [f"Notebook 10 at the {profile} profile ({prose.count(seeds, 'seed')}; commit `{_commit(ds)}`):", ""]
+    primary = verdicts.get(PRIMARY)
+    if primary is None:
+        lines.append(f"- **Primary**, {PRIMARY}: not tested in this build.")
+    else:
+        lines.append(
+            f"- **Primary**, {PRIMARY}: **{primary['verdict']}**, {prose.signed(primary['estimate'])} (95% "
+            f"interval [{prose.signed(primary['low'])}, {prose.signed(primary['high'])}], {_p(primary['p_value'])}, "
+            f"n = {prose.count(int(primary['n']), str(primary['unit']))})."
+        )
+    for claim, row in verdicts.items():
+        if claim != PRIMARY:
+            lines.append(f"- Secondary, {claim}: *{row['verdict']}*, {prose.signed(row['estimate'])}.")
+    for attention, table in own_tables(ds).items():
+        own = own_sinks(table, attention)
+        lines.append(
+            f"- Own {own.attention} decoders ({own.diagnosed}): a median {own.sink_mass} of their attention on "
+            f"position 0 (over layers, heads and seeds) against a uniform share of {own.uniform}."
+        )
+    for model in real_models(real_table_of(ds)):
+        lines.append(
+            f"- {model.model} ({model.role}): sink mass {model.sink_mass} against {model.uniform} uniform; dominant "
+            f"columns among the first position's channels {model.overlap} against {model.expected} by chance; "
+            f"zeroing them changes the sink mass by {model.change}, random channels by {model.null}."
+        )
+    return "\n".join(lines)
+
+
+def readme_clause(ds: xr.Dataset) -> str:
+    """The one-line "finds" clause of README's notebook table (no ``|``, no line break), from the dataset alone: the
+    primary claim's stored verdict and estimate, and the real models' sink mass against the uniform share."""
+    primary = stored_verdicts(ds).get(PRIMARY)
+    parts = [
+        "finds: the primary claim not tested"
+        if primary is None
+        else f"finds: decoder directionality, sigmoid minus softmax, {prose.signed(primary['estimate'])} "
+        f"(*{primary['verdict']}*, {_p(primary['p_value'])}, {prose.count(int(primary['n']), str(primary['unit']))})"
+    ]
+    softmax = own_tables(ds).get(SOFTMAX)
+    if softmax is not None:
+        own = own_sinks(softmax, SOFTMAX)
+        parts.append(f"own softmax decoders' sink mass {own.sink_mass} against {own.uniform} uniform")
+    parts.extend(f"{m.model} {m.sink_mass} against {m.uniform}" for m in real_models(real_table_of(ds)))
+    return "; ".join(parts)

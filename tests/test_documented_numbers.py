@@ -1,0 +1,108 @@
+"""The numbers the docs state of notebook 10: rendered from its dataset alone (verdicts as stored), rewritten between
+their markers only, bad input refused in one line; and (tier ``findings``) the docs hold what the build renders."""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from test_nb10_attention_sinks import real_table, saved_dataset
+
+from attnstruct import results
+from attnstruct.analyses import documented_numbers
+from attnstruct.analyses import nb10_attention_sinks as sinks_test
+
+from conftest import ROOT
+
+BUILD = Path(os.environ.get("ATTNSTRUCT_FINDINGS_BUILD", ROOT / "build" / "quick"))
+BUILD = BUILD if BUILD.is_absolute() else ROOT / BUILD
+
+
+def with_primary(ds, **changes):
+    """``ds`` with the stored primary verdict's row changed (what the docs must state, whatever the runs say)."""
+    verdicts = json.loads(ds.attrs["verdicts"])
+    verdicts[sinks_test.PRIMARY].update(changes)
+    out = ds.copy()
+    out.attrs["verdicts"] = json.dumps(verdicts)
+    return out
+
+
+def test_the_docs_state_the_stored_primary_verdict_and_its_numbers(tmp_path):
+    ds = with_primary(saved_dataset(tmp_path, real_table("smollm2-135m")), verdict="holds", estimate=0.78, low=0.38,
+                      high=1.2, p_value=0.03125, n=5)  # fmt: skip
+    block = sinks_test.docs_numbers(ds, ROOT)
+    primary = next(line for line in block.splitlines() if "**Primary**" in line)
+    assert "**holds**, +0.78 (95% interval [+0.38, +1.20], p = 0.031, n = 5 seeds)" in primary
+    assert "+0.78 (*holds*, p = 0.031, 5 seeds)" in sinks_test.readme_clause(ds)
+
+
+def test_the_docs_follow_the_stored_verdict_when_it_flips(tmp_path):
+    ds = with_primary(saved_dataset(tmp_path, real_table()), verdict="does not hold", estimate=-0.5)
+    assert "**does not hold**, -0.50" in sinks_test.docs_numbers(ds, ROOT)
+    assert "*does not hold*" in sinks_test.readme_clause(ds)
+
+
+def test_the_docs_state_each_secondary_claim_each_arm_and_each_real_model(tmp_path):
+    block = sinks_test.docs_numbers(saved_dataset(tmp_path, real_table("smollm2-135m", "minilm-l6")), ROOT)
+    secondary = [line for line in block.splitlines() if line.startswith("- Secondary")]
+    assert len(secondary) == len(sinks_test.PLAN.claims) - 1
+    assert "Own `softmax` decoders (5 decoders): a median 0.500" in block
+    assert "`minilm-l6` (decoder): sink mass 1.25 against 1.250 uniform" in block
+
+
+def test_the_docs_name_the_profile_and_commit_the_dataset_came_from(tmp_path):
+    ds = saved_dataset(tmp_path, real_table())
+    ds.attrs["parameters"] = json.dumps({"seeds": [0, 1, 2, 3, 4], "steps": 600})
+    ds.attrs["git_commit"] = "0123456789abcdef"
+    assert sinks_test.docs_numbers(ds, ROOT).startswith("Notebook 10 at the quick profile (5 seeds; commit `0123456`)")
+    ds.attrs["parameters"] = json.dumps({"steps": 7})
+    assert sinks_test.profile_of(ds, ROOT) == "no"
+
+
+def project_copy(tmp_path) -> Path:
+    """A project root holding the two documented files, the notebook and the profiles (what rendering reads)."""
+    root = tmp_path / "project"
+    for name in ("README.md", "docs/paper-notes.md", "notebooks/10_attention_sinks.py", "pyproject.toml"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / name, root / name)
+    shutil.copytree(ROOT / "params", root / "params")
+    return root
+
+
+def test_the_rewrite_changes_only_the_text_between_the_markers(tmp_path):
+    root = project_copy(tmp_path)
+    saved_dataset(tmp_path, real_table("smollm2-135m"))
+    before = {b.file: (root / b.file).read_text() for b in documented_numbers.BLOCKS}
+    documented_numbers.rewrite(tmp_path, root)
+    for block in documented_numbers.BLOCKS:
+        after = (root / block.file).read_text()
+        head, tail = before[block.file].split(block.begin)[0], before[block.file].split(block.end)[1]
+        assert after.startswith(head + block.begin) and after.endswith(block.end + tail)
+        assert after != before[block.file]
+    row = next(line for line in (root / "README.md").read_text().splitlines() if block.end in line)
+    assert row.count("|") == 4 and "finds: decoder directionality" in row
+    assert documented_numbers.stale(tmp_path, root) == []
+
+
+@pytest.mark.parametrize("problem", ["no dataset", "no verdicts"])
+def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsys, monkeypatch, problem):
+    root = project_copy(tmp_path)
+    monkeypatch.setattr(documented_numbers.notebooks, "project_root", lambda start=None: root)
+    if problem == "no verdicts":
+        ds = saved_dataset(tmp_path, real_table())
+        ds.attrs["verdicts"] = "{}"
+        results.save_dataset(ds, tmp_path / "10_attention_sinks.nc")
+    before = {b.file: (root / b.file).read_text() for b in documented_numbers.BLOCKS}
+    assert documented_numbers.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and ("no " in err if problem == "no dataset" else "no verdicts" in err)
+    assert {b.file: (root / b.file).read_text() for b in documented_numbers.BLOCKS} == before
+
+
+@pytest.mark.findings
+def test_the_docs_state_the_numbers_the_build_renders():
+    results_dir = BUILD / "results"
+    if not (results_dir / "10_attention_sinks.nc").is_file():
+        pytest.skip(f"no {results_dir / '10_attention_sinks.nc'}: run `make reproduce` first")
+    assert documented_numbers.stale(results_dir, ROOT) == [], f"run {documented_numbers.COMMAND}"
