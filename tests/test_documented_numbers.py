@@ -31,31 +31,38 @@ def with_primary(ds, **changes):
 def test_the_docs_state_the_stored_primary_verdict_and_its_numbers(tmp_path):
     ds = with_primary(saved_dataset(tmp_path, real_table("smollm2-135m")), verdict="holds", estimate=0.78, low=0.38,
                       high=1.2, p_value=0.03125, n=5)  # fmt: skip
+    primary = sinks_test.docs_facts(ds, ROOT).primary
+    assert (primary.verdict, primary.estimate, primary.low, primary.high) == ("holds", "+0.78", "+0.38", "+1.20")
+    assert (primary.p, primary.n) == ("p = 0.031", "5 seeds")
     block = sinks_test.docs_numbers(ds, ROOT)
-    primary = next(line for line in block.splitlines() if "**Primary**" in line)
-    assert "**holds**, +0.78 (95% interval [+0.38, +1.20], p = 0.031, n = 5 seeds)" in primary
-    assert "+0.78 (*holds*, p = 0.031, 5 seeds)" in sinks_test.readme_clause(ds)
+    assert all(value in block for value in (primary.estimate, primary.low, primary.high, primary.p, primary.n))
+    assert primary.estimate in sinks_test.readme_clause(ds)
 
 
 def test_the_docs_follow_the_stored_verdict_when_it_flips(tmp_path):
     ds = with_primary(saved_dataset(tmp_path, real_table()), verdict="does not hold", estimate=-0.5)
-    assert "**does not hold**, -0.50" in sinks_test.docs_numbers(ds, ROOT)
-    assert "*does not hold*" in sinks_test.readme_clause(ds)
+    primary = sinks_test.docs_facts(ds, ROOT).primary
+    assert (primary.verdict, primary.estimate) == ("does not hold", "-0.50")
+    assert f"**{primary.verdict}**" in sinks_test.docs_numbers(ds, ROOT)
+    assert f"*{primary.verdict}*" in sinks_test.readme_clause(ds)
 
 
 def test_the_docs_state_each_secondary_claim_each_arm_and_each_real_model(tmp_path):
-    block = sinks_test.docs_numbers(saved_dataset(tmp_path, real_table("smollm2-135m", "minilm-l6")), ROOT)
-    secondary = [line for line in block.splitlines() if line.startswith("- Secondary")]
-    assert len(secondary) == len(sinks_test.PLAN.claims) - 1
-    assert "Own `softmax` decoders (5 decoders): a median 0.500" in block
-    assert "`minilm-l6` (decoder): sink mass 1.25 against 1.250 uniform" in block
+    ds = saved_dataset(tmp_path, real_table("smollm2-135m", "minilm-l6"))
+    facts = sinks_test.docs_facts(ds, ROOT)
+    assert [c.claim for c in facts.secondary] == [c.name for c in sinks_test.PLAN.claims[1:]]
+    assert [(o.attention, o.diagnosed, o.sink_mass) for o in facts.own] == [("`softmax`", "5 decoders", "0.500")]
+    assert [(m.model, m.sink_mass) for m in facts.real] == [("`smollm2-135m`", "0.25"), ("`minilm-l6`", "1.25")]
+    block = sinks_test.docs_numbers(ds, ROOT)
+    assert all(m.model in block for m in facts.real) and all(c.claim in block for c in facts.secondary)
 
 
 def test_the_docs_name_the_profile_and_commit_the_dataset_came_from(tmp_path):
     ds = saved_dataset(tmp_path, real_table())
     ds.attrs["parameters"] = json.dumps({"seeds": [0, 1, 2, 3, 4], "steps": 600})
     ds.attrs["git_commit"] = "0123456789abcdef"
-    assert sinks_test.docs_numbers(ds, ROOT).startswith("Notebook 10 at the quick profile (5 seeds; commit `0123456`)")
+    facts = sinks_test.docs_facts(ds, ROOT)
+    assert (facts.profile, facts.commit, facts.seeds) == ("quick", "0123456", "5 seeds")
     ds.attrs["parameters"] = json.dumps({"steps": 7})
     assert sinks_test.profile_of(ds, ROOT) == "no"
 
@@ -81,7 +88,10 @@ def test_the_rewrite_changes_only_the_text_between_the_markers(tmp_path):
         assert after.startswith(head + block.begin) and after.endswith(block.end + tail)
         assert after != before[block.file]
     row = next(line for line in (root / "README.md").read_text().splitlines() if block.end in line)
-    assert row.count("|") == 4 and "finds: decoder directionality" in row
+    assert (
+        row.count("|") == 4
+        and sinks_test.readme_clause(results.load_dataset(tmp_path / "10_attention_sinks.nc")) in row
+    )
     assert documented_numbers.stale(tmp_path, root) == []
 
 

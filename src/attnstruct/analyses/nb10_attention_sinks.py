@@ -659,41 +659,97 @@ def own_tables(ds: xr.Dataset) -> dict[str, pd.DataFrame]:
     return out
 
 
-def docs_numbers(ds: xr.Dataset, root: str | Path | None = None) -> str:
-    """The Markdown block ``docs/paper-notes.md`` states of notebook 10, from its dataset alone: the primary claim's
-    stored verdict, estimate, 95% interval, p and n; each secondary claim's verdict and estimate; each arm's decoders'
-    median sink mass on position 0 against the uniform share; each real model's sink mass, overlap and ablation
-    against their chance values; the profile (:func:`profile_of`, the project at ``root``) and the commit the
-    dataset came from. Verdicts are
-    the stored ones, never decided again; ValueError (one line) for a dataset without verdicts."""
+@dataclass(frozen=True)
+class StoredClaimFacts:
+    """One claim as notebook 10's dataset stores it (attr ``verdicts``): its ``claim``, stored ``verdict``,
+    ``estimate``, 95% interval (``low``, ``high``), ``p`` (``p = 0.031`` or ``p < 0.001``) and ``n`` (units)."""
+
+    claim: str
+    verdict: str
+    estimate: str
+    low: str
+    high: str
+    p: str
+    n: str
+
+
+def _stored_claim(claim: str, row: Mapping) -> StoredClaimFacts:
+    return StoredClaimFacts(
+        claim=claim,
+        verdict=str(row["verdict"]),
+        estimate=prose.signed(row["estimate"]),
+        low=prose.signed(row["low"]),
+        high=prose.signed(row["high"]),
+        p=_p(row["p_value"]),
+        n=prose.count(int(row["n"]), str(row["unit"])),
+    )
+
+
+@dataclass(frozen=True)
+class DocsFacts:
+    """What the docs state of notebook 10, from its dataset alone: the ``profile`` (:func:`profile_of`), ``commit``
+    and ``seeds`` it came from; the ``primary`` claim as stored (None: not tested) and the ``secondary`` ones; each
+    arm's decoders' sinks (``own``, :class:`OwnSinksFacts`) and each real model's (``real``,
+    :class:`RealModelFacts`)."""
+
+    profile: str
+    commit: str
+    seeds: str
+    primary: StoredClaimFacts | None
+    secondary: list[StoredClaimFacts]
+    own: list[OwnSinksFacts]
+    real: list[RealModelFacts]
+
+
+def docs_facts(ds: xr.Dataset, root: str | Path | None = None) -> DocsFacts:
+    """:class:`DocsFacts` of notebook 10's dataset ``ds`` (the project at ``root`` names the profile); the verdicts
+    are the stored ones, never decided again; ValueError (one line) for a dataset without verdicts."""
     verdicts = stored_verdicts(ds)
     seeds = len(json.loads(ds.attrs.get("parameters", "{}")).get("seeds", ds.seed.values))
-    profile = profile_of(ds, root)
-    lines = [f"Notebook 10 at the {profile} profile ({prose.count(seeds, 'seed')}; commit `{_commit(ds)}`):", ""]
-    primary = verdicts.get(PRIMARY)
-    if primary is None:
-        lines.append(f"- **Primary**, {PRIMARY}: not tested in this build.")
-    else:
-        lines.append(
-            f"- **Primary**, {PRIMARY}: **{primary['verdict']}**, {prose.signed(primary['estimate'])} (95% "
-            f"interval [{prose.signed(primary['low'])}, {prose.signed(primary['high'])}], {_p(primary['p_value'])}, "
-            f"n = {prose.count(int(primary['n']), str(primary['unit']))})."
+    return DocsFacts(
+        profile=profile_of(ds, root),
+        commit=_commit(ds),
+        seeds=prose.count(seeds, "seed"),
+        primary=_stored_claim(PRIMARY, verdicts[PRIMARY]) if PRIMARY in verdicts else None,
+        secondary=[_stored_claim(claim, row) for claim, row in verdicts.items() if claim != PRIMARY],
+        own=[own_sinks(table, attention) for attention, table in own_tables(ds).items()],
+        real=real_models(real_table_of(ds)),
+    )
+
+
+def docs_numbers(ds: xr.Dataset, root: str | Path | None = None) -> str:
+    """The Markdown block ``docs/paper-notes.md`` states of notebook 10 (:func:`docs_facts` filled into its
+    sentences): the primary claim's stored verdict, estimate, 95% interval, p and n; each secondary claim's verdict
+    and estimate; each arm's decoders' median sink mass on position 0 against the uniform share; each real model's
+    sink mass, overlap and ablation against their chance values; the profile and commit."""
+    facts = docs_facts(ds, root)
+    lines = [prose.fill("Notebook 10 at the {profile} profile ({seeds}; commit `{commit}`):", facts), ""]
+    lines.append(
+        prose.fill(
+            "- **Primary**, {claim}: **{verdict}**, {estimate} (95% interval [{low}, {high}], {p}, n = {n}).",
+            facts.primary,
         )
-    for claim, row in verdicts.items():
-        if claim != PRIMARY:
-            lines.append(f"- Secondary, {claim}: *{row['verdict']}*, {prose.signed(row['estimate'])}.")
-    for attention, table in own_tables(ds).items():
-        own = own_sinks(table, attention)
-        lines.append(
-            f"- Own {own.attention} decoders ({own.diagnosed}): a median {own.sink_mass} of their attention on "
-            f"position 0 (over layers, heads and seeds) against a uniform share of {own.uniform}."
+        if facts.primary is not None
+        else f"- **Primary**, {PRIMARY}: not tested in this build."
+    )
+    lines += [prose.fill("- Secondary, {claim}: *{verdict}*, {estimate}.", claim) for claim in facts.secondary]
+    lines += [
+        prose.fill(
+            "- Own {attention} decoders ({diagnosed}): a median {sink_mass} of their attention on position 0 (over "
+            "layers, heads and seeds) against a uniform share of {uniform}.",
+            own,
         )
-    for model in real_models(real_table_of(ds)):
-        lines.append(
-            f"- {model.model} ({model.role}): sink mass {model.sink_mass} against {model.uniform} uniform; dominant "
-            f"columns among the first position's channels {model.overlap} against {model.expected} by chance; "
-            f"zeroing them changes the sink mass by {model.change}, random channels by {model.null}."
+        for own in facts.own
+    ]
+    lines += [
+        prose.fill(
+            "- {model} ({role}): sink mass {sink_mass} against {uniform} uniform; dominant columns among the first "
+            "position's channels {overlap} against {expected} by chance; zeroing them changes the sink mass by "
+            "{change}, random channels by {null}.",
+            model,
         )
+        for model in facts.real
+    ]
     return "\n".join(lines)
 
 
