@@ -1,8 +1,8 @@
 """The numbers the docs state of notebook 10: rendered from its dataset alone (verdicts as stored), rewritten between
-their markers only, bad input refused in one line; and (tier ``findings``) the docs hold what the build renders."""
+their markers only, bad input refused in one line; the docs holding what the build renders is
+tier ``findings`` (tests/test_findings.py)."""
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -14,9 +14,6 @@ from attnstruct.analyses import documented_numbers
 from attnstruct.analyses import nb10_attention_sinks as sinks_test
 
 from conftest import ROOT
-
-BUILD = Path(os.environ.get("ATTNSTRUCT_FINDINGS_BUILD", ROOT / "build" / "quick"))
-BUILD = BUILD if BUILD.is_absolute() else ROOT / BUILD
 
 
 def with_primary(ds, **changes):
@@ -108,11 +105,3 @@ def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, capsy
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and ("no " in err if problem == "no dataset" else "no verdicts" in err)
     assert {b.file: (root / b.file).read_text() for b in documented_numbers.BLOCKS} == before
-
-
-@pytest.mark.findings
-def test_the_docs_state_the_numbers_the_build_renders():
-    results_dir = BUILD / "results"
-    if not (results_dir / "10_attention_sinks.nc").is_file():
-        pytest.skip(f"no {results_dir / '10_attention_sinks.nc'}: run `make reproduce` first")
-    assert documented_numbers.stale(results_dir, ROOT) == [], f"run {documented_numbers.COMMAND}"
