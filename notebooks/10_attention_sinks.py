@@ -463,8 +463,10 @@ if not series.empty:
 # ## The dataset
 #
 # One netCDF file with dims `attention`, `objective`, `seed`, `step`, `layer`, `head`; each arm's decoders' sink
-# diagnostics as `sink_*` over `attention` and `seed`; attrs carry the provenance, every run's parameters, whether every run
-# learned, and under `verdicts` the claims above.
+# diagnostics as `sink_*` over `attention` and `seed`; the real models' diagnostics as `real_*` over `model` (no
+# `model` dim when none was read); attrs carry the provenance, every run's parameters, whether every run learned, and
+# under `verdicts` the claims above. `docs/paper-notes.md` and the README state their numbers from this file
+# (`python -m attnstruct.analyses.documented_numbers build/quick/results`).
 
 # %%
 out = sinks_test.result_dataset(
@@ -475,6 +477,7 @@ out = sinks_test.result_dataset(
     unigram_entropy=unigram_entropy,
     learned=bool(gate.all_met),
     effects=effects,
+    real=real,
 )
 results.save_dataset(out, results_dir / "10_attention_sinks.nc")
 out

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from attnstruct.analyses import findings, nb10_attention_sinks
+from attnstruct.analyses import documented_numbers, findings, nb10_attention_sinks
 from attnstruct.stats import verdicts as evidence
 from attnstruct.stats.nulls import NullComparison
 
@@ -69,6 +69,14 @@ def test_the_finding_is_met_on_the_quick_profile(finding):
 def test_the_finding_fails_on_the_quick_profile_flipped(finding):
     outcome = finding.measure(flipped(built(finding), finding.notebook))
     assert not outcome.met, outcome.line
+
+
+@pytest.mark.findings
+def test_the_docs_state_the_numbers_the_build_renders():
+    results_dir = BUILD / "results"
+    if not (results_dir / "10_attention_sinks.nc").is_file():
+        pytest.skip(f"no {results_dir / '10_attention_sinks.nc'}: run `make reproduce` first")
+    assert documented_numbers.stale(results_dir, ROOT) == [], f"run {documented_numbers.COMMAND}"
 
 
 # ---------------------------------------------------------------------------------------------- known answers

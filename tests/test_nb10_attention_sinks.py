@@ -205,3 +205,56 @@ def test_the_reading_says_whether_the_softmax_decoders_have_a_sink_to_remove():
     flat = sinks_test.reading(three_arms(), [], sinks_of(0.06))
     assert flat.sinks_read and not flat.has_sink
     assert not sinks_test.reading(three_arms(), [], {}).sinks_read
+
+
+# ---------------------------------------------------------------------------------------------- real models, docs
+
+
+def real_table(*names: str) -> pd.DataFrame:
+    """Rows shaped as :func:`attnstruct.sinks.packaged.diagnose_packaged` returns them, one per name."""
+    rows = []
+    for i, name in enumerate(names):
+        row = dict.fromkeys(packaged.COLUMNS, 0.25 + i)
+        row |= {"model": name, "role": "decoder", "sink_positions": "first", "first_token": "<|endoftext|>"}
+        row |= {"layers": 30, "heads": 9, "qk_norm": False, "query_bias": True, "key_bias": True}
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(packaged.COLUMNS))
+
+
+def saved_dataset(tmp_path, real: pd.DataFrame, sigmoid: float = -0.05) -> xr.Dataset:
+    from attnstruct import results
+
+    ds = three_arms(sigmoid=sigmoid)
+    ds.attrs["scored_matrix"] = "W_qk"
+    effects = sinks_test.normalisation_effects(ds)
+    sinks = {"softmax": pd.DataFrame({c: [0.5] * 5 for c in sinks_test.SINK_COLUMNS}, index=pd.Index(SEEDS))}
+    out = sinks_test.result_dataset(
+        ds,
+        sinks=sinks,
+        parameters={"seeds": SEEDS},
+        corpus="toy",
+        unigram_entropy=5.0,
+        learned=True,
+        effects=effects,
+        real=real,
+    )
+    path = results.save_dataset(out, tmp_path / "10_attention_sinks.nc")
+    return results.load_dataset(path)
+
+
+def test_the_dataset_keeps_the_real_models_by_model_and_reads_them_back(tmp_path):
+    stored = saved_dataset(tmp_path, real_table("smollm2-135m", "minilm-l6"))
+    assert list(stored.model.values) == ["smollm2-135m", "minilm-l6"]
+    assert float(stored.real_sink_mass.sel(model="minilm-l6")) == 1.25
+    assert str(stored.real_first_token.sel(model="smollm2-135m").values) == "<|endoftext|>"
+    assert "real_seconds" not in stored
+    back = sinks_test.real_table_of(stored)
+    assert list(back["model"]) == ["smollm2-135m", "minilm-l6"]
+    assert back["key_bias"].tolist() == [True, True] and back["layers"].tolist() == [30, 30]
+    assert [m.sink_mass for m in sinks_test.real_models(back)] == ["0.25", "1.25"]
+
+
+def test_no_real_model_read_saves_a_dataset_without_a_model_dim(tmp_path):
+    stored = saved_dataset(tmp_path, real_table())
+    assert "model" not in stored.dims
+    assert sinks_test.real_table_of(stored).empty

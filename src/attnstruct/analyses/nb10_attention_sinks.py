@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 import xarray as xr
 
-from .. import results, stats
+from .. import notebooks, results, stats
 from ..report import prose
 from ..sinks import sink_diagnostics
 from ..tasks import text, text_config
@@ -290,11 +290,13 @@ def result_dataset(
     unigram_entropy: float,
     learned: bool,
     effects: Sequence[stats.Effect],
+    real: pd.DataFrame | None = None,
 ) -> xr.Dataset:
     """Notebook 10's dataset: the arms' runs (:func:`combined`), each arm's decoders' sink diagnostics (``sinks``:
     attention -> :func:`own_sink_table`) as ``sink_*`` variables over ``(attention, seed)`` (NaN where not
-    diagnosed), the provenance attrs, whether every run learned (``loss_targets_met``) and under ``verdicts`` the
-    table of ``effects`` (JSON, ``"{}"`` for none)."""
+    diagnosed), the real models' diagnostics (``real``: :func:`attnstruct.sinks.packaged.diagnose_packaged`'s table)
+    as ``real_*`` variables over ``model`` (:func:`real_variables`), the provenance attrs, whether every run learned
+    (``loss_targets_met``) and under ``verdicts`` the table of ``effects`` (JSON, ``"{}"`` for none)."""
     out = runs.copy()
     seeds = pd.Index(runs.seed.values, name="seed")
     for column in SINK_COLUMNS:
@@ -304,6 +306,7 @@ def result_dataset(
             if column in table:
                 values[row] = table[column].to_numpy(dtype=float)
         out[f"sink_{column}"] = xr.DataArray(values, dims=["attention", "seed"])
+    out = out.merge(real_variables(real if real is not None else pd.DataFrame()))
     out.attrs.update(
         results.provenance_attrs(
             parameters=parameters,
@@ -316,6 +319,54 @@ def result_dataset(
     )
     out.attrs["runs"] = runs.attrs.get("runs", "[]")
     return out
+
+
+REAL_LEFT_OUT = ("seconds",)  # how long a model took to read: not reproducible, not stored
+REAL_FLAGS = ("qk_norm", "query_bias", "key_bias")  # what the score cannot see, stored as 0/1
+REAL_TEXT = ("role", "sink_positions", "first_token")
+
+
+def real_variables(real: pd.DataFrame) -> xr.Dataset:
+    """The real models' table (one row per model, the columns of :data:`attnstruct.sinks.packaged.COLUMNS`) as
+    ``real_<column>`` variables over ``model``: numbers as float, :data:`REAL_FLAGS` as 0/1, :data:`REAL_TEXT` as
+    strings, :data:`REAL_LEFT_OUT` left out. No row: an empty dataset (no ``model`` dim). Whatever models the table
+    holds (packaged or read from the hub) are stored alike."""
+    if real.empty:
+        return xr.Dataset()
+    models = pd.Index([str(m) for m in real["model"]], name="model")
+    out = xr.Dataset(coords={"model": models})
+    for column in real.columns:
+        if column == "model" or column in REAL_LEFT_OUT:
+            continue
+        values = real[column].to_numpy()
+        if column in REAL_TEXT:
+            values = np.array([str(v) for v in values], dtype=str)
+        elif column in REAL_FLAGS:
+            values = np.array([bool(v) for v in values], dtype=np.int8)
+        else:
+            values = values.astype(float)
+        out[f"real_{column}"] = xr.DataArray(values, dims=["model"])
+    return out
+
+
+def real_table_of(ds: xr.Dataset) -> pd.DataFrame:
+    """The real models' table stored by :func:`real_variables`, read back from notebook 10's dataset (the flags as
+    bool, ``layers`` and ``heads`` as int); no ``model`` dim: an empty table."""
+    names = [name for name in ds.data_vars if str(name).startswith("real_")]
+    if "model" not in ds.dims or not names:
+        return pd.DataFrame(columns=["model"])
+    table = pd.DataFrame({str(name).removeprefix("real_"): ds[name].values for name in names})
+    table.insert(0, "model", [str(m) for m in ds.model.values])
+    for column in REAL_FLAGS:
+        if column in table:
+            table[column] = table[column].astype(bool)
+    for column in ("layers", "heads"):
+        if column in table:
+            table[column] = table[column].astype(int)
+    for column in REAL_TEXT:
+        if column in table:
+            table[column] = table[column].astype(str)
+    return table
 
 
 def effects_of_dataset(ds: xr.Dataset) -> list[stats.Effect]:
@@ -621,3 +672,172 @@ def series_facts(series: pd.DataFrame) -> list[SeriesFacts]:
             )
         )
     return facts
+
+
+# ---------------------------------------------------------------------------------------------- the docs' numbers
+
+
+def stored_verdicts(ds: xr.Dataset) -> dict[str, dict]:
+    """The ``verdicts`` attr of notebook 10's dataset (claim -> row of :func:`attnstruct.stats.verdict_table`);
+    ValueError (one line) when the dataset has none."""
+    try:
+        verdicts = json.loads(ds.attrs.get("verdicts", "{}"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"its verdicts attr is not JSON ({err})") from None
+    if not isinstance(verdicts, dict) or not verdicts:
+        raise ValueError("it stores no verdicts (attr verdicts): run notebook 10 to the end")
+    return verdicts
+
+
+def _p(value: float) -> str:
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+def _commit(ds: xr.Dataset) -> str:
+    commit = str(ds.attrs.get("git_commit", "unknown"))
+    sha, _, dirty = commit.partition("-")
+    return f"{sha[:7]}-{dirty}" if dirty else sha[:7]
+
+
+MACHINE_SETTINGS = ("workers", "threads_per_worker", "cache_dir")  # how a run was spread, not what it computed
+
+
+def profile_of(ds: xr.Dataset, root: str | Path | None = None) -> str:
+    """The parameter profile (``params/NAME.yaml``) whose settings for notebook 10 are the ones the dataset records
+    (attr ``parameters``, :data:`MACHINE_SETTINGS` aside): ``quick`` (the parameters cell's defaults) before the
+    others, which may leave notebook 10 as it is; ``"no"`` when none is."""
+    recorded = json.loads(ds.attrs.get("parameters", "{}"))
+    root = notebooks.project_root(root)
+    defaults = notebooks.declared_parameters(notebooks.read_notebook(notebooks.resolve_notebook(root, PLAN.notebook)))
+    names = sorted(path.stem for path in (root / "params").glob("*.yaml"))
+    for name in sorted(names, key=lambda n: n != "quick"):
+        expected = json.loads(json.dumps({**defaults, **notebooks.load_profile(root, name).get(PLAN.notebook, {})}))
+        if all(expected.get(k) == v for k, v in recorded.items() if k not in MACHINE_SETTINGS):
+            return name
+    return "no"
+
+
+def own_tables(ds: xr.Dataset) -> dict[str, pd.DataFrame]:
+    """Each arm's :func:`own_sink_table` read back from the ``sink_*`` variables (the seeds diagnosed), arms with
+    none left out."""
+    out = {}
+    for attention in ds.attention.values:
+        table = pd.DataFrame(
+            {c: ds[f"sink_{c}"].sel(attention=attention).values for c in SINK_COLUMNS if f"sink_{c}" in ds},
+            index=pd.Index(ds.seed.values, name="seed"),
+        ).dropna(how="all")
+        if not table.empty:
+            out[str(attention)] = table
+    return out
+
+
+@dataclass(frozen=True)
+class StoredClaimFacts:
+    """One claim as notebook 10's dataset stores it (attr ``verdicts``): its ``claim``, stored ``verdict``,
+    ``estimate``, 95% interval (``low``, ``high``), ``p`` (``p = 0.031`` or ``p < 0.001``) and ``n`` (units)."""
+
+    claim: str
+    verdict: str
+    estimate: str
+    low: str
+    high: str
+    p: str
+    n: str
+
+
+def _stored_claim(claim: str, row: Mapping) -> StoredClaimFacts:
+    return StoredClaimFacts(
+        claim=claim,
+        verdict=str(row["verdict"]),
+        estimate=prose.signed(row["estimate"]),
+        low=prose.signed(row["low"]),
+        high=prose.signed(row["high"]),
+        p=_p(row["p_value"]),
+        n=prose.count(int(row["n"]), str(row["unit"])),
+    )
+
+
+@dataclass(frozen=True)
+class DocsFacts:
+    """What the docs state of notebook 10, from its dataset alone: the ``profile`` (:func:`profile_of`), ``commit``
+    and ``seeds`` it came from; the ``primary`` claim as stored (None: not tested) and the ``secondary`` ones; each
+    arm's decoders' sinks (``own``, :class:`OwnSinksFacts`) and each real model's (``real``,
+    :class:`RealModelFacts`)."""
+
+    profile: str
+    commit: str
+    seeds: str
+    primary: StoredClaimFacts | None
+    secondary: list[StoredClaimFacts]
+    own: list[OwnSinksFacts]
+    real: list[RealModelFacts]
+
+
+def docs_facts(ds: xr.Dataset, root: str | Path | None = None) -> DocsFacts:
+    """:class:`DocsFacts` of notebook 10's dataset ``ds`` (the project at ``root`` names the profile); the verdicts
+    are the stored ones, never decided again; ValueError (one line) for a dataset without verdicts."""
+    verdicts = stored_verdicts(ds)
+    seeds = len(json.loads(ds.attrs.get("parameters", "{}")).get("seeds", ds.seed.values))
+    return DocsFacts(
+        profile=profile_of(ds, root),
+        commit=_commit(ds),
+        seeds=prose.count(seeds, "seed"),
+        primary=_stored_claim(PRIMARY, verdicts[PRIMARY]) if PRIMARY in verdicts else None,
+        secondary=[_stored_claim(claim, row) for claim, row in verdicts.items() if claim != PRIMARY],
+        own=[own_sinks(table, attention) for attention, table in own_tables(ds).items()],
+        real=real_models(real_table_of(ds)),
+    )
+
+
+def docs_numbers(ds: xr.Dataset, root: str | Path | None = None) -> str:
+    """The Markdown block ``docs/paper-notes.md`` states of notebook 10 (:func:`docs_facts` filled into its
+    sentences): the primary claim's stored verdict, estimate, 95% interval, p and n; each secondary claim's verdict
+    and estimate; each arm's decoders' median sink mass on position 0 against the uniform share; each real model's
+    sink mass, overlap and ablation against their chance values; the profile and commit."""
+    facts = docs_facts(ds, root)
+    lines = [prose.fill("Notebook 10 at the {profile} profile ({seeds}; commit `{commit}`):", facts), ""]
+    lines.append(
+        prose.fill(
+            "- **Primary**, {claim}: **{verdict}**, {estimate} (95% interval [{low}, {high}], {p}, n = {n}).",
+            facts.primary,
+        )
+        if facts.primary is not None
+        else f"- **Primary**, {PRIMARY}: not tested in this build."
+    )
+    lines += [prose.fill("- Secondary, {claim}: *{verdict}*, {estimate}.", claim) for claim in facts.secondary]
+    lines += [
+        prose.fill(
+            "- Own {attention} decoders ({diagnosed}): a median {sink_mass} of their attention on position 0 (over "
+            "layers, heads and seeds) against a uniform share of {uniform}.",
+            own,
+        )
+        for own in facts.own
+    ]
+    lines += [
+        prose.fill(
+            "- {model} ({role}): sink mass {sink_mass} against {uniform} uniform; dominant columns among the first "
+            "position's channels {overlap} against {expected} by chance; zeroing them changes the sink mass by "
+            "{change}, random channels by {null}.",
+            model,
+        )
+        for model in facts.real
+    ]
+    return "\n".join(lines)
+
+
+def readme_clause(ds: xr.Dataset) -> str:
+    """The one-line "finds" clause of README's notebook table (no ``|``, no line break), from the dataset alone: the
+    primary claim's stored verdict and estimate, and the real models' sink mass against the uniform share."""
+    primary = stored_verdicts(ds).get(PRIMARY)
+    parts = [
+        "finds: the primary claim not tested"
+        if primary is None
+        else f"finds: decoder directionality, sigmoid minus softmax, {prose.signed(primary['estimate'])} "
+        f"(*{primary['verdict']}*, {_p(primary['p_value'])}, {prose.count(int(primary['n']), str(primary['unit']))})"
+    ]
+    softmax = own_tables(ds).get(SOFTMAX)
+    if softmax is not None:
+        own = own_sinks(softmax, SOFTMAX)
+        parts.append(f"own softmax decoders' sink mass {own.sink_mass} against {own.uniform} uniform")
+    parts.extend(f"{m.model} {m.sink_mass} against {m.uniform}" for m in real_models(real_table_of(ds)))
+    return "; ".join(parts)
