@@ -28,40 +28,41 @@ def with_primary(ds, **changes):
 def test_the_docs_state_the_stored_primary_verdict_and_its_numbers(tmp_path):
     ds = with_primary(saved_dataset(tmp_path, real_table("smollm2-135m")), verdict="holds", estimate=0.78, low=0.38,
                       high=1.2, p_value=0.03125, n=5)  # fmt: skip
-    primary = sinks_test.docs_facts(ds, ROOT).primary
+    primary = documented_numbers.docs_facts(ds, ROOT).primary
     assert (primary.verdict, primary.estimate, primary.low, primary.high) == ("holds", "+0.78", "+0.38", "+1.20")
     assert (primary.p, primary.n) == ("p = 0.031", "5 seeds")
-    block = sinks_test.docs_numbers(ds, ROOT)
+    block = documented_numbers.docs_numbers(ds, ROOT)
     assert all(value in block for value in (primary.estimate, primary.low, primary.high, primary.p, primary.n))
-    assert primary.estimate in sinks_test.readme_clause(ds)
+    assert primary.estimate in documented_numbers.readme_clause(ds)
 
 
 def test_the_docs_follow_the_stored_verdict_when_it_flips(tmp_path):
     ds = with_primary(saved_dataset(tmp_path, real_table()), verdict="does not hold", estimate=-0.5)
-    primary = sinks_test.docs_facts(ds, ROOT).primary
+    primary = documented_numbers.docs_facts(ds, ROOT).primary
     assert (primary.verdict, primary.estimate) == ("does not hold", "-0.50")
-    assert f"**{primary.verdict}**" in sinks_test.docs_numbers(ds, ROOT)
-    assert f"*{primary.verdict}*" in sinks_test.readme_clause(ds)
+    assert f"**{primary.verdict}**" in documented_numbers.docs_numbers(ds, ROOT)
+    assert f"*{primary.verdict}*" in documented_numbers.readme_clause(ds)
 
 
 def test_the_docs_state_each_secondary_claim_each_arm_and_each_real_model(tmp_path):
     ds = saved_dataset(tmp_path, real_table("smollm2-135m", "minilm-l6"))
-    facts = sinks_test.docs_facts(ds, ROOT)
+    facts = documented_numbers.docs_facts(ds, ROOT)
     assert [c.claim for c in facts.secondary] == [c.name for c in sinks_test.PLAN.claims[1:]]
     assert [(o.attention, o.diagnosed, o.sink_mass) for o in facts.own] == [("`softmax`", "5 decoders", "0.500")]
     assert [(m.model, m.sink_mass) for m in facts.real] == [("`smollm2-135m`", "0.25"), ("`minilm-l6`", "1.25")]
-    block = sinks_test.docs_numbers(ds, ROOT)
+    block = documented_numbers.docs_numbers(ds, ROOT)
     assert all(m.model in block for m in facts.real) and all(c.claim in block for c in facts.secondary)
 
 
-def test_the_docs_name_the_profile_and_commit_the_dataset_came_from(tmp_path):
+def test_the_docs_name_the_profile_and_seeds_the_dataset_came_from_and_no_commit(tmp_path):
     ds = saved_dataset(tmp_path, real_table())
     ds.attrs["parameters"] = json.dumps({"seeds": [0, 1, 2, 3, 4], "steps": 600})
     ds.attrs["git_commit"] = "0123456789abcdef"
-    facts = sinks_test.docs_facts(ds, ROOT)
-    assert (facts.profile, facts.commit, facts.seeds) == ("quick", "0123456", "5 seeds")
+    facts = documented_numbers.docs_facts(ds, ROOT)
+    assert (facts.profile, facts.seeds) == ("quick", "5 seeds")
+    assert "0123456" not in documented_numbers.docs_numbers(ds, ROOT)
     ds.attrs["parameters"] = json.dumps({"steps": 7})
-    assert sinks_test.profile_of(ds, ROOT) == "no"
+    assert documented_numbers.profile_of(ds, ROOT) == "no"
 
 
 def project_copy(tmp_path) -> Path:
@@ -87,7 +88,7 @@ def test_the_rewrite_changes_only_the_text_between_the_markers(tmp_path):
     row = next(line for line in (root / "README.md").read_text().splitlines() if block.end in line)
     assert (
         row.count("|") == 4
-        and sinks_test.readme_clause(results.load_dataset(tmp_path / "10_attention_sinks.nc")) in row
+        and documented_numbers.readme_clause(results.load_dataset(tmp_path / "10_attention_sinks.nc")) in row
     )
     assert documented_numbers.stale(tmp_path, root) == []
 

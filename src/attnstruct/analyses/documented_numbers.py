@@ -1,8 +1,8 @@
 """The numbers the docs state of a build, rewritten between their marker comments from the build's datasets.
 
 ``docs/paper-notes.md`` §3.6 and the README's notebook table state what notebook 10 found; the text between each
-pair of markers (:data:`BLOCKS`) is what :func:`attnstruct.analyses.nb10_attention_sinks.docs_numbers` and
-``readme_clause`` render from ``results/10_attention_sinks.nc``, never typed. After a build::
+pair of markers (:data:`BLOCKS`) is what :func:`docs_numbers` and :func:`readme_clause`
+render from ``results/10_attention_sinks.nc``, never typed. After a build::
 
     python -m attnstruct.analyses.documented_numbers build/quick/results
 
@@ -13,18 +13,184 @@ and nothing written; otherwise every file is rendered first, then each written a
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import xarray as xr
 
 from .. import notebooks, results
-from . import nb10_attention_sinks
+from ..report import prose
+from . import nb10_attention_sinks as nb10
 
 COMMAND = "python -m attnstruct.analyses.documented_numbers build/quick/results"
 BAD_INPUT = 2
+
+
+def stored_verdicts(ds: xr.Dataset) -> dict[str, dict]:
+    """The ``verdicts`` attr of notebook 10's dataset (claim -> row of :func:`attnstruct.stats.verdict_table`);
+    ValueError (one line) when the dataset has none."""
+    try:
+        verdicts = json.loads(ds.attrs.get("verdicts", "{}"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"its verdicts attr is not JSON ({err})") from None
+    if not isinstance(verdicts, dict) or not verdicts:
+        raise ValueError("it stores no verdicts (attr verdicts): run notebook 10 to the end")
+    return verdicts
+
+
+def _p(value: float) -> str:
+    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
+
+
+MACHINE_SETTINGS = ("workers", "threads_per_worker", "cache_dir")  # how a run was spread, not what it computed
+
+
+def profile_of(ds: xr.Dataset, root: str | Path | None = None) -> str:
+    """The parameter profile (``params/NAME.yaml``) whose settings for notebook 10 are the ones the dataset records
+    (attr ``parameters``, :data:`MACHINE_SETTINGS` aside): ``quick`` (the parameters cell's defaults) before the
+    others, which may leave notebook 10 as it is; ``"no"`` when none is."""
+    recorded = json.loads(ds.attrs.get("parameters", "{}"))
+    root = notebooks.project_root(root)
+    defaults = notebooks.declared_parameters(
+        notebooks.read_notebook(notebooks.resolve_notebook(root, nb10.PLAN.notebook))
+    )
+    names = sorted(path.stem for path in (root / "params").glob("*.yaml"))
+    for name in sorted(names, key=lambda n: n != "quick"):
+        expected = json.loads(
+            json.dumps({**defaults, **notebooks.load_profile(root, name).get(nb10.PLAN.notebook, {})})
+        )
+        if all(expected.get(k) == v for k, v in recorded.items() if k not in MACHINE_SETTINGS):
+            return name
+    return "no"
+
+
+def own_tables(ds: xr.Dataset) -> dict[str, pd.DataFrame]:
+    """Each arm's :func:`own_sink_table` read back from the ``sink_*`` variables (the seeds diagnosed), arms with
+    none left out."""
+    out = {}
+    for attention in ds.attention.values:
+        table = pd.DataFrame(
+            {c: ds[f"sink_{c}"].sel(attention=attention).values for c in nb10.SINK_COLUMNS if f"sink_{c}" in ds},
+            index=pd.Index(ds.seed.values, name="seed"),
+        ).dropna(how="all")
+        if not table.empty:
+            out[str(attention)] = table
+    return out
+
+
+@dataclass(frozen=True)
+class StoredClaimFacts:
+    """One claim as notebook 10's dataset stores it (attr ``verdicts``): its ``claim``, stored ``verdict``,
+    ``estimate``, 95% interval (``low``, ``high``), ``p`` (``p = 0.031`` or ``p < 0.001``) and ``n`` (units)."""
+
+    claim: str
+    verdict: str
+    estimate: str
+    low: str
+    high: str
+    p: str
+    n: str
+
+
+def _stored_claim(claim: str, row: Mapping) -> StoredClaimFacts:
+    return StoredClaimFacts(
+        claim=claim,
+        verdict=str(row["verdict"]),
+        estimate=prose.signed(row["estimate"]),
+        low=prose.signed(row["low"]),
+        high=prose.signed(row["high"]),
+        p=_p(row["p_value"]),
+        n=prose.count(int(row["n"]), str(row["unit"])),
+    )
+
+
+@dataclass(frozen=True)
+class DocsFacts:
+    """What the docs state of notebook 10, from its dataset alone: the ``profile`` (:func:`profile_of`) and ``seeds``
+    it came from; the ``primary`` claim as stored (None: not tested) and the ``secondary`` ones; each
+    arm's decoders' sinks (``own``, :class:`nb10.OwnSinksFacts`) and each real model's (``real``,
+    :class:`nb10.RealModelFacts`)."""
+
+    profile: str
+    seeds: str
+    primary: StoredClaimFacts | None
+    secondary: list[StoredClaimFacts]
+    own: list[nb10.OwnSinksFacts]
+    real: list[nb10.RealModelFacts]
+
+
+def docs_facts(ds: xr.Dataset, root: str | Path | None = None) -> DocsFacts:
+    """:class:`DocsFacts` of notebook 10's dataset ``ds`` (the project at ``root`` names the profile); the verdicts
+    are the stored ones, never decided again; ValueError (one line) for a dataset without verdicts."""
+    verdicts = stored_verdicts(ds)
+    seeds = len(json.loads(ds.attrs.get("parameters", "{}")).get("seeds", ds.seed.values))
+    return DocsFacts(
+        profile=profile_of(ds, root),
+        seeds=prose.count(seeds, "seed"),
+        primary=_stored_claim(nb10.PRIMARY, verdicts[nb10.PRIMARY]) if nb10.PRIMARY in verdicts else None,
+        secondary=[_stored_claim(claim, row) for claim, row in verdicts.items() if claim != nb10.PRIMARY],
+        own=[nb10.own_sinks(table, attention) for attention, table in own_tables(ds).items()],
+        real=nb10.real_models(nb10.real_table_of(ds)),
+    )
+
+
+def docs_numbers(ds: xr.Dataset, root: str | Path | None = None) -> str:
+    """The Markdown block ``docs/paper-notes.md`` states of notebook 10 (:func:`docs_facts` filled into its
+    sentences): the primary claim's stored verdict, estimate, 95% interval, p and n; each secondary claim's verdict
+    and estimate; each arm's decoders' median sink mass on position 0 against the uniform share; each real model's
+    sink mass, overlap and ablation against their chance values; the profile and seeds. No commit: the numbers
+    of a profile are the same at every commit that computes them alike, which is what ``make findings`` checks."""
+    facts = docs_facts(ds, root)
+    lines = [prose.fill("Notebook 10 at the {profile} profile ({seeds}):", facts), ""]
+    lines.append(
+        prose.fill(
+            "- **Primary**, {claim}: **{verdict}**, {estimate} (95% interval [{low}, {high}], {p}, n = {n}).",
+            facts.primary,
+        )
+        if facts.primary is not None
+        else f"- **Primary**, {nb10.PRIMARY}: not tested in this build."
+    )
+    lines += [prose.fill("- Secondary, {claim}: *{verdict}*, {estimate}.", claim) for claim in facts.secondary]
+    lines += [
+        prose.fill(
+            "- Own {attention} decoders ({diagnosed}): a median {sink_mass} of their attention on position 0 (over "
+            "layers, heads and seeds) against a uniform share of {uniform}.",
+            own,
+        )
+        for own in facts.own
+    ]
+    lines += [
+        prose.fill(
+            "- {model} ({role}): sink mass {sink_mass} against {uniform} uniform; dominant columns among the first "
+            "position's channels {overlap} against {expected} by chance; zeroing them changes the sink mass by "
+            "{change}, random channels by {null}.",
+            model,
+        )
+        for model in facts.real
+    ]
+    return "\n".join(lines)
+
+
+def readme_clause(ds: xr.Dataset) -> str:
+    """The one-line "finds" clause of README's notebook table (no ``|``, no line break), from the dataset alone: the
+    primary claim's stored verdict and estimate, and the real models' sink mass against the uniform share."""
+    primary = stored_verdicts(ds).get(nb10.PRIMARY)
+    parts = [
+        "finds: the primary claim not tested"
+        if primary is None
+        else f"finds: decoder directionality, sigmoid minus softmax, {prose.signed(primary['estimate'])} "
+        f"(*{primary['verdict']}*, {_p(primary['p_value'])}, {prose.count(int(primary['n']), str(primary['unit']))})"
+    ]
+    softmax = own_tables(ds).get(nb10.SOFTMAX)
+    if softmax is not None:
+        own = nb10.own_sinks(softmax, nb10.SOFTMAX)
+        parts.append(f"own softmax decoders' sink mass {own.sink_mass} against {own.uniform} uniform")
+    parts.extend(f"{m.model} {m.sink_mass} against {m.uniform}" for m in nb10.real_models(nb10.real_table_of(ds)))
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -46,7 +212,7 @@ BLOCKS = (
         f"<!-- notebook 10 numbers: begin ({COMMAND}) -->",
         "<!-- notebook 10 numbers: end -->",
         "10_attention_sinks",
-        nb10_attention_sinks.docs_numbers,
+        lambda ds, root: docs_numbers(ds, root),
         inline=False,
     ),
     Block(
@@ -54,7 +220,7 @@ BLOCKS = (
         "<!-- notebook 10 finds: begin -->",
         "<!-- notebook 10 finds: end -->",
         "10_attention_sinks",
-        lambda ds, root: nb10_attention_sinks.readme_clause(ds),
+        lambda ds, root: readme_clause(ds),
         inline=True,
     ),
 )
