@@ -399,28 +399,35 @@ for model in sinks_test.not_read(missing):
 
 # %% tags=["hide-input"]
 if len(real):
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 2.0 + 0.4 * len(real)), sharey=True)
     colors = [plotting.ENCODER_COLOR if role == "encoder" else plotting.DECODER_COLOR for role in real["role"]]
-    positions = np.arange(len(real))
-    axes[0].bar(positions, real["sink_mass"], color=colors)
-    axes[0].plot(positions, real["uniform"], "k_", ms=20, label="uniform share")
-    axes[0].set(ylabel="sink mass (median)", title="attention on the sink positions")
-    axes[1].bar(positions - 0.2, real["overlap_first"], 0.4, color=colors, label="observed")
-    axes[1].bar(positions + 0.2, real["overlap_first_expected"], 0.4, color="0.7", label="by chance")
-    axes[1].set(ylabel="dominant columns among\nfirst-position channels", title="overlap against chance")
-    for ax in axes:
-        ax.set_xticks(positions)
-        ax.set_xticklabels(real["model"], fontsize=8)
-        ax.legend(fontsize=8)
-    title = (
-        "Attention on the sink positions against the uniform share: "
-        + ", ".join(prose.fill("{model} {sink_mass} ({uniform})", m) for m in sinks_test.real_models(real))
-        + ";\ndominant columns among the first position's channels: "
-        + ", ".join(prose.fill("{model} {overlap} ({expected} by chance)", m) for m in sinks_test.real_models(real))
-    )
+    positions = np.arange(len(real))[::-1]  # the first model on top
+    axes[0].barh(positions, real["sink_mass"], color=colors)
+    axes[0].plot(real["uniform"], positions, "k|", ms=14, mew=2, label="uniform share")
+    axes[0].set(xlabel="sink mass (median)", title="attention on the sink positions")
+    axes[1].barh(positions + 0.2, real["overlap_first"], 0.4, color=colors, label="observed")
+    axes[1].barh(positions - 0.2, real["overlap_first_expected"], 0.4, color="0.7", label="by chance")
+    axes[1].set(xlabel="dominant columns among first-position channels", title="overlap against chance")
+    axes[0].set_yticks(positions)
+    axes[0].set_yticklabels(real["model"], fontsize=8)
+    handles = [h for ax in axes for h in ax.get_legend_handles_labels()[0]]
+    labels = [label for ax in axes for label in ax.get_legend_handles_labels()[1]]
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
+    if len(real) <= 3:
+        title = (
+            "Attention on the sink positions against the uniform share: "
+            + ", ".join(prose.fill("{model} {sink_mass} ({uniform})", m) for m in sinks_test.real_models(real))
+            + ";\ndominant columns among the first position's channels: "
+            + ", ".join(prose.fill("{model} {overlap} ({expected} by chance)", m) for m in sinks_test.real_models(real))
+        )
+    else:
+        title = prose.fill(
+            "Of {n}, {with_sink} put more than twice the uniform share on their sink positions;\nin {beyond_chance}, "
+            "the dominant columns fall among the first position's channels beyond chance",
+            sinks_test.real_summary(real),
+        )
     plotting.message_title(fig, title.replace("`", ""))  # names as code in sentences, plain in a title
-
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.35 / fig.get_figheight(), 1, 1))  # room for the legend under the panels
     _ = plotting.savefig(fig, figures_dir / "10_sinks_in_real_models")
 
 # %% [markdown]
@@ -443,11 +450,13 @@ if series.empty:
 # %% tags=["hide-input"]
 if not series.empty:
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharex=True)
-    for repo, rows in series.groupby("repo", sort=False):
+    for index, (repo, rows) in enumerate(series.groupby("repo", sort=False)):
         steps = rows["step"].clip(lower=1)
         axes[0].plot(steps, rows["sink_mass"], "o-", color=plotting.DECODER_COLOR, label=repo)
         axes[1].plot(steps, rows["directionality"], "o-", color=plotting.DECODER_COLOR, label=repo)
-    axes[0].set(xscale="log", xlabel="training step (0 drawn at 1)", ylabel="sink mass (median)")
+        axes[0].plot(steps, rows["uniform"], "k--", lw=0.8, label="uniform share" if index == 0 else None)
+    top = 1.2 * float(max(series["sink_mass"].max(), series["uniform"].max()))
+    axes[0].set(xscale="log", xlabel="training step (0 drawn at 1)", ylabel="sink mass (median)", ylim=(0, top))
     axes[1].set(xscale="log", xlabel="training step (0 drawn at 1)", ylabel="directionality (median)")
     axes[1].axhline(0, color="0.6", lw=0.8)
     axes[0].legend(fontsize=8)

@@ -227,7 +227,7 @@ def test_the_paper_profile_reads_ettins_pairs_and_one_pythia_series_by_hub_id():
     encoders = {repo.replace("encoder", "") for repo, _ in parsed if "ettin-encoder" in repo}
     decoders = {repo.replace("decoder", "") for repo, _ in parsed if "ettin-decoder" in repo}
     assert encoders and encoders == decoders
-    frame = pd.DataFrame({"model": ids, "sink_mass": 0.0, "directionality": 0.0})
+    frame = pd.DataFrame({"model": ids, "sink_mass": 0.0, "uniform": 0.0, "directionality": 0.0})
     series = nb10.training_series(frame)
     assert set(series["repo"]) == {repo for repo, revision in parsed if revision != "main"}
     assert series["step"].is_monotonic_increasing and len(series) >= 5
@@ -240,6 +240,7 @@ def test_a_series_is_the_hub_rows_of_one_repository_at_two_or_more_steps_in_trai
         {
             "model": ["org/a@step1000", "smollm2-135m", "org/a@step0", "org/b@step5", "org/c", "org/a@step64"],
             "sink_mass": [0.5, 0.4, 0.1, 0.3, 0.2, 0.2],
+            "uniform": 0.05,
             "directionality": [-0.3, -0.2, 0.0, -0.1, -0.1, -0.1],
         }
     )

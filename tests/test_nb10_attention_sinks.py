@@ -258,3 +258,15 @@ def test_no_real_model_read_saves_a_dataset_without_a_model_dim(tmp_path):
     stored = saved_dataset(tmp_path, real_table())
     assert "model" not in stored.dims
     assert sinks_test.real_table_of(stored).empty
+
+
+def test_the_real_model_summary_counts_sinks_above_twice_uniform_and_overlaps_beyond_chance():
+    frame = pd.DataFrame(
+        {
+            "sink_mass": [0.5, 0.05, 0.2, 0.03],
+            "uniform": [0.06, 0.06, 0.06, 0.03],
+            "overlap_first_p": [0.001, 0.2, 0.04, 0.05],
+        }
+    )
+    summary = sinks_test.real_summary(frame)
+    assert (summary.n, summary.with_sink, summary.beyond_chance) == ("4 models", "2", "2")

@@ -590,6 +590,28 @@ def real_models(frame: pd.DataFrame) -> list[RealModelFacts]:
 
 
 @dataclass(frozen=True)
+class RealSummaryFacts:
+    """The real models at a glance: how many were read (``n``), how many put more than :data:`SINK_FACTOR` uniform
+    shares on their sink positions (``with_sink``), and in how many the dominant columns fall among the first
+    position's channels beyond chance (``beyond_chance``: the overlap's p below :data:`OVERLAP_ALPHA`)."""
+
+    n: str
+    with_sink: str
+    beyond_chance: str
+
+
+OVERLAP_ALPHA = 0.05
+
+
+def real_summary(frame: pd.DataFrame) -> RealSummaryFacts:
+    """:class:`RealSummaryFacts` of :func:`read_real_models`' table (a figure's title when it lists too many models
+    to name each)."""
+    with_sink = int((frame["sink_mass"] > SINK_FACTOR * frame["uniform"]).sum())
+    beyond = int((frame["overlap_first_p"] < OVERLAP_ALPHA).sum())
+    return RealSummaryFacts(prose.count(len(frame), "model"), str(with_sink), str(beyond))
+
+
+@dataclass(frozen=True)
 class NotReadFacts:
     """A model the real-model section could not read, and why."""
 
@@ -622,7 +644,7 @@ def read_real_models(
 def training_series(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows of hub models read at two or more training steps of one repository (``ORG/NAME@stepN``, Ettin's
     ``extN``, ...; :func:`attnstruct.checkpoints.revisions.parse_training_position`): columns ``repo``, ``step``,
-    ``sink_mass``, ``directionality``, sorted by repository and ``(phase, step)``."""
+    ``sink_mass``, ``uniform``, ``directionality``, sorted by repository and ``(phase, step)``."""
     from ..checkpoints.revisions import parse_training_position
 
     rows = []
@@ -630,8 +652,9 @@ def training_series(frame: pd.DataFrame) -> pd.DataFrame:
         repo, _, revision = str(row.model).partition("@")
         position = parse_training_position(revision) if revision else None
         if position is not None and np.isfinite(position.step):
-            rows.append((repo, position.phase, position.step, float(row.sink_mass), float(row.directionality)))
-    table = pd.DataFrame(rows, columns=["repo", "phase", "step", "sink_mass", "directionality"])
+            sink = (float(row.sink_mass), float(row.uniform), float(row.directionality))
+            rows.append((repo, position.phase, position.step, *sink))
+    table = pd.DataFrame(rows, columns=["repo", "phase", "step", "sink_mass", "uniform", "directionality"])
     counts = table.groupby("repo")["step"].transform("size") if len(table) else table["step"]
     return table[counts >= 2].sort_values(["repo", "phase", "step"]).drop(columns="phase").reset_index(drop=True)
 
