@@ -270,7 +270,9 @@ def download(settings: HubSettings, repo: str, commit: str, file: str, sizes: di
         return get_file(url, path, token=settings.token, what=f"{repo}/{file}", size=size)
 
 
-def _config(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> JsonConfig:
+def repo_config(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> JsonConfig:
+    """The commit's ``config.json`` (downloaded into attnstruct's cache), or the kind ``unsupported architecture``
+    when ``files`` hold none."""
     if "config.json" not in files:
         raise ExtractionError(f"{repo} has no config.json", "unsupported architecture")
     return JsonConfig(**read_json_object(download(settings, repo, commit, "config.json", sizes)))
@@ -296,6 +298,17 @@ def _torch_bin_files(settings: HubSettings, repo: str, commit: str, files: list[
     if "pytorch_model.bin.index.json" in files:
         return _index_shards(settings, repo, commit, files, sizes, "pytorch_model.bin.index.json")
     return []
+
+
+def weight_files(settings: HubSettings, repo: str, commit: str, files: list[str], sizes=None) -> list[str]:
+    """The weight files a reader of the whole model needs: the safetensors shards, else the ``pytorch_model.bin``
+    shards (an index among ``files`` is downloaded to name them); the kind ``no weights`` when neither is there."""
+    found = _safetensors_files(settings, repo, commit, files, sizes) or _torch_bin_files(
+        settings, repo, commit, files, sizes
+    )
+    if not found:
+        raise ExtractionError(f"{repo}@{commit[:12]} has no safetensors or pytorch_model.bin weights", "no weights")
+    return found
 
 
 def _range_reader(settings: HubSettings, repo: str, commit: str, sizes: dict[str, int] | None) -> RangeReader:
@@ -368,7 +381,7 @@ def _open(model_id: str, repo: str, revision: str, settings: HubSettings, worker
     shards = _safetensors_files(settings, repo, commit, files, sizes)
     torch_bins = [] if shards else _torch_bin_files(settings, repo, commit, files, sizes)
     if shards or torch_bins:
-        config = _config(settings, repo, commit, files, sizes)
+        config = repo_config(settings, repo, commit, files, sizes)
         family_of(config)  # an unsupported architecture fails here, before any weight byte is read
     if shards:
         reader = _range_reader(settings, repo, commit, sizes)
@@ -392,7 +405,7 @@ def _open(model_id: str, repo: str, revision: str, settings: HubSettings, worker
             pass  # the legacy format: downloaded whole below
     whole = _whole_files(files, repo)
     if not whole[0].endswith(".gguf"):
-        _config(settings, repo, commit, files, sizes)
+        repo_config(settings, repo, commit, files, sizes)
     missing = [f for f in whole if not cached_file(settings, repo, commit, f).is_file()]
     if missing:
         print(f"attnstruct: {repo} has no safetensors weights; downloading {', '.join(missing)} whole", file=sys.stderr)

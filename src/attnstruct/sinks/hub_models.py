@@ -34,8 +34,9 @@ import torch
 from .. import untrusted
 from ..checkpoints import hub
 from ..checkpoints.extract.blocks import ExtractionError
-from ..checkpoints.extract.hf import JsonConfig, SafetensorsSource, TorchBinSource, family_of
+from ..checkpoints.extract.hf import JsonConfig, family_of
 from ..checkpoints.extract.local_files import read_json_object
+from ..checkpoints.extract.sources import hf_folder_source
 from .packaged import COLUMNS, diagnose_loaded
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
@@ -63,20 +64,6 @@ def role_of_config(config: JsonConfig, what: str) -> str:
     return "decoder" if family.stacks[0].causal else "encoder"
 
 
-def _weight_files(settings: hub.HubSettings, repo: str, commit: str, files: list[str], sizes) -> list[str]:
-    """The files a forward pass needs besides ``config.json``: the safetensors shards (with their index), else the
-    ``pytorch_model.bin`` shards (with theirs)."""
-    for index, single in (("model.safetensors.index.json", "model.safetensors"), ("pytorch_model.bin.index.json", "")):
-        if index in files:
-            data = hub.download(settings, repo, commit, index, sizes).read_bytes()
-            return [index, *hub.shard_names(data, f"{repo}/{index}", files)]
-        if single and single in files:
-            return [single]
-    if "pytorch_model.bin" in files:
-        return ["pytorch_model.bin"]
-    raise ExtractionError(f"{repo}@{commit[:12]} has no safetensors or pytorch_model.bin weights", "no weights")
-
-
 def _tokenizer_folder(settings: hub.HubSettings, repo: str, commit: str, files: list[str], sizes) -> Path | None:
     """The folder holding ``repo@commit``'s tokenizer files, downloaded; None when it holds no ``tokenizer.json``."""
     wanted = [f for f in TOKENIZER_FILES if f in files]
@@ -102,25 +89,24 @@ def fetch_for_forward(model_id: str, settings: hub.HubSettings | None = None) ->
             tokenizer = snapshot if (snapshot / "tokenizer.json").is_file() else None
             return HubFolder(model_id, repo, revision, snapshot.name, snapshot, tokenizer, role)
         commit, files, sizes, _ = hub.pinned_listing(settings, repo, revision)
-        if "config.json" not in files:
-            raise ExtractionError(f"{model_id} has no config.json", "unsupported architecture")
-        config_path = hub.download(settings, repo, commit, "config.json", sizes)
-        role = role_of_config(JsonConfig(**read_json_object(config_path)), model_id)
-        for file in _weight_files(settings, repo, commit, files, sizes):
+        role = role_of_config(hub.repo_config(settings, repo, commit, files, sizes), model_id)
+        for file in hub.weight_files(settings, repo, commit, files, sizes):
             hub.download(settings, repo, commit, file, sizes)
         tokenizer = _tokenizer_folder(settings, repo, commit, files, sizes)
         if tokenizer is None and revision != "main":
             main_commit, main_files, main_sizes, _ = hub.pinned_listing(settings, repo, "main")
             tokenizer = _tokenizer_folder(settings, repo, main_commit, main_files, main_sizes)
-        return HubFolder(model_id, repo, revision, commit, config_path.parent, tokenizer, role)
+        folder = hub.cached_file(settings, repo, commit, "config.json").parent
+        return HubFolder(model_id, repo, revision, commit, folder, tokenizer, role)
     except untrusted.UnsafeName as err:
         raise ExtractionError(str(err)) from None
 
 
 def _tensors(folder: Path) -> dict[str, torch.Tensor]:
     """Every tensor of the folder's weights, read by the project's own readers (module docstring)."""
-    has_safetensors = (folder / "model.safetensors.index.json").is_file() or any(folder.glob("*.safetensors"))
-    source = SafetensorsSource(folder) if has_safetensors else TorchBinSource(folder)
+    source = hf_folder_source(folder)
+    if source is None:
+        raise ExtractionError(f"{folder} holds no safetensors or pytorch_model.bin weights", "no weights")
     return {name: source.get(name) for name in source.names()}
 
 
@@ -130,13 +116,12 @@ def load_for_forward(found: HubFolder) -> tuple[torch.nn.Module, object | None]:
     transformers does not ship, or weights that leave a parameter of the base model unfilled."""
     import transformers
 
-    settings = read_json_object(found.folder / "config.json")
-    names = settings.get("architectures") or []
+    config = transformers.AutoConfig.from_pretrained(str(found.folder))
+    names = getattr(config, "architectures", None) or []
     classes = [getattr(transformers, n, None) for n in names if isinstance(n, str) and n.isidentifier()]
     classes = [c for c in classes if isinstance(c, type) and issubclass(c, transformers.PreTrainedModel)]
     if not classes:
         raise ExtractionError(f"{found.model_id}: config.json names no model class transformers ships ({names})")
-    config = transformers.AutoConfig.from_pretrained(str(found.folder))
     model = classes[0]._from_config(config, attn_implementation="eager", dtype=torch.float32)
     state = _tensors(found.folder)
     result = model.load_state_dict(state, strict=False)

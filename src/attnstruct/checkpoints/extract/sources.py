@@ -33,6 +33,16 @@ def _ctranslate2(path: Path) -> bool:
     return (folder / "model.bin").is_file() and not has_hf_weights
 
 
+def hf_folder_source(folder: Path, model_type: str | None = None) -> SafetensorsSource | TorchBinSource | None:
+    """The tensor source of a Hugging Face folder: its safetensors files, else its ``pytorch_model.bin`` (or shards);
+    None when it holds neither."""
+    if any(folder.glob("*.safetensors")):
+        return SafetensorsSource(folder, model_type)
+    if (folder / "pytorch_model.bin").is_file() or (folder / "pytorch_model.bin.index.json").is_file():
+        return TorchBinSource(folder, model_type)
+    return None
+
+
 def iter_blocks(source, *, n_heads: int | None = None, model_type: str | None = None) -> Iterator[AttentionBlock]:
     """Yield the attention blocks of ``source`` (see the module docstring for what it may be).
 
@@ -66,10 +76,9 @@ def iter_blocks(source, *, n_heads: int | None = None, model_type: str | None = 
         if path.suffix == ".bin":
             return hf_blocks(TorchBinSource(path.parent, model_type))
         raise ExtractionError(f"unrecognised checkpoint file {path.name}; readable: {'; '.join(FORMATS)}")
-    if any(path.glob("*.safetensors")):
-        return hf_blocks(SafetensorsSource(path, model_type))
-    if (path / "pytorch_model.bin").is_file() or (path / "pytorch_model.bin.index.json").is_file():
-        return hf_blocks(TorchBinSource(path, model_type))
+    source = hf_folder_source(path, model_type)
+    if source is not None:
+        return hf_blocks(source)
     singles = [p for p in path.iterdir() if p.suffix in (".gguf", ".onnx")]
     if len(singles) == 1:
         return iter_blocks(singles[0], n_heads=n_heads, model_type=model_type)
