@@ -42,10 +42,6 @@ def stored_verdicts(ds: xr.Dataset) -> dict[str, dict]:
     return verdicts
 
 
-def _p(value: float) -> str:
-    return "p < 0.001" if value < 0.001 else f"p = {value:.3f}"
-
-
 MACHINE_SETTINGS = ("workers", "threads_per_worker", "cache_dir")  # how a run was spread, not what it computed
 
 
@@ -103,7 +99,7 @@ def _stored_claim(claim: str, row: Mapping) -> StoredClaimFacts:
         estimate=prose.signed(row["estimate"]),
         low=prose.signed(row["low"]),
         high=prose.signed(row["high"]),
-        p=_p(row["p_value"]),
+        p=prose.p_value(row["p_value"]),
         n=prose.count(int(row["n"]), str(row["unit"])),
     )
 
@@ -182,8 +178,10 @@ def readme_clause(ds: xr.Dataset) -> str:
     parts = [
         "finds: the primary claim not tested"
         if primary is None
-        else f"finds: decoder directionality, sigmoid minus softmax, {prose.signed(primary['estimate'])} "
-        f"(*{primary['verdict']}*, {_p(primary['p_value'])}, {prose.count(int(primary['n']), str(primary['unit']))})"
+        else prose.fill(
+            "finds: decoder directionality, sigmoid minus softmax, {estimate} (*{verdict}*, {p}, {n})",
+            _stored_claim(nb10.PRIMARY, primary),
+        )
     ]
     softmax = own_tables(ds).get(nb10.SOFTMAX)
     if softmax is not None:

@@ -655,7 +655,7 @@ def training_series(frame: pd.DataFrame) -> pd.DataFrame:
             sink = (float(row.sink_mass), float(row.uniform), float(row.directionality))
             rows.append((repo, position.phase, position.step, *sink))
     table = pd.DataFrame(rows, columns=["repo", "phase", "step", "sink_mass", "uniform", "directionality"])
-    counts = table.groupby("repo")["step"].transform("size") if len(table) else table["step"]
+    counts = table.groupby("repo")["step"].transform("size")
     return table[counts >= 2].sort_values(["repo", "phase", "step"]).drop(columns="phase").reset_index(drop=True)
 
 

@@ -82,6 +82,11 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
     return f"{n} {plural}"
 
 
+def p_value(p: float) -> str:
+    """``'p = 0.031'``, or ``'p < 0.001'`` below a thousandth."""
+    return "p < 0.001" if p < 0.001 else f"p = {p:.3f}"
+
+
 def effect_line(effect, digits: int = 2) -> str:
     """The one compact line of an effect (an :class:`attnstruct.stats.Effect`, read by its fields): claim, estimate,
     its intervals, each named (the bootstrap's, which the verdict reads, and Student's t beside it when known), n,
@@ -92,7 +97,7 @@ def effect_line(effect, digits: int = 2) -> str:
     family = f"; {effect.family}" if effect.family else ""
     if effect.n == 1:
         return f"{effect.claim}: {effect.estimate:{f}} (n = 1 {effect.unit}; {effect.verdict}: {effect.reason}{family})"
-    p = "p < 0.001" if effect.p_value < 0.001 else f"p = {effect.p_value:.3f}"
+    p = p_value(effect.p_value)
     if np.isfinite(effect.p_adjusted) and effect.p_adjusted != effect.p_value:
         p += f", adjusted {effect.p_adjusted:.3f}"
     null = effect.null
